@@ -1,0 +1,41 @@
+"""Where dmllab reads and writes: caches (outside git), results and figures (inside the repository).
+
+Every location can be moved with an environment variable, which the tests use to stay in temporary folders.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def repo_root() -> Path:
+    """The checkout that holds the ``dmllab`` package (results/ and figures/ live here)."""
+    return _REPO_ROOT
+
+
+def cache_dir() -> Path:
+    """Generated data, pre-trained weights and checkpoints: ``$DMLLAB_CACHE`` or ``~/.cache/dmllab``."""
+    return Path(os.environ.get("DMLLAB_CACHE", Path.home() / ".cache" / "dmllab")).expanduser()
+
+
+def results_dir() -> Path:
+    """Tidy CSVs and the run store: ``$DMLLAB_RESULTS`` or ``<repo>/results``."""
+    return Path(os.environ.get("DMLLAB_RESULTS", _REPO_ROOT / "results")).expanduser()
+
+
+def runs_dir() -> Path:
+    """The run store: ``<results>/runs``."""
+    return results_dir() / "runs"
+
+
+def figures_dir() -> Path:
+    """Figures and the HTML report: ``$DMLLAB_FIGURES`` or ``<repo>/figures``."""
+    return Path(os.environ.get("DMLLAB_FIGURES", _REPO_ROOT / "figures")).expanduser()
+
+
+def checkpoints_dir() -> Path:
+    """Epoch checkpoints for resuming interrupted runs (never committed): ``<cache>/checkpoints``."""
+    return cache_dir() / "checkpoints"
