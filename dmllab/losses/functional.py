@@ -1,0 +1,205 @@
+"""Pure loss functions (the functional core, like ``torch.nn.functional``).
+
+Every function takes the batch ``embeddings`` (B, D), integer ``labels`` (B,) in [0, C) and the class
+representatives ``proxies`` (C, D) explicitly, so that Proxy Synthesis can call the same function with extra
+synthetic embeddings, labels and proxies. All return the mean over the batch (a scalar tensor).
+
+These functions compute in the dtype they are given; the modules in :mod:`dmllab.losses.proxy` cast to
+float32 and disable autocast before calling them. No input validation happens here (see ``_validate``).
+
+Papers:
+    ProxyNCA++ (Teh et al., ECCV 2020): Eq. 3 (ProxyNCA), Eq. 6 (ProxyNCA++), appendix Eq. 9 (NormSoftMax).
+    Proxy Anchor (Kim et al., CVPR 2020): Eq. 4 / Eq. 5.
+    Proxy Synthesis (Gu et al., AAAI 2021): supplement Eq. 6 (margin-softmax family).
+    Heated-up Softmax Embedding (Zhang et al.): alpha-scaled softmax with normalised weights.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+__all__ = [
+    "cosine_similarity_matrix",
+    "heated_softmax",
+    "heated_softmax_logits",
+    "margin_softmax",
+    "margin_softmax_logits",
+    "norm_softmax",
+    "norm_softmax_logits",
+    "proxy_anchor",
+    "proxy_nca",
+    "proxy_nca_logits",
+    "softmax",
+    "softmax_logits",
+    "squared_euclidean_to_proxies",
+]
+
+
+def cosine_similarity_matrix(embeddings: torch.Tensor, proxies: torch.Tensor) -> torch.Tensor:
+    """Cosine similarity s(x, p) between every embedding and every proxy, shape (B, C)."""
+    return F.normalize(embeddings, dim=1) @ F.normalize(proxies, dim=1).t()  # (B, C)
+
+
+def squared_euclidean_to_proxies(embeddings: torch.Tensor, proxies: torch.Tensor) -> torch.Tensor:
+    """d(x/|x|, p/|p|) = ||x/|x| - p/|p|||^2 for every embedding/proxy pair, shape (B, C).
+
+    For unit vectors this equals 2 - 2 cos; it is clamped at 0 against rounding.
+    """
+    return (2.0 - 2.0 * cosine_similarity_matrix(embeddings, proxies)).clamp_min(0.0)  # (B, C)
+
+
+def proxy_nca_logits(embeddings: torch.Tensor, proxies: torch.Tensor, *, temperature: float) -> torch.Tensor:
+    """The ProxyNCA(++) logits -d(x/|x|, p/|p|) / T, shape (B, C) (the argument of exp in Eq. 6)."""
+    return -squared_euclidean_to_proxies(embeddings, proxies) / temperature
+
+
+def proxy_nca(
+    embeddings: torch.Tensor,
+    labels: torch.Tensor,
+    proxies: torch.Tensor,
+    *,
+    temperature: float,
+    prob: bool = True,
+) -> torch.Tensor:
+    """ProxyNCA++ (Eq. 6) or classic ProxyNCA (Eq. 3), averaged over the batch.
+
+    With ``prob=True`` (+prob) the loss is the cross-entropy of the proxy assignment probability,
+    ``-log( exp(-d_y/T) / sum_{a in A} exp(-d_a/T) )``, where d is the squared Euclidean distance between
+    the L2-normalised embedding and proxies and the sum runs over all proxies including the positive one.
+    With ``prob=False`` the positive proxy is excluded from the denominator (Eq. 3, here also divided by
+    T); this loss is unbounded below and can be negative. ``temperature=1`` is the unscaled loss.
+
+    Args:
+        embeddings: (B, D) embeddings (any norm; normalised here).
+        labels: (B,) integer labels in [0, C).
+        proxies: (C, D) proxies (any norm; normalised here).
+        temperature: T > 0 (ProxyNCA++ uses 1/9).
+        prob: include the positive proxy in the denominator.
+    """
+    logits = proxy_nca_logits(embeddings, proxies, temperature=temperature)  # (B, C)
+    if prob:
+        return F.cross_entropy(logits, labels)
+    positive = logits.gather(1, labels[:, None]).squeeze(1)  # (B,)
+    negatives = logits.scatter(1, labels[:, None], float("-inf"))  # (B, C), positive removed
+    return (torch.logsumexp(negatives, dim=1) - positive).mean()
+
+
+def norm_softmax_logits(
+    embeddings: torch.Tensor, proxies: torch.Tensor, *, temperature: float
+) -> torch.Tensor:
+    """NormSoftMax logits cos(x, p) / T, shape (B, C)."""
+    return cosine_similarity_matrix(embeddings, proxies) / temperature
+
+
+def norm_softmax(
+    embeddings: torch.Tensor, labels: torch.Tensor, proxies: torch.Tensor, *, temperature: float
+) -> torch.Tensor:
+    """NormSoftMax (ProxyNCA++ appendix Eq. 9): softmax cross-entropy over cosine similarity / T.
+
+    Also the LN variant of Heated-up Softmax with alpha = 1/T and no bias.
+    """
+    return F.cross_entropy(norm_softmax_logits(embeddings, proxies, temperature=temperature), labels)
+
+
+def softmax_logits(embeddings: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """Unnormalised linear classifier logits <x, w> + b, shape (B, C)."""
+    return F.linear(embeddings, weight, bias)
+
+
+def softmax(
+    embeddings: torch.Tensor, labels: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
+) -> torch.Tensor:
+    """The SM baseline: softmax cross-entropy of an unnormalised linear classifier with bias."""
+    return F.cross_entropy(softmax_logits(embeddings, weight, bias), labels)
+
+
+def heated_softmax_logits(
+    embeddings: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, *, alpha: float
+) -> torch.Tensor:
+    """Heated-up Softmax logits alpha * <f, w/|w|> + b, shape (B, C).
+
+    ``embeddings`` are used as given: the model head provides f_hat (L2-normalised for the LN variant,
+    BatchNorm without scale divided by sqrt(dim) for the BN variant).
+    """
+    logits = alpha * (embeddings @ F.normalize(weight, dim=1).t())  # (B, C)
+    return logits if bias is None else logits + bias
+
+
+def heated_softmax(
+    embeddings: torch.Tensor,
+    labels: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    *,
+    alpha: float,
+) -> torch.Tensor:
+    """Heated-up Softmax Embedding loss: cross-entropy of alpha * <f, w_hat> + b."""
+    return F.cross_entropy(heated_softmax_logits(embeddings, weight, bias, alpha=alpha), labels)
+
+
+def margin_softmax_logits(embeddings: torch.Tensor, proxies: torch.Tensor, *, scale: float) -> torch.Tensor:
+    """Margin-free scores gamma * cos(x, p), shape (B, C) (the margin only applies to a known target)."""
+    return scale * cosine_similarity_matrix(embeddings, proxies)
+
+
+def margin_softmax(
+    embeddings: torch.Tensor,
+    labels: torch.Tensor,
+    proxies: torch.Tensor,
+    *,
+    scale: float,
+    m1: float = 1.0,
+    m2: float = 0.0,
+    m3: float = 0.0,
+    eps: float = 1e-7,
+) -> torch.Tensor:
+    """SphereFace / CosFace / ArcFace in one form (Proxy Synthesis supplement Eq. 6, printed as (viii)).
+
+    ``-log( e^{g(cos(m1 theta_y + m2) - m3)} / (e^{g(cos(m1 theta_y + m2) - m3)} + sum_{q != y} e^{g s(x,q)}) )``
+    with theta_y = arccos s(x, p_y) and g = ``scale``. The margin acts on the target logit only; the cosine
+    is clamped to [-1 + eps, 1 - eps] before ``acos`` (whose derivative is infinite at +-1). When m1 = 1
+    and m2 = 0 the target logit is g (s - m3) computed directly, without the acos round trip (identical
+    value, exact gradient). With m1 = 1, m2 = m3 = 0 this is NormSoftMax with T = 1/g. The formula is used
+    as printed: no "easy margin" or monotonicity fix for m1 * theta + m2 > pi.
+    """
+    cos = cosine_similarity_matrix(embeddings, proxies)  # (B, C)
+    target_cos = cos.gather(1, labels[:, None])  # (B, 1)
+    if m1 == 1.0 and m2 == 0.0:
+        target = target_cos - m3
+    else:
+        theta = torch.acos(target_cos.clamp(-1.0 + eps, 1.0 - eps))
+        target = torch.cos(m1 * theta + m2) - m3
+    logits = cos.scatter(1, labels[:, None], target)  # (B, C), target logit replaced
+    return F.cross_entropy(scale * logits, labels)
+
+
+def proxy_anchor(
+    embeddings: torch.Tensor,
+    labels: torch.Tensor,
+    proxies: torch.Tensor,
+    *,
+    alpha: float,
+    delta: float,
+) -> torch.Tensor:
+    """Proxy Anchor loss (Eq. 4, computed as Eq. 5) with the official code's averaging.
+
+    ``(1/|P+|) sum_{p in P+} log(1 + sum_{x in X_p+} e^{-alpha (s(x,p) - delta)})
+      + (1/C) sum_{p in P} log(1 + sum_{x in X_p-} e^{alpha (s(x,p) + delta)})``
+
+    s is the cosine similarity; P+ are the proxies with at least one positive in the batch. The negative
+    term is averaged over all C proxies, as in the released code (the paper writes 1/|P-|).
+    ``log(1 + sum e^z)`` is evaluated as ``logsumexp([0, z...])`` (= softplus(LSE(z))), which cannot overflow
+    for any alpha and is 0 for a proxy without positives (negatives), with finite gradients.
+    """
+    num_proxies = proxies.shape[0]
+    cos = cosine_similarity_matrix(embeddings, proxies)  # (B, C)
+    pos_mask = F.one_hot(labels, num_proxies).bool()  # (B, C)
+    neg_inf = torch.tensor(float("-inf"), dtype=cos.dtype, device=cos.device)
+    zero_row = torch.zeros(1, num_proxies, dtype=cos.dtype, device=cos.device)
+    pos_exponents = torch.where(pos_mask, -alpha * (cos - delta), neg_inf)  # (B, C)
+    neg_exponents = torch.where(pos_mask, neg_inf, alpha * (cos + delta))  # (B, C)
+    pos_terms = torch.logsumexp(torch.cat([zero_row, pos_exponents]), dim=0)  # (C,)
+    neg_terms = torch.logsumexp(torch.cat([zero_row, neg_exponents]), dim=0)  # (C,)
+    num_with_positives = pos_mask.any(dim=0).sum()
+    return pos_terms.sum() / num_with_positives + neg_terms.sum() / num_proxies

@@ -1,0 +1,225 @@
+"""Proxy Synthesis (Gu, Ko, Kim, AAAI 2021): synthetic classes for any proxy loss (Eq. 4-5).
+
+Per batch, one lambda ~ Beta(alpha, alpha) is drawn. Each synthetic pair interpolates two (embedding,
+proxy) pairs of *different* classes (Eq. 4): x~ = lambda x_i + (1 - lambda) x_j and
+p~ = lambda p_{y_i} + (1 - lambda) p_{y_j}. Synthetic k gets the new label C + k; int(mu * B) synthetics are
+kept; the synthetic proxies are appended as extra classes for every sample, real and synthetic, and the
+base loss is evaluated on the union (Eq. 5, one Monte-Carlo sample of the expectation per batch).
+
+Partner scheme (deterministic; :func:`synthesis_partners`): sort the batch by label (stable); a sample at
+sorted position s in a class block [a, a + n) is paired with the sample at sorted position
+``(a + n + ((s - a + r) mod (B - n))) mod B``, i.e. it walks through the *complement* of its class block in
+circular order, so the partner always has a different label. Synthetic k uses anchor k mod B (batch order)
+and round r = k // B (different partners when mu > 1). For class-balanced batches (n images per class) this
+is the label-sorted batch rolled by n. A batch with a single class has no valid partner: synthesis is
+skipped and the base loss is computed on the real batch (``last_lam`` is then None).
+
+Mixing space: the base losses that L2-normalise embeddings/proxies internally (ProxyNCA, NormSoftMax,
+margin-softmax, Proxy Anchor) get their vectors L2-normalised *before* mixing, as in the official code,
+and re-normalised by the base loss; losses that do not normalise (SoftmaxLoss, Heated-up Softmax with raw
+f) mix raw vectors, and a bias, if the base has one, is interpolated like the proxies.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ._validate import check_batch
+from .proxy import ProxyLoss, _fp32_region
+
+__all__ = ["ProxySynthesis", "SynthesizedBatch", "sample_beta", "synthesis_partners", "synthesize"]
+
+
+def _log_gamma_sample(shape: float, generator: torch.Generator | None) -> float:
+    """log of one Gamma(shape, 1) draw (Marsaglia-Tsang; shape < 1 through the U^(1/shape) boost)."""
+    log_boost = 0.0
+    if shape < 1.0:
+        u = torch.rand((), generator=generator, dtype=torch.float64).item()
+        log_boost = math.log(max(u, 1e-300)) / shape
+        shape += 1.0
+    d = shape - 1.0 / 3.0
+    c = 1.0 / math.sqrt(9.0 * d)
+    while True:
+        x = torch.randn((), generator=generator, dtype=torch.float64).item()
+        v = (1.0 + c * x) ** 3
+        if v <= 0.0:
+            continue
+        u = torch.rand((), generator=generator, dtype=torch.float64).item()
+        if math.log(max(u, 1e-300)) < 0.5 * x * x + d - d * v + d * math.log(v):
+            return math.log(d * v) + log_boost
+
+
+def sample_beta(alpha: float, generator: torch.Generator | None = None) -> float:
+    """One lambda ~ Beta(alpha, alpha) as X / (X + Y) with X, Y ~ Gamma(alpha), drawn from ``generator``.
+
+    Works in log space (stable for small alpha). ``generator=None`` uses torch's global generator.
+    """
+    if not alpha > 0:
+        raise ValueError(f"alpha must be > 0; got {alpha!r}")
+    log_x, log_y = _log_gamma_sample(alpha, generator), _log_gamma_sample(alpha, generator)
+    return 1.0 / (1.0 + math.exp(min(log_y - log_x, 700.0)))
+
+
+def synthesis_partners(labels: torch.Tensor, num_synthetic: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(anchors, partners), each (K,) long: indices into the batch with labels[anchor] != labels[partner].
+
+    See the module docstring for the scheme. Requires at least two distinct labels.
+    """
+    batch_size = labels.shape[0]
+    device = labels.device
+    order = torch.argsort(labels, stable=True)  # sorted position -> batch index
+    _, counts = torch.unique_consecutive(labels[order], return_counts=True)
+    if counts.numel() < 2:
+        raise ValueError("proxy synthesis needs at least two classes in the batch")
+    starts = torch.cumsum(counts, 0) - counts
+    block = torch.repeat_interleave(torch.arange(counts.numel(), device=device), counts)  # (B,)
+    block_start, block_size = starts[block], counts[block]  # (B,) per sorted position
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(batch_size, device=device)  # batch index -> sorted position
+
+    k = torch.arange(num_synthetic, device=device)
+    anchors = k % batch_size
+    rounds = k // batch_size
+    s = rank[anchors]  # (K,) sorted positions of the anchors
+    a, n = block_start[s], block_size[s]
+    offset = (s - a + rounds) % (batch_size - n)
+    partners = order[(a + n + offset) % batch_size]
+    return anchors, partners
+
+
+class SynthesizedBatch(NamedTuple):
+    """The augmented batch: real + synthetic embeddings/labels, real + synthetic proxies (and bias)."""
+
+    embeddings: torch.Tensor  # (B + K, D)
+    labels: torch.Tensor  # (B + K,)
+    proxies: torch.Tensor  # (C + K, D)
+    bias: torch.Tensor | None  # (C + K,) or None
+    anchors: torch.Tensor  # (K,)
+    partners: torch.Tensor  # (K,)
+
+
+def synthesize(
+    embeddings: torch.Tensor,
+    labels: torch.Tensor,
+    proxies: torch.Tensor,
+    *,
+    lam: float,
+    num_synthetic: int,
+    bias: torch.Tensor | None = None,
+) -> SynthesizedBatch:
+    """Build the Proxy Synthesis batch (Eq. 4) for a fixed ``lam`` and K = ``num_synthetic`` synthetics.
+
+    Synthetic k mixes anchor i and partner j (:func:`synthesis_partners`): embedding lam x_i + (1-lam) x_j,
+    proxy lam p_{y_i} + (1-lam) p_{y_j} (bias likewise), label C + k.
+    """
+    num_classes = proxies.shape[0]
+    anchors, partners = synthesis_partners(labels, num_synthetic)
+    y_i, y_j = labels[anchors], labels[partners]
+    synth_emb = lam * embeddings[anchors] + (1.0 - lam) * embeddings[partners]  # (K, D)
+    synth_proxies = lam * proxies[y_i] + (1.0 - lam) * proxies[y_j]  # (K, D)
+    synth_labels = num_classes + torch.arange(num_synthetic, device=labels.device, dtype=labels.dtype)
+    aug_bias = None
+    if bias is not None:
+        aug_bias = torch.cat([bias, lam * bias[y_i] + (1.0 - lam) * bias[y_j]])  # (C + K,)
+    return SynthesizedBatch(
+        embeddings=torch.cat([embeddings, synth_emb]),
+        labels=torch.cat([labels, synth_labels]),
+        proxies=torch.cat([proxies, synth_proxies]),
+        bias=aug_bias,
+        anchors=anchors,
+        partners=partners,
+    )
+
+
+class ProxySynthesis(nn.Module):
+    """Wrap a proxy loss with Proxy Synthesis (PS Eq. 4-5); defaults alpha = 0.4, mu = 1.0.
+
+    The proxies (and any bias) are the base loss's: ``ProxySynthesis.parameters()`` are exactly the base's.
+    Gradients flow to the embeddings and to the proxies through both the real and the synthetic proxies.
+    After each call ``last_lam`` holds the lambda used (None when synthesis was skipped) and
+    ``last_partners`` the (anchors, partners) indices.
+
+    Args:
+        base_loss: a :class:`~dmllab.losses.proxy.ProxyLoss` (has ``loss_from_proxies``).
+        alpha: Beta(alpha, alpha) parameter (> 0).
+        mu: synthetics per real sample; K = int(mu * B).
+        generator: torch.Generator for lambda (None: torch's global generator).
+    """
+
+    has_proxies = True
+
+    def __init__(
+        self,
+        base_loss: ProxyLoss,
+        *,
+        alpha: float = 0.4,
+        mu: float = 1.0,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        super().__init__()
+        if not isinstance(base_loss, ProxyLoss):
+            raise ValueError(
+                f"ProxySynthesis needs a proxy loss (with loss_from_proxies); got {type(base_loss).__name__}"
+            )
+        if not (alpha > 0 and math.isfinite(alpha)):
+            raise ValueError(f"alpha must be a positive finite number; got {alpha!r}")
+        if not (mu >= 0 and math.isfinite(mu)):
+            raise ValueError(f"mu must be a non-negative finite number; got {mu!r}")
+        self.base = base_loss
+        self.alpha = float(alpha)
+        self.mu = float(mu)
+        self.generator = generator
+        self.last_lam: float | None = None
+        self.last_partners: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    @property
+    def num_classes(self) -> int:
+        return self.base.num_classes
+
+    @property
+    def embedding_dim(self) -> int:
+        return self.base.embedding_dim
+
+    @property
+    def proxies(self) -> nn.Parameter:
+        return self.base.proxies
+
+    def logits(self, embeddings: torch.Tensor) -> torch.Tensor:
+        """The base loss's (B, C) scores (no synthetic classes at inference)."""
+        return self.base.logits(embeddings)
+
+    def forward(
+        self, embeddings: torch.Tensor, labels: torch.Tensor, *, lam: float | None = None
+    ) -> torch.Tensor:
+        """Base loss on the real + synthetic batch; ``lam`` fixes lambda instead of sampling it."""
+        check_batch(
+            embeddings, labels, num_classes=self.base.num_classes, embedding_dim=self.base.embedding_dim
+        )
+        num_synthetic = int(self.mu * embeddings.shape[0])
+        if num_synthetic == 0 or torch.unique(labels).numel() < 2:
+            # No different-class partner exists (or mu * B < 1): plain base loss on the real batch.
+            self.last_lam, self.last_partners = None, None
+            return self.base(embeddings, labels)
+        if lam is None:
+            lam = sample_beta(self.alpha, self.generator)
+        elif not 0.0 <= lam <= 1.0:
+            raise ValueError(f"lam must be in [0, 1]; got {lam!r}")
+        with _fp32_region(embeddings.device):
+            emb = embeddings.float()
+            proxies = self.base.proxies.float()
+            if self.base.normalizes_embeddings:
+                emb = F.normalize(emb, dim=1)
+            if self.base.normalizes_proxies:
+                proxies = F.normalize(proxies, dim=1)
+            bias = None if self.base.bias is None else self.base.bias.float()
+            batch = synthesize(emb, labels.long(), proxies, lam=lam, num_synthetic=num_synthetic, bias=bias)
+            self.last_lam, self.last_partners = float(lam), (batch.anchors, batch.partners)
+            return self.base.loss_from_proxies(batch.embeddings, batch.labels, batch.proxies, bias=batch.bias)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha:g}, mu={self.mu:g}"
