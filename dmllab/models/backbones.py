@@ -1,0 +1,243 @@
+"""Backbones returning the last convolutional feature map (B, C, h, w), with attribute ``out_channels``.
+
+torchvision backbones of ProxyNCA++ Table 2: resnet50 (2048), resnet18 (512), googlenet (1024), inception_v3
+(2048), each with its global pooling, dropout and classifier (and auxiliary classifiers) removed; plus the
+CPU-sized "smallcnn" (:mod:`dmllab.models.smallcnn`). The trunks keep torchvision's module names, so a
+torchvision state dict and a trunk's own ``state_dict()`` load the same way (classifier keys are dropped).
+
+Deviation: BN-Inception (used by Proxy Anchor, Proxy Synthesis and part of ProxyNCA++'s Table 2) is not in
+torchvision and is not provided.
+
+Pre-trained weights: ``pretrained=True`` loads torchvision's ImageNet weights (``imagenet_weights="DEFAULT"``,
+the best torchvision recipe: for resnet50 that is IMAGENET1K_V2; the 2020 papers used the weights now called
+IMAGENET1K_V1, selectable with ``imagenet_weights="IMAGENET1K_V1"``). ``weights_path=`` loads a local file and
+takes precedence over the download. If the weights cannot be obtained, a RuntimeError explains how to provide
+them; dmllab never falls back to random weights.
+
+GoogLeNet / Inception-v3 input: torchvision's ImageNet weights for these two were ported from TensorFlow and
+expect inputs scaled to [-1, 1]; torchvision therefore turns ``transform_input`` on whenever it loads them,
+converting ImageNet-mean/std-normalised input. dmllab does the same: ``transform_input=None`` means "on exactly
+when weights are loaded (pretrained or weights_path)", and it can be forced either way. A weights_path file
+is assumed to hold such ImageNet-style weights (torchvision's file, or a trunk fine-tuned from it); pass
+``transform_input=False`` for a file trained from scratch without the transform.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from dmllab.models.smallcnn import build_smallcnn
+from dmllab.models.weights import download_imagenet_state_dict, load_trunk_state_dict, read_state_dict
+from dmllab.registry import Registry
+
+__all__ = [
+    "ConvTrunk",
+    "InceptionInputTransform",
+    "BACKBONES",
+    "build_backbone",
+    "list_backbones",
+    "imagenet_weights_enum",
+]
+
+_IMAGENET_MEAN = (0.485, 0.456, 0.406)
+_IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+class InceptionInputTransform(nn.Module):
+    """Map ImageNet-mean/std-normalised input to the [-1, 1] scaling the TF-ported GoogLeNet/Inception weights expect.
+
+    With x = (u - mean) / std for u in [0, 1], returns (u - 0.5) / 0.5 = x * std / 0.5 + (mean - 0.5) / 0.5.
+    No state-dict entries (non-persistent buffers).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        mean = torch.tensor(_IMAGENET_MEAN).reshape(1, 3, 1, 1)
+        std = torch.tensor(_IMAGENET_STD).reshape(1, 3, 1, 1)
+        self.register_buffer("scale", std / 0.5, persistent=False)
+        self.register_buffer("shift", (mean - 0.5) / 0.5, persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.scale + self.shift
+
+
+class ConvTrunk(nn.Module):
+    """The convolutional part of a torchvision classifier: its children, in forward order, applied one after another.
+
+    Args:
+        layers: (name, module) pairs in the order the classifier's forward applies them; the names are
+            kept so state-dict keys equal torchvision's.
+        out_channels: channels of the output feature map.
+        input_transform: optional module applied to the input first (no state).
+    """
+
+    def __init__(
+        self,
+        layers: Iterable[tuple[str, nn.Module]],
+        out_channels: int,
+        input_transform: nn.Module | None = None,
+    ) -> None:
+        super().__init__()
+        self.out_channels = out_channels
+        # Registered first: children() yields modules in registration order, which is the forward order.
+        self.input_transform = input_transform if input_transform is not None else nn.Identity()
+        # Top-level children (not inside a container) so that keys are "conv1.weight", as in torchvision.
+        for name, module in layers:
+            self.add_module(name, module)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for module in self.children():
+            x = module(x)
+        return x  # (B, out_channels, h, w)
+
+
+@dataclass(frozen=True)
+class _TorchvisionSpec:
+    """How to build one torchvision classifier and which of its children are the conv trunk."""
+
+    make: Callable[[bool], tuple[nn.Module, type]]  # init_weights -> (classifier, weights enum class)
+    out_channels: int
+    drop: tuple[str, ...]  # children after the last conv block
+    tf_ported_weights: bool  # expects [-1, 1] input with its ImageNet weights
+
+
+def _make_resnet50(init_weights: bool) -> tuple[nn.Module, type]:
+    from torchvision.models import ResNet50_Weights, resnet50
+
+    return resnet50(weights=None), ResNet50_Weights
+
+
+def _make_resnet18(init_weights: bool) -> tuple[nn.Module, type]:
+    from torchvision.models import ResNet18_Weights, resnet18
+
+    return resnet18(weights=None), ResNet18_Weights
+
+
+def _make_googlenet(init_weights: bool) -> tuple[nn.Module, type]:
+    from torchvision.models import GoogLeNet_Weights, googlenet
+
+    model = googlenet(weights=None, aux_logits=False, transform_input=False, init_weights=init_weights)
+    return model, GoogLeNet_Weights
+
+
+def _make_inception_v3(init_weights: bool) -> tuple[nn.Module, type]:
+    from torchvision.models import Inception_V3_Weights, inception_v3
+
+    model = inception_v3(weights=None, aux_logits=False, transform_input=False, init_weights=init_weights)
+    return model, Inception_V3_Weights
+
+
+_TORCHVISION_SPECS = {
+    "resnet50": _TorchvisionSpec(_make_resnet50, 2048, ("avgpool", "fc"), tf_ported_weights=False),
+    "resnet18": _TorchvisionSpec(_make_resnet18, 512, ("avgpool", "fc"), tf_ported_weights=False),
+    "googlenet": _TorchvisionSpec(
+        _make_googlenet, 1024, ("avgpool", "dropout", "fc"), tf_ported_weights=True
+    ),
+    "inception_v3": _TorchvisionSpec(
+        _make_inception_v3, 2048, ("avgpool", "dropout", "fc"), tf_ported_weights=True
+    ),
+}
+
+
+def imagenet_weights_enum(arch: str) -> type:
+    """torchvision's ``WeightsEnum`` class of a torchvision backbone name (e.g. ``ResNet50_Weights``)."""
+    if arch not in _TORCHVISION_SPECS:
+        raise KeyError(
+            f"{arch!r} is not a torchvision backbone; valid: {', '.join(sorted(_TORCHVISION_SPECS))}"
+        )
+    return _TORCHVISION_SPECS[arch].make(False)[1]
+
+
+def _weights_member(enum_cls: type, name: str, arch: str):
+    try:
+        return enum_cls[name]
+    except KeyError:
+        valid = ["DEFAULT", *(member.name for member in enum_cls)]
+        raise ValueError(
+            f"unknown imagenet_weights {name!r} for {arch!r}; valid: {', '.join(valid)}"
+        ) from None
+
+
+def _build_torchvision_trunk(
+    arch: str,
+    *,
+    pretrained: bool,
+    weights_path: str | os.PathLike[str] | None,
+    imagenet_weights: str,
+    transform_input: bool | None,
+) -> ConvTrunk:
+    spec = _TORCHVISION_SPECS[arch]
+    loads_weights = pretrained or weights_path is not None
+    # Random init is wasted work when every parameter is overwritten by strict loading.
+    classifier, enum_cls = spec.make(not loads_weights)
+    weights = _weights_member(enum_cls, imagenet_weights, arch) if pretrained else None
+    if transform_input is None:
+        transform_input = spec.tf_ported_weights and loads_weights
+    trunk = ConvTrunk(
+        [(name, child) for name, child in classifier.named_children() if name not in spec.drop],
+        spec.out_channels,
+        input_transform=InceptionInputTransform() if transform_input else None,
+    )
+    if weights_path is not None:
+        load_trunk_state_dict(trunk, read_state_dict(weights_path), source=str(weights_path))
+    elif weights is not None:
+        state = download_imagenet_state_dict(weights, arch=arch)
+        load_trunk_state_dict(trunk, state, source=f"torchvision {weights}")
+    return trunk
+
+
+def _torchvision_builder(arch: str) -> Callable[..., ConvTrunk]:
+    def build(
+        *,
+        pretrained: bool = False,
+        weights_path: str | os.PathLike[str] | None = None,
+        imagenet_weights: str = "DEFAULT",
+        transform_input: bool | None = None,
+    ) -> ConvTrunk:
+        return _build_torchvision_trunk(
+            arch,
+            pretrained=pretrained,
+            weights_path=weights_path,
+            imagenet_weights=imagenet_weights,
+            transform_input=transform_input,
+        )
+
+    build.__name__ = f"build_{arch}"
+    build.__doc__ = f"Build the {arch} conv trunk (see :mod:`dmllab.models.backbones`)."
+    return build
+
+
+BACKBONES: Registry[Callable[..., nn.Module]] = Registry("backbone")
+for _arch in _TORCHVISION_SPECS:
+    BACKBONES.register(_arch, _torchvision_builder(_arch))
+BACKBONES.register("smallcnn", build_smallcnn)
+
+
+def list_backbones() -> list[str]:
+    """The registered backbone names, sorted."""
+    return BACKBONES.names()
+
+
+def build_backbone(
+    name: str,
+    *,
+    pretrained: bool = False,
+    weights_path: str | os.PathLike[str] | None = None,
+    **kwargs: object,
+) -> nn.Module:
+    """Build a backbone by name: forward(x: (B, 3, H, W)) -> feature map (B, out_channels, h, w).
+
+    Args:
+        name: one of :func:`list_backbones`; unknown names raise a KeyError listing the valid ones.
+        pretrained: load the default pre-trained weights (torchvision ImageNet; for smallcnn the synthetic
+            pre-training file).
+        weights_path: a local state-dict file to load instead (torchvision classifier format or the trunk's own).
+        **kwargs: backbone options: torchvision ones take ``imagenet_weights`` and ``transform_input``,
+            smallcnn takes ``width`` and ``in_channels``; anything else is a TypeError.
+    """
+    return BACKBONES.get(name)(pretrained=pretrained, weights_path=weights_path, **kwargs)

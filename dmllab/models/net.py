@@ -1,0 +1,133 @@
+"""EmbeddingNet = backbone (conv feature map) + EmbeddingHead, and the ``build_model`` factory."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from torch import nn
+from torch.nn.modules.batchnorm import _BatchNorm
+
+from dmllab.models.backbones import build_backbone
+from dmllab.models.heads import EmbeddingHead
+
+__all__ = ["EmbeddingNet", "build_model", "freeze_batchnorm", "unfreeze_batchnorm"]
+
+
+def _batchnorm_layers(module: nn.Module) -> list[_BatchNorm]:
+    return [m for m in module.modules() if isinstance(m, _BatchNorm)]
+
+
+def freeze_batchnorm(module: nn.Module) -> nn.Module:
+    """Put every BatchNorm layer of ``module`` in eval mode (running statistics) and stop its affine gradients.
+
+    ``module.train()`` switches BN back to train mode; a plain module must be frozen again after every
+    ``train()`` call. :class:`EmbeddingNet` with ``frozen_bn=True`` does that itself. Returns ``module``.
+    """
+    for bn in _batchnorm_layers(module):
+        bn.eval()
+        for param in bn.parameters(recurse=False):
+            param.requires_grad_(False)
+    return module
+
+
+def unfreeze_batchnorm(module: nn.Module) -> nn.Module:
+    """Undo :func:`freeze_batchnorm`: BN affine parameters trainable again, BN mode follows ``module.training``."""
+    for bn in _batchnorm_layers(module):
+        bn.train(module.training)
+        for param in bn.parameters(recurse=False):
+            param.requires_grad_(True)
+    return module
+
+
+class EmbeddingNet(nn.Module):
+    """Image (B, 3, H, W) -> embedding (B, D): ``head(backbone(x))``.
+
+    Args:
+        backbone: returns a feature map (B, C, h, w); has ``out_channels``.
+        head: :class:`EmbeddingHead` (or any module mapping the feature map to (B, D)).
+        frozen_bn: keep the backbone's BatchNorm layers frozen (eval mode, affine parameters without
+            gradient), also across ``train()`` calls (the Proxy Anchor code on CUB/Cars). BN layers of the head
+            (Heated-up BN) are never frozen: they have no parameters and their batch statistics are the method.
+    """
+
+    def __init__(self, backbone: nn.Module, head: nn.Module, *, frozen_bn: bool = False) -> None:
+        super().__init__()
+        self.backbone = backbone
+        self.head = head
+        self._frozen_bn = False
+        self.frozen_bn = frozen_bn
+
+    @property
+    def frozen_bn(self) -> bool:
+        """Whether the backbone's BN layers are frozen; settable at any time."""
+        return self._frozen_bn
+
+    @frozen_bn.setter
+    def frozen_bn(self, value: bool) -> None:
+        value = bool(value)
+        if value:
+            freeze_batchnorm(self.backbone)
+        elif self._frozen_bn:  # only undo our own freezing; a backbone frozen by the caller stays as it is
+            unfreeze_batchnorm(self.backbone)
+        self._frozen_bn = value
+
+    @property
+    def embedding_dim(self) -> int:
+        """D, the output dimension of the head's Linear layer."""
+        return self.head.embedding_dim
+
+    def train(self, mode: bool = True) -> EmbeddingNet:
+        super().train(mode)
+        if self._frozen_bn:
+            freeze_batchnorm(self.backbone)
+        return self
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.backbone(x))  # (B, D)
+
+    def param_groups(self) -> dict[str, list[nn.Parameter]]:
+        """Parameters split for the optimiser: {"backbone": trunk parameters, "embedding": head parameters}.
+
+        Frozen parameters (requires_grad False) are included; optimisers skip parameters without gradient.
+        """
+        return {"backbone": list(self.backbone.parameters()), "embedding": list(self.head.parameters())}
+
+
+def build_model(
+    *,
+    backbone: str,
+    embedding_dim: int,
+    pooling: str = "avg",
+    k: int | None = None,
+    norm: str = "none",
+    norm_position: str | None = None,
+    l2_normalize: bool = False,
+    pretrained: bool = False,
+    weights_path: str | os.PathLike[str] | None = None,
+    head_init: str = "default",
+    frozen_bn: bool = False,
+    **backbone_kw: object,
+) -> EmbeddingNet:
+    """Build backbone + embedding head.
+
+    Args:
+        backbone: a name from :func:`dmllab.models.list_backbones`.
+        embedding_dim: D.
+        pooling, k, norm, norm_position, l2_normalize: see :class:`EmbeddingHead`.
+        pretrained, weights_path, **backbone_kw: see :func:`dmllab.models.build_backbone`.
+        head_init: "default" or "kaiming" (the head's Linear init, see :class:`EmbeddingHead`).
+        frozen_bn: freeze the backbone's BatchNorm layers (see :class:`EmbeddingNet`).
+    """
+    trunk = build_backbone(backbone, pretrained=pretrained, weights_path=weights_path, **backbone_kw)
+    head = EmbeddingHead(
+        trunk.out_channels,
+        embedding_dim,
+        pooling=pooling,
+        k=k,
+        norm=norm,
+        norm_position=norm_position,
+        l2_normalize=l2_normalize,
+        init=head_init,
+    )
+    return EmbeddingNet(trunk, head, frozen_bn=frozen_bn)

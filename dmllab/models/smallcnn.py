@@ -1,0 +1,100 @@
+"""SmallCNN: a CPU-sized conv trunk for the quick profile (64x64 images, 56x56 crops).
+
+Four stages of conv3x3-BN-ReLU (two convolutions in stages 2 and 3), stride 2 in stages 1-3, so the feature
+map is 7x7 for 56x56 crops and 8x8 for 64x64 images: large enough that the choice of global pooling
+(avg / max / k-max) matters. ``out_channels = 8 * width`` (256 for the default width 32).
+
+Its "pre-trained" weights come from dmllab itself: the quick profile pre-trains it as a classifier on the
+synthetic pre-training pool (classes disjoint from the metric-learning splits), the stand-in for ImageNet
+pre-training. The file lives at :func:`default_smallcnn_weights_path`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from dmllab.models.weights import load_trunk_state_dict, read_state_dict
+from dmllab.paths import cache_dir
+
+__all__ = ["SmallCNN", "build_smallcnn", "default_smallcnn_weights_path"]
+
+SMALLCNN_WEIGHTS_FILE = "smallcnn-synthetic.pt"
+
+
+def default_smallcnn_weights_path() -> Path:
+    """Where ``pretrained=True`` looks for SmallCNN weights: ``<cache_dir>/weights/smallcnn-synthetic.pt``."""
+    return cache_dir() / "weights" / SMALLCNN_WEIGHTS_FILE
+
+
+def _conv_bn_relu(in_channels: int, out_channels: int, stride: int) -> nn.Sequential:
+    return nn.Sequential(
+        nn.Conv2d(in_channels, out_channels, kernel_size=3, stride=stride, padding=1, bias=False),
+        nn.BatchNorm2d(out_channels),
+        nn.ReLU(inplace=True),
+    )
+
+
+class SmallCNN(nn.Module):
+    """A small conv trunk returning a feature map (B, 8*width, H/8, W/8).
+
+    Args:
+        width: channels of the first stage; stages have width, 2*width, 4*width, 8*width channels.
+        in_channels: image channels.
+    """
+
+    def __init__(self, width: int = 32, in_channels: int = 3) -> None:
+        super().__init__()
+        if width < 1 or in_channels < 1:
+            raise ValueError(
+                f"width and in_channels must be >= 1, got width={width}, in_channels={in_channels}"
+            )
+        self.width = width
+        self.out_channels = 8 * width
+        self.stage1 = _conv_bn_relu(in_channels, width, stride=2)  # H/2
+        self.stage2 = nn.Sequential(
+            _conv_bn_relu(width, 2 * width, stride=2), _conv_bn_relu(2 * width, 2 * width, stride=1)
+        )  # H/4
+        self.stage3 = nn.Sequential(
+            _conv_bn_relu(2 * width, 4 * width, stride=2), _conv_bn_relu(4 * width, 4 * width, stride=1)
+        )  # H/8
+        self.stage4 = _conv_bn_relu(4 * width, 8 * width, stride=1)  # H/8
+        for module in self.modules():
+            if isinstance(module, nn.Conv2d):
+                nn.init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stage1(x)  # (B, w, H/2, W/2)
+        x = self.stage2(x)  # (B, 2w, H/4, W/4)
+        x = self.stage3(x)  # (B, 4w, H/8, W/8)
+        return self.stage4(x)  # (B, 8w, H/8, W/8)
+
+
+def build_smallcnn(
+    *,
+    pretrained: bool = False,
+    weights_path: str | os.PathLike[str] | None = None,
+    width: int = 32,
+    in_channels: int = 3,
+) -> SmallCNN:
+    """Build a :class:`SmallCNN`; ``weights_path`` (if given) or, with ``pretrained=True``, the default file is loaded.
+
+    Raises:
+        FileNotFoundError: ``pretrained=True`` and no weights file exists; the message says how to make one.
+    """
+    model = SmallCNN(width=width, in_channels=in_channels)
+    if weights_path is None and pretrained:
+        weights_path = default_smallcnn_weights_path()
+        if not weights_path.is_file():
+            raise FileNotFoundError(
+                f"no pre-trained SmallCNN weights at {weights_path}. The quick profile pre-trains SmallCNN on the "
+                "synthetic pre-training pool (classes disjoint from the metric-learning splits): run "
+                "`dmllab pretrain` to create this file (the location follows $DMLLAB_CACHE), or pass "
+                "weights_path=<a saved SmallCNN state dict>, or use pretrained=False to start from random weights."
+            )
+    if weights_path is not None:
+        load_trunk_state_dict(model, read_state_dict(weights_path), source=str(weights_path))
+    return model
