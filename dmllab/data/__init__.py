@@ -1,0 +1,47 @@
+"""Datasets (four real benchmarks, the offline synthetic benchmark, digits), sampling and transforms.
+
+``build_dataset(name, root, split, transform=None, **kw)`` builds any registered dataset
+(``list_datasets()``); ``ClassBalancedSampler`` makes the papers' class-balanced batches;
+``build_transforms(preset, train)`` gives the papers' transform presets.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from dmllab.data.base import (
+    DATASETS,
+    DatasetCountError,
+    DatasetNotFoundError,
+    ImageLoadError,
+    RetrievalDataset,
+    build_dataset,
+    list_datasets,
+)
+from dmllab.data.real import CUB200, SOP, Cars196, InShop
+from dmllab.data.sampler import ClassBalancedSampler
+from dmllab.data.transforms import TRANSFORMS, build_transforms, list_transforms
+
+# TODO(lead): drop these find_spec guards once synthetic.py and digits.py are committed.
+if importlib.util.find_spec("dmllab.data.synthetic") is not None:
+    from dmllab.data.synthetic import SyntheticFineGrained  # noqa: F401
+if importlib.util.find_spec("dmllab.data.digits") is not None:
+    from dmllab.data.digits import Digits  # noqa: F401
+
+__all__ = [
+    "CUB200",
+    "DATASETS",
+    "SOP",
+    "TRANSFORMS",
+    "Cars196",
+    "ClassBalancedSampler",
+    "DatasetCountError",
+    "DatasetNotFoundError",
+    "ImageLoadError",
+    "InShop",
+    "RetrievalDataset",
+    "build_dataset",
+    "build_transforms",
+    "list_datasets",
+    "list_transforms",
+]

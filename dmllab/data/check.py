@@ -1,0 +1,86 @@
+"""``dmllab data check``: verify a dataset folder (canonical counts, every image decodable)."""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dmllab.data.base import DATASETS, DatasetCountError, ImageLoadError, RetrievalDataset
+
+
+@dataclass
+class CheckReport:
+    """What :func:`check_dataset` found: per split (images, classes), decoded images and every problem."""
+
+    name: str
+    root: str | None
+    splits: dict[str, tuple[int, int]] = field(default_factory=dict)
+    images_checked: int = 0
+    count_error: str | None = None
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.count_error is None and not self.failures
+
+    def summary(self) -> str:
+        lines = [f"dataset {self.name} at {self.root}"]
+        lines += [
+            f"  {s:<10} {n_img:>8} images {n_cls:>7} classes" for s, (n_img, n_cls) in self.splits.items()
+        ]
+        lines.append(f"  decoded {self.images_checked - len(self.failures)} / {self.images_checked} images")
+        if self.count_error:
+            lines.append(f"  COUNTS: {self.count_error}")
+        lines.append(f"  failures: {len(self.failures)}")
+        lines += [f"    {f}" for f in self.failures[:20]]
+        if len(self.failures) > 20:
+            lines.append(f"    ... and {len(self.failures) - 20} more")
+        lines.append("  OK" if self.ok else "  PROBLEMS FOUND")
+        return "\n".join(lines)
+
+
+def _build(cls: type, root: str | Path | None, split: str, check_counts: bool) -> RetrievalDataset:
+    kwargs = {"check_counts": check_counts} if "check_counts" in inspect.signature(cls).parameters else {}
+    return cls(root, split, **kwargs)
+
+
+def check_dataset(
+    name: str, root: str | Path | None, *, check_counts: bool = True, progress: bool = True
+) -> CheckReport:
+    """Build every split of dataset ``name`` at ``root``, verify the counts and decode every image once.
+
+    A missing root or index file raises (:class:`~dmllab.data.base.DatasetNotFoundError`); count mismatches
+    and undecodable images are collected in the report instead, so one run lists every problem.
+    """
+    from tqdm.auto import tqdm
+
+    cls = DATASETS.get(name)
+    report = CheckReport(name=name, root=None if root is None else str(root))
+    if check_counts:
+        try:
+            _build(cls, root, cls.splits[0], check_counts=True)
+        except DatasetCountError as err:
+            report.count_error = str(err)
+    datasets = {s: _build(cls, root, s, check_counts=False) for s in cls.splits}
+    report.splits = {s: (len(d), len(set(d.labels))) for s, d in datasets.items()}  # classes present
+
+    # every image once: the splits in `check_splits` cover the whole index; de-duplicate by file
+    todo: dict[str, tuple[RetrievalDataset, int]] = {}
+    for split in getattr(cls, "check_splits", ()) or cls.splits:
+        ds = datasets[split]
+        for i in range(len(ds)):
+            key = str(ds.image_path(i)) if hasattr(ds, "image_path") else f"{split}[{i}]"
+            todo.setdefault(key, (ds, i))
+    for key, (ds, i) in tqdm(
+        todo.items(), desc=f"decoding {name}", unit="img", disable=not progress, file=sys.stderr
+    ):
+        try:
+            ds._load(i)
+        except ImageLoadError as err:
+            report.failures.append(str(err))
+        except Exception as err:  # noqa: BLE001  (report any decoder failure, do not stop the scan)
+            report.failures.append(f"{key}: {type(err).__name__}: {err}")
+    report.images_checked = len(todo)
+    return report

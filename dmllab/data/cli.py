@@ -1,0 +1,63 @@
+"""``dmllab data check|cache``: verify a dataset folder, or write its pre-resized cache."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _check(args: argparse.Namespace) -> int:
+    from dmllab.data.check import check_dataset
+
+    try:
+        report = check_dataset(args.name, args.root, check_counts=not args.no_counts, progress=not args.quiet)
+    except (KeyError, FileNotFoundError, ValueError) as err:
+        print(f"error: {err.args[0] if isinstance(err, KeyError) else err}", file=sys.stderr)
+        return 1
+    print(report.summary())
+    return 0 if report.ok else 1
+
+
+def _cache(args: argparse.Namespace) -> int:
+    from dmllab.data.cache import build_cache
+
+    try:
+        out = build_cache(
+            args.name,
+            args.root,
+            args.out,
+            shorter_side=args.shorter_side,
+            quality=args.quality,
+            workers=args.workers,
+            progress=not args.quiet,
+        )
+    except (KeyError, FileNotFoundError, ValueError) as err:
+        print(f"error: {err.args[0] if isinstance(err, KeyError) else err}", file=sys.stderr)
+        return 1
+    print(f"cached {args.name} at {out}")
+    print(f"use root={out}")
+    return 0
+
+
+def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``data check`` and ``data cache`` on the top-level ``dmllab`` parser."""
+    data = subparsers.add_parser("data", help="verify or cache a dataset folder")
+    data.set_defaults(func=lambda args: (data.print_help(), 2)[1])
+    sub = data.add_subparsers(dest="data_command", metavar="ACTION")
+
+    check = sub.add_parser("check", help="verify counts and decode every image of a dataset folder")
+    check.add_argument("name", help="dataset name: cub, cars, sop, inshop")
+    check.add_argument("root", help="the dataset folder (see README 'Datasets')")
+    check.add_argument("--no-counts", action="store_true", help="skip the canonical image/class counts")
+    check.add_argument("--quiet", action="store_true", help="no progress bar")
+    check.set_defaults(func=_check)
+
+    cache = sub.add_parser("cache", help="write a pre-resized copy (same layout) and print the root to use")
+    cache.add_argument("name", help="dataset name: cub, cars, sop, inshop")
+    cache.add_argument("root", help="the dataset folder")
+    cache.add_argument("--out", default=None, help="destination (default <cache>/datasets/<name>-<side>)")
+    cache.add_argument("--shorter-side", type=int, default=288, help="target shorter side in pixels (288)")
+    cache.add_argument("--quality", type=int, default=95, help="JPEG quality (95)")
+    cache.add_argument("--workers", type=int, default=1, help="resizing processes (1)")
+    cache.add_argument("--quiet", action="store_true", help="no progress bar")
+    cache.set_defaults(func=_cache)

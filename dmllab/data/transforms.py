@@ -1,0 +1,139 @@
+"""Image transform presets of the papers (train: random crop + flip; test: resize + centre crop).
+
+All presets take a PIL image (any mode; converted to RGB) and return a float32 tensor (3, S, S) normalised
+with the ImageNet mean/std. The full-size presets run ``torchvision.transforms.v2`` on uint8 tensors; the
+small-image presets (``quick``, ``smoke``) run ``torchvision.transforms`` (v1) on PIL images: the faster
+choice for each, measured with one torch thread (torchvision 0.29, transform only, images/s): 500x375
+photos, test transform v2-on-tensor 293 vs v1 253, train 427 vs 307; 64x64 images, test v1 6,250 vs v2
+3,500, train v1 2,830 vs v2 1,850-2,070. benchmarks/bench_data.py records decode + transform.
+
+========================= ============================================== ==================================
+preset                    train                                          test
+========================= ============================================== ==================================
+``proxynca++``            RandomResizedCrop(256, scale .08-1,            Resize(288) + CenterCrop(256)
+                          ratio 3/4-4/3) + flip (official-code.md)
+``proxy_anchor``          RandomResizedCrop(224) + flip                  Resize(256) + CenterCrop(224)
+``mlrc``                  Resize(256) + RandomResizedCrop(227,           Resize(256) + CenterCrop(227)
+                          scale .16-1, ratio 3/4-4/3) + flip
+``quick`` (64x64 input)   RandomResizedCrop(56, scale .35-1) + flip      Resize(64) + CenterCrop(56)
+``smoke`` (any input)     RandomResizedCrop(32, scale .35-1) + flip      Resize(36) + CenterCrop(32)
+``none``                  to tensor + normalise                          to tensor + normalise
+========================= ============================================== ==================================
+
+``mlrc`` follows the Proxy Synthesis paper's MLRC protocol (supplement, "MLRC Evaluation": shorter side to
+256, a random crop of size 40-256 with aspect ratio 3/4-4/3 resized to 227, flip; test resize 256 + centre
+crop 227); the crop-area range 0.16-1 is the MLRC benchmark's default for that crop and is our reading of
+"size between 40 and 256".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from dmllab.registry import Registry
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+TRANSFORMS: Registry[Callable[[bool], Callable[[Any], Any]]] = Registry("transform preset")
+
+
+def _to_rgb(image: Any) -> Any:
+    """PIL images of any mode (L, P, CMYK, RGBA) to RGB; tensors pass through."""
+    return image.convert("RGB") if hasattr(image, "convert") and image.mode != "RGB" else image
+
+
+def _module(backend: str) -> Any:
+    from torchvision import transforms as v1
+    from torchvision.transforms import v2
+
+    return {"v1": v1, "v2": v2}[backend]
+
+
+def _compose(steps: list[Any], backend: str) -> Callable[[Any], Any]:
+    """RGB -> ``steps`` -> float tensor normalised with the ImageNet mean/std.
+
+    ``v2``: the image becomes a uint8 tensor first and the geometry runs on it (antialiased resize on uint8
+    tensors is the fastest path for full-size photos); ``v1``: geometry on the PIL image, then ``ToTensor``
+    (the fastest for the small synthetic images, where v2's per-call overhead dominates).
+    """
+    import torch
+
+    T = _module(backend)
+    if backend == "v2":
+        head = [T.Lambda(_to_rgb), T.ToImage()]
+        tail = [T.ToDtype(torch.float32, scale=True), T.Normalize(IMAGENET_MEAN, IMAGENET_STD)]
+    else:
+        head, tail = [T.Lambda(_to_rgb)], [T.ToTensor(), T.Normalize(IMAGENET_MEAN, IMAGENET_STD)]
+    return T.Compose([*head, *steps, *tail])
+
+
+def _crop_preset(
+    train: bool,
+    *,
+    size: int,
+    resize: int,
+    scale: tuple[float, float] = (0.08, 1.0),
+    ratio: tuple[float, float] = (3 / 4, 4 / 3),
+    train_resize: bool = False,
+    backend: str = "v2",
+) -> Callable[[Any], Any]:
+    """Train: [Resize(resize)] + RandomResizedCrop(size, scale, ratio) + flip; test: Resize(resize) + CenterCrop(size)."""
+    T = _module(backend)
+    if train:
+        pre = [T.Resize(resize, antialias=True)] if train_resize else []
+        steps = [
+            *pre,
+            T.RandomResizedCrop(size, scale=scale, ratio=ratio, antialias=True),
+            T.RandomHorizontalFlip(),
+        ]
+    else:
+        steps = [T.Resize(resize, antialias=True), T.CenterCrop(size)]
+    return _compose(steps, backend)
+
+
+@TRANSFORMS.register("proxynca++")
+def proxynca_pp(train: bool) -> Callable[[Any], Any]:
+    """ProxyNCA++ (official code): 256 random-resized crops; test Resize(288) + CenterCrop(256)."""
+    return _crop_preset(train, size=256, resize=288)
+
+
+@TRANSFORMS.register("proxy_anchor")
+def proxy_anchor(train: bool) -> Callable[[Any], Any]:
+    """Proxy Anchor: 224 random-resized crops; test Resize(256) + CenterCrop(224)."""
+    return _crop_preset(train, size=224, resize=256)
+
+
+@TRANSFORMS.register("mlrc")
+def mlrc(train: bool) -> Callable[[Any], Any]:
+    """MLRC protocol (Proxy Synthesis supplement): Resize(256) then 227 crops; test Resize(256) + CenterCrop(227)."""
+    return _crop_preset(train, size=227, resize=256, scale=(0.16, 1.0), train_resize=True)
+
+
+@TRANSFORMS.register("quick")
+def quick(train: bool) -> Callable[[Any], Any]:
+    """Quick profile on the 64x64 offline benchmark: 56 crops (scale 0.35-1); test Resize(64) + CenterCrop(56)."""
+    return _crop_preset(train, size=56, resize=64, scale=(0.35, 1.0), backend="v1")
+
+
+@TRANSFORMS.register("smoke")
+def smoke(train: bool) -> Callable[[Any], Any]:
+    """Smoke-test profile: 32 crops (scale 0.35-1); test Resize(36) + CenterCrop(32)."""
+    return _crop_preset(train, size=32, resize=36, scale=(0.35, 1.0), backend="v1")
+
+
+@TRANSFORMS.register("none")
+def no_augmentation(train: bool) -> Callable[[Any], Any]:
+    """No geometry: RGB tensor normalised with the ImageNet mean/std (same for train and test)."""
+    return _compose([], "v2")
+
+
+def build_transforms(preset: str, train: bool) -> Callable[[Any], Any]:
+    """The train (``train=True``) or test transform of a preset; unknown presets raise listing the valid ones."""
+    return TRANSFORMS.get(preset)(train)
+
+
+def list_transforms() -> list[str]:
+    """Preset names accepted by :func:`build_transforms`."""
+    return TRANSFORMS.names()

@@ -1,0 +1,61 @@
+"""Transform presets: output sizes, normalisation, determinism of the test transforms."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from dmllab.data import build_transforms, list_transforms
+from dmllab.data.transforms import IMAGENET_MEAN, IMAGENET_STD
+
+SIZES = {"proxynca++": 256, "proxy_anchor": 224, "mlrc": 227, "quick": 56, "smoke": 32}
+
+
+def _image(w: int, h: int, mode: str = "RGB") -> Image.Image:
+    rng = np.random.default_rng(0)
+    return Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).convert(mode)
+
+
+def test_registry_lists_every_preset() -> None:
+    assert set(list_transforms()) == {*SIZES, "none"}
+    with pytest.raises(KeyError, match="valid transform preset names"):
+        build_transforms("imagenet", train=True)
+
+
+@pytest.mark.parametrize("preset", sorted(SIZES))
+@pytest.mark.parametrize("train", [True, False])
+@pytest.mark.parametrize(("w", "h", "mode"), [(500, 375, "RGB"), (300, 450, "L"), (64, 64, "RGBA")])
+def test_output_is_normalised_square_crop(preset: str, train: bool, w: int, h: int, mode: str) -> None:
+    out = build_transforms(preset, train)(_image(w, h, mode))
+    s = SIZES[preset]
+    assert out.shape == (3, s, s) and out.dtype == torch.float32
+
+
+def test_test_transform_is_resize_then_center_crop() -> None:
+    img = _image(500, 375)
+    tf = build_transforms("proxynca++", train=False)
+    a, b = tf(img), tf(img)
+    assert torch.equal(a, b)
+    # reference: shorter side 288 (384x288), centre 256 crop, computed with PIL directly
+    ref = img.resize((384, 288), Image.BILINEAR)
+    left, top = (384 - 256) // 2, (288 - 256) // 2
+    ref = np.asarray(ref.crop((left, top, left + 256, top + 256)), dtype=np.float32) / 255
+    ref = (ref - np.array(IMAGENET_MEAN)) / np.array(IMAGENET_STD)
+    np.testing.assert_allclose(a.permute(1, 2, 0).numpy(), ref, atol=0.02)
+
+
+def test_normalisation_uses_imagenet_statistics() -> None:
+    mean_rgb = tuple(round(255 * m) for m in IMAGENET_MEAN)
+    out = build_transforms("none", train=False)(Image.new("RGB", (10, 7), mean_rgb))
+    assert out.shape == (3, 7, 10)
+    assert out.abs().max() < 0.01
+
+
+def test_train_transform_is_random_and_flips() -> None:
+    torch.manual_seed(0)
+    tf = build_transforms("quick", train=True)
+    img = _image(64, 64)
+    outs = [tf(img) for _ in range(4)]
+    assert any(not torch.equal(outs[0], o) for o in outs[1:])
