@@ -7,8 +7,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 from dmllab.data.base import (
     DATASETS,
     DatasetCountError,
@@ -18,19 +16,17 @@ from dmllab.data.base import (
     build_dataset,
     list_datasets,
 )
+from dmllab.data.digits import Digits
 from dmllab.data.real import CUB200, SOP, Cars196, InShop
 from dmllab.data.sampler import ClassBalancedSampler
+from dmllab.data.synthetic import SyntheticFineGrained
 from dmllab.data.transforms import TRANSFORMS, build_transforms, list_transforms
-
-# TODO(lead): drop these find_spec guards once synthetic.py and digits.py are committed.
-if importlib.util.find_spec("dmllab.data.synthetic") is not None:
-    from dmllab.data.synthetic import SyntheticFineGrained  # noqa: F401
-if importlib.util.find_spec("dmllab.data.digits") is not None:
-    from dmllab.data.digits import Digits  # noqa: F401
 
 __all__ = [
     "CUB200",
     "DATASETS",
+    "Digits",
+    "SyntheticFineGrained",
     "SOP",
     "TRANSFORMS",
     "Cars196",
