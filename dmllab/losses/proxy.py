@@ -245,6 +245,11 @@ class HeatedSoftmaxLoss(ProxyLoss):
     ``alpha`` is a plain attribute the trainer may change (heating-up: 16 -> 4). ``normalize_weights=False``
     gives alpha * <f, w> + b. Weights are initialised like ``nn.Linear`` and the bias with zeros (a choice:
     the paper does not state its initialisation).
+
+    Bias placement: the paper's Eq. 1 scales the whole logit, alpha * (<f, w> + b); dmllab adds the bias
+    after the scale (CONTRACT.md and official-code.md: "alpha * <f_hat, w_hat> (+ bias in the code)"). With a
+    learned bias the two differ only by a reparametrisation b' = alpha * b, except at the heating-up step,
+    where alpha * b would shrink with alpha and b does not.
     """
 
     normalizes_embeddings = False

@@ -8,9 +8,11 @@ torchvision state dict and a trunk's own ``state_dict()`` load the same way (cla
 Deviation: BN-Inception (used by Proxy Anchor, Proxy Synthesis and part of ProxyNCA++'s Table 2) is not in
 torchvision and is not provided.
 
-Pre-trained weights: ``pretrained=True`` loads torchvision's ImageNet weights (``imagenet_weights="DEFAULT"``,
-the best torchvision recipe: for resnet50 that is IMAGENET1K_V2; the 2020 papers used the weights now called
-IMAGENET1K_V1, selectable with ``imagenet_weights="IMAGENET1K_V1"``). ``weights_path=`` loads a local file and
+Pre-trained weights: ``pretrained=True`` loads torchvision's ImageNet weights ``imagenet_weights="IMAGENET1K_V1"``
+by default: the weights the papers' code got from ``torchvision.models.resnet50(pretrained=True)`` in 2020 (the
+only ImageNet weights torchvision has for the other three trunks). torchvision's newer recipe (resnet50
+IMAGENET1K_V2, about 5 points more ImageNet top-1) is selectable with ``imagenet_weights="IMAGENET1K_V2"`` or
+``"DEFAULT"``; it is a deviation from the papers. ``weights_path=`` loads a local file and
 takes precedence over the download. If the weights cannot be obtained, a RuntimeError explains how to provide
 them; dmllab never falls back to random weights.
 
@@ -196,7 +198,7 @@ def _torchvision_builder(arch: str) -> Callable[..., ConvTrunk]:
         *,
         pretrained: bool = False,
         weights_path: str | os.PathLike[str] | None = None,
-        imagenet_weights: str = "DEFAULT",
+        imagenet_weights: str = "IMAGENET1K_V1",
         transform_input: bool | None = None,
     ) -> ConvTrunk:
         return _build_torchvision_trunk(

@@ -6,9 +6,10 @@ The normalisation options and where the papers put them:
   backbone features (2048-d for ResNet-50), i.e. *before* the Linear layer: placement ``"pre"``.
 - ``norm="batchnorm"`` (Heated-up Softmax Eq. 13): ``f_BN = BN^(f) / sqrt(k)`` where ``BN^`` is batch
   normalisation without the learned scale and ``f`` is the k-dimensional *embedding* (the bottleneck layer that
-  feeds the classifier), i.e. *after* the Linear layer: placement ``"post"``. The paper only says "without the
-  learned scale"; dmllab also drops the shift (``affine=False``), so BN^ has no parameters at all and the
-  embedding's norm is close to 1 as the paper argues.
+  feeds the classifier), i.e. *after* the Linear layer: placement ``"post"``. "Without the learned scale"
+  (footnote 2) removes gamma only: the learned shift beta (zeros at init) stays, as in TensorFlow's
+  ``batch_norm`` default (``center=True, scale=False``) that the paper's wording matches. At init the
+  embedding's norm is close to 1, as the paper argues.
 - The Heated-up "LN" variant is the L2-normalised embedding: ``l2_normalize=True``.
 
 ``norm_position=None`` picks the paper's placement for the chosen norm (layernorm -> "pre", batchnorm ->
@@ -35,22 +36,30 @@ _PAPER_POSITION = {"layernorm": "pre", "batchnorm": "post"}
 
 
 class ScaledBatchNorm1d(nn.Module):
-    """Batch normalisation without learned scale (or shift), divided by sqrt(dim): Heated-up Softmax Eq. 13.
+    """Batch normalisation without learned scale, divided by sqrt(dim): Heated-up Softmax Eq. 13.
+
+    ``f_BN = ((f - mean) / sqrt(var + eps) + beta) / sqrt(k)`` with batch statistics in training and running
+    statistics in eval mode; ``beta`` (``shift``, (k,), zeros at init) is learned, there is no scale gamma.
 
     Args:
         num_features: dimension k of the normalised vectors (B, k).
+        shift: learn the shift beta (the paper's BN^ drops only the scale); False gives no parameters at all.
     """
 
-    def __init__(self, num_features: int) -> None:
+    def __init__(self, num_features: int, shift: bool = True) -> None:
         super().__init__()
         self.bn = nn.BatchNorm1d(num_features, affine=False)
+        self.shift: nn.Parameter | None = nn.Parameter(torch.zeros(num_features)) if shift else None
         self.scale = 1.0 / math.sqrt(num_features)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.bn(x) * self.scale
+        x = self.bn(x)  # (B, k)
+        if self.shift is not None:
+            x = x + self.shift
+        return x * self.scale
 
     def extra_repr(self) -> str:
-        return f"divide_by=sqrt({self.bn.num_features})"
+        return f"shift={self.shift is not None}, divide_by=sqrt({self.bn.num_features})"
 
 
 def _build_norm(norm: str, num_features: int) -> nn.Module:

@@ -48,7 +48,7 @@ class EmbeddingNet(nn.Module):
         head: :class:`EmbeddingHead` (or any module mapping the feature map to (B, D)).
         frozen_bn: keep the backbone's BatchNorm layers frozen (eval mode, affine parameters without
             gradient), also across ``train()`` calls (the Proxy Anchor code on CUB/Cars). BN layers of the head
-            (Heated-up BN) are never frozen: they have no parameters and their batch statistics are the method.
+            (Heated-up BN) are never frozen: their batch statistics (and learned shift) are the method.
     """
 
     def __init__(self, backbone: nn.Module, head: nn.Module, *, frozen_bn: bool = False) -> None:

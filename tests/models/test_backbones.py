@@ -141,7 +141,7 @@ def test_offline_pretrained_raises_with_instructions(name, isolated_caches, monk
         raise urllib.error.URLError("network is unreachable")
 
     monkeypatch.setattr(torch.hub, "download_url_to_file", no_network)
-    weights = imagenet_weights_enum(name).DEFAULT
+    weights = imagenet_weights_enum(name).IMAGENET1K_V1  # the papers' weights, dmllab's default
     with pytest.raises(RuntimeError) as info:
         build_backbone(name, pretrained=True)
     message = str(info.value)
@@ -176,9 +176,16 @@ def test_imagenet_weights_choice(monkeypatch):
     monkeypatch.setattr(
         backbones_module, "download_imagenet_state_dict", lambda w, *, arch: requested.append(w) or state
     )
-    build_backbone("resnet50", pretrained=True, imagenet_weights="IMAGENET1K_V1")
+    build_backbone("resnet50", pretrained=True, imagenet_weights="IMAGENET1K_V2")
     build_backbone("resnet50", pretrained=True)
-    assert requested == [tvm.ResNet50_Weights.IMAGENET1K_V1, tvm.ResNet50_Weights.IMAGENET1K_V2]
+    build_backbone("resnet50", pretrained=True, imagenet_weights="DEFAULT")
+    # The default is the weights the papers' code got from torchvision in 2020 (pretrained=True, now
+    # IMAGENET1K_V1), not torchvision's current DEFAULT (V2, a newer training recipe: ~5 points more top-1).
+    assert requested == [
+        tvm.ResNet50_Weights.IMAGENET1K_V2,
+        tvm.ResNet50_Weights.IMAGENET1K_V1,
+        tvm.ResNet50_Weights.IMAGENET1K_V2,
+    ]
     with pytest.raises(ValueError, match="IMAGENET1K_V1, IMAGENET1K_V2"):
         build_backbone("resnet50", pretrained=True, imagenet_weights="V3")
 

@@ -37,12 +37,18 @@ def test_layernorm_head_has_no_norm_parameters_and_normalises_pooled_features():
 def test_batchnorm_head_is_heated_up_eq13_on_the_embedding():
     head = EmbeddingHead(16, 4, norm="batchnorm")
     assert head.norm_position == "post"  # Heated-up Softmax Eq. 13: on the k-dim embedding f
-    assert sum(p.numel() for p in head.parameters()) == 16 * 4 + 4  # BN without learned scale (or shift)
+    # BN "without the learned scale" (Eq. 13, footnote 2): the learned shift beta (D values) stays.
+    assert sum(p.numel() for p in head.parameters()) == 16 * 4 + 4 + 4
     head.train()
+    beta = torch.tensor([0.5, -1.0, 2.0, 0.25])
+    with torch.no_grad():
+        head.post_norm.shift.copy_(beta)
     x = _feature_map()
     f = head.linear(x.mean(dim=(2, 3)))  # (B, D)
-    bn = (f - f.mean(0)) / torch.sqrt(f.var(0, unbiased=False) + 1e-5)
+    bn = (f - f.mean(0)) / torch.sqrt(f.var(0, unbiased=False) + 1e-5) + beta
     torch.testing.assert_close(head(x), bn / math.sqrt(4))
+    head(x).sum().backward()
+    assert head.post_norm.shift.grad is not None  # learnable
 
 
 def test_batchnorm_pre_divides_by_sqrt_of_channels():
