@@ -1,0 +1,54 @@
+"""Training engine: frozen configs and the papers' presets, one trainer with hooks, the two-stage protocol,
+a run store keyed by config hash and seed, tidy result rows and embedding export.
+
+``run(cfg, seed, store)`` is the entry point most code needs: it returns a stored result at once, or trains
+(resuming from an epoch checkpoint if one exists), stores and returns it.
+"""
+
+from __future__ import annotations
+
+from dmllab.training import presets, schedules
+from dmllab.training.config import (
+    DataConfig,
+    ExperimentConfig,
+    LossConfig,
+    ModelConfig,
+    OptimConfig,
+    RunConfig,
+    ScheduleConfig,
+    apply_overrides,
+    config_hash,
+    valid_keys,
+)
+from dmllab.training.export import export_embeddings, load_model, result_rows
+from dmllab.training.protocol import RunResult, run_protocol, run_single_stage, run_two_stage
+from dmllab.training.store import RunStore, load_run_dir, run
+from dmllab.training.trainer import NonFiniteLossError, StagePlan, Trainer
+
+__all__ = [
+    "DataConfig",
+    "ExperimentConfig",
+    "LossConfig",
+    "ModelConfig",
+    "NonFiniteLossError",
+    "OptimConfig",
+    "RunConfig",
+    "RunResult",
+    "RunStore",
+    "ScheduleConfig",
+    "StagePlan",
+    "Trainer",
+    "apply_overrides",
+    "config_hash",
+    "export_embeddings",
+    "load_model",
+    "load_run_dir",
+    "presets",
+    "result_rows",
+    "run",
+    "run_protocol",
+    "run_single_stage",
+    "run_two_stage",
+    "schedules",
+    "valid_keys",
+]

@@ -1,0 +1,182 @@
+"""``dmllab train``, ``dmllab evaluate``, ``dmllab presets`` and ``dmllab pretrain``.
+
+Expected user errors (a wrong ``--data-root``, an unknown ``--set`` key, an unknown method) are printed as
+one clean message on stderr with exit status 2, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+_USER_ERRORS = (ValueError, KeyError, FileNotFoundError)
+
+
+def _fail(err: BaseException) -> int:
+    msg = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
+    print(f"dmllab: error: {msg}", file=sys.stderr)
+    return 2
+
+
+def _config_from_args(args: argparse.Namespace):
+    from dmllab.training import apply_overrides, presets
+
+    cfg = presets.get(args.method, args.dataset, args.profile)
+    overrides = list(args.set or [])
+    if args.data_root is not None:
+        overrides.insert(0, f"data.root={args.data_root}")
+    if getattr(args, "two_stage", None) is not None:
+        overrides.append(f"run.two_stage={args.two_stage}")
+    return apply_overrides(cfg, overrides)
+
+
+def _print_metrics(metrics: dict[str, float]) -> None:
+    print("  ".join(f"{k} {100 * v:.2f}" for k, v in metrics.items()))
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from dmllab.training import RunStore, config_hash, presets, run
+
+    try:
+        cfg = _config_from_args(args)
+        if not args.quiet:
+            print(presets.describe(cfg))
+            print(f"config {config_hash(cfg)} seed {args.seed}")
+        result = run(cfg, seed=args.seed, store=RunStore(), progress=not args.quiet, force=args.force)
+    except _USER_ERRORS as err:
+        return _fail(err)
+    src = "stored result" if result.cached else f"trained in {result.wall_time_s:.1f} s"
+    print(f"test ({src}; best epoch {result.best_epoch}, lr drops {result.lr_drop_epochs}):")
+    _print_metrics(result.metrics)
+    print(f"run stored in {result.run_dir}")
+    return 0
+
+
+def _find_weights(target: Path) -> tuple[Any, Path]:
+    """(config, weights file) for a run folder of the store or a checkpoint file."""
+    import torch
+
+    from dmllab.training import ExperimentConfig, RunStore
+
+    if target.is_dir():
+        cfg_file = target / "config.json"
+        if not cfg_file.is_file():
+            raise FileNotFoundError(f"{target} is not a stored run (no config.json)")
+        cfg = ExperimentConfig.from_dict(json.loads(cfg_file.read_text()))
+        seed = int(target.name.removeprefix("seed")) if target.name.startswith("seed") else cfg.run.seed
+        weights = RunStore.checkpoint_dir(cfg, seed) / "final.pt"
+        if not weights.is_file():
+            raise FileNotFoundError(f"no final model for {target} at {weights} (checkpoints are not in git)")
+        return cfg, weights
+    if target.is_file():
+        state = torch.load(target, map_location="cpu", weights_only=False)
+        if "config" in state:
+            return ExperimentConfig.from_dict(state["config"]), target
+        raise ValueError(f"{target} holds no config; pass a run folder or a final.pt file")
+    raise FileNotFoundError(f"no run folder or checkpoint at {target}")
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from dmllab.metrics import evaluate
+    from dmllab.training import apply_overrides, load_model
+    from dmllab.training.export import embed_split
+
+    try:
+        cfg, weights = _find_weights(Path(args.target))
+        overrides = []
+        if args.dataset:
+            overrides.append(f"data.dataset={args.dataset}")
+        if args.data_root:
+            overrides.append(f"data.root={args.data_root}")
+        cfg = apply_overrides(cfg, overrides + list(args.set or []))
+        model = load_model(cfg, weights)
+        r = cfg.run
+        kw = dict(metrics=r.metrics, ks=r.ks, distance=r.distance)
+        if args.split is None and cfg.data.query_split is not None:
+            q, ql, _ = embed_split(model, cfg, cfg.data.query_split)
+            g, gl, _ = embed_split(model, cfg, cfg.data.gallery_split)
+            metrics = evaluate(q, ql, gallery=g, gallery_labels=gl, **kw)
+        else:
+            emb, lab, _ = embed_split(model, cfg, args.split or cfg.data.test_split)
+            metrics = evaluate(emb, lab, **kw)
+    except _USER_ERRORS as err:
+        return _fail(err)
+    _print_metrics(metrics)
+    return 0
+
+
+def cmd_presets(args: argparse.Namespace) -> int:
+    from dmllab.training import presets
+
+    methods = [args.method] if args.method else presets.list_methods()
+    print(f"methods:  {', '.join(presets.list_methods())}")
+    print(f"datasets: {', '.join(presets.list_datasets())}")
+    print(f"profiles: {', '.join(presets.list_profiles())}")
+    datasets = [args.dataset] if args.dataset else presets.list_datasets()
+    profiles = [args.profile] if args.profile else presets.list_profiles()
+    try:
+        for m in methods:
+            opts = presets.method_options(m)
+            print(f"\n{m}  (options: {', '.join(opts) or 'none'})")
+            for d in datasets:
+                for p in profiles:
+                    print("  " + presets.describe(presets.get(m, d, p)))
+    except _USER_ERRORS as err:
+        return _fail(err)
+    return 0
+
+
+def cmd_pretrain(args: argparse.Namespace) -> int:
+    import time
+
+    from dmllab.training.pretrain import ensure_pretrained_smallcnn
+
+    t0 = time.perf_counter()
+    path = ensure_pretrained_smallcnn(width=args.width, progress=not args.quiet, force=args.force)
+    print(f"pre-trained SmallCNN (width {args.width}) at {path} ({time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    """Register ``train``, ``evaluate``, ``presets`` and ``pretrain`` on the ``dmllab`` parser."""
+    p = sub.add_parser("train", help="train (or fetch from the run store) one preset run")
+    p.add_argument("--method", required=True, help="e.g. proxynca++, proxy_anchor, heated_softmax:HLN")
+    p.add_argument("--dataset", required=True, help="cub, cars, sop, inshop, synthetic, digits")
+    p.add_argument("--data-root", default=None, help="dataset folder (not needed for synthetic/digits)")
+    p.add_argument("--profile", default="paper", help="paper, quick or smoke (default paper)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override, e.g. loss.temperature=0.05")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--two-stage", dest="two_stage", action="store_const", const=True, default=None)
+    g.add_argument("--single-stage", dest="two_stage", action="store_const", const=False)
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--force", action="store_true", help="retrain even if the run is stored")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("evaluate", help="evaluate a stored run's final model or a checkpoint file")
+    p.add_argument("target", help="results/runs/<hash>/seed<k> folder or a final.pt file")
+    p.add_argument("--dataset", default=None)
+    p.add_argument("--data-root", default=None)
+    p.add_argument(
+        "--split", default=None, help="default: the config's test split (query/gallery for In-Shop)"
+    )
+    p.add_argument("--set", action="append", metavar="KEY=VALUE")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("presets", help="list methods, datasets and profiles with key hyper-parameters")
+    p.add_argument("--method", default=None)
+    p.add_argument("--dataset", default=None)
+    p.add_argument("--profile", default=None)
+    p.set_defaults(func=cmd_presets)
+
+    p = sub.add_parser(
+        "pretrain", help="pre-train the quick profile's SmallCNN on the synthetic pool (cached)"
+    )
+    p.add_argument("--width", type=int, default=16, help="SmallCNN width (the quick profile uses 16)")
+    p.add_argument("--profile", default="quick", help="accepted for symmetry; the quick profile's CNN")
+    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--force", action="store_true")
+    p.set_defaults(func=cmd_pretrain)

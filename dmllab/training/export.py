@@ -1,0 +1,117 @@
+"""From runs to files: tidy result rows (``dmllab.results`` schema) and embedding exports (npz).
+
+Retrieval metrics go to the tidy CSVs in percent, as the papers print them (CONTRACT.md).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from dmllab.training.config import ExperimentConfig
+from dmllab.training.protocol import RunResult
+
+# Metrics stored in percent (all of dmllab.metrics.evaluate's outputs are fractions in [0, 1]).
+_PERCENT_PREFIXES = ("R@", "NMI", "P@", "RP", "MAP@R")
+
+
+def _to_percent(metric: str, value: float) -> float:
+    return 100.0 * value if metric.startswith(_PERCENT_PREFIXES) else value
+
+
+def result_rows(
+    result: RunResult,
+    *,
+    experiment: str,
+    paper: str,
+    artifact: str,
+    variant: str = "",
+    cfg: ExperimentConfig | None = None,
+    params: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """One tidy row per test metric of ``result`` (values in percent), with provenance columns.
+
+    Args:
+        experiment, paper, artifact, variant: the row's identity (e.g. "table2", "proxynca++", "Table 2", "+max").
+        cfg: the run's config (fills ``dataset``/``profile`` and ``param_method``); optional.
+        params: extra ``param_*`` columns (the prefix is added when missing).
+    """
+    try:
+        from dmllab.results import provenance
+    except ImportError:  # pragma: no cover - dmllab.results is part of the package
+        provenance = None
+    prov = dict(provenance(result.device)) if provenance else {"device": result.device}
+    prov["config_hash"] = result.config_hash
+    prov["run_id"] = f"{result.config_hash}/seed{result.seed}"
+    extra = {(k if k.startswith("param_") else f"param_{k}"): v for k, v in (params or {}).items()}
+    if cfg is not None:
+        extra.setdefault("param_method", cfg.method)
+    rows = []
+    for metric, value in result.metrics.items():
+        rows.append({
+            "experiment": experiment, "paper": paper, "artifact": artifact, "variant": variant,
+            "dataset": cfg.dataset if cfg else "", "profile": cfg.profile if cfg else "", "seed": result.seed,
+            "metric": metric, "value": _to_percent(metric, float(value)), **extra, **prov,
+        })  # fmt: skip
+    return rows
+
+
+def load_model(cfg: ExperimentConfig, weights: str | os.PathLike) -> torch.nn.Module:
+    """Build ``cfg``'s model (random init, no pre-training needed) and load a saved state dict into it."""
+    from dmllab.models import build_model
+
+    m = cfg.model
+    model = build_model(
+        backbone=m.backbone, embedding_dim=m.embedding_dim, pooling=m.pooling, k=m.k, norm=m.norm,
+        norm_position=m.norm_position if m.norm != "none" else None, l2_normalize=m.l2_normalize,
+        pretrained=False, head_init=m.head_init, **dict(m.backbone_kwargs),
+    )  # fmt: skip
+    state = torch.load(weights, map_location="cpu", weights_only=False)
+    if "model" in state and isinstance(state["model"], dict):
+        state = state["model"]
+    elif "trainer" in state:
+        state = state["trainer"]["model"]
+    model.load_state_dict(state)
+    return model.eval()
+
+
+def embed_split(
+    model: torch.nn.Module, cfg: ExperimentConfig, split: str, *, device: str | torch.device = "cpu"
+) -> tuple[torch.Tensor, torch.Tensor, Any]:
+    """Embeddings (N, D), labels (N,) and the dataset of ``split`` with the config's test transform."""
+    from torch.utils.data import DataLoader
+
+    from dmllab.data import build_dataset, build_transforms
+    from dmllab.metrics import embed_dataset
+
+    d = cfg.data
+    ds = build_dataset(d.dataset, d.root, split, transform=build_transforms(d.transform, train=False),
+                       **dict(d.dataset_kwargs))  # fmt: skip
+    loader = DataLoader(ds, batch_size=d.eval_batch_size, shuffle=False, num_workers=d.num_workers)
+    model = model.to(device)
+    emb, labels = embed_dataset(model, loader, device)
+    return emb, labels, ds
+
+
+def export_embeddings(
+    model: torch.nn.Module, cfg: ExperimentConfig, split: str, path: str | os.PathLike, *, device: str = "cpu"
+) -> Path:
+    """Save ``embeddings`` (N, D) float32, ``labels`` (N,) int64 and ``class_ids`` (the dataset's original
+    class ids, indexed by label) of ``split`` to an ``.npz`` (for t-SNE and retrieval examples)."""
+    emb, labels, ds = embed_split(model, cfg, split, device=device)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    class_ids = np.asarray([str(c) for c in getattr(ds, "class_ids", range(ds.num_classes))])
+    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}.npz")
+    np.savez(
+        tmp,
+        embeddings=emb.numpy().astype(np.float32),
+        labels=labels.numpy().astype(np.int64),
+        class_ids=class_ids,
+    )
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,65 @@
+"""Optimiser construction: three named parameter groups (backbone / embedding / proxies) with their own lrs.
+
+The "proxies" group holds *every* learnable parameter of the loss (proxies, a classifier bias, the learnable
+beta of the margin loss): a loss parameter left out of the optimiser is the reproduction trap of the Proxy
+Anchor repository issue #25 (official-code.md), so :func:`check_all_params_in_groups` asserts coverage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+from torch import nn
+
+from dmllab.training.config import OptimConfig
+
+GROUP_NAMES = ("backbone", "embedding", "proxies")
+
+
+def param_groups(model: nn.Module, loss: nn.Module, cfg: OptimConfig) -> list[dict]:
+    """Parameter groups with ``name`` and ``base_lr`` keys (the schedule multiplies ``base_lr``).
+
+    Args:
+        model: an ``EmbeddingNet`` (``.backbone`` and ``.head``).
+        loss: the loss module; all of ``loss.parameters()`` go to the "proxies" group.
+    """
+    lrs = {
+        "backbone": cfg.lr,
+        "embedding": cfg.lr if cfg.lr_embedding is None else cfg.lr_embedding,
+        "proxies": cfg.lr if cfg.lr_proxies is None else cfg.lr_proxies,
+    }
+    params = {
+        "backbone": list(model.backbone.parameters()),
+        "embedding": list(model.head.parameters()),
+        "proxies": list(loss.parameters()),
+    }
+    return [
+        {"name": name, "params": params[name], "lr": lrs[name], "base_lr": lrs[name]}
+        for name in GROUP_NAMES
+        if params[name]
+    ]
+
+
+def build_optimizer(groups: list[dict], cfg: OptimConfig) -> torch.optim.Optimizer:
+    """Adam / AdamW / SGD / RMSprop over ``groups`` with ``cfg``'s eps, weight decay and momentum."""
+    wd = cfg.weight_decay
+    if cfg.name == "adam":
+        return torch.optim.Adam(groups, lr=cfg.lr, eps=cfg.eps, weight_decay=wd)
+    if cfg.name == "adamw":
+        return torch.optim.AdamW(groups, lr=cfg.lr, eps=cfg.eps, weight_decay=wd)
+    if cfg.name == "sgd":
+        return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, weight_decay=wd)
+    if cfg.name == "rmsprop":
+        return torch.optim.RMSprop(groups, lr=cfg.lr, eps=cfg.eps, momentum=cfg.momentum, weight_decay=wd)
+    raise ValueError(f"unknown optimiser {cfg.name!r}; valid: adam, adamw, sgd, rmsprop")
+
+
+def check_all_params_in_groups(optimizer: torch.optim.Optimizer, modules: Iterable[nn.Module]) -> None:
+    """Raise RuntimeError naming any parameter of ``modules`` that no optimiser group holds."""
+    held = {id(p) for g in optimizer.param_groups for p in g["params"]}
+    missing = [
+        f"{type(m).__name__}.{name}" for m in modules for name, p in m.named_parameters() if id(p) not in held
+    ]
+    if missing:
+        raise RuntimeError(f"parameters missing from every optimiser group: {missing}")

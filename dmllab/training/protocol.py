@@ -1,0 +1,190 @@
+"""The evaluation protocols: ProxyNCA++'s two-stage protocol and a single-stage mode.
+
+Two-stage (ProxyNCA++ Sec. 4.1, official-code.md): stage 1 trains on ``train`` with validation R@1 every
+epoch and ReduceLROnPlateau(max, patience 4, factor 0.1); the epochs where the lr dropped and the best epoch
+are recorded. Stage 2 trains a fresh model on ``trainval`` with the lr dropped at those epochs (MultiStepLR)
+and stops after the best epoch; that final model is tested. With a non-plateau scheduler stage 2 follows the
+same schedule and also stops after the best epoch. Model selection never looks at the test split.
+
+Single-stage: train on ``data.train_split`` (``trainval`` for In-Shop, constant lr) for all epochs,
+optionally watching ``val``, and test the last model.
+
+Interrupted runs resume from the epoch checkpoint (``checkpoint``): finished stages are skipped (their
+bookkeeping is re-derived from the saved history), the current stage continues at the next epoch.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dmllab.training import schedules
+from dmllab.training.config import ExperimentConfig, config_hash
+from dmllab.training.trainer import StagePlan, Trainer
+
+
+@dataclass
+class RunResult:
+    """Outcome of a run: test ``metrics`` (fractions in [0, 1]), per-epoch ``history`` rows (stage, epoch,
+    loss, lrs, validation metrics, time), stage-1 ``best_epoch`` and ``lr_drop_epochs`` (None / [] without
+    validation), wall time, identity (config hash, seed), where it is stored, and whether it came from the store."""
+
+    metrics: dict[str, float]
+    history: list[dict]
+    best_epoch: int | None
+    lr_drop_epochs: list[int]
+    wall_time_s: float
+    config_hash: str
+    seed: int
+    device: str
+    run_dir: str | None = None
+    cached: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def history_frame(self):  # -> pandas.DataFrame
+        """The history as a pandas DataFrame."""
+        import pandas as pd
+
+        return pd.DataFrame(self.history)
+
+
+def stage_plans(cfg: ExperimentConfig) -> list[StagePlan]:
+    """The first stage of the config's protocol (stage 2 depends on stage 1's outcome: :func:`stage2_plan`)."""
+    d, s = cfg.data, cfg.schedule
+    if cfg.run.two_stage:
+        if d.val_split is None:
+            raise ValueError(f"two-stage protocol needs a validation split; dataset {cfg.dataset!r} has none")
+        return [
+            StagePlan(
+                "stage1", d.train_split, d.val_split, s.epochs, s.warmup_epochs, s.scheduler, s.milestones
+            )
+        ]
+    eval_split = d.val_split if d.train_split != d.trainval_split else None
+    return [
+        StagePlan("single", d.train_split, eval_split, s.epochs, s.warmup_epochs, s.scheduler, s.milestones)
+    ]
+
+
+def stage1_summary(cfg: ExperimentConfig, rows: list[dict]) -> tuple[int, list[int]]:
+    """Best schedule epoch (by validation R@1) and plateau drop epochs of stage 1's history rows."""
+    values = [r["val_R@1"] for r in rows if r["stage"] == "stage1" and not r["warmup"]]
+    if not values:
+        raise ValueError("stage 1 has no validation history")
+    drops = (
+        schedules.plateau_drop_epochs(values, patience=cfg.schedule.patience)
+        if cfg.schedule.scheduler == "plateau"
+        else []
+    )
+    return schedules.best_epoch(values), drops
+
+
+def stage2_plan(cfg: ExperimentConfig, best: int, drops: list[int]) -> StagePlan:
+    """Stage 2: ``trainval``, the stage-1 drops as MultiStepLR milestones (plateau) or the same schedule,
+    ``best`` schedule epochs (stop after the best epoch), no validation."""
+    s = cfg.schedule
+    if s.scheduler == "plateau":
+        return StagePlan(
+            "stage2", cfg.data.trainval_split, None, best, s.warmup_epochs, "multistep", tuple(drops)
+        )
+    return StagePlan(
+        "stage2", cfg.data.trainval_split, None, best, s.warmup_epochs, s.scheduler, s.milestones
+    )
+
+
+def _save_atomic(obj: Any, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def run_protocol(
+    cfg: ExperimentConfig,
+    *,
+    seed: int | None = None,
+    hooks: tuple = (),
+    progress: bool = True,
+    checkpoint: str | os.PathLike | None = None,
+    final_model: str | os.PathLike | None = None,
+) -> RunResult:
+    """Train and test ``cfg`` with its protocol (``run.two_stage``); see the module docstring.
+
+    Args:
+        seed: overrides ``cfg.run.seed``.
+        checkpoint: epoch checkpoint file (written atomically after every epoch, resumed from if present).
+        final_model: where to save the final model's state dict (for ``dmllab evaluate`` / export).
+    """
+    seed = cfg.run.seed if seed is None else seed
+    t0 = time.perf_counter()
+    ckpt_path = Path(checkpoint) if checkpoint else None
+    saved = (
+        torch.load(ckpt_path, map_location="cpu", weights_only=False)
+        if ckpt_path and ckpt_path.is_file()
+        else None
+    )
+    h = config_hash(cfg)
+    if saved is not None and (saved["config_hash"] != h or saved["seed"] != seed):
+        saved = None  # a checkpoint of another run: ignore it
+    history: list[dict] = []
+    elapsed = saved["elapsed_s"] if saved else 0.0
+    trainer = Trainer(cfg, hooks=hooks, progress=progress, seed=seed)
+
+    def run_stage(plan: StagePlan, prior: list[dict]) -> list[dict]:
+        trainer.setup(plan)
+        if saved is not None and saved["trainer"]["plan"]["name"] == plan.name:
+            trainer.load_state_dict(saved["trainer"])
+
+        def on_checkpoint(tr: Trainer) -> None:
+            if ckpt_path is not None:
+                state = {
+                    "config_hash": h, "seed": seed, "trainer": tr.state_dict(), "history": prior,
+                    "elapsed_s": elapsed + time.perf_counter() - t0,
+                }  # fmt: skip
+                _save_atomic(state, ckpt_path)
+
+        return trainer.fit(on_checkpoint)
+
+    first = stage_plans(cfg)[0]
+    best, drops = None, []
+    # A checkpoint in stage 2 means stage 1 finished: its rows are the checkpoint's prior history.
+    if saved is not None and saved["trainer"]["plan"]["name"] == "stage2":
+        history = list(saved["history"])
+    else:
+        history = run_stage(first, [])
+    if cfg.run.two_stage:
+        best, drops = stage1_summary(cfg, history)
+        history = history + run_stage(stage2_plan(cfg, best, drops), history)
+    elif first.eval_split is not None:
+        drops = trainer.lr_drop_epochs() if cfg.schedule.scheduler == "plateau" else []
+    d = cfg.data
+    if d.query_split is not None:
+        metrics = trainer.evaluate(query_split=d.query_split, gallery_split=d.gallery_split)
+    else:
+        metrics = trainer.evaluate(d.test_split)
+    if final_model is not None:
+        _save_atomic({"config": cfg.to_dict(), "model": trainer.model.state_dict()}, Path(final_model))
+    return RunResult(
+        metrics=metrics,
+        history=history,
+        best_epoch=best,
+        lr_drop_epochs=list(drops),
+        wall_time_s=elapsed + time.perf_counter() - t0,
+        config_hash=h,
+        seed=seed,
+        device=str(trainer.device),
+    )
+
+
+def run_two_stage(cfg: ExperimentConfig, **kwargs: Any) -> RunResult:
+    """:func:`run_protocol` with ``run.two_stage=True``."""
+    return run_protocol(cfg.replace("run.two_stage", True), **kwargs)
+
+
+def run_single_stage(cfg: ExperimentConfig, **kwargs: Any) -> RunResult:
+    """:func:`run_protocol` with ``run.two_stage=False``."""
+    return run_protocol(cfg.replace("run.two_stage", False), **kwargs)

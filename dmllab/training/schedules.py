@@ -1,0 +1,119 @@
+"""Learning-rate and temperature schedules as pure functions of the schedule epoch.
+
+Epochs here are *schedule epochs*, 1-based, after the warm-up epochs (which the schedules never see,
+official-code.md: "5 extra epochs before the schedule starts"). A "drop epoch" ``d`` means: the lr is
+lowered after epoch ``d`` finished, i.e. epochs ``> d`` run with the lower lr. This is what
+``torch.optim.lr_scheduler.ReduceLROnPlateau.step(metric)`` and ``MultiStepLR`` (milestone ``d``, stepped
+once per epoch) do, and is how ProxyNCA++ stage 2 replays the drops recorded in stage 1 (paper Sec. 4.1).
+
+Because the plateau decision is a pure function of the validation history, resuming a run only needs the
+history, and the two-stage bookkeeping is testable without training.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+
+def plateau_drop_epochs(
+    values: Sequence[float], *, patience: int, threshold: float = 1e-4, cooldown: int = 0
+) -> list[int]:
+    """Epochs after which ReduceLROnPlateau(mode="max", threshold_mode="rel") lowers the lr.
+
+    Mirrors torch's rule: a value improves when ``v > best * (1 + threshold)``; after more than
+    ``patience`` epochs without improvement the lr drops and the bad-epoch count restarts (after
+    ``cooldown`` epochs during which bad epochs are not counted). torch also skips a drop smaller than
+    ``eps=1e-8`` in absolute lr; that floor is not modelled (it is reached only after ~6 drops of a 4e-3 lr).
+
+    Args:
+        values: validation metric (e.g. R@1) per schedule epoch, epoch 1 first.
+        patience: epochs without improvement tolerated (ProxyNCA++: 4).
+    Returns:
+        1-based drop epochs, ascending.
+    """
+    best = -math.inf
+    bad = 0
+    cool = 0
+    drops: list[int] = []
+    for epoch, v in enumerate(values, start=1):
+        if v > best * (1.0 + threshold):  # torch's rule, also for best <= 0
+            best = v
+            bad = 0
+        else:
+            bad += 1
+        if cool > 0:
+            cool -= 1
+            bad = 0
+        if bad > patience:
+            drops.append(epoch)
+            cool = cooldown
+            bad = 0
+    return drops
+
+
+def best_epoch(values: Sequence[float]) -> int:
+    """1-based epoch of the highest value (the first one on ties), as used for early stopping."""
+    if not values:
+        raise ValueError("best_epoch needs at least one value")
+    best = max(range(len(values)), key=lambda i: (values[i], -i))
+    return best + 1
+
+
+def drops_multiplier(epoch: int, drops: Sequence[int], factor: float) -> float:
+    """lr multiplier at schedule epoch ``epoch`` when the lr is multiplied by ``factor`` after each drop epoch."""
+    return factor ** sum(1 for d in drops if d < epoch)
+
+
+def step_multiplier(epoch: int, step_size: int, gamma: float) -> float:
+    """StepLR: ``gamma ** ((epoch - 1) // step_size)`` (stepped once per epoch)."""
+    if step_size <= 0:
+        raise ValueError(f"step_size must be positive, got {step_size}")
+    return gamma ** ((epoch - 1) // step_size)
+
+
+def heated(epoch: int, heat_epoch: int | None) -> bool:
+    """Heated-up softmax (Zhang et al., Sec. 3.3): whether schedule epoch ``epoch`` runs "heated"."""
+    return heat_epoch is not None and epoch >= heat_epoch
+
+
+def lr_multiplier(
+    epoch: int,
+    *,
+    scheduler: str,
+    drops: Sequence[int] = (),
+    factor: float = 0.1,
+    milestones: Sequence[int] = (),
+    step_size: int = 10,
+    gamma: float = 0.5,
+    heat_epoch: int | None = None,
+    heat_lr_factor: float = 0.1,
+) -> float:
+    """The factor applied to every base lr at schedule epoch ``epoch`` (1-based).
+
+    Args:
+        scheduler: "plateau" (``drops`` from :func:`plateau_drop_epochs` on the history so far),
+            "multistep" (``milestones`` and ``factor``), "step" (``step_size``, ``gamma``), "none".
+        heat_epoch: heated-up softmax: multiply by ``heat_lr_factor`` from this epoch on.
+    """
+    if epoch < 1:
+        raise ValueError(f"schedule epochs are 1-based, got {epoch}")
+    if scheduler == "plateau":
+        m = drops_multiplier(epoch, drops, factor)
+    elif scheduler == "multistep":
+        m = drops_multiplier(epoch, milestones, factor)
+    elif scheduler == "step":
+        m = step_multiplier(epoch, step_size, gamma)
+    elif scheduler == "none":
+        m = 1.0
+    else:
+        raise ValueError(f"unknown scheduler {scheduler!r}; valid: plateau, multistep, step, none")
+    if heated(epoch, heat_epoch):
+        m *= heat_lr_factor
+    return m
+
+
+def loss_alpha(epoch: int, base_alpha: float, *, heat_epoch: int | None, heat_alpha_factor: float) -> float:
+    """Heated-up softmax scale: ``alpha`` before ``heat_epoch``, ``alpha * heat_alpha_factor`` from it on
+    (paper: 16 -> 4)."""
+    return base_alpha * heat_alpha_factor if heated(epoch, heat_epoch) else base_alpha

@@ -1,0 +1,215 @@
+"""The run store: finished runs under ``results/runs/<config_hash>/seed<k>/``, checkpoints outside git.
+
+A stored run is a folder with ``metrics.json`` (test metrics, fractions in [0, 1], plus best epoch and lr
+drops), ``history.csv`` (one row per epoch), ``config.json`` (the resolved config) and ``provenance.json``
+(git sha, package versions, device, wall time; no host name). The folder is written next to its final
+place and renamed into it (``os.replace``), so a reader never sees a partial run. A per-run ``fcntl`` lock
+serialises processes asking for the same run: the second waits and then reads the first one's result.
+
+While training, an epoch checkpoint lives at ``checkpoints_dir()/<hash>/seed<k>/last.pt`` (atomic writes);
+a restarted run (after SIGINT or SIGKILL) resumes from it. When the run finishes the checkpoint is replaced
+by ``final.pt`` (the final model's weights, for ``dmllab evaluate`` and embedding export).
+"""
+
+from __future__ import annotations
+
+import csv
+import fcntl
+import json
+import os
+import platform
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from dmllab import paths
+from dmllab.training.config import ExperimentConfig, config_hash
+from dmllab.training.protocol import RunResult, run_protocol
+
+
+def _git_sha() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(paths.repo_root()), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def provenance(device: str | None = None, wall_time_s: float | None = None) -> dict[str, Any]:
+    """Git sha, package versions, device, wall time, timestamp (UTC); deliberately no host name."""
+    import numpy
+    import torch
+    import torchvision
+
+    import dmllab
+
+    versions = {
+        "dmllab": dmllab.__version__,
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
+    }
+    versions["numpy"] = numpy.__version__
+    try:
+        import pytorch_metric_learning
+
+        versions["pytorch_metric_learning"] = pytorch_metric_learning.__version__
+    except ImportError:
+        pass
+    return {
+        "git_sha": _git_sha(),
+        "versions": versions,
+        "python": platform.python_version(),
+        "device": device,
+        # CPU kernels reduce in a thread-count-dependent order: identical metrics need the same thread count.
+        "torch_threads": torch.get_num_threads(),
+        "cuda": torch.version.cuda if torch.cuda.is_available() else None,
+        "gpu": torch.cuda.get_device_name(0) if (device or "").startswith("cuda") else None,
+        "wall_time_s": wall_time_s,
+        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    path.write_text(json.dumps(obj, indent=2, sort_keys=True, allow_nan=True) + "\n")
+
+
+def _write_history(path: Path, rows: list[dict]) -> None:
+    keys: list[str] = []
+    for r in rows:
+        keys += [k for k in r if k not in keys]
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=keys)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def _read_history(path: Path) -> list[dict]:
+    def parse(v: str) -> Any:
+        if v == "":
+            return None
+        if v in ("True", "False"):
+            return v == "True"
+        for tp in (int, float):
+            try:
+                return tp(v)
+            except ValueError:
+                pass
+        return v
+
+    with path.open(newline="") as fh:
+        return [{k: parse(v) for k, v in row.items()} for row in csv.DictReader(fh)]
+
+
+class RunStore:
+    """Finished runs keyed by config hash and seed (module docstring).
+
+    Args:
+        root: the store folder; default ``dmllab.paths.runs_dir()`` (``$DMLLAB_RESULTS/runs``).
+    """
+
+    def __init__(self, root: str | os.PathLike | None = None) -> None:
+        self.root = Path(root) if root is not None else paths.runs_dir()
+
+    def run_dir(self, cfg: ExperimentConfig, seed: int) -> Path:
+        return self.root / config_hash(cfg) / f"seed{seed}"
+
+    @staticmethod
+    def checkpoint_dir(cfg: ExperimentConfig, seed: int) -> Path:
+        return paths.checkpoints_dir() / config_hash(cfg) / f"seed{seed}"
+
+    @contextmanager
+    def lock(self, cfg: ExperimentConfig, seed: int) -> Iterator[None]:
+        """Exclusive per-run lock (blocks while another process trains or writes the same run)."""
+        d = self.root / config_hash(cfg)
+        d.mkdir(parents=True, exist_ok=True)
+        with open(d / f".seed{seed}.lock", "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def load(self, cfg: ExperimentConfig, seed: int) -> RunResult | None:
+        """The stored result of (cfg, seed), or None."""
+        return load_run_dir(self.run_dir(cfg, seed))
+
+    def save(self, cfg: ExperimentConfig, seed: int, result: RunResult) -> Path:
+        """Write the run folder atomically (temporary folder + rename) and return it."""
+        final = self.run_dir(cfg, seed)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        metrics = {
+            "metrics": result.metrics, "best_epoch": result.best_epoch, "lr_drop_epochs": result.lr_drop_epochs,
+            "wall_time_s": result.wall_time_s, "config_hash": result.config_hash, "seed": result.seed,
+            "device": result.device, "method": cfg.method, "dataset": cfg.dataset, "profile": cfg.profile,
+        }  # fmt: skip
+        _write_json(tmp / "config.json", cfg.to_dict())
+        _write_history(tmp / "history.csv", result.history)
+        _write_json(tmp / "provenance.json", provenance(result.device, result.wall_time_s))
+        _write_json(tmp / "metrics.json", metrics)
+        if final.exists():  # --force: replace the old run
+            old = final.with_name(f".{final.name}.old-{os.getpid()}")
+            os.replace(final, old)
+            os.replace(tmp, final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, final)
+        return final
+
+
+def load_run_dir(run_dir: str | os.PathLike) -> RunResult | None:
+    """Read a stored run folder; None if it does not hold a finished run."""
+    d = Path(run_dir)
+    if not (d / "metrics.json").is_file():
+        return None
+    m = json.loads((d / "metrics.json").read_text())
+    history = _read_history(d / "history.csv") if (d / "history.csv").is_file() else []
+    return RunResult(
+        metrics=m["metrics"], history=history, best_epoch=m["best_epoch"], lr_drop_epochs=m["lr_drop_epochs"],
+        wall_time_s=m["wall_time_s"], config_hash=m["config_hash"], seed=m["seed"], device=m["device"],
+        run_dir=str(d), cached=True,
+    )  # fmt: skip
+
+
+def run(
+    cfg: ExperimentConfig,
+    seed: int = 0,
+    store: RunStore | None = None,
+    *,
+    hooks: tuple = (),
+    progress: bool = True,
+    force: bool = False,
+) -> RunResult:
+    """The result of ``cfg`` with ``seed``: from the store at once if present, else trained (resuming from a
+    checkpoint if one exists), stored and returned. ``force`` retrains from scratch and replaces the stored run.
+
+    Hooks only see epochs that are actually trained (a stored or resumed run skips finished ones).
+    """
+    store = store or RunStore()
+    cfg = cfg.replace("run.seed", seed)
+    with store.lock(cfg, seed):
+        if not force:
+            stored = store.load(cfg, seed)
+            if stored is not None:
+                return stored
+        ckpt_dir = store.checkpoint_dir(cfg, seed)
+        if force:
+            (ckpt_dir / "last.pt").unlink(missing_ok=True)
+        result = run_protocol(
+            cfg, seed=seed, hooks=hooks, progress=progress, checkpoint=ckpt_dir / "last.pt",
+            final_model=ckpt_dir / "final.pt",
+        )  # fmt: skip
+        result.run_dir = str(store.save(cfg, seed, result))
+        (ckpt_dir / "last.pt").unlink(missing_ok=True)
+    return result

@@ -1,0 +1,474 @@
+"""One trainer for every method: model + loss + optimiser built from an :class:`ExperimentConfig`, epochs
+driven by a :class:`StagePlan`, extension through hooks.
+
+Hooks are plain objects with any of these optional methods (no base class needed):
+
+* ``on_train_start(trainer)`` - after the stage is built (model, loss, optimiser exist), before epoch 1;
+* ``on_step_end(trainer, info)`` - after ``backward()`` and *before* gradient clipping, ``optimizer.step()``
+  and the next ``zero_grad``: parameter ``.grad`` are the raw (unscaled) gradients of this step. ``info`` has
+  ``stage, epoch, sched_epoch, step, loss, batch_size, embeddings`` (detached). This is how the notebooks
+  measure, e.g., the proxy / embedding gradient-norm ratio (ProxyNCA++ Sec. 3.6);
+* ``on_epoch_end(trainer, epoch, metrics)`` - after the epoch's history row and checkpoint are written
+  (so raising here simulates a crash after a completed epoch); ``metrics`` is the history row.
+
+Randomness: every epoch reseeds ``torch``, ``numpy``, ``random``, the batch sampler and the DataLoader
+generator from ``(seed, stage, epoch)``, so a run resumed from an epoch checkpoint draws exactly the batches
+and augmentations of an uninterrupted run, and the same seed on the CPU gives identical metrics - with the
+same number of torch threads (``OMP_NUM_THREADS``): convolution kernels reduce in a thread-count-dependent
+order, so 1 and 2 threads give different, equally valid runs (provenance.json records ``torch_threads``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import random
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from dmllab.training import schedules
+from dmllab.training.config import ExperimentConfig
+from dmllab.training.optim import build_optimizer, check_all_params_in_groups, param_groups
+
+_STAGE_IDS = {"stage1": 1, "stage2": 2, "single": 3, "pretrain": 4}
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The loss (or the embeddings feeding it) became NaN or inf; the message names stage, epoch and step."""
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """What one stage trains on and for how long.
+
+    Args:
+        name: "stage1", "stage2", "single" (or "pretrain"); part of the per-epoch seed.
+        train_split: split to train on; ``eval_split`` evaluated every ``eval_every`` epochs (None: none).
+        epochs: schedule epochs (after ``warmup_epochs`` warm-up epochs with the backbone frozen).
+        scheduler, milestones: see :func:`dmllab.training.schedules.lr_multiplier`.
+    """
+
+    name: str
+    train_split: str
+    eval_split: str | None
+    epochs: int
+    warmup_epochs: int
+    scheduler: str
+    milestones: tuple[int, ...] = ()
+
+    @property
+    def total_epochs(self) -> int:
+        return self.warmup_epochs + self.epochs
+
+
+@dataclass
+class StageState:
+    """Mutable progress of the current stage (saved in checkpoints through ``Trainer.state_dict``)."""
+
+    plan: StagePlan
+    epoch: int = 0  # completed epochs in this stage, warm-up included
+    rows: list[dict] = field(default_factory=list)
+
+
+def resolve_device(name: str) -> torch.device:
+    """ "auto" -> cuda, then mps, then cpu; otherwise the named device (error if unavailable)."""
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("run.device='cuda' but CUDA is not available; use run.device=auto or cpu")
+    if name not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"unknown device {name!r}; valid: auto, cpu, cuda, mps")
+    return torch.device(name)
+
+
+def resolve_amp(amp: str, device: torch.device) -> torch.dtype | None:
+    """Autocast dtype: None on CPU/MPS and for "off"; "auto" = bf16 on CUDA when supported."""
+    if device.type != "cuda" or amp == "off":
+        return None
+    if amp == "auto":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else None
+    if amp == "bf16":
+        return torch.bfloat16
+    if amp == "fp16":
+        return torch.float16
+    raise ValueError(f"unknown amp {amp!r}; valid: auto, off, bf16, fp16")
+
+
+def epoch_seed(seed: int, stage: str, epoch: int) -> int:
+    """A distinct 63-bit seed per (run seed, stage, epoch), the same on every machine."""
+    return (seed * 1_000_003 + _STAGE_IDS.get(stage, 9) * 10_007 + epoch) % (2**63 - 1)
+
+
+def seed_everything(seed: int) -> torch.Generator:
+    """Seed torch, numpy and random; return a fresh torch.Generator seeded the same (for the DataLoader)."""
+    torch.manual_seed(seed)
+    np.random.seed(seed % 2**32)
+    random.seed(seed)
+    return torch.Generator().manual_seed(seed)
+
+
+def _worker_init(worker_id: int) -> None:
+    # DataLoader workers get torch seeds from the loader's generator; derive numpy/random from them.
+    s = torch.initial_seed() % 2**32
+    np.random.seed(s)
+    random.seed(s)
+
+
+def _call_hooks(hooks: Sequence[Any], name: str, *args: Any) -> None:
+    for hook in hooks:
+        fn = getattr(hook, name, None)
+        if fn is not None:
+            fn(*args)
+
+
+class Trainer:
+    """Trains one :class:`StagePlan` of an experiment config.
+
+    Args:
+        cfg: the experiment config (``run.seed`` is the seed unless ``seed`` is given).
+        hooks: objects with optional ``on_train_start`` / ``on_step_end`` / ``on_epoch_end`` (module doc).
+        progress: show a tqdm bar per epoch (loss, lr, last validation R@1); False for batch runs.
+        seed: overrides ``cfg.run.seed``.
+    """
+
+    def __init__(
+        self,
+        cfg: ExperimentConfig,
+        *,
+        hooks: Iterable[Any] = (),
+        progress: bool = True,
+        seed: int | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.seed = cfg.run.seed if seed is None else seed
+        self.hooks = list(hooks)
+        self.progress = progress
+        self.device = resolve_device(cfg.run.device)
+        self.amp_dtype = resolve_amp(cfg.run.amp, self.device)
+        cl = cfg.run.channels_last
+        self.channels_last = cl == "on" or (cl == "auto" and self.device.type == "cuda")
+        self._datasets: dict[tuple[str, bool], Any] = {}
+        self.model: nn.Module | None = None
+        self.loss: nn.Module | None = None
+        self.optimizer: torch.optim.Optimizer | None = None
+        self.scaler: torch.amp.GradScaler | None = None
+        self.state: StageState | None = None
+        self._base_alpha: float | None = None
+
+    # ------------------------------------------------------------------------------------------ building
+    def dataset(self, split: str, *, train: bool) -> Any:
+        """The ``split`` dataset with the train or test transform of ``data.transform`` (built once)."""
+        key = (split, train)
+        if key not in self._datasets:
+            from dmllab.data import DATASETS, build_dataset, build_transforms
+
+            d = self.cfg.data
+            transform = build_transforms(d.transform, train=train)
+            kw = dict(d.dataset_kwargs)
+            if "progress" in inspect.signature(DATASETS.get(d.dataset)).parameters:
+                kw["progress"] = self.progress
+            self._datasets[key] = build_dataset(d.dataset, d.root, split, transform=transform, **kw)
+        return self._datasets[key]
+
+    def build_model(self) -> nn.Module:
+        """``dmllab.models.build_model`` from ``cfg.model``; SmallCNN ``pretrained`` uses the synthetic pre-training."""
+        from dmllab.models import build_model
+
+        m = self.cfg.model
+        weights_path = m.weights_path
+        pretrained = m.pretrained
+        if m.backbone == "smallcnn" and pretrained and weights_path is None:
+            from dmllab.training.pretrain import ensure_pretrained_smallcnn
+
+            width = int(dict(m.backbone_kwargs).get("width", 32))  # SmallCNN's own default
+            weights_path = str(ensure_pretrained_smallcnn(width=width, progress=self.progress))
+            pretrained = False
+        return build_model(
+            backbone=m.backbone,
+            embedding_dim=m.embedding_dim,
+            pooling=m.pooling,
+            k=m.k,
+            norm=m.norm,
+            norm_position=m.norm_position if m.norm != "none" else None,
+            l2_normalize=m.l2_normalize,
+            pretrained=pretrained,
+            weights_path=weights_path,
+            head_init=m.head_init,
+            frozen_bn=m.freeze_bn,
+            **dict(m.backbone_kwargs),
+        )
+
+    def build_loss(self, num_classes: int) -> nn.Module:
+        """``dmllab.losses.build_loss`` for ``num_classes`` training classes (Proxy Synthesis wraps it)."""
+        from dmllab.losses import ProxySynthesis, build_loss
+
+        lc = self.cfg.loss
+        loss = build_loss(
+            lc.name, num_classes=num_classes, embedding_dim=self.cfg.model.embedding_dim, **dict(lc.kwargs)
+        )
+        if lc.synthesis:
+            # Wrap the built base loss (not build_loss("proxy_synthesis", ...)): the base may have its own
+            # ``alpha`` (Proxy Anchor) which must not collide with the Beta(alpha, alpha) of PS.
+            loss = ProxySynthesis(loss, alpha=lc.ps_alpha, mu=lc.ps_mu)
+        return loss
+
+    def setup(self, plan: StagePlan) -> None:
+        """Build the stage: seeded model and loss, optimiser groups (all loss params asserted), scaler."""
+        seed_everything(epoch_seed(self.seed, plan.name, 0))
+        train_set = self.dataset(plan.train_split, train=True)
+        self.model = self.build_model().to(self.device)
+        if self.channels_last:
+            self.model = self.model.to(memory_format=torch.channels_last)
+        self.loss = self.build_loss(train_set.num_classes).to(self.device)
+        self.optimizer = build_optimizer(param_groups(self.model, self.loss, self.cfg.optim), self.cfg.optim)
+        check_all_params_in_groups(self.optimizer, [self.model, self.loss])
+        self.scaler = torch.amp.GradScaler("cuda") if self.amp_dtype == torch.float16 else None
+        heat_target = self._heat_target()
+        self._base_alpha = float(heat_target.alpha) if heat_target is not None else None
+        self.state = StageState(plan)
+
+    def _heat_target(self) -> nn.Module | None:
+        if self.cfg.schedule.heat_epoch is None:
+            return None
+        target = getattr(self.loss, "base", self.loss) if self.cfg.loss.synthesis else self.loss
+        if not hasattr(target, "alpha"):
+            raise ValueError(
+                f"schedule.heat_epoch needs a loss with an 'alpha' scale; {self.cfg.loss.name!r} has none"
+            )
+        return target
+
+    def train_loader(self, plan: StagePlan, epoch: int) -> torch.utils.data.DataLoader:
+        """Batches of one epoch: class-balanced (``data.per_class``) or random, seeded by (seed, stage, epoch)."""
+        from torch.utils.data import BatchSampler, DataLoader, RandomSampler
+
+        d = self.cfg.data
+        ds = self.dataset(plan.train_split, train=True)
+        s = epoch_seed(self.seed, plan.name, epoch)
+        gen = torch.Generator().manual_seed(s)
+        if d.per_class:
+            from dmllab.data import ClassBalancedSampler
+
+            batches = ClassBalancedSampler(ds.labels, d.batch_size, d.per_class, seed=self.seed)
+            batches.set_epoch(_STAGE_IDS.get(plan.name, 9) * 100_000 + epoch)
+        else:
+            batches = BatchSampler(RandomSampler(ds, generator=gen), d.batch_size, drop_last=True)
+        return DataLoader(
+            ds, batch_sampler=batches, num_workers=d.num_workers, generator=gen, worker_init_fn=_worker_init,
+            pin_memory=self.device.type == "cuda",
+        )  # fmt: skip
+
+    def eval_loader(self, split: str) -> torch.utils.data.DataLoader:
+        from torch.utils.data import DataLoader
+
+        d = self.cfg.data
+        ds = self.dataset(split, train=False)
+        return DataLoader(ds, batch_size=d.eval_batch_size, shuffle=False, num_workers=d.num_workers)
+
+    # ------------------------------------------------------------------------------------------ schedule
+    def _apply_schedule(self, plan: StagePlan, epoch: int) -> dict[str, float]:
+        """Set group lrs, backbone freezing (warm-up) and the heated alpha for ``epoch``; return the lrs."""
+        sc = self.cfg.schedule
+        sched_epoch = epoch - plan.warmup_epochs
+        warm = sched_epoch <= 0
+        if warm:
+            mult = 1.0
+        else:
+            drops = self.lr_drop_epochs() if plan.scheduler == "plateau" else ()
+            mult = schedules.lr_multiplier(
+                sched_epoch, scheduler=plan.scheduler, drops=drops, factor=sc.factor, milestones=plan.milestones,
+                step_size=sc.step_size, gamma=sc.gamma, heat_epoch=sc.heat_epoch, heat_lr_factor=sc.heat_lr_factor,
+            )  # fmt: skip
+        lrs = {}
+        for g in self.optimizer.param_groups:
+            g["lr"] = 0.0 if (warm and g["name"] == "backbone") else g["base_lr"] * mult
+            lrs[g["name"]] = g["lr"]
+        for p in self.model.backbone.parameters():
+            p.requires_grad_(not warm)
+        if getattr(self.model, "frozen_bn", False):
+            self.model.frozen_bn = True  # re-freeze BN affine parameters after the loop above
+        target = self._heat_target()
+        if target is not None:
+            target.alpha = schedules.loss_alpha(
+                max(sched_epoch, 1),
+                self._base_alpha,
+                heat_epoch=sc.heat_epoch,
+                heat_alpha_factor=sc.heat_alpha_factor,
+            )
+        return lrs
+
+    def val_values(self) -> list[float]:
+        """Validation R@1 of every completed schedule epoch of this stage."""
+        return [r["val_R@1"] for r in self.state.rows if not r["warmup"] and "val_R@1" in r]
+
+    def lr_drop_epochs(self) -> list[int]:
+        """Schedule epochs after which ReduceLROnPlateau dropped the lr, from the validation history."""
+        return schedules.plateau_drop_epochs(self.val_values(), patience=self.cfg.schedule.patience)
+
+    # ------------------------------------------------------------------------------------------ training
+    def train_epoch(self, plan: StagePlan, epoch: int) -> float:
+        """One pass over the epoch's batches; returns the mean loss. Raises NonFiniteLossError on NaN/inf."""
+        from tqdm.auto import tqdm
+
+        self.model.train()
+        self.loss.train()
+        loader = self.train_loader(plan, epoch)
+        clip = self.cfg.optim.grad_clip_value
+        clip_params = list(self.model.parameters())
+        if self.cfg.optim.clip_proxies:
+            clip_params += list(self.loss.parameters())
+        total, count = 0.0, 0
+        last = self.state.rows[-1] if self.state.rows else {}
+        bar = tqdm(
+            loader, desc=f"{plan.name} ep {epoch}/{plan.total_epochs}", disable=not self.progress, leave=False,
+            dynamic_ncols=True,
+        )  # fmt: skip
+        sched_epoch = epoch - plan.warmup_epochs
+        for step, (images, labels) in enumerate(bar, start=1):
+            images = images.to(self.device, non_blocking=True)
+            if self.channels_last:
+                images = images.contiguous(memory_format=torch.channels_last)
+            labels = labels.to(self.device, non_blocking=True)
+            with torch.autocast(
+                self.device.type, dtype=self.amp_dtype or torch.float32, enabled=self.amp_dtype is not None
+            ):
+                emb = self.model(images)  # (B, D)
+            where = f"stage {plan.name}, epoch {epoch} (schedule epoch {sched_epoch}), step {step}"
+            if not bool(torch.isfinite(emb).all()):
+                raise NonFiniteLossError(
+                    f"non-finite embeddings at {where}; the last good checkpoint is kept"
+                )
+            loss = self.loss(emb, labels)
+            value = float(loss.detach())
+            if not math.isfinite(value):
+                raise NonFiniteLossError(
+                    f"non-finite loss ({value}) at {where}; the last good checkpoint is kept"
+                )
+            self.optimizer.zero_grad(set_to_none=True)
+            if self.scaler is not None:
+                self.scaler.scale(loss).backward()
+                self.scaler.unscale_(self.optimizer)
+            else:
+                loss.backward()
+            info = {
+                "stage": plan.name, "epoch": epoch, "sched_epoch": sched_epoch, "step": step, "loss": value,
+                "batch_size": int(labels.shape[0]), "embeddings": emb.detach(),
+            }  # fmt: skip
+            _call_hooks(self.hooks, "on_step_end", self, info)
+            if clip is not None:
+                torch.nn.utils.clip_grad_value_(clip_params, clip)
+            if self.scaler is not None:
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+            else:
+                self.optimizer.step()
+            total += value
+            count += 1
+            if self.progress:
+                postfix = {
+                    "loss": f"{total / count:.4f}",
+                    "lr": f"{self.optimizer.param_groups[0]['lr']:.2e}",
+                }
+                if "val_R@1" in last:
+                    postfix["val R@1"] = f"{100 * last['val_R@1']:.1f}"
+                bar.set_postfix(postfix)
+        if count == 0:
+            raise ValueError(f"no training batch in {plan.train_split!r} (fewer images than one batch?)")
+        return total / count
+
+    def evaluate(
+        self,
+        split: str | None = None,
+        *,
+        query_split: str | None = None,
+        gallery_split: str | None = None,
+        metrics: Sequence[str] | None = None,
+        ks: Sequence[int] | None = None,
+    ) -> dict[str, float]:
+        """Embed and evaluate ``split`` (or ``query_split`` against ``gallery_split``) with dmllab.metrics.
+
+        Metrics are fractions in [0, 1]; ``metrics``/``ks`` default to ``cfg.run``.
+        """
+        from dmllab.metrics import embed_dataset, evaluate
+
+        r = self.cfg.run
+        amp = self.amp_dtype is not None
+        kw = dict(metrics=tuple(metrics or r.metrics), ks=tuple(ks or r.ks), distance=r.distance)
+        if query_split is not None:
+            q, ql = embed_dataset(self.model, self.eval_loader(query_split), self.device, amp=amp)
+            g, gl = embed_dataset(self.model, self.eval_loader(gallery_split), self.device, amp=amp)
+            return evaluate(q, ql, gallery=g, gallery_labels=gl, **kw)
+        emb, lab = embed_dataset(self.model, self.eval_loader(split), self.device, amp=amp)
+        return evaluate(emb, lab, **kw)
+
+    def fit(self, on_checkpoint: Callable[[Trainer], None] | None = None) -> list[dict]:
+        """Run the remaining epochs of the set-up stage; returns the stage's history rows.
+
+        After each epoch: the history row, then ``on_checkpoint(self)``, then ``on_epoch_end`` hooks.
+        """
+        plan = self.state.plan
+        from tqdm.auto import tqdm
+
+        if plan.scheduler == "plateau" and (plan.eval_split is None or self.cfg.run.eval_every != 1):
+            raise ValueError(
+                "the plateau scheduler needs a validation split evaluated every epoch (run.eval_every=1)"
+            )
+        _call_hooks(self.hooks, "on_train_start", self)
+        for epoch in range(self.state.epoch + 1, plan.total_epochs + 1):
+            t0 = time.perf_counter()
+            seed_everything(epoch_seed(self.seed, plan.name, epoch))
+            lrs = self._apply_schedule(plan, epoch)
+            mean_loss = self.train_epoch(plan, epoch)
+            sched_epoch = epoch - plan.warmup_epochs
+            row: dict[str, Any] = {
+                "stage": plan.name, "epoch": epoch, "sched_epoch": sched_epoch, "warmup": sched_epoch <= 0,
+                "loss": mean_loss, **{f"lr_{k}": v for k, v in lrs.items()},
+            }  # fmt: skip
+            if plan.eval_split and (epoch % self.cfg.run.eval_every == 0 or epoch == plan.total_epochs):
+                val = self.evaluate(plan.eval_split, metrics=("recall",))
+                row.update({f"val_{k}": v for k, v in val.items()})
+            row["time_s"] = time.perf_counter() - t0
+            self.state.rows.append(row)
+            self.state.epoch = epoch
+            if self.progress:
+                val_txt = f" val R@1 {100 * row['val_R@1']:.2f}" if "val_R@1" in row else ""
+                tqdm.write(f"[{plan.name}] epoch {epoch}/{plan.total_epochs} loss {mean_loss:.4f}{val_txt}")
+            if on_checkpoint is not None:
+                on_checkpoint(self)
+            _call_hooks(self.hooks, "on_epoch_end", self, epoch, row)
+        return self.state.rows
+
+    # ------------------------------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue the stage: model, loss, optimiser, scaler, plan, epoch, rows."""
+        return {
+            "model": self.model.state_dict(),
+            "loss": self.loss.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scaler": None if self.scaler is None else self.scaler.state_dict(),
+            "plan": self.state.plan.__dict__,
+            "epoch": self.state.epoch,
+            "rows": list(self.state.rows),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a :meth:`state_dict` into a trainer already :meth:`setup` for the same plan."""
+        plan = StagePlan(**{**state["plan"], "milestones": tuple(state["plan"]["milestones"])})
+        if plan != self.state.plan:
+            raise ValueError(f"checkpoint is for {plan}, the trainer is set up for {self.state.plan}")
+        self.model.load_state_dict(state["model"])
+        self.loss.load_state_dict(state["loss"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.scaler is not None and state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
+        self.state.epoch = int(state["epoch"])
+        self.state.rows = list(state["rows"])

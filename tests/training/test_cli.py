@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+import pytest
+
+from dmllab.cli import main
+
+
+def test_wrong_data_root_is_a_clean_error(tmp_path, capsys):
+    code = main(["train", "--method", "proxynca++", "--dataset", "cub", "--profile", "smoke",
+                 "--data-root", str(tmp_path / "missing"), "--quiet"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "does not exist" in err and "Traceback" not in err
+
+
+def test_unknown_set_key_lists_valid_keys(capsys):
+    code = main(["train", "--method", "proxynca++", "--dataset", "synthetic", "--profile", "smoke",
+                 "--set", "loss.tempx=1", "--quiet"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "loss.tempx" in err and "loss.temperature" in err
+
+
+def test_presets_lists_methods(capsys):
+    assert main(["presets", "--method", "proxynca++", "--profile", "paper"]) == 0
+    out = capsys.readouterr().out
+    assert "heated_softmax" in out and "lr 0.004/proxy 400" in out
+
+
+@pytest.mark.parametrize("method", ["proxyncaa"])
+def test_unknown_method(method, capsys):
+    assert main(["train", "--method", method, "--dataset", "cub", "--quiet"]) == 2
+    assert "valid methods" in capsys.readouterr().err

@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from dmllab.training import ExperimentConfig, apply_overrides, config_hash, presets, valid_keys
+
+
+def test_hash_is_stable_across_processes():
+    cfg = presets.get("proxynca++", "cub", "paper")
+    code = (
+        "from dmllab.training import presets, config_hash;"
+        "print(config_hash(presets.get('proxynca++', 'cub', 'paper')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == config_hash(cfg)
+
+
+def test_hash_ignores_result_neutral_fields_only():
+    cfg = presets.get("proxynca++", "cub", "paper")
+    h = config_hash(cfg)
+    assert (
+        config_hash(apply_overrides(cfg, ["data.root=/somewhere/else", "data.num_workers=2", "run.seed=3"]))
+        == h
+    )
+    assert config_hash(apply_overrides(cfg, ["optim.lr_proxies=40"])) != h
+    assert config_hash(apply_overrides(cfg, ["run.device=cpu"])) != h
+    assert config_hash(apply_overrides(cfg, ["loss.temperature=0.05"])) != h
+
+
+def test_overrides_coerce_types():
+    cfg = presets.get("proxynca++", "cub", "paper")
+    new = apply_overrides(
+        cfg,
+        ["loss.temperature=0.05", "optim.lr_proxies=400", "data.per_class=none", "run.ks=1,2,4",
+         "run.two_stage=false", "model.k=3", "loss.prob=false", "schedule.milestones=3,7"],
+    )  # fmt: skip
+    assert dict(new.loss.kwargs) == {"temperature": 0.05, "prob": False}
+    assert new.optim.lr_proxies == 400.0 and isinstance(new.optim.lr_proxies, float)
+    assert new.data.per_class is None
+    assert new.run.ks == (1, 2, 4) and new.run.two_stage is False
+    assert new.model.k == 3 and new.schedule.milestones == (3, 7)
+    assert cfg.optim.lr_proxies == 400.0 and dict(cfg.loss.kwargs)["temperature"] == pytest.approx(1 / 9)
+
+
+@pytest.mark.parametrize(
+    "item, match",
+    [
+        ("loss.tempx=3", "unknown config key 'loss.tempx'.*loss.temperature"),
+        ("nosuch.lr=3", "sections are"),
+        ("optim.lr=fast", "cannot parse"),
+        ("run.two_stage=maybe", "bool"),
+        ("optim.name=lbfgs", "valid: adam, adamw, sgd, rmsprop"),
+        ("optim.lr", "key=value"),
+    ],
+)
+def test_bad_overrides_are_rejected(item, match):
+    with pytest.raises(ValueError, match=match):
+        apply_overrides(presets.get("proxynca++", "cub", "paper"), [item])
+
+
+def test_valid_keys_include_loss_constructor_keywords():
+    keys = valid_keys(presets.get("proxy_anchor", "cub", "paper"))
+    assert {"loss.alpha", "loss.delta", "optim.lr", "schedule.patience"} <= set(keys)
+
+
+def test_dict_roundtrip():
+    cfg = presets.get("proxy_synthesis", "cars", "paper", base="proxynca++")
+    d = json.loads(json.dumps(cfg.to_dict()))
+    back = ExperimentConfig.from_dict(d)
+    assert back == cfg and config_hash(back) == config_hash(cfg)
+    d["optim"]["typo"] = 1
+    with pytest.raises(ValueError, match="typo"):
+        ExperimentConfig.from_dict(d)

@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+import pytest
+
+from dmllab.training import RunStore, Trainer, apply_overrides, run, run_protocol
+from dmllab.training.export import result_rows
+
+# Scripted stage-1 validation R@1 per schedule epoch. With patience 1 (torch's ReduceLROnPlateau rule):
+# e1, e2 improve, e3 and e4 do not -> lr drops after epoch 4; e5 is the best epoch; e6 is worse.
+SCRIPT = [0.10, 0.20, 0.15, 0.15, 0.30, 0.10]
+
+
+@pytest.fixture
+def scripted_val(monkeypatch):
+    original = Trainer.evaluate
+
+    def fake(self, split=None, **kw):
+        if (
+            self.state is not None
+            and self.state.plan.name == "stage1"
+            and split == self.state.plan.eval_split
+        ):
+            sched_epoch = len(self.state.rows) + 1 - self.state.plan.warmup_epochs
+            return {"R@1": SCRIPT[sched_epoch - 1] if sched_epoch >= 1 else 0.0}
+        return original(self, split, **kw)
+
+    monkeypatch.setattr(Trainer, "evaluate", fake)
+
+
+def test_two_stage_bookkeeping(smoke_cfg, scripted_val):
+    cfg = apply_overrides(smoke_cfg, ["schedule.epochs=6", "schedule.patience=1", "schedule.warmup_epochs=1"])
+    result = run_protocol(cfg, progress=False)
+    assert result.lr_drop_epochs == [4] and result.best_epoch == 5
+    s1 = [r for r in result.history if r["stage"] == "stage1"]
+    s2 = [r for r in result.history if r["stage"] == "stage2"]
+    assert len(s1) == 1 + 6 and len(s2) == 1 + 5  # warm-up + schedule epochs; stage 2 stops after epoch 5
+    lr = cfg.optim.lr
+    assert [r["lr_backbone"] for r in s1] == pytest.approx([0.0, lr, lr, lr, lr, 0.1 * lr, 0.1 * lr])
+    assert [r["lr_backbone"] for r in s2] == pytest.approx([0.0, lr, lr, lr, lr, 0.1 * lr])
+    assert [r["lr_proxies"] for r in s2] == pytest.approx(
+        [cfg.optim.lr_proxies] * 5 + [0.1 * cfg.optim.lr_proxies]
+    )
+    assert all("val_R@1" not in r or r["val_R@1"] is None for r in s2)  # stage 2 never validates
+    assert set(result.metrics) == {"R@1", "R@2", "R@4"}
+
+
+def test_resume_after_crash_matches_uninterrupted_run(smoke_cfg, tmp_path):
+    cfg = apply_overrides(smoke_cfg, ["schedule.epochs=3", "schedule.warmup_epochs=1"])
+    clean = run(cfg, seed=1, store=RunStore(tmp_path / "a"), progress=False)
+
+    class Crash:
+        def on_epoch_end(self, trainer, epoch, metrics):
+            if trainer.state.plan.name == "stage1" and epoch == 2:
+                raise KeyboardInterrupt("simulated crash")
+
+    class Count:
+        def __init__(self):
+            self.epochs = []
+
+        def on_epoch_end(self, trainer, epoch, metrics):
+            self.epochs.append((trainer.state.plan.name, epoch))
+
+    store = RunStore(tmp_path / "b")
+    with pytest.raises(KeyboardInterrupt):
+        run(cfg, seed=1, store=store, hooks=(Crash(),), progress=False)
+    count = Count()
+    resumed = run(cfg, seed=1, store=store, hooks=(count,), progress=False)
+    assert count.epochs[0] == ("stage1", 3)  # resumed at k + 1
+    assert resumed.metrics == clean.metrics
+    strip = [{k: v for k, v in r.items() if k != "time_s"} for r in clean.history]
+    assert [{k: v for k, v in r.items() if k != "time_s"} for r in resumed.history] == strip
+
+
+def test_same_seed_same_metrics_and_store_returns_cached(smoke_cfg, tmp_path):
+    a = run_protocol(smoke_cfg, seed=3, progress=False)
+    b = run_protocol(smoke_cfg, seed=3, progress=False)
+    assert a.metrics == b.metrics
+    store = RunStore(tmp_path / "runs")
+    first = run(smoke_cfg, seed=3, store=store, progress=False)
+    assert first.metrics == a.metrics and not first.cached
+
+    class Fail:
+        def on_step_end(self, trainer, info):
+            raise AssertionError("trained although the run is stored")
+
+    again = run(smoke_cfg, seed=3, store=store, hooks=(Fail(),), progress=False)
+    assert again.cached and again.metrics == first.metrics and again.best_epoch == first.best_epoch
+    run_dir = store.run_dir(smoke_cfg, 3)
+    assert {p.name for p in run_dir.iterdir()} == {
+        "metrics.json",
+        "history.csv",
+        "config.json",
+        "provenance.json",
+    }
+    rows = result_rows(again, experiment="smoke", paper="proxynca++", artifact="test", cfg=smoke_cfg)
+    assert {r["metric"] for r in rows} == set(first.metrics)
+    assert all(r["value"] == pytest.approx(100 * first.metrics[r["metric"]]) for r in rows)

@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+import pytest
+import torch
+
+from dmllab.training import NonFiniteLossError, RunStore, StagePlan, Trainer, apply_overrides, presets, run
+from dmllab.training.protocol import stage_plans
+
+LOSS_METHODS = ["proxynca++", "proxynca", "normsoftmax", "proxy_anchor", "heated_softmax:HBN", "heated_softmax:SM",
+                "proxy_synthesis", "proxy_synthesis:proxy_anchor", "margin", "multi_similarity"]  # fmt: skip
+
+
+@pytest.mark.parametrize("method", LOSS_METHODS)
+def test_every_loss_parameter_is_in_an_optimizer_group(method):
+    cfg = presets.get(method, "synthetic", "smoke")
+    trainer = Trainer(cfg, progress=False)
+    trainer.setup(stage_plans(cfg)[0])
+    held = {id(p) for g in trainer.optimizer.param_groups for p in g["params"]}
+    assert all(id(p) in held for p in trainer.loss.parameters())
+    assert all(id(p) in held for p in trainer.model.parameters())
+    names = [g["name"] for g in trainer.optimizer.param_groups]
+    assert names[:2] == ["backbone", "embedding"]
+    if any(True for _ in trainer.loss.parameters()):
+        group = next(g for g in trainer.optimizer.param_groups if g["name"] == "proxies")
+        assert group["base_lr"] == (cfg.optim.lr_proxies or cfg.optim.lr)
+
+
+class _Recorder:
+    def __init__(self):
+        self.steps = []
+        self.epochs = []
+
+    def on_step_end(self, trainer, info):
+        bb = [p for p in trainer.model.backbone.parameters()]
+        lrs = {g["name"]: g["lr"] for g in trainer.optimizer.param_groups}
+        proxy_grad = trainer.loss.proxies.grad
+        self.steps.append({
+            "epoch": info["epoch"], "step": info["step"], "lr": lrs,
+            "backbone_has_grad": any(p.grad is not None for p in bb),
+            "backbone_requires_grad": any(p.requires_grad for p in bb),
+            "proxy_grad_norm": None if proxy_grad is None else float(proxy_grad.norm()),
+        })  # fmt: skip
+
+    def on_epoch_end(self, trainer, epoch, metrics):
+        self.epochs.append(epoch)
+
+
+def test_warmup_freezes_the_backbone(smoke_cfg):
+    cfg = apply_overrides(smoke_cfg, ["schedule.warmup_epochs=1", "schedule.epochs=1"])
+    rec = _Recorder()
+    trainer = Trainer(cfg, hooks=[rec], progress=False)
+    plan = StagePlan("single", "train", None, 1, 1, "none")
+    trainer.setup(plan)
+    before = [p.detach().clone() for p in trainer.model.backbone.parameters()]
+    head_before = [p.detach().clone() for p in trainer.model.head.parameters()]
+    # the warm-up epoch, then one schedule epoch, step by step
+    trainer._apply_schedule(plan, 1)
+    trainer.train_epoch(plan, 1)
+    warm = [s for s in rec.steps if s["epoch"] == 1]
+    assert warm and all(not s["backbone_has_grad"] and not s["backbone_requires_grad"] for s in warm)
+    assert all(s["lr"]["backbone"] == 0.0 and s["lr"]["proxies"] == cfg.optim.lr_proxies for s in warm)
+    assert all(s["proxy_grad_norm"] and s["proxy_grad_norm"] > 0 for s in warm)
+    after = list(trainer.model.backbone.parameters())
+    assert all(
+        torch.equal(a.detach(), b) for a, b in zip(after, before) if a.dim() > 1
+    )  # conv weights frozen
+    assert any(not torch.equal(a.detach(), b) for a, b in zip(trainer.model.head.parameters(), head_before))
+    trainer._apply_schedule(plan, 2)
+    trainer.train_epoch(plan, 2)
+    trained = [s for s in rec.steps if s["epoch"] == 2]
+    assert all(s["backbone_has_grad"] and s["lr"]["backbone"] == cfg.optim.lr for s in trained)
+
+
+def test_nan_loss_names_epoch_and_step_and_keeps_checkpoint(smoke_cfg, tmp_path):
+    cfg = apply_overrides(smoke_cfg, ["run.two_stage=false", "schedule.scheduler=none", "schedule.epochs=3"])
+
+    class Poison:
+        def on_step_end(self, trainer, info):
+            if info["epoch"] == 2 and info["step"] == 1:
+                with torch.no_grad():
+                    trainer.model.head.linear.weight.fill_(float("nan"))
+
+    store = RunStore(tmp_path / "runs")
+    with pytest.raises(NonFiniteLossError, match=r"epoch 2 .*step 2"):
+        run(cfg, seed=0, store=store, hooks=(Poison(),), progress=False)
+    ckpt = store.checkpoint_dir(cfg.replace("run.seed", 0), 0) / "last.pt"
+    state = torch.load(ckpt, weights_only=False)
+    assert state["trainer"]["epoch"] == 1
+    assert all(torch.isfinite(v).all() for v in state["trainer"]["model"].values() if v.is_floating_point())
+    assert store.load(cfg, 0) is None  # nothing stored for a failed run
