@@ -1,0 +1,95 @@
+"""Evaluation metrics: Recall@K, NMI and the MLRC metrics (P@1, R-precision, MAP@R).
+
+All values are fractions in [0, 1]. One streaming evaluator (:func:`retrieval_metrics`) computes the
+neighbour information once per query chunk for every requested retrieval metric; memory is
+O(chunk_size x N_ref), never N x N.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from dmllab.metrics.clustering import KMEANS_N_INIT, nmi
+from dmllab.metrics.embed import embed_dataset
+from dmllab.metrics.evaluator import DISTANCES, RetrievalResult, retrieval_metrics
+from dmllab.metrics.retrieval import map_at_r, precision_at_1, r_precision, recall_at_k
+
+METRICS = ("recall", "nmi", "precision_at_1", "r_precision", "map_at_r", "mlrc")
+_MLRC = ("precision_at_1", "r_precision", "map_at_r")
+
+
+def evaluate(
+    embeddings: Tensor | np.ndarray,
+    labels: Tensor | np.ndarray,
+    *,
+    metrics: Iterable[str] = ("recall", "nmi"),
+    ks: Iterable[int] = (1, 2, 4, 8),
+    gallery: Tensor | np.ndarray | None = None,
+    gallery_labels: Tensor | np.ndarray | None = None,
+    distance: str = "euclidean",
+    chunk_size: int = 1024,
+    nmi_seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+) -> dict[str, float]:
+    """Compute the requested metrics with one retrieval pass.
+
+    Args:
+        metrics: any of "recall", "nmi", "precision_at_1", "r_precision", "map_at_r", or "mlrc" (all three).
+        ks: K values for "recall".
+        gallery, gallery_labels: query-vs-gallery protocol (In-Shop); NMI is then computed on the queries.
+        distance, chunk_size, dtype: see :func:`retrieval_metrics`.
+        nmi_seed: KMeans seed for "nmi".
+
+    Returns:
+        {"R@K": ..., "NMI": ..., "P@1": ..., "RP": ..., "MAP@R": ...} for what was requested, in [0, 1].
+    """
+    wanted = list(metrics) if not isinstance(metrics, str) else [metrics]
+    unknown = sorted(set(wanted) - set(METRICS))
+    if unknown:
+        raise ValueError(f"unknown metric(s) {unknown}; valid: {list(METRICS)}")
+    mlrc = "mlrc" in wanted or any(m in wanted for m in _MLRC)
+    ks = tuple(ks) if "recall" in wanted else ()
+    out: dict[str, float] = {}
+    if "recall" in wanted or mlrc:
+        res = retrieval_metrics(
+            embeddings,
+            labels,
+            ks=ks,
+            mlrc=mlrc,
+            gallery=gallery,
+            gallery_labels=gallery_labels,
+            distance=distance,
+            chunk_size=chunk_size,
+            dtype=dtype,
+        )
+        out.update({f"R@{k}": v for k, v in res.recall.items()})
+        every = "mlrc" in wanted
+        if every or "precision_at_1" in wanted:
+            out["P@1"] = res.precision_at_1
+        if every or "r_precision" in wanted:
+            out["RP"] = res.r_precision
+        if every or "map_at_r" in wanted:
+            out["MAP@R"] = res.map_at_r
+    if "nmi" in wanted:
+        out["NMI"] = nmi(embeddings, labels, seed=nmi_seed)
+    return out
+
+
+__all__ = [
+    "DISTANCES",
+    "KMEANS_N_INIT",
+    "METRICS",
+    "RetrievalResult",
+    "embed_dataset",
+    "evaluate",
+    "map_at_r",
+    "nmi",
+    "precision_at_1",
+    "r_precision",
+    "recall_at_k",
+    "retrieval_metrics",
+]
