@@ -1,0 +1,333 @@
+"""The figure report ``figures/report.html``, rebuilt from ``results/`` by ``dmllab report``.
+
+For every artifact (in :func:`dmllab.pipeline.artifacts.ordered` order): title, paper and artifact label, its
+figures (relative ``<img>`` links to ``figures/<name>*.png``), the reproduced numbers (mean ± std over seeds),
+then either the paper's numbers side by side with deltas (``paper`` profile, through
+``Artifact.reference_key``) or each claim of the paper with the direction found here (``quick``/``smoke``).
+One self-contained HTML file with inline CSS; images are linked, not embedded, so it opens from ``figures/``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dmllab import paths
+from dmllab.pipeline.artifacts import PAPER_TITLES, PROFILES, Artifact, Claim, ordered
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+PROFILE_NOTES = {
+    "smoke": "smoke profile: seconds-long runs that only check that every notebook works; the numbers mean nothing.",
+    "quick": (
+        "quick profile: every artifact reproduced offline on 2 CPU cores. Dataset-free figures use the papers' own "
+        "settings; table artifacts train a small pre-trained CNN on the synthetic fine-grained benchmark instead of "
+        "ResNet-50 on CUB/Cars/SOP/In-Shop, so absolute numbers are not comparable with the papers'. What is "
+        "compared is the direction of each effect the paper claims."
+    ),
+    "paper": "paper profile: the authors' datasets, networks and hyper-parameters; the paper's numbers are shown "
+    "next to the reproduced ones with the difference (here - paper).",
+}
+
+_CSS = """
+body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 0 auto; max-width: 1100px;
+       padding: 1.5em; color: #1d2330; background: #ffffff; line-height: 1.45; }
+header { border-bottom: 3px solid #3b6ea5; margin-bottom: 1.5em; }
+h1 { color: #23466e; } h2 { color: #23466e; border-bottom: 1px solid #c9d6e6; padding-bottom: .2em; }
+.meta { font-size: .9em; color: #4a5568; } .note { background: #eef4fb; padding: .6em 1em; border-left: 4px solid #3b6ea5; }
+section.artifact { margin: 2em 0 3em 0; }
+.figs img { max-width: 100%; border: 1px solid #dde3ea; margin: .4em 0; }
+table { border-collapse: collapse; margin: .8em 0; font-size: .9em; }
+th, td { border: 1px solid #c9d6e6; padding: .25em .6em; text-align: right; }
+th { background: #e6eef8; } td:first-child, th:first-child { text-align: left; }
+.missing { color: #a0522d; font-style: italic; }
+.yes { color: #1b7f3b; font-weight: bold; } .no { color: #b22222; font-weight: bold; } .na { color: #777; }
+nav ul { columns: 2; font-size: .9em; }
+.scroll { overflow-x: auto; }
+"""
+
+
+def infer_profile(frames: Sequence[pd.DataFrame]) -> str | None:
+    """The most reproduced profile among the result rows (preferring paper, then quick, then smoke)."""
+    present = set()
+    for frame in frames:
+        present.update(frame["profile"].dropna().astype(str))
+    for profile in ("paper", "quick", "smoke"):
+        if profile in present:
+            return profile
+    return None
+
+
+def summarise(rows: pd.DataFrame) -> pd.DataFrame:
+    """Mean, std and count over seeds for each (variant, dataset, param_*, metric)."""
+    keys = ["variant", "dataset"] + sorted(c for c in rows.columns if c.startswith("param_")) + ["metric"]
+    keys = [k for k in keys if k in rows.columns and rows[k].notna().any()]
+    if not keys:
+        keys = ["metric"]
+    grouped = rows.groupby(keys, dropna=False, sort=False)["value"]
+    return grouped.agg(mean="mean", std="std", n="count").reset_index()
+
+
+def _fmt(mean: float, std: float, n: int) -> str:
+    if n > 1 and std == std:  # std is NaN for one seed
+        return f"{mean:.4g} ± {std:.2g}"
+    return f"{mean:.4g}"
+
+
+MAX_TABLE_ROWS = 40
+
+
+def numbers_table(rows: pd.DataFrame, *, max_rows: int = MAX_TABLE_ROWS, csv_name: str = "the CSV") -> str:
+    """HTML pivot of the reproduced numbers: one line per variant/dataset/parameters, one column per metric.
+
+    Parameters with one value over all rows are listed above the table instead of repeated in every line;
+    tables longer than ``max_rows`` lines are cut (the CSV has them all).
+    """
+    summary = summarise(rows)
+    summary["cell"] = [_fmt(m, s, n) for m, s, n in zip(summary["mean"], summary["std"], summary["n"])]
+    index = [c for c in summary.columns if c not in ("metric", "mean", "std", "n", "cell")]
+    if not index:
+        table = summary.set_index("metric")[["cell"]].T
+        return table.to_html(index=False, border=0, escape=True)
+    summary[index] = summary[index].astype(object).where(summary[index].notna(), "")
+    constant = [c for c in index if summary[c].nunique() <= 1]
+    varying = [c for c in index if c not in constant] or index[:1]
+    fixed = ", ".join(
+        f"{c.removeprefix('param_')} = {summary[c].iloc[0]}" for c in constant if c not in varying
+    )
+    table = summary.pivot_table(index=varying, columns="metric", values="cell", aggfunc="first", sort=False)
+    table.columns.name = None
+    table = table.reset_index().rename(columns=lambda c: c.removeprefix("param_"))
+    note = f"<p class='meta'>{html.escape(fixed)}</p>" if fixed else ""
+    if len(table) > max_rows:
+        note += f"<p class='meta'>first {max_rows} of {len(table)} lines; all in {html.escape(csv_name)}</p>"
+        table = table.head(max_rows)
+    return (
+        note
+        + "<div class='scroll'>"
+        + table.to_html(index=False, border=0, escape=True, na_rep="")
+        + "</div>"
+    )
+
+
+def reference_table(artifact: Artifact, rows: pd.DataFrame, reference: pd.DataFrame) -> str:
+    """Reproduced vs paper values with deltas, joined through ``artifact.reference_key``."""
+    import pandas as pd
+
+    if artifact.reference_key is None:
+        return '<p class="missing">The paper prints no numbers for this artifact.</p>'
+    summary = summarise(rows)
+    ref = reference[reference["paper"] == artifact.paper] if len(reference) else reference
+    out = []
+    for rec in summary.to_dict("records"):
+        key = artifact.reference_key(rec)
+        if key is None:
+            continue
+        art, row, col = key
+        hit = ref[
+            (ref["artifact"] == art)
+            & (ref["row"] == row)
+            & (ref["column"] == col)
+            & (ref["metric"] == rec["metric"])
+        ]
+        paper_value = float(hit["value"].iloc[0]) if len(hit) else float("nan")
+        out.append(
+            {
+                "paper cell": f"{art} / {row} / {col}",
+                "metric": rec["metric"],
+                "here": _fmt(rec["mean"], rec["std"], rec["n"]),
+                "paper": f"{paper_value:.4g}" if paper_value == paper_value else "not transcribed",
+                "delta": f"{rec['mean'] - paper_value:+.3g}" if paper_value == paper_value else "",
+            }
+        )
+    if not out:
+        return '<p class="missing">No reproduced row maps onto a cell of the paper.</p>'
+    return pd.DataFrame(out).to_html(index=False, border=0, escape=True)
+
+
+def claim_verdict(claim: Claim, rows: pd.DataFrame) -> str:
+    """``"yes"``, ``"no"`` or ``"n/a"`` (rows cannot decide, or the check failed: the reason is appended)."""
+    try:
+        verdict = claim.check(rows)
+    except Exception as err:  # a check that cannot run on these rows is reported, not fatal to the report
+        return f"n/a ({type(err).__name__}: {err})"
+    if verdict is None:
+        return "n/a"
+    return "yes" if bool(verdict) else "no"
+
+
+def claims_list(artifact: Artifact, rows: pd.DataFrame) -> str:
+    items = []
+    for claim in artifact.claims:
+        verdict = claim_verdict(claim, rows)
+        css = {"yes": "yes", "no": "no"}.get(verdict, "na")
+        items.append(
+            f"<li>{html.escape(claim.text)}: paper {html.escape(claim.paper_says)}, "
+            f'here <span class="{css}">{html.escape(verdict)}</span></li>'
+        )
+    return "<ul>" + "".join(items) + "</ul>" if items else ""
+
+
+def _provenance_header(frames: Sequence[pd.DataFrame], profile: str | None) -> str:
+    def values(col: str) -> str:
+        seen = sorted({str(v) for f in frames if col in f for v in f[col].dropna().unique()})
+        return ", ".join(seen) if seen else "n/a"
+
+    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    items = [
+        ("profile", profile or "none (no results yet)"),
+        ("report built", now),
+        ("git commit", values("git_sha")),
+        ("dmllab", values("dmllab_version")),
+        ("torch", values("torch_version")),
+        ("device", values("device")),
+    ]
+    return "<p class='meta'>" + " &middot; ".join(f"<b>{k}</b>: {html.escape(v)}" for k, v in items) + "</p>"
+
+
+def build_report(
+    profile: str | None = None,
+    *,
+    results: str | os.PathLike | None = None,
+    figures: str | os.PathLike | None = None,
+    out: str | os.PathLike | None = None,
+    reference_directory: str | os.PathLike | None = None,
+) -> Path:
+    """Write the HTML report and return its path.
+
+    Args:
+        profile: which profile's rows to show; ``None`` picks the one present (paper, then quick, then smoke).
+        results: folder of ``<name>.csv`` (default ``results/``).
+        figures: folder of ``<name>*.png`` (default ``figures/``).
+        out: the HTML file (default ``<figures>/report.html``).
+        reference_directory: folder of the papers' numbers (default ``results/reference``).
+    """
+    from dmllab.pipeline.reference import load_reference
+    from dmllab.results import read_rows
+
+    if profile is not None and profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
+    results_dir = Path(results) if results is not None else paths.results_dir()
+    figures_dir = Path(figures) if figures is not None else paths.figures_dir()
+    out = Path(out) if out is not None else figures_dir / "report.html"
+    artifacts = ordered()
+    frames = {
+        a.name: read_rows(results_dir / f"{a.name}.csv")
+        for a in artifacts
+        if (results_dir / f"{a.name}.csv").exists()
+    }
+    if profile is None:
+        profile = infer_profile(list(frames.values()))
+    reference = load_reference(directory=reference_directory) if profile == "paper" else None
+    shown = {n: f[f["profile"] == profile] for n, f in frames.items()}
+
+    body = [f"<header><h1>dmllab figure report</h1>{_provenance_header(list(shown.values()), profile)}"]
+    if profile in PROFILE_NOTES:
+        body.append(f"<p class='note'>{html.escape(PROFILE_NOTES[profile])}</p>")
+    body.append("</header><nav><ul>")
+    body += [
+        f'<li><a href="#{a.name}">{html.escape(a.artifact)}: {html.escape(a.title)}</a></li>'
+        for a in artifacts
+    ]
+    body.append("</ul></nav>")
+
+    for a in artifacts:
+        body.append(f'<section class="artifact" id="{a.name}"><h2>{html.escape(a.title)}</h2>')
+        body.append(
+            f"<p class='meta'>{html.escape(PAPER_TITLES[a.paper])}, <b>{html.escape(a.artifact)}</b> &middot; "
+            f"notebook <code>notebooks/{a.name}.ipynb</code></p><p>{html.escape(a.description.strip())}</p>"
+        )
+        rows = shown.get(a.name)
+        if rows is None or rows.empty:
+            body.append(
+                f"<p class='missing'>not run yet (no {html.escape(str(profile))} rows in results/{a.name}.csv)</p>"
+            )
+            body.append("</section>")
+            continue
+        # figures/<name>*.png, but not those of another artifact whose name extends this one
+        longer = [b.name for b in artifacts if b.name != a.name and b.name.startswith(a.name)]
+        pngs = sorted(
+            p for p in figures_dir.glob(f"{a.name}*.png") if not any(p.stem.startswith(b) for b in longer)
+        )
+        body.append("<div class='figs'>")
+        for png in pngs:
+            rel = os.path.relpath(png, out.parent)
+            body.append(f'<img src="{html.escape(Path(rel).as_posix())}" alt="{html.escape(png.stem)}">')
+        if not pngs:
+            body.append("<p class='missing'>no figure yet</p>")
+        body.append("</div><h3>Reproduced numbers</h3>")
+        body.append(numbers_table(rows, csv_name=f"results/{a.name}.csv"))
+        if profile == "paper":
+            body.append("<h3>Paper vs here</h3>" + reference_table(a, rows, reference))
+        elif a.claims:
+            body.append("<h3>The paper's claims</h3>" + claims_list(a, rows))
+        body.append("</section>")
+
+    page = (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>dmllab figure report</title>"
+        f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>\n"
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(page, encoding="utf-8")
+    os.replace(tmp, out)
+    return out
+
+
+_CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
+
+
+def find_chromium() -> str | None:
+    """The path of a Chromium/Chrome executable on ``PATH`` (or ``$DMLLAB_CHROMIUM``), or None."""
+    import shutil
+
+    explicit = os.environ.get("DMLLAB_CHROMIUM")
+    if explicit:
+        return explicit if Path(explicit).exists() else None
+    for name in _CHROMIUM_NAMES:
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def screenshot(
+    page: str | os.PathLike,
+    png: str | os.PathLike,
+    *,
+    chromium: str | None = None,
+    width: int = 1280,
+    height: int = 2000,
+    timeout: float = 120.0,
+) -> Path:
+    """Render ``page`` (an HTML file) with headless Chromium into ``png``; return the PNG path.
+
+    Raises:
+        FileNotFoundError: no Chromium found, or it wrote no screenshot (its output is in the message).
+    """
+    import subprocess
+    import tempfile
+
+    chromium = chromium or find_chromium()
+    if chromium is None:
+        raise FileNotFoundError("no chromium executable found (install the OS package 'chromium')")
+    png = Path(png)
+    png.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="dmllab-chromium-") as profile_dir:
+        cmd = [
+            chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--hide-scrollbars", f"--user-data-dir={profile_dir}", f"--screenshot={png}",
+            f"--window-size={width},{height}", Path(page).resolve().as_uri(),
+        ]  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    if not png.exists():
+        raise FileNotFoundError(
+            f"chromium wrote no screenshot (exit {proc.returncode}): {proc.stderr[-2000:]}"
+        )
+    return png

@@ -1,0 +1,278 @@
+"""Tidy result files: one measured value per row, with the parameters and the provenance that produced it.
+
+Every notebook and study writes its numbers here and every figure and report is made from these files, never
+from notebook outputs. Columns, in order::
+
+    experiment, paper, artifact, variant, dataset, profile, seed, metric, value,
+    param_* (free, sorted),
+    git_sha, dmllab_version, torch_version, torchvision_version, numpy_version, pml_version, sklearn_version,
+    device, timestamp, config_hash, run_id
+
+Retrieval metrics (R@K, NMI, MAP@R, ...) are stored in percent, as the papers print them.
+
+Writes are atomic: the file is rewritten into a temporary file in the same folder and moved over the old one
+with ``os.replace`` while an ``fcntl`` lock on ``<path>.lock`` is held, so concurrent writers never lose rows
+and a reader never sees a partial row.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import fcntl
+import os
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dmllab.paths import repo_root
+
+if TYPE_CHECKING:  # pandas is imported lazily: ``import dmllab`` must stay cheap.
+    import pandas as pd
+
+CORE_COLUMNS: tuple[str, ...] = (
+    "experiment",
+    "paper",
+    "artifact",
+    "variant",
+    "dataset",
+    "profile",
+    "seed",
+    "metric",
+    "value",
+)
+PROVENANCE_COLUMNS: tuple[str, ...] = (
+    "git_sha",
+    "dmllab_version",
+    "torch_version",
+    "torchvision_version",
+    "numpy_version",
+    "pml_version",
+    "sklearn_version",
+    "device",
+    "timestamp",
+    "config_hash",
+    "run_id",
+)
+PARAM_PREFIX = "param_"
+# Core columns every row must give; the others (variant, dataset, seed) may be left empty.
+REQUIRED_COLUMNS: tuple[str, ...] = ("experiment", "paper", "artifact", "profile", "metric", "value")
+_STRING_COLUMNS = tuple(c for c in CORE_COLUMNS + PROVENANCE_COLUMNS if c not in ("seed", "value"))
+
+# Distribution names of the packages recorded in the provenance columns.
+_VERSION_PACKAGES = {
+    "dmllab_version": "dmllab",
+    "torch_version": "torch",
+    "torchvision_version": "torchvision",
+    "numpy_version": "numpy",
+    "pml_version": "pytorch-metric-learning",
+    "sklearn_version": "scikit-learn",
+}
+
+
+def columns_in_order(columns: Iterable[str]) -> list[str]:
+    """Order ``columns`` as the schema says: core, sorted ``param_*``, provenance.
+
+    Raises:
+        ValueError: for a column that is none of these (a typo such as ``"valeu"``), listing the valid ones.
+    """
+    columns = set(columns)
+    unknown = sorted(
+        c for c in columns if c not in CORE_COLUMNS + PROVENANCE_COLUMNS and not c.startswith(PARAM_PREFIX)
+    )
+    if unknown:
+        raise ValueError(
+            f"unknown result column(s) {unknown}; valid columns: {', '.join(CORE_COLUMNS + PROVENANCE_COLUMNS)} "
+            f"and free parameter columns prefixed {PARAM_PREFIX!r}"
+        )
+    params = sorted(c for c in columns if c.startswith(PARAM_PREFIX))
+    return list(CORE_COLUMNS) + params + list(PROVENANCE_COLUMNS)
+
+
+@lru_cache(maxsize=1)
+def _git_sha() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=repo_root(),
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    sha = out.stdout.strip()
+    return sha if out.returncode == 0 and sha else "unknown"
+
+
+def _version(distribution: str) -> str:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def provenance(device: str | None = None) -> dict[str, str]:
+    """Where a value came from: git commit, package versions, device and a UTC timestamp.
+
+    ``config_hash`` and ``run_id`` are left empty; results that come from a stored training run fill them in.
+    """
+    prov = {"git_sha": _git_sha()}
+    prov.update({col: _version(dist) for col, dist in _VERSION_PACKAGES.items()})
+    prov["device"] = "" if device is None else str(device)
+    prov["timestamp"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    prov["config_hash"] = ""
+    prov["run_id"] = ""
+    return prov
+
+
+def _normalise_rows(rows: Iterable[Mapping[str, Any]], prov: Mapping[str, str]) -> list[dict[str, Any]]:
+    out = []
+    for i, row in enumerate(rows):
+        row = dict(row)
+        missing = [c for c in REQUIRED_COLUMNS if row.get(c) is None]
+        if missing:
+            raise ValueError(f"result row {i} lacks required column(s) {missing}: {row}")
+        try:
+            row["value"] = float(row["value"])
+        except (TypeError, ValueError):
+            raise ValueError(f"result row {i}: value must be a number, got {row['value']!r}") from None
+        columns_in_order(row)  # rejects unknown columns
+        for col, val in prov.items():
+            if row.get(col) in (None, ""):
+                row[col] = val
+        out.append(row)
+    return out
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(str(path) + ".lock", "a") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+
+def _to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    import pandas as pd
+
+    return pd.DataFrame.from_records(rows) if rows else pd.DataFrame(columns=list(CORE_COLUMNS))
+
+
+def _atomic_write_csv(path: Path, frame: pd.DataFrame) -> None:
+    frame = frame.reindex(columns=columns_in_order(frame.columns))
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", newline="") as fh:
+            frame.to_csv(fh, index=False)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _update(path: str | os.PathLike, change: Callable[[pd.DataFrame | None], pd.DataFrame]) -> None:
+    """Apply ``change(existing frame or None) -> new frame`` to ``path`` under the lock, atomically."""
+    path = Path(path)
+    with _locked(path):
+        existing = read_rows(path) if path.exists() else None
+        _atomic_write_csv(path, change(existing))
+
+
+def write_rows(
+    path: str | os.PathLike,
+    rows: Iterable[Mapping[str, Any]],
+    *,
+    mode: str = "append",
+    device: str | None = None,
+) -> None:
+    """Write tidy result rows to the CSV at ``path``.
+
+    Args:
+        path: the CSV file (its folder is created).
+        rows: mappings with at least ``experiment, paper, artifact, profile, metric, value``; optional
+            ``variant, dataset, seed``, ``param_*`` columns and provenance columns. Missing provenance is
+            filled from :func:`provenance` (with ``device``).
+        mode: ``"append"`` keeps the existing rows (the columns become the union of both), ``"replace"``
+            rewrites the file with ``rows`` only.
+        device: recorded in the ``device`` column where the rows do not give one.
+
+    Raises:
+        ValueError: unknown mode, unknown column, a missing required column or a non-numeric value.
+    """
+    if mode not in ("append", "replace"):
+        raise ValueError(f"unknown mode {mode!r}; valid modes: append, replace")
+    new = _to_frame(_normalise_rows(rows, provenance(device)))
+
+    def change(existing: pd.DataFrame | None) -> pd.DataFrame:
+        import pandas as pd
+
+        if mode == "replace" or existing is None or existing.empty:
+            return new
+        return pd.concat([existing, new], ignore_index=True)
+
+    _update(path, change)
+
+
+def replace_experiment(
+    path: str | os.PathLike,
+    experiment: str,
+    rows: Iterable[Mapping[str, Any]],
+    *,
+    profile: str | None = None,
+    device: str | None = None,
+) -> None:
+    """Replace the rows of one experiment (and, if given, one profile) in ``path``; keep all other rows.
+
+    Re-running a notebook therefore replaces its own numbers instead of piling up duplicates, while the
+    rows of other experiments or profiles in the same file stay.
+    """
+    rows = _normalise_rows(rows, provenance(device))
+    for row in rows:
+        if row["experiment"] != experiment:
+            raise ValueError(
+                f"row of experiment {row['experiment']!r} passed to replace_experiment({experiment!r})"
+            )
+    new = _to_frame(rows)
+
+    def change(existing: pd.DataFrame | None) -> pd.DataFrame:
+        import pandas as pd
+
+        if existing is None or existing.empty:
+            return new
+        drop = existing["experiment"] == experiment
+        if profile is not None:
+            drop &= existing["profile"] == profile
+        return pd.concat([existing[~drop], new], ignore_index=True)
+
+    _update(path, change)
+
+
+def read_rows(path: str | os.PathLike) -> pd.DataFrame:
+    """Read a tidy CSV into a DataFrame (string columns as strings, ``seed`` as nullable Int64, ``value`` float).
+
+    Raises:
+        FileNotFoundError: when ``path`` does not exist.
+    """
+    import pandas as pd
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no result file at {path}")
+    frame = pd.read_csv(path, dtype={c: "string" for c in _STRING_COLUMNS}, keep_default_na=True)
+    if "seed" in frame:
+        frame["seed"] = pd.to_numeric(frame["seed"], errors="raise").astype("Int64")
+    if "value" in frame:
+        frame["value"] = pd.to_numeric(frame["value"], errors="raise").astype(float)
+    return frame

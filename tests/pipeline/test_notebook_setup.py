@@ -1,0 +1,144 @@
+"""dmllab.pipeline.notebook: parameter validation, defaults, generated notebook shape."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from dmllab.pipeline import notebook as nbmod
+from dmllab.pipeline.artifacts import PROFILES, Artifact, Claim
+
+
+def _artifact(**kw) -> Artifact:
+    base = dict(
+        name="toy_artifact",
+        paper="pnpp",
+        artifact="Fig. 9",
+        title="A toy",
+        description="Shows nothing.",
+        parameters={
+            "smoke": {"seeds": [0], "temperature": 1.0, "steps": 3},
+            "quick": {"seeds": [0, 1], "temperature": 0.1, "steps": 300},
+            "paper": {"seeds": [0, 1, 2], "temperature": 0.1, "steps": 3000},
+        },
+        claims=(Claim("it works", lambda df: True),),
+        cells=(("code", "rows = []"), ("code", "P.write_results(rows)")),
+    )
+    base.update(kw)
+    return Artifact(**base)
+
+
+def test_unknown_parameter_lists_valid_ones():
+    art = _artifact()
+    with pytest.raises(ValueError) as err:
+        nbmod.resolve_parameters(art, {"profile": "smoke", "seedz": [1]})
+    msg = str(err.value)
+    assert "unknown parameter 'seedz' for notebook toy_artifact" in msg
+    for name in ("profile", "seeds", "device", "data_root", "temperature", "steps"):
+        assert name in msg
+
+
+def test_defaults_fill_none_and_keep_given_values():
+    art = _artifact()
+    p = nbmod.resolve_parameters(
+        art, {"profile": "quick", "seeds": None, "device": "cpu", "temperature": None, "steps": 7}
+    )
+    assert p == {
+        "profile": "quick",
+        "seeds": [0, 1],
+        "device": "cpu",
+        "data_root": None,
+        "temperature": 0.1,
+        "steps": 7,
+    }
+    p = nbmod.resolve_parameters(art, {"profile": "smoke", "seeds": 5})
+    assert p["seeds"] == [5] and p["temperature"] == 1.0
+
+
+def test_bad_profile_and_seeds():
+    art = _artifact()
+    with pytest.raises(ValueError, match="valid profiles: smoke, quick, paper"):
+        nbmod.resolve_parameters(art, {"profile": "fast"})
+    with pytest.raises(ValueError, match="seeds must be"):
+        nbmod.resolve_parameters(art, {"profile": "smoke", "seeds": "0"})
+
+
+def test_user_globals_ignore_kernel_and_modules():
+    ns = {
+        "__name__": "__main__",
+        "_": 1,
+        "_i3": "x",
+        "In": [],
+        "Out": {},
+        "get_ipython": lambda: None,
+        "exit": object(),
+        "quit": object(),
+        "np": types.ModuleType("numpy"),
+        "helper": lambda x: x,
+        "profile": "smoke",
+        "seeds": None,
+    }
+    assert nbmod._user_globals(ns) == {"profile": "smoke", "seeds": None}
+
+
+def test_artifact_validation():
+    with pytest.raises(ValueError, match="unknown paper"):
+        _artifact(paper="nope")
+    with pytest.raises(ValueError, match="every profile"):
+        _artifact(parameters={"quick": {}})
+    with pytest.raises(ValueError, match="different parameter keys"):
+        _artifact(parameters={"smoke": {"a": 1}, "quick": {"a": 1}, "paper": {"b": 1}})
+    with pytest.raises(ValueError, match="standard parameters"):
+        _artifact(parameters={p: {"device": "cpu"} for p in PROFILES})
+
+
+def test_generated_notebook_shape(tmp_path):
+    import nbformat
+    import papermill
+
+    art = _artifact()
+    path = tmp_path / "toy_artifact.ipynb"
+    nbformat.write(nbmod.make_notebook(art), path)
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    kinds = [c.cell_type for c in nb.cells]
+    assert kinds == ["markdown", "code", "code", "code", "code"]
+    assert nb.cells[1].metadata["tags"] == ["parameters"]
+    assert 'nb.setup(globals(), "toy_artifact")' in nb.cells[2].source
+    assert set(papermill.inspect_notebook(str(path))) == set(art.parameter_names)
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
+
+
+def test_setup_runs_in_a_namespace(tmp_path, monkeypatch):
+    from dmllab.pipeline.artifacts import ARTIFACTS, load_all
+
+    load_all()
+    name = ARTIFACTS.names()[0]
+    monkeypatch.setenv("DMLLAB_RESULTS", str(tmp_path / "res"))
+    monkeypatch.setenv("DMLLAB_FIGURES", str(tmp_path / "fig"))
+    ns = {"profile": "smoke", "seeds": None, "device": "cpu", "data_root": None}
+    ctx = nbmod.setup(ns, name)
+    assert ctx.csv_path == tmp_path / "res" / f"{name}.csv"
+    assert ctx.figure_prefix == tmp_path / "fig" / name
+    assert ctx.profile == "smoke" and ctx.device == "cpu"
+    with pytest.raises(
+        ValueError, match=f"unknown parameter 'seedz' for notebook {name}; valid parameters: profile"
+    ):
+        nbmod.setup({**ns, "seedz": 1}, name)
+    with pytest.raises(KeyError, match="valid artifact names"):
+        nbmod.setup(ns, "no_such_notebook")
+
+
+def test_stale_notebooks_detects_edits(tmp_path):
+    import nbformat
+
+    paths = nbmod.write_all(tmp_path)
+    assert paths and nbmod.stale_notebooks(tmp_path) == []
+    nb = nbformat.read(paths[0], as_version=4)
+    nb.cells[-1].source += "\nprint('edited by hand')"
+    nbformat.write(nb, paths[0])
+    assert nbmod.stale_notebooks(tmp_path) == [paths[0].stem]
+    if len(paths) > 1:
+        paths[1].unlink()
+    assert len(nbmod.stale_notebooks(tmp_path)) == min(2, len(paths))

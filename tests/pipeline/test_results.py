@@ -1,0 +1,160 @@
+"""dmllab.results: schema, provenance, atomic concurrent appends, replace_experiment."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import re
+
+import pandas as pd
+import pytest
+
+from dmllab import results
+
+
+def _row(i: int, **kw) -> dict:
+    row = {
+        "experiment": "exp",
+        "paper": "pnpp",
+        "artifact": "Fig. 3",
+        "variant": f"v{i % 3}",
+        "dataset": "two_moons",
+        "profile": "smoke",
+        "seed": i,
+        "metric": "accuracy",
+        "value": i / 7,
+    }
+    row.update(kw)
+    return row
+
+
+def test_schema_column_order_and_roundtrip(tmp_path):
+    path = tmp_path / "r.csv"
+    results.write_rows(path, [_row(0, param_temperature=0.1, param_alpha=2), _row(1)], device="cpu")
+    header = path.read_text().splitlines()[0].split(",")
+    assert header[:9] == list(results.CORE_COLUMNS)
+    assert header[9:11] == ["param_alpha", "param_temperature"]  # free parameters, sorted
+    assert header[11:] == list(results.PROVENANCE_COLUMNS)
+    df = results.read_rows(path)
+    assert len(df) == 2
+    assert df["value"].tolist() == pytest.approx([0.0, 1 / 7])
+    assert df["seed"].tolist() == [0, 1]
+    assert df["device"].tolist() == ["cpu", "cpu"]
+    assert pd.isna(df.loc[1, "param_temperature"]) and df.loc[0, "param_temperature"] == 0.1
+
+
+def test_append_unions_columns_and_replace_mode(tmp_path):
+    path = tmp_path / "r.csv"
+    results.write_rows(path, [_row(0)])
+    results.write_rows(path, [_row(1, param_k=4)])
+    df = results.read_rows(path)
+    assert len(df) == 2 and "param_k" in df.columns
+    results.write_rows(path, [_row(5)], mode="replace")
+    df = results.read_rows(path)
+    assert df["seed"].tolist() == [5] and "param_k" not in df.columns
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"valeu": 1.0}, "unknown result column"),
+        ({"value": "high"}, "must be a number"),
+        ({"metric": None}, "lacks required column"),
+    ],
+)
+def test_bad_rows_rejected(tmp_path, bad, message):
+    with pytest.raises(ValueError, match=message):
+        results.write_rows(tmp_path / "r.csv", [_row(0, **bad)])
+    assert not (tmp_path / "r.csv").exists()
+
+
+def test_unknown_mode(tmp_path):
+    with pytest.raises(ValueError, match="valid modes: append, replace"):
+        results.write_rows(tmp_path / "r.csv", [_row(0)], mode="overwrite")
+
+
+def test_read_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no result file"):
+        results.read_rows(tmp_path / "nope.csv")
+
+
+def test_provenance_fields():
+    prov = results.provenance(device="cuda")
+    assert set(prov) == set(results.PROVENANCE_COLUMNS)
+    assert prov["device"] == "cuda"
+    assert prov["git_sha"] == "unknown" or re.fullmatch(r"[0-9a-f]{40}", prov["git_sha"])
+    import torch
+
+    assert (
+        prov["torch_version"] == torch.__version__.split("+")[0] or prov["torch_version"] == torch.__version__
+    )
+    assert prov["dmllab_version"] != "not installed"
+    assert re.match(r"\d{4}-\d\d-\d\dT", prov["timestamp"])
+
+
+def test_given_provenance_is_kept(tmp_path):
+    path = tmp_path / "r.csv"
+    results.write_rows(path, [_row(0, config_hash="abc123", run_id="abc123/0", device="mps")], device="cpu")
+    df = results.read_rows(path)
+    assert (df.loc[0, "config_hash"], df.loc[0, "run_id"], df.loc[0, "device"]) == (
+        "abc123",
+        "abc123/0",
+        "mps",
+    )
+
+
+def test_replace_experiment_keeps_other_rows(tmp_path):
+    path = tmp_path / "r.csv"
+    results.write_rows(path, [_row(0), _row(1, experiment="other"), _row(2, profile="quick")])
+    results.replace_experiment(path, "exp", [_row(7), _row(8)], profile="smoke")
+    df = results.read_rows(path)
+    assert sorted(zip(df["experiment"], df["profile"], df["seed"])) == [
+        ("exp", "quick", 2),
+        ("exp", "smoke", 7),
+        ("exp", "smoke", 8),
+        ("other", "smoke", 1),
+    ]
+    results.replace_experiment(path, "exp", [_row(9)])  # no profile: every row of the experiment goes
+    df = results.read_rows(path)
+    assert sorted(zip(df["experiment"], df["seed"])) == [("exp", 9), ("other", 1)]
+    with pytest.raises(ValueError, match="passed to replace_experiment"):
+        results.replace_experiment(path, "exp", [_row(1, experiment="other")])
+
+
+def _append_many(path: str, worker: int, n: int) -> None:
+    for i in range(n):
+        results.write_rows(path, [_row(worker * 1000 + i, variant=f"w{worker}", param_note="x" * 200)])
+
+
+def _read_while_writing(path: str, stop, counts) -> None:
+    import os
+
+    while not stop.is_set():
+        if os.path.exists(path):
+            df = results.read_rows(path)  # must never see a partial row (would fail to parse or hold NaNs)
+            assert df["value"].notna().all() and df["metric"].notna().all()
+            counts.append(len(df))
+
+
+def test_concurrent_appends_are_atomic(tmp_path):
+    path = str(tmp_path / "r.csv")
+    ctx = mp.get_context("fork")
+    n = 25
+    writers = [ctx.Process(target=_append_many, args=(path, w, n)) for w in range(2)]
+    stop = ctx.Event()
+    counts = ctx.Manager().list()
+    reader = ctx.Process(target=_read_while_writing, args=(path, stop, counts))
+    reader.start()
+    for p in writers:
+        p.start()
+    for p in writers:
+        p.join(60)
+    stop.set()
+    reader.join(60)
+    assert [p.exitcode for p in writers] == [0, 0]
+    assert reader.exitcode == 0
+    df = results.read_rows(path)
+    assert len(df) == 2 * n
+    assert sorted(df["seed"].tolist()) == sorted([w * 1000 + i for w in range(2) for i in range(n)])
+    assert (df["param_note"] == "x" * 200).all()
+    assert list(counts) == sorted(counts)  # readers only ever saw whole, growing files
+    assert not list(tmp_path.glob(".r.csv.*.tmp"))
