@@ -57,7 +57,7 @@ def test_splits_are_class_disjoint_with_cub_halves(root: Path) -> None:
         n_va = ds["pretrain_val"].labels.count(c)
         assert 6 <= n_tr + n_va <= 9
         assert n_tr == round(0.8 * (n_tr + n_va))
-    assert ds["pretrain"].class_names[0] == "pre_genus00_species00"
+    assert ds["pretrain"].class_names[0] == "pre_genus000"
     assert ds["test"].class_names[0] == "genus00_species04"
 
 
@@ -176,7 +176,8 @@ def test_species_of_a_genus_are_closer_than_species_of_different_genera() -> Non
     dist = np.linalg.norm(vecs[:, None] - vecs[None], axis=2)
     same = genus[:, None] == genus[None]
     off_diag = ~np.eye(60, dtype=bool)
-    assert dist[same & off_diag].mean() < 0.6 * dist[~same].mean()
+    # ~0.67 with the species spread of 2.5 sigmas (unstructured classes: ~1.0)
+    assert dist[same & off_diag].mean() < 0.75 * dist[~same].mean()
     assert dist[same & off_diag].min() > 0  # but no two species are identical
 
 
