@@ -76,6 +76,14 @@ def weights_path(width: int = 16) -> Path:
     return cache_dir() / "weights" / name
 
 
+def pretrain_fingerprint(width: int = 16, *, image_size: int = 64, epochs: int = 4) -> str:
+    """Identity of the pre-trained weights: the pre-training config hash and the synthetic renderer version
+    (a changed renderer or recipe retrains, and changes the key of every run that starts from these weights)."""
+    from dmllab.data.synthetic import GENERATOR_VERSION
+
+    return f"{config_hash(pretrain_config(width, image_size=image_size, epochs=epochs))}-g{GENERATOR_VERSION}"
+
+
 def ensure_pretrained_smallcnn(
     width: int = 16, *, image_size: int = 64, epochs: int = 4, progress: bool = True, force: bool = False
 ) -> Path:
@@ -83,9 +91,7 @@ def ensure_pretrained_smallcnn(
     from dmllab.training.trainer import StagePlan, Trainer
 
     cfg = pretrain_config(width, image_size=image_size, epochs=epochs)
-    from dmllab.data.synthetic import GENERATOR_VERSION
-
-    h = f"{config_hash(cfg)}-g{GENERATOR_VERSION}"  # a changed renderer retrains too
+    h = pretrain_fingerprint(width, image_size=image_size, epochs=epochs)
     path = weights_path(width)
     meta_path = path.with_suffix(".json")
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import fcntl
+import hashlib
 import json
 import os
 import platform
@@ -109,6 +110,32 @@ def _read_history(path: Path) -> list[dict]:
         return [{k: parse(v) for k, v in row.items()} for row in csv.DictReader(fh)]
 
 
+def implicit_inputs(cfg: ExperimentConfig) -> dict[str, str]:
+    """Versions of inputs a config names but does not contain: the synthetic renderer behind
+    ``dataset="synthetic"`` and the pre-trained SmallCNN weights behind ``pretrained=True``."""
+    extra: dict[str, str] = {}
+    if cfg.data.dataset == "synthetic":
+        from dmllab.data.synthetic import GENERATOR_VERSION
+
+        extra["synthetic_generator"] = str(GENERATOR_VERSION)
+    m = cfg.model
+    if m.backbone == "smallcnn" and m.pretrained and m.weights_path is None:
+        from dmllab.training.pretrain import pretrain_fingerprint
+
+        extra["smallcnn_weights"] = pretrain_fingerprint(int(dict(m.backbone_kwargs).get("width", 32)))
+    return extra
+
+
+def run_key(cfg: ExperimentConfig) -> str:
+    """The store's key of a run: :func:`config_hash` plus :func:`implicit_inputs`, so that a changed
+    renderer or pre-training recipe never returns a stale stored result."""
+    extra = implicit_inputs(cfg)
+    if not extra:
+        return config_hash(cfg)
+    text = config_hash(cfg) + json.dumps(extra, sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
 class RunStore:
     """Finished runs keyed by config hash and seed (module docstring).
 
@@ -120,16 +147,16 @@ class RunStore:
         self.root = Path(root) if root is not None else paths.runs_dir()
 
     def run_dir(self, cfg: ExperimentConfig, seed: int) -> Path:
-        return self.root / config_hash(cfg) / f"seed{seed}"
+        return self.root / run_key(cfg) / f"seed{seed}"
 
     @staticmethod
     def checkpoint_dir(cfg: ExperimentConfig, seed: int) -> Path:
-        return paths.checkpoints_dir() / config_hash(cfg) / f"seed{seed}"
+        return paths.checkpoints_dir() / run_key(cfg) / f"seed{seed}"
 
     @contextmanager
     def lock(self, cfg: ExperimentConfig, seed: int) -> Iterator[None]:
         """Exclusive per-run lock (blocks while another process trains or writes the same run)."""
-        d = self.root / config_hash(cfg)
+        d = self.root / run_key(cfg)
         d.mkdir(parents=True, exist_ok=True)
         with open(d / f".seed{seed}.lock", "a") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
