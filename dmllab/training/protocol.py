@@ -132,6 +132,10 @@ def run_protocol(
         saved = None  # a checkpoint of another run: ignore it
     history: list[dict] = []
     elapsed = saved["elapsed_s"] if saved else 0.0
+    if saved is not None and progress:
+        st = saved["trainer"]
+        done = st.get("epoch", "?")
+        print(f"resuming from {ckpt_path} ({st['plan']['name']}, after epoch {done})", flush=True)
     trainer = Trainer(cfg, hooks=hooks, progress=progress, seed=seed)
 
     def run_stage(plan: StagePlan, prior: list[dict]) -> list[dict]:
