@@ -21,7 +21,7 @@ import datetime as _dt
 import fcntl
 import os
 import subprocess
-import tempfile
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import lru_cache
@@ -169,7 +169,10 @@ def _to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 def _atomic_write_csv(path: Path, frame: pd.DataFrame) -> None:
     frame = frame.reindex(columns=columns_in_order(frame.columns))
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    # os.open with mode 0o666 honours the umask, like an ordinary write (mkstemp would leave the CSV 0600,
+    # unreadable for the other users of a shared results folder); O_EXCL keeps the name private to us.
+    tmp = str(path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "w", newline="") as fh:
             frame.to_csv(fh, index=False)

@@ -157,11 +157,41 @@ def _as_seeds(value: Any, name: str) -> list[int]:
     raise ValueError(f"notebook {name}: seeds must be an int or a non-empty list of ints, got {value!r}")
 
 
+def _kind(value: Any) -> str:
+    """The parameter kind of a default value: bool, int, float, str, list or dict (``type`` name otherwise)."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (list, tuple)):
+        return "list"
+    return type(value).__name__
+
+
+def _check_kind(artifact: Artifact, key: str, value: Any) -> None:
+    """Raise ValueError when ``value`` has another kind than the non-None defaults of ``key`` in every profile.
+
+    An int is accepted where the defaults are floats. A ``papermill -p temperatures 0.1`` (a scalar where a list
+    is expected) or ``-p steps 100.5`` therefore fails in the setup cell, not deep inside the computation.
+    """
+    kinds = {_kind(artifact.parameters[p][key]) for p in PROFILES if artifact.parameters[p][key] is not None}
+    if not kinds:
+        return
+    kind = _kind(value)
+    if kind in kinds or (kind == "int" and "float" in kinds):
+        return
+    example = next(artifact.parameters[p][key] for p in PROFILES if artifact.parameters[p][key] is not None)
+    raise ValueError(
+        f"notebook {artifact.name}: parameter {key!r} must be of type {' or '.join(sorted(kinds))} "
+        f"(e.g. {example!r}), got {value!r} ({type(value).__name__}). Lists are passed with papermill -y, "
+        "e.g. -y 'temperatures: [1.0, 0.5]'."
+    )
+
+
 def resolve_parameters(artifact: Artifact, given: Mapping[str, Any]) -> dict[str, Any]:
     """Check ``given`` against the artifact's parameters and fill the profile's defaults for ``None`` values.
 
     Raises:
-        ValueError: an unknown parameter name (listing the valid ones) or an unknown profile.
+        ValueError: an unknown parameter name (listing the valid ones), an unknown profile, or an
+            artifact parameter whose type differs from its defaults' (a scalar for a list, a float for an int).
     """
     valid = artifact.parameter_names
     unknown = sorted(set(given) - set(valid))
@@ -180,6 +210,8 @@ def resolve_parameters(artifact: Artifact, given: Mapping[str, Any]) -> dict[str
     params: dict[str, Any] = {"profile": profile}
     for key in valid[1:]:
         value = given.get(key)
+        if value is not None and key in artifact.specific_parameters:
+            _check_kind(artifact, key, value)
         params[key] = defaults.get(key) if value is None else value
     params["seeds"] = _as_seeds(params["seeds"], artifact.name)
     params["device"] = resolve_device(params["device"] or "auto")

@@ -232,7 +232,17 @@ def run_study(
             for nb in runnable
         }
         for fut in as_completed(futures):
-            res = fut.result()
+            try:
+                res = fut.result()
+            except Exception as err:  # the worker process died (killed, out of memory): report, go on
+                nb = futures[fut]
+                res = NotebookResult(
+                    nb.stem,
+                    "FAILED",
+                    0.0,
+                    out_dir / nb.name,
+                    f"worker process failed: {type(err).__name__}: {err}",
+                )
             results[res.name] = res
             bar.set_postfix_str(f"{res.name}: {res.status}")
             bar.update(1)

@@ -64,6 +64,21 @@ def test_bad_profile_and_seeds():
         nbmod.resolve_parameters(art, {"profile": "smoke", "seeds": "0"})
 
 
+def test_parameter_of_the_wrong_type_fails_in_setup():
+    art = _artifact()
+    with pytest.raises(ValueError, match=r"parameter 'steps' must be of type int .*got 7.5"):
+        nbmod.resolve_parameters(art, {"profile": "smoke", "steps": 7.5})
+    with pytest.raises(ValueError, match=r"parameter 'temperature' must be of type float"):
+        nbmod.resolve_parameters(art, {"profile": "smoke", "temperature": "0.1"})
+    assert nbmod.resolve_parameters(art, {"profile": "smoke", "temperature": 1})["temperature"] == 1
+    sweep = {p: {"temps": [1.0, 0.5], "epochs": None if p == "smoke" else 2} for p in PROFILES}
+    art = _artifact(name="toy_sweep", parameters=sweep)
+    with pytest.raises(ValueError, match=r"parameter 'temps' must be of type list .*papermill -y"):
+        nbmod.resolve_parameters(art, {"profile": "quick", "temps": 0.1})
+    p = nbmod.resolve_parameters(art, {"profile": "smoke", "temps": (0.25,), "epochs": 3})
+    assert p["temps"] == (0.25,) and p["epochs"] == 3
+
+
 def test_user_globals_ignore_kernel_and_modules():
     ns = {
         "__name__": "__main__",

@@ -82,6 +82,26 @@ def test_reference_table_deltas():
     assert "prints no numbers" in report.reference_table(_artifact(), rows, ref)
 
 
+def test_paper_profile_keeps_the_claims_of_figures_without_numbers(tmp_path):
+    """A dataset-free figure (no numbers in the paper) is compared through its claims on every profile."""
+    from dmllab.toys.artifacts import TWO_MOONS
+
+    assert TWO_MOONS.reference_key is None and TWO_MOONS.claims
+    rows = [
+        dict(experiment=TWO_MOONS.name, paper="pnpp", artifact="Fig. 3", variant=f"T={t:g}", profile="paper",
+             seed=0, metric=m, value=v, param_temperature=t)
+        for t, length, acc in ((1.0, 5.0, 85.0), (0.0625, 9.0, 97.0))
+        for m, v in (("boundary_length", length), ("train_accuracy", acc))
+    ]  # fmt: skip
+    res = tmp_path / "results"
+    results.write_rows(res / f"{TWO_MOONS.name}.csv", rows)
+    text = report.build_report("paper", results=res, figures=tmp_path / "figures").read_text()
+    section = text.split(f'id="{TWO_MOONS.name}"')[1].split("</section>")[0]
+    assert "The paper prints no numbers for this artifact." in section
+    for claim in TWO_MOONS.claims:
+        assert f'{html.escape(claim.text)}: paper yes, here <span class="yes">yes</span>' in section
+
+
 def test_claim_verdicts():
     rows = pd.DataFrame(_rows("t", "quick"))
     yes = Claim("a", lambda df: True)

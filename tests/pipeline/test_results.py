@@ -158,3 +158,19 @@ def test_concurrent_appends_are_atomic(tmp_path):
     assert (df["param_note"] == "x" * 200).all()
     assert list(counts) == sorted(counts)  # readers only ever saw whole, growing files
     assert not list(tmp_path.glob(".r.csv.*.tmp"))
+
+
+def test_written_file_honours_the_umask(tmp_path):
+    """The atomic rewrite must leave the CSV with an ordinary file's mode (0o666 & ~umask), not mkstemp's 0600."""
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        path = tmp_path / "r.csv"
+        results.write_rows(path, [_row(0)])
+        results.write_rows(path, [_row(1)])
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []

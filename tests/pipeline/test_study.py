@@ -50,6 +50,36 @@ def test_run_study_reports_failure_and_continues(tiny_notebooks, tmp_path, monke
     assert "1 ok, 1 failed" in summary
 
 
+def test_run_study_reports_a_dead_worker(tiny_notebooks, tmp_path, monkeypatch):
+    """A worker process that dies (BrokenProcessPool) is a FAILED notebook in the summary, not a crash."""
+    from concurrent.futures import Future
+    from concurrent.futures.process import BrokenProcessPool
+
+    class DyingPool:
+        def __init__(self, **kw):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def submit(self, fn, nb, output, params, **kw):
+            fut = Future()
+            if nb.stem == "beta_fails":
+                fut.set_exception(BrokenProcessPool("a process was terminated abruptly"))
+            else:
+                fut.set_result(study.NotebookResult(nb.stem, "ok", 0.5, output))
+            return fut
+
+    monkeypatch.setattr(study, "ProcessPoolExecutor", DyingPool)
+    results = study.run_study("smoke", notebooks=tiny_notebooks, executed_dir=tmp_path, progress=False)
+    assert [(r.name, r.status) for r in results] == [("alpha_ok", "ok"), ("beta_fails", "FAILED")]
+    assert results[1].error == "worker process failed: BrokenProcessPool: a process was terminated abruptly"
+    assert "1 ok, 1 failed" in study.format_summary(results)
+
+
 def test_cli_only_matching_nothing(capsys):
     from dmllab.cli import main
 
