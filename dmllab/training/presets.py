@@ -256,7 +256,7 @@ def _normsoftmax(
 
 def _pa_like(cfg: ExperimentConfig, spec: DatasetSpec, *, paper: bool) -> ExperimentConfig:
     """Proxy Anchor training setup (PA Sec. 5.1 + official-code.md): AdamW wd 1e-4, lr 1e-4 (CUB/Cars) /
-    6e-4 (SOP/In-Shop), proxy lr x100, grad clip 10, 512-d, GAP+GMP head with kaiming init and L2 norm,
+    6e-4 (SOP/In-Shop), proxy lr x100, grad clip 10 (paper: proxies too), 512-d, GAP+GMP head with kaiming init and L2 norm,
     BN frozen on CUB/Cars, warm-up 5 epochs (ResNet-50), StepLR gamma 0.5 (0.25 on SOP/In-Shop, step 10:
     dmllab choice, not stated), random batches of 180 (PS supplement: "batch size of 180"), 224 crops,
     40/60 epochs, cosine distance at evaluation. Model selection on validation, not on test (official-code.md).
@@ -280,6 +280,9 @@ def _pa_like(cfg: ExperimentConfig, spec: DatasetSpec, *, paper: bool) -> Experi
             cfg,
             data=replace(cfg.data, batch_size=180, per_class=None, transform="proxy_anchor"),
             model=replace(cfg.model, embedding_dim=512, freeze_bn=spec.freeze_bn),
+            # The released PA training loop clips the loss parameters (proxies) by value 10 as well as the
+            # model's, unlike ProxyNCA++ (official-code.md).
+            optim=replace(cfg.optim, clip_proxies=True),
             schedule=replace(
                 cfg.schedule,
                 epochs=60 if spec.large else 40,
@@ -308,7 +311,8 @@ def _heated_softmax(cfg: ExperimentConfig, spec: DatasetSpec, *, variant: str = 
     (Adam lr 1e-2 on SOP), alpha 16; heating-up (HLN/HBN) multiplies alpha by 1/4 and the lr by 0.1 at epoch 40
     of 50 (the paper: "converges within 50 epochs"; the heating epoch is not stated: dmllab choice).
     Variants: SM = plain softmax (unnormalised, alpha 1); LN = L2-normalised embedding; BN = BatchNorm
-    without scale / sqrt(dim) on the embedding; H* = with heating-up. Random batches, 224 crops."""
+    without scale / sqrt(dim) on the embedding; H* = with heating-up. Random batches, 224 crops. Evaluation by
+    cosine distance (Sec. 5.3: every feature is L2-normalised at test time)."""
     if variant not in HEATED_VARIANTS:
         raise ValueError(f"unknown heated_softmax variant {variant!r}; valid: {', '.join(HEATED_VARIANTS)}")
     paper = cfg.profile == "paper"
@@ -325,6 +329,9 @@ def _heated_softmax(cfg: ExperimentConfig, spec: DatasetSpec, *, variant: str = 
         if spec.name == "sop"
         else OptimConfig(name="sgd", lr=4e-3, momentum=0.9, grad_clip_value=None)
     )
+    # Zhang et al. Sec. 5.3: "in test phase, all the features are l2 normalized before calculating the
+    # metric" (every variant, SM included): cosine distance at evaluation.
+    run = replace(cfg.run, distance="cosine")
     epochs = 50 if paper else cfg.schedule.epochs
     heat = (40 if paper else max(1, (3 * epochs) // 4 + 1)) if variant.startswith("H") else None
     schedule = replace(cfg.schedule, epochs=epochs, warmup_epochs=0, scheduler="none", heat_epoch=heat)
@@ -334,7 +341,7 @@ def _heated_softmax(cfg: ExperimentConfig, spec: DatasetSpec, *, variant: str = 
     else:
         optim = replace(optim, lr=optim.lr * 10)  # small from-pretrained CNN: dmllab choice
         data = replace(cfg.data, per_class=None)
-    return replace(cfg, model=model, optim=optim, schedule=schedule, data=data)
+    return replace(cfg, model=model, optim=optim, schedule=schedule, data=data, run=run)
 
 
 PS_BASES = (
@@ -362,7 +369,7 @@ def _proxy_synthesis(
     wd 1e-4, lr x0.1 at epoch 20 (CUB, SOP) / 50 (Cars) / 60 (In-Shop), BN frozen on CUB/Cars, 224 crops.
     Norm-softmax scale 23 (T = 1/23), ProxyNCA scale 12 (T = 1/12), margin softmax per the PS supplement.
     ResNet-50 replaces BN-Inception (not in torchvision): documented deviation. Epochs = milestone + 20
-    (not stated: dmllab choice). ``proxy_anchor`` as base keeps the PA setup."""
+    (not stated: dmllab choice). Evaluation by cosine distance. ``proxy_anchor`` as base keeps the PA setup."""
     if base not in PS_BASES:
         raise ValueError(f"unknown proxy_synthesis base {base!r}; valid: {', '.join(PS_BASES)}")
     paper = cfg.profile == "paper"
@@ -385,6 +392,8 @@ def _proxy_synthesis(
             ),
             model=replace(cfg.model, pooling="avg", norm="none", l2_normalize=False),
             data=replace(cfg.data, per_class=None),
+            # PS scores with cosine similarity s(a, b) (PS Eq. 1, 6); evaluated by cosine, as Proxy Anchor.
+            run=replace(cfg.run, distance="cosine"),
         )
         if paper:
             cfg = replace(

@@ -27,6 +27,10 @@ def test_proxynca_pp_paper_values_table1():
     assert dict(cub.loss.kwargs) == {"temperature": pytest.approx(1 / 9), "prob": True}
     assert cub.schedule.warmup_epochs == 5 and cub.schedule.patience == 4 and cub.schedule.epochs == 40
     assert cub.optim.grad_clip_value == 10.0 and not cub.optim.clip_proxies and cub.run.two_stage
+    assert not cub.model.freeze_bn and cub.optim.weight_decay == 0.0 and cub.optim.lr_embedding is None
+    assert (
+        cub.schedule.scheduler == "plateau" and cub.schedule.factor == 0.1 and cub.run.distance == "euclidean"
+    )
     sop = presets.get("proxynca++", "sop", "paper")
     assert (sop.optim.lr, sop.optim.lr_proxies, sop.data.batch_size, sop.data.per_class) == (
         2.4e-2,
@@ -70,6 +74,9 @@ def test_proxy_anchor_and_synthesis_paper_setup():
     assert pa.optim.lr_proxies == pytest.approx(100 * pa.optim.lr) and pa.model.freeze_bn
     assert pa.model.pooling == "avg+max" and pa.model.l2_normalize and pa.model.head_init == "kaiming"
     assert not presets.get("proxy_anchor", "sop", "paper").model.freeze_bn
+    # clip by value 10: model parameters and, in the PA code, the proxies too (ProxyNCA++: model only)
+    assert pa.optim.grad_clip_value == 10.0 and pa.optim.clip_proxies
+    assert presets.get("proxy_synthesis:proxy_anchor", "cub", "paper").optim.clip_proxies
     ps = presets.get("proxy_synthesis", "cars", "paper")
     assert ps.loss.synthesis and ps.loss.name == "normsoftmax" and ps.optim.eps == 1e-2
     assert ps.schedule.milestones == (50,) and ps.data.batch_size == 128
@@ -80,3 +87,15 @@ def test_unknown_names_list_valid_ones():
         presets.get("proxyncaa", "cub", "paper")
     with pytest.raises(KeyError, match="cub"):
         presets.get("proxynca++", "cubb", "paper")
+
+
+@pytest.mark.parametrize("profile", ["paper", "quick"])
+def test_evaluation_distance_per_method(profile):
+    """ProxyNCA++ evaluates Euclidean on raw embeddings; Proxy Anchor and Proxy Synthesis by cosine; the
+    Heated-up paper L2-normalises every feature at test time (Sec. 5.3), SM included."""
+    assert presets.get("proxynca++", "cub", profile).run.distance == "euclidean"
+    assert presets.get("proxy_anchor", "cub", profile).run.distance == "cosine"
+    for base in ("normsoftmax", "proxynca", "proxy_anchor", "arcface"):
+        assert presets.get(f"proxy_synthesis:{base}", "cars", profile).run.distance == "cosine", base
+    for variant in presets.HEATED_VARIANTS:
+        assert presets.get(f"heated_softmax:{variant}", "cub", profile).run.distance == "cosine", variant

@@ -88,3 +88,40 @@ def test_nan_loss_names_epoch_and_step_and_keeps_checkpoint(smoke_cfg, tmp_path)
     assert state["trainer"]["epoch"] == 1
     assert all(torch.isfinite(v).all() for v in state["trainer"]["model"].values() if v.is_floating_point())
     assert store.load(cfg, 0) is None  # nothing stored for a failed run
+
+
+class _InflateGrads:
+    """on_step_end hook: multiply every gradient by 1e4 so that it exceeds the clip value 10."""
+
+    def on_step_end(self, trainer, info):
+        for module in (trainer.model, trainer.loss):
+            for p in module.parameters():
+                if p.grad is not None:
+                    p.grad.mul_(1e4)
+
+
+@pytest.mark.parametrize(("method", "proxies_clipped"), [("proxynca++", False), ("proxy_anchor", True)])
+def test_grad_clip_by_value_on_model_and_only_pa_proxies(method, proxies_clipped):
+    """ProxyNCA++ code: clip_grad_value_(model, 10), proxies not clipped; Proxy Anchor code clips both."""
+    cfg = presets.get(method, "synthetic", "smoke")
+    if proxies_clipped:  # the paper preset's clip setting on the smoke scale
+        cfg = cfg.replace("optim.clip_proxies", presets.get(method, "cub", "paper").optim.clip_proxies)
+    trainer = Trainer(cfg, hooks=[_InflateGrads()], progress=False)
+    plan = StagePlan("single", "train", None, 1, 0, "none")
+    trainer.setup(plan)
+    seen = []
+    step = trainer.optimizer.step
+
+    def recording_step(*a, **kw):
+        g = lambda m: max(float(p.grad.abs().max()) for p in m.parameters() if p.grad is not None)  # noqa: E731
+        seen.append((g(trainer.model), g(trainer.loss)))
+        return step(*a, **kw)
+
+    trainer.optimizer.step = recording_step
+    trainer._apply_schedule(plan, 1)
+    trainer.train_epoch(plan, 1)
+    assert seen and all(model_max <= 10.0 for model_max, _ in seen)
+    if proxies_clipped:
+        assert all(proxy_max <= 10.0 for _, proxy_max in seen)
+    else:
+        assert any(proxy_max > 10.0 for _, proxy_max in seen)
