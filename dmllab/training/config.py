@@ -122,6 +122,11 @@ class OptimConfig:
 
     ``grad_clip_value`` clips gradients by value on the model parameters every step (ProxyNCA++ and Proxy
     Anchor code: 10); proxies are clipped too only when ``clip_proxies``.
+
+    ``fresh_after_warmup``: the ProxyNCA++ authors' code (train.py) warms up with a *separate* optimiser
+    (backbone lr 0) that is discarded, so the main Adam starts with empty moments at the first schedule
+    epoch; True re-creates the optimiser there (authors' code). False (default) keeps one optimiser whose
+    moments carry over from the warm-up (the paper only says "warm up ... with the backbone frozen").
     """
 
     name: str = "adam"
@@ -133,6 +138,7 @@ class OptimConfig:
     momentum: float = 0.0
     grad_clip_value: float | None = 10.0
     clip_proxies: bool = False
+    fresh_after_warmup: bool = False
 
 
 @dataclass(frozen=True)
@@ -144,6 +150,14 @@ class ScheduleConfig:
     "multistep" (``milestones``), "step" (``step_size``, ``gamma``), "none". ``heat_epoch`` (Heated-up
     softmax): from that schedule epoch on the loss ``alpha`` is multiplied by ``heat_alpha_factor`` and every
     lr by ``heat_lr_factor``.
+
+    ``monitor``: the validation value the plateau rule steps on and the stage-1 best epoch is chosen by:
+    "R@1" (default; the ProxyNCA++ paper text, Sec. 4.1) or "hmean_nmi_r1", the harmonic mean
+    ``2 * NMI * R@1 / (NMI + R@1)`` that the authors' code (train.py) uses; with it NMI is computed on the
+    validation split every epoch. ``stage2_drop_lag``: stage 2 replays the stage-1 plateau drops ``d`` as
+    MultiStepLR milestones ``d + stage2_drop_lag``: 0 = the paper's description (the same epochs as in
+    stage 1), 1 = the authors' code (``MultiStepLR.step(e)`` at the end of epoch ``e`` with the milestones
+    = the first stage-1 epochs at the lower lr, so each drop takes effect one epoch later in stage 2).
     """
 
     epochs: int = 40
@@ -157,6 +171,8 @@ class ScheduleConfig:
     heat_epoch: int | None = None
     heat_alpha_factor: float = 0.25
     heat_lr_factor: float = 0.1
+    monitor: str = "R@1"
+    stage2_drop_lag: int = 0
 
 
 @dataclass(frozen=True)
@@ -187,6 +203,7 @@ _HASH_EXCLUDED = {("data", "root"), ("data", "num_workers"), ("run", "seed")}
 _CHOICES = {
     ("optim", "name"): ("adam", "adamw", "sgd", "rmsprop"),
     ("schedule", "scheduler"): ("plateau", "multistep", "step", "none"),
+    ("schedule", "monitor"): ("R@1", "hmean_nmi_r1"),
     ("run", "device"): ("auto", "cpu", "cuda", "mps"),
     ("run", "amp"): ("auto", "off", "bf16", "fp16"),
     ("run", "channels_last"): ("auto", "on", "off"),

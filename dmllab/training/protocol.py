@@ -1,9 +1,10 @@
 """The evaluation protocols: ProxyNCA++'s two-stage protocol and a single-stage mode.
 
-Two-stage (ProxyNCA++ Sec. 4.1, official-code.md): stage 1 trains on ``train`` with validation R@1 every
-epoch and ReduceLROnPlateau(max, patience 4, factor 0.1); the epochs where the lr dropped and the best epoch
-are recorded. Stage 2 trains a fresh model on ``trainval`` with the lr dropped at those epochs (MultiStepLR)
-and stops after the best epoch; that final model is tested. With a non-plateau scheduler stage 2 follows the
+Two-stage (ProxyNCA++ Sec. 4.1, official-code.md): stage 1 trains on ``train`` with a validation value every
+epoch (``schedule.monitor``: R@1 as in the paper, or the NMI/R@1 harmonic mean as in the authors' code) and
+ReduceLROnPlateau(max, patience 4, factor 0.1) on it; the epochs where the lr dropped and the best epoch
+are recorded. Stage 2 trains a fresh model on ``trainval`` with the lr dropped at those epochs (MultiStepLR,
+``schedule.stage2_drop_lag`` epochs later) and stops after the best epoch; that final model is tested. With a non-plateau scheduler stage 2 follows the
 same schedule and also stops after the best epoch. Model selection never looks at the test split.
 
 Single-stage: train on ``data.train_split`` (``trainval`` for In-Shop, constant lr) for all epochs,
@@ -71,8 +72,12 @@ def stage_plans(cfg: ExperimentConfig) -> list[StagePlan]:
 
 
 def stage1_summary(cfg: ExperimentConfig, rows: list[dict]) -> tuple[int, list[int]]:
-    """Best schedule epoch (by validation R@1) and plateau drop epochs of stage 1's history rows."""
-    values = [r["val_R@1"] for r in rows if r["stage"] == "stage1" and not r["warmup"]]
+    """Best schedule epoch and plateau drop epochs of stage 1's history rows, both by the monitored validation
+    value (``schedule.monitor``: R@1 as in the paper, or the NMI/R@1 harmonic mean as in the authors' code)."""
+    monitor = cfg.schedule.monitor
+    values = [
+        schedules.monitored_value(r, monitor) for r in rows if r["stage"] == "stage1" and not r["warmup"]
+    ]
     if not values:
         raise ValueError("stage 1 has no validation history")
     drops = (
@@ -84,12 +89,15 @@ def stage1_summary(cfg: ExperimentConfig, rows: list[dict]) -> tuple[int, list[i
 
 
 def stage2_plan(cfg: ExperimentConfig, best: int, drops: list[int]) -> StagePlan:
-    """Stage 2: ``trainval``, the stage-1 drops as MultiStepLR milestones (plateau) or the same schedule,
-    ``best`` schedule epochs (stop after the best epoch), no validation."""
+    """Stage 2: ``trainval``, the stage-1 drops as MultiStepLR milestones (plateau; shifted by
+    ``schedule.stage2_drop_lag``: 0 = paper, 1 = authors' code, see
+    :func:`dmllab.training.schedules.lagged_milestones`) or the same schedule, ``best`` schedule epochs (stop
+    after the best epoch), no validation."""
     s = cfg.schedule
     if s.scheduler == "plateau":
+        milestones = schedules.lagged_milestones(drops, s.stage2_drop_lag)
         return StagePlan(
-            "stage2", cfg.data.trainval_split, None, best, s.warmup_epochs, "multistep", tuple(drops)
+            "stage2", cfg.data.trainval_split, None, best, s.warmup_epochs, "multistep", milestones
         )
     return StagePlan(
         "stage2", cfg.data.trainval_split, None, best, s.warmup_epochs, s.scheduler, s.milestones

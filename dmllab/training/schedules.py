@@ -13,7 +13,9 @@ history, and the two-stage bookkeeping is testable without training.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+
+MONITORS = ("R@1", "hmean_nmi_r1")
 
 
 def plateau_drop_epochs(
@@ -50,6 +52,43 @@ def plateau_drop_epochs(
             cool = cooldown
             bad = 0
     return drops
+
+
+def hmean_nmi_r1(nmi: float, r1: float) -> float:
+    """Harmonic mean ``2 * NMI * R@1 / (NMI + R@1)`` (the ProxyNCA++ authors' code, train.py ``chmean``);
+    both on the same scale (fractions here); 0 when both are 0."""
+    total = nmi + r1
+    return 0.0 if total == 0 else 2.0 * nmi * r1 / total
+
+
+def monitor_needs_nmi(monitor: str) -> bool:
+    """Whether the per-epoch validation must compute NMI for ``monitor`` (see :func:`monitored_value`)."""
+    if monitor not in MONITORS:
+        raise ValueError(f"unknown monitor {monitor!r}; valid: {', '.join(MONITORS)}")
+    return monitor == "hmean_nmi_r1"
+
+
+def monitored_value(row: Mapping[str, float], monitor: str) -> float:
+    """The value the plateau rule and the best-epoch choice look at, from a history row's ``val_R@1`` /
+    ``val_NMI``: "R@1" (the ProxyNCA++ paper, Sec. 4.1) or "hmean_nmi_r1" (the authors' code)."""
+    if not monitor_needs_nmi(monitor):
+        return float(row["val_R@1"])
+    if "val_NMI" not in row:
+        raise ValueError("monitor 'hmean_nmi_r1' needs the validation NMI (val_NMI) in every history row")
+    return hmean_nmi_r1(float(row["val_NMI"]), float(row["val_R@1"]))
+
+
+def lagged_milestones(drops: Sequence[int], lag: int) -> tuple[int, ...]:
+    """Stage-2 MultiStepLR milestones replaying stage-1 drop epochs ``drops`` ``lag`` epochs later.
+
+    ``lag=0``: the paper's description (Sec. 4.1: the lr drops at the same epochs as in stage 1).
+    ``lag=1``: the authors' code, which calls ``MultiStepLR.step(e)`` at the *end* of epoch ``e`` with the
+    milestones = the stage-1 epochs that first ran at the lower lr (``d + 1``), so epoch ``d + 1`` still runs
+    at the old lr and the drop takes effect from epoch ``d + 2``.
+    """
+    if lag < 0:
+        raise ValueError(f"stage2_drop_lag must be >= 0, got {lag}")
+    return tuple(d + lag for d in drops)
 
 
 def best_epoch(values: Sequence[float]) -> int:

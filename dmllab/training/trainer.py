@@ -307,11 +307,17 @@ class Trainer:
         return lrs
 
     def val_values(self) -> list[float]:
-        """Validation R@1 of every completed schedule epoch of this stage."""
-        return [r["val_R@1"] for r in self.state.rows if not r["warmup"] and "val_R@1" in r]
+        """The monitored validation value (``schedule.monitor``: R@1 or the NMI/R@1 harmonic mean) of every
+        completed, validated schedule epoch of this stage."""
+        monitor = self.cfg.schedule.monitor
+        return [
+            schedules.monitored_value(r, monitor)
+            for r in self.state.rows
+            if not r["warmup"] and "val_R@1" in r
+        ]
 
     def lr_drop_epochs(self) -> list[int]:
-        """Schedule epochs after which ReduceLROnPlateau dropped the lr, from the validation history."""
+        """Schedule epochs after which ReduceLROnPlateau dropped the lr, from the monitored validation history."""
         return schedules.plateau_drop_epochs(self.val_values(), patience=self.cfg.schedule.patience)
 
     # ------------------------------------------------------------------------------------------ training
@@ -426,6 +432,12 @@ class Trainer:
         for epoch in range(self.state.epoch + 1, plan.total_epochs + 1):
             t0 = time.perf_counter()
             seed_everything(epoch_seed(self.seed, plan.name, epoch))
+            if (
+                self.cfg.optim.fresh_after_warmup
+                and plan.warmup_epochs > 0
+                and epoch == plan.warmup_epochs + 1
+            ):
+                self.reset_optimizer()
             lrs = self._apply_schedule(plan, epoch)
             mean_loss = self.train_epoch(plan, epoch)
             sched_epoch = epoch - plan.warmup_epochs
@@ -434,8 +446,11 @@ class Trainer:
                 "loss": mean_loss, **{f"lr_{k}": v for k, v in lrs.items()},
             }  # fmt: skip
             if plan.eval_split and (epoch % self.cfg.run.eval_every == 0 or epoch == plan.total_epochs):
-                val = self.evaluate(plan.eval_split, metrics=("recall",))
+                monitor = self.cfg.schedule.monitor
+                wanted = ("recall", "nmi") if schedules.monitor_needs_nmi(monitor) else ("recall",)
+                val = self.evaluate(plan.eval_split, metrics=wanted)
                 row.update({f"val_{k}": v for k, v in val.items()})
+                row["val_monitor"] = schedules.monitored_value(row, monitor)
             row["time_s"] = time.perf_counter() - t0
             self.state.rows.append(row)
             self.state.epoch = epoch
@@ -446,6 +461,17 @@ class Trainer:
                 on_checkpoint(self)
             _call_hooks(self.hooks, "on_epoch_end", self, epoch, row)
         return self.state.rows
+
+    def reset_optimizer(self) -> None:
+        """Replace the optimiser by a fresh one over the same groups (empty Adam moments and step counts).
+
+        With ``optim.fresh_after_warmup`` this runs at the start of the first schedule epoch: the authors'
+        code warms up with a separate optimiser that it then discards. A run resumed after that epoch loads
+        the checkpointed (post-warm-up) optimiser state and never resets it again, since the reset is tied
+        to the epoch number, not to the start of :meth:`fit`.
+        """
+        self.optimizer = build_optimizer(param_groups(self.model, self.loss, self.cfg.optim), self.cfg.optim)
+        check_all_params_in_groups(self.optimizer, [self.model, self.loss])
 
     # ------------------------------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:

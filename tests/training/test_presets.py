@@ -99,3 +99,21 @@ def test_evaluation_distance_per_method(profile):
         assert presets.get(f"proxy_synthesis:{base}", "cars", profile).run.distance == "cosine", base
     for variant in presets.HEATED_VARIANTS:
         assert presets.get(f"heated_softmax:{variant}", "cub", profile).run.distance == "cosine", variant
+
+
+@pytest.mark.parametrize("method", ["proxynca++", "proxynca", "normsoftmax"])
+def test_proxynca_code_base_paper_presets_follow_the_authors_code(method):
+    """ProxyNCA++ code base, paper profile: hmean(NMI, R@1) monitor, fresh Adam after warm-up, stage-2 lag 1;
+    quick/smoke keep the paper text's choices; other methods' paper presets are not affected."""
+    for dataset in ("cub", "cars", "sop"):
+        cfg = presets.get(method, dataset, "paper")
+        assert cfg.schedule.monitor == "hmean_nmi_r1" and cfg.schedule.stage2_drop_lag == 1
+        assert cfg.optim.fresh_after_warmup
+    for profile in ("quick", "smoke"):
+        cfg = presets.get(method, "cub", profile)
+        assert cfg.schedule.monitor == "R@1" and cfg.schedule.stage2_drop_lag == 0
+        assert not cfg.optim.fresh_after_warmup
+    for other in ("proxy_anchor", "proxy_synthesis", "heated_softmax:HBN", "margin"):
+        cfg = presets.get(other, "cub", "paper")
+        assert cfg.schedule.monitor == "R@1" and not cfg.optim.fresh_after_warmup
+        assert cfg.schedule.stage2_drop_lag == 0

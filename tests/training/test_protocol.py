@@ -114,3 +114,64 @@ def test_run_key_changes_with_the_synthetic_renderer_and_pretrained_weights(monk
     assert run_key(quick) != key
     monkeypatch.undo()
     assert run_key(quick) == key
+
+
+def _script_val(monkeypatch, r1, nmi=None):
+    """Scripted stage-1 validation: R@1 (and NMI, only when the trainer asks for it) per schedule epoch."""
+    original = Trainer.evaluate
+
+    def fake(self, split=None, **kw):
+        if (
+            self.state is not None
+            and self.state.plan.name == "stage1"
+            and split == self.state.plan.eval_split
+        ):
+            e = len(self.state.rows) + 1 - self.state.plan.warmup_epochs
+            out = {"R@1": r1[e - 1] if e >= 1 else 0.0}
+            if nmi is not None and "nmi" in kw.get("metrics", ()):
+                out["NMI"] = nmi[e - 1] if e >= 1 else 0.0
+            return out
+        return original(self, split, **kw)
+
+    monkeypatch.setattr(Trainer, "evaluate", fake)
+
+
+def test_hmean_monitor_drives_plateau_and_best_epoch(smoke_cfg, monkeypatch):
+    # R@1 alone: drop after epoch 4, best epoch 5 (test_two_stage_bookkeeping). The harmonic mean with NMI
+    # (authors' code): h = [.167, .286, .231, .231, .086, .167] -> drops after 4 and 6, best epoch 2.
+    nmi = [0.50, 0.50, 0.50, 0.50, 0.05, 0.50]
+    _script_val(monkeypatch, SCRIPT, nmi)
+    base = ["schedule.epochs=6", "schedule.patience=1", "schedule.warmup_epochs=1"]
+    result = run_protocol(
+        apply_overrides(smoke_cfg, [*base, "schedule.monitor=hmean_nmi_r1"]), progress=False
+    )
+    assert result.lr_drop_epochs == [4, 6] and result.best_epoch == 2
+    s1 = [r for r in result.history if r["stage"] == "stage1" and not r["warmup"]]
+    assert [r["val_NMI"] for r in s1] == nmi
+    assert [r["val_monitor"] for r in s1] == pytest.approx([2 * n * r / (n + r) for r, n in zip(SCRIPT, nmi)])
+    assert len([r for r in result.history if r["stage"] == "stage2"]) == 1 + 2
+    paper_text = run_protocol(apply_overrides(smoke_cfg, base), progress=False)
+    assert paper_text.lr_drop_epochs == [4] and paper_text.best_epoch == 5
+    assert all("val_NMI" not in r for r in paper_text.history)  # R@1 monitor: no NMI per epoch
+
+
+@pytest.mark.parametrize("lag", [0, 1])
+def test_stage2_drop_lag(smoke_cfg, monkeypatch, lag):
+    _script_val(monkeypatch, [0.10, 0.20, 0.15, 0.15, 0.30, 0.40])  # drop after epoch 4, best epoch 6
+    cfg = apply_overrides(
+        smoke_cfg,
+        [
+            "schedule.epochs=6",
+            "schedule.patience=1",
+            "schedule.warmup_epochs=1",
+            f"schedule.stage2_drop_lag={lag}",
+        ],
+    )
+    result = run_protocol(cfg, progress=False)
+    assert result.lr_drop_epochs == [4] and result.best_epoch == 6
+    lr = cfg.optim.lr
+    s1 = [r["lr_backbone"] for r in result.history if r["stage"] == "stage1"]
+    s2 = [r["lr_backbone"] for r in result.history if r["stage"] == "stage2"]
+    assert s1 == pytest.approx([0.0] + [lr] * 4 + [0.1 * lr] * 2)
+    # paper (lag 0): the same epochs as stage 1; authors' code (lag 1): each drop one epoch later
+    assert s2 == pytest.approx([0.0] + [lr] * (4 + lag) + [0.1 * lr] * (2 - lag))

@@ -47,3 +47,59 @@ def test_multipliers():
 
 def test_best_epoch_first_on_ties():
     assert schedules.best_epoch([0.1, 0.3, 0.3, 0.2]) == 2
+
+
+def test_hmean_nmi_r1_and_monitored_value():
+    assert schedules.hmean_nmi_r1(0.5, 0.25) == pytest.approx(2 * 0.5 * 0.25 / 0.75)
+    assert schedules.hmean_nmi_r1(0.0, 0.0) == 0.0
+    row = {"val_R@1": 0.3, "val_NMI": 0.6}
+    assert schedules.monitored_value(row, "R@1") == 0.3
+    assert schedules.monitored_value(row, "hmean_nmi_r1") == pytest.approx(0.4)
+    with pytest.raises(ValueError, match="val_NMI"):
+        schedules.monitored_value({"val_R@1": 0.3}, "hmean_nmi_r1")
+    with pytest.raises(ValueError, match="unknown monitor"):
+        schedules.monitored_value(row, "R@2")
+
+
+def test_plateau_and_best_epoch_follow_the_monitor_when_r1_and_hmean_disagree():
+    r1 = [0.10, 0.20, 0.15, 0.15, 0.30, 0.10]
+    nmi = [0.50, 0.50, 0.50, 0.50, 0.05, 0.50]  # epoch 5: best R@1, poor clustering
+    rows = [{"val_R@1": r, "val_NMI": n} for r, n in zip(r1, nmi)]
+    hm = [schedules.monitored_value(row, "hmean_nmi_r1") for row in rows]
+    assert hm == pytest.approx([2 * n * r / (n + r) for r, n in zip(r1, nmi)])
+    assert schedules.plateau_drop_epochs(r1, patience=1) == _torch_drops(r1, 1) == [4]
+    assert schedules.plateau_drop_epochs(hm, patience=1) == _torch_drops(hm, 1) == [4, 6]
+    assert schedules.best_epoch(r1) == 5 and schedules.best_epoch(hm) == 2
+
+
+def _authors_stage2_lrs(stage1_drops, epochs):
+    """Naive reference of the authors' stage 2: MultiStepLR with the first stage-1 epochs at the lower lr as
+    milestones, ``step(e)`` called at the end of epoch ``e``; returns the lr multiplier of epochs 1..epochs."""
+    import warnings
+
+    p = torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.SGD([p], lr=1.0)
+    sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=[d + 1 for d in stage1_drops], gamma=0.1)
+    lrs = []
+    for e in range(1, epochs + 1):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # step(epoch) is deprecated but is what the authors call
+            sched.step(e)
+    return lrs
+
+
+def test_stage2_drop_lag_replays_the_authors_multisteplr():
+    drops, epochs = [4, 7], 10
+    stage1 = [schedules.lr_multiplier(e, scheduler="plateau", drops=drops, factor=0.1) for e in range(1, 11)]
+    assert stage1 == pytest.approx([1.0] * 4 + [0.1] * 3 + [0.01] * 3)
+    for lag, expected in [(0, stage1), (1, _authors_stage2_lrs(drops, epochs))]:
+        ms = schedules.lagged_milestones(drops, lag)
+        got = [
+            schedules.lr_multiplier(e, scheduler="multistep", milestones=ms, factor=0.1) for e in range(1, 11)
+        ]
+        assert got == pytest.approx(expected)
+    assert _authors_stage2_lrs(drops, epochs) == pytest.approx([1.0] * 5 + [0.1] * 3 + [0.01] * 2)
+    with pytest.raises(ValueError, match="stage2_drop_lag"):
+        schedules.lagged_milestones(drops, -1)

@@ -125,3 +125,63 @@ def test_grad_clip_by_value_on_model_and_only_pa_proxies(method, proxies_clipped
         assert all(proxy_max <= 10.0 for _, proxy_max in seen)
     else:
         assert any(proxy_max > 10.0 for _, proxy_max in seen)
+
+
+class _OptimState:
+    """Records, at the first step of every epoch (before ``optimizer.step()``), how many parameters have
+    optimiser state and the largest Adam step count."""
+
+    def __init__(self):
+        self.first_step = {}
+
+    def on_step_end(self, trainer, info):
+        if info["step"] == 1:
+            st = trainer.optimizer.state
+            steps = [int(s["step"]) for s in st.values() if "step" in s]
+            self.first_step[info["epoch"]] = (len(st), max(steps, default=0))
+
+
+@pytest.mark.parametrize("fresh", [False, True])
+def test_fresh_optimizer_after_warmup(smoke_cfg, fresh):
+    cfg = apply_overrides(
+        smoke_cfg,
+        ["schedule.warmup_epochs=2", "schedule.epochs=2", "run.two_stage=false", "schedule.scheduler=none",
+         f"optim.fresh_after_warmup={str(fresh).lower()}"],
+    )  # fmt: skip
+    rec = _OptimState()
+    trainer = Trainer(cfg, hooks=[rec], progress=False)
+    trainer.setup(stage_plans(cfg)[0])
+    trainer.fit()
+    n_warm, steps_warm = rec.first_step[2]
+    assert n_warm > 0 and steps_warm > 0  # the warm-up optimiser is used across the warm-up epochs
+    n_first, steps_first = rec.first_step[3]  # first schedule epoch
+    if fresh:  # authors' code: a new Adam, empty moments and step counts
+        assert (n_first, steps_first) == (0, 0)
+    else:  # one optimiser: the warm-up moments carry over
+        assert n_first >= n_warm and steps_first > steps_warm
+    assert rec.first_step[4][0] > 0 and rec.first_step[4][1] > 0  # reset once, not every epoch
+    assert [g["name"] for g in trainer.optimizer.param_groups][:2] == ["backbone", "embedding"]
+
+
+@pytest.mark.parametrize("crash_epoch", [1, 2])
+def test_fresh_after_warmup_resume_is_exact(smoke_cfg, tmp_path, crash_epoch):
+    """Crash after the last warm-up epoch (the resume must reset) or after the first schedule epoch (the
+    resume must keep the checkpointed post-warm-up state): both match the uninterrupted run."""
+    cfg = apply_overrides(
+        smoke_cfg,
+        ["schedule.epochs=3", "schedule.warmup_epochs=1", "optim.fresh_after_warmup=true", "run.two_stage=false",
+         "schedule.scheduler=none"],
+    )  # fmt: skip
+    clean = run(cfg, seed=1, store=RunStore(tmp_path / "a"), progress=False)
+
+    class Crash:
+        def on_epoch_end(self, trainer, epoch, metrics):
+            if epoch == crash_epoch:
+                raise KeyboardInterrupt("simulated crash")
+
+    store = RunStore(tmp_path / "b")
+    with pytest.raises(KeyboardInterrupt):
+        run(cfg, seed=1, store=store, hooks=(Crash(),), progress=False)
+    resumed = run(cfg, seed=1, store=store, progress=False)
+    assert resumed.metrics == clean.metrics
+    assert [r["loss"] for r in resumed.history] == [r["loss"] for r in clean.history]
