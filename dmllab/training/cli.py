@@ -146,7 +146,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--method", required=True, help="e.g. proxynca++, proxy_anchor, heated_softmax:HLN")
     p.add_argument("--dataset", required=True, help="cub, cars, sop, inshop, synthetic, digits")
     p.add_argument("--data-root", default=None, help="dataset folder (not needed for synthetic/digits)")
-    p.add_argument("--profile", default="paper", help="paper, quick or smoke (default paper)")
+    p.add_argument("--profile", default="quick", help="paper, quick or smoke (default quick, the embedded default)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override, e.g. loss.temperature=0.05")
     g = p.add_mutually_exclusive_group()
