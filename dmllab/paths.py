@@ -36,6 +36,12 @@ def figures_dir() -> Path:
     return Path(os.environ.get("DMLLAB_FIGURES", _REPO_ROOT / "figures")).expanduser()
 
 
+def profile_figures_dir(profile: str) -> Path:
+    """Figures of one profile: ``<figures>`` for the committed ``quick`` profile, ``<figures>/<profile>``
+    for the others, so that a smoke or paper run never overwrites the committed quick-profile figures."""
+    return figures_dir() if profile == "quick" else figures_dir() / profile
+
+
 def checkpoints_dir() -> Path:
     """Epoch checkpoints for resuming interrupted runs (never committed): ``<cache>/checkpoints``."""
     return cache_dir() / "checkpoints"

@@ -60,7 +60,8 @@ class NotebookContext:
         artifact: the notebook's :class:`Artifact`.
         params: every parameter, defaults filled in (``profile``, ``seeds``, ``device``, ``data_root``, ...).
         csv_path: ``results/<name>.csv`` (``$DMLLAB_RESULTS`` honoured).
-        figure_prefix: ``figures/<name>`` (``$DMLLAB_FIGURES`` honoured).
+        figure_prefix: ``figures/<name>`` for the quick profile, ``figures/<profile>/<name>`` otherwise
+            (``$DMLLAB_FIGURES`` honoured).
     """
 
     artifact: Artifact
@@ -238,7 +239,7 @@ def setup(namespace: Mapping[str, Any], name: str) -> NotebookContext:
         artifact=artifact,
         params=params,
         csv_path=paths.results_dir() / f"{name}.csv",
-        figure_prefix=paths.figures_dir() / name,
+        figure_prefix=paths.profile_figures_dir(params["profile"]) / name,
     )
 
 

@@ -203,7 +203,7 @@ def build_report(
     Args:
         profile: which profile's rows to show; ``None`` picks the one present (paper, then quick, then smoke).
         results: folder of ``<name>.csv`` (default ``results/``).
-        figures: folder of ``<name>*.png`` (default ``figures/``).
+        figures: folder of ``<name>*.png`` (default ``figures/`` for quick, ``figures/<profile>/`` otherwise).
         out: the HTML file (default ``<figures>/report.html``).
         reference_directory: folder of the papers' numbers (default ``results/reference``).
     """
@@ -213,8 +213,6 @@ def build_report(
     if profile is not None and profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
     results_dir = Path(results) if results is not None else paths.results_dir()
-    figures_dir = Path(figures) if figures is not None else paths.figures_dir()
-    out = Path(out) if out is not None else figures_dir / "report.html"
     artifacts = ordered()
     frames = {
         a.name: read_rows(results_dir / f"{a.name}.csv")
@@ -223,6 +221,8 @@ def build_report(
     }
     if profile is None:
         profile = infer_profile(list(frames.values()))
+    figures_dir = Path(figures) if figures is not None else paths.profile_figures_dir(profile or "quick")
+    out = Path(out) if out is not None else figures_dir / "report.html"
     reference = load_reference(directory=reference_directory) if profile == "paper" else None
     shown = {n: f[f["profile"] == profile] for n, f in frames.items()}
 

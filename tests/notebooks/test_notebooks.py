@@ -74,8 +74,9 @@ def test_executes_on_smoke(path, smoke_env, smoke_study):
     rows = rows[rows["profile"] == "smoke"]
     assert len(rows) > 0 and rows["value"].notna().all()
     assert (rows["experiment"] == path.stem).all()
-    pngs = list(smoke_env["DMLLAB_FIGURES"].glob(f"{path.stem}*.png"))
-    assert pngs, f"{path.stem} wrote no figures/{path.stem}*.png"
+    assert not list(smoke_env["DMLLAB_FIGURES"].glob(f"{path.stem}*.png"))  # quick's place stays untouched
+    pngs = list((smoke_env["DMLLAB_FIGURES"] / "smoke").glob(f"{path.stem}*.png"))
+    assert pngs, f"{path.stem} wrote no figures/smoke/{path.stem}*.png"
     assert all(p.with_suffix(".pdf").exists() for p in pngs)
 
 

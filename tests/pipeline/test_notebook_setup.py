@@ -135,7 +135,8 @@ def test_setup_runs_in_a_namespace(tmp_path, monkeypatch):
     ns = {"profile": "smoke", "seeds": None, "device": "cpu", "data_root": None}
     ctx = nbmod.setup(ns, name)
     assert ctx.csv_path == tmp_path / "res" / f"{name}.csv"
-    assert ctx.figure_prefix == tmp_path / "fig" / name
+    assert ctx.figure_prefix == tmp_path / "fig" / "smoke" / name  # not the committed quick figures
+    assert nbmod.setup({**ns, "profile": "quick"}, name).figure_prefix == tmp_path / "fig" / name
     assert ctx.profile == "smoke" and ctx.device == "cpu"
     with pytest.raises(
         ValueError, match=f"unknown parameter 'seedz' for notebook {name}; valid parameters: profile"
