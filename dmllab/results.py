@@ -279,3 +279,29 @@ def read_rows(path: str | os.PathLike) -> pd.DataFrame:
     if "value" in frame:
         frame["value"] = pd.to_numeric(frame["value"], errors="raise").astype(float)
     return frame
+
+
+# ------------------------------------------------------------------------------------------ row builders
+# Metrics stored in percent, as the papers print them (every dmllab.metrics output is a fraction in [0, 1]).
+PERCENT_PREFIXES: tuple[str, ...] = ("R@", "NMI", "P@", "RP", "MAP@R", "accuracy")
+
+
+def to_percent(metric: str, value: float) -> float:
+    """``value`` in the CSV convention: retrieval/clustering/accuracy fractions -> percent, others unchanged."""
+    return 100.0 * float(value) if metric.startswith(PERCENT_PREFIXES) else float(value)
+
+
+def tidy(metrics: Mapping[str, float], *, percent: bool = True, **columns: Any) -> list[dict[str, Any]]:
+    """One tidy row per ``metric -> value`` of ``metrics``, every row carrying ``columns``.
+
+    Keyword columns outside the core and provenance schema get the ``param_`` prefix (``temperature=0.1`` ->
+    ``param_temperature``), so callers write the varied quantity by its name. With ``percent`` the metric values
+    are converted by :func:`to_percent`.
+    """
+    fixed = {}
+    for key, value in columns.items():
+        known = key in CORE_COLUMNS or key in PROVENANCE_COLUMNS or key.startswith(PARAM_PREFIX)
+        fixed[key if known else PARAM_PREFIX + key] = value
+    return [
+        {**fixed, "metric": m, "value": to_percent(m, v) if percent else float(v)} for m, v in metrics.items()
+    ]

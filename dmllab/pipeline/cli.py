@@ -5,29 +5,29 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dmllab.pipeline.artifacts import PROFILES
+from dmllab.profiles import PROFILES
 
 
 def _study(args: argparse.Namespace) -> int:
-    from dmllab.pipeline.report import build_report
-    from dmllab.pipeline.study import format_summary, run_study
+    from dmllab.experiments import registry
+    from dmllab.pipeline.study import SlurmOptions, format_plan, format_summary, make_plan, run_study
 
-    try:
-        results = run_study(
-            args.profile,
-            only=args.only,
-            jobs=args.jobs,
-            data_root=args.data_root,
-            device=args.device,
-            progress=not args.no_progress,
-        )
-    except ValueError as err:
-        print(f"dmllab study: {err}", file=sys.stderr)
-        return 2
-    print(format_summary(results))
-    report = build_report(args.profile)
-    print(f"report: {report}")
-    return 1 if any(r.status != "ok" for r in results) else 0
+    if args.plan:
+        plan = make_plan(registry.select(args.only), args.profile, device=args.device or "auto",
+                         data_root=args.data_root)  # fmt: skip
+        print(format_plan(plan, jobs=args.jobs))
+        return 1 if plan.errors else 0
+    slurm = SlurmOptions(
+        partition=args.partition, time_min=args.time_min, gpus_per_job=args.gpus_per_job,
+        cpus_per_job=args.cpus_per_job, array_parallelism=args.array_parallelism, folder=args.slurm_folder,
+        cluster=args.slurm_cluster,
+    )  # fmt: skip
+    result = run_study(
+        args.profile, only=args.only, jobs=args.jobs, executor=args.executor, slurm=slurm,
+        data_root=args.data_root, device=args.device, progress=not args.no_progress,
+    )  # fmt: skip
+    print(format_summary(result))
+    return 1 if result.failed else 0
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -43,7 +43,8 @@ def _notebooks(args: argparse.Namespace) -> int:
     if args.check:
         stale = stale_notebooks()
         if stale:
-            print(f"out of date (run `dmllab notebooks`): {', '.join(stale)}", file=sys.stderr)
+            print(f"out of date, with outputs, or without an artifact (run `dmllab notebooks`): {', '.join(stale)}",
+                  file=sys.stderr)  # fmt: skip
             return 1
         print("all notebooks match their artifacts")
         return 0
@@ -56,32 +57,36 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     """Register ``study``, ``report`` and ``notebooks`` on the ``dmllab`` parser."""
     study = subparsers.add_parser(
         "study",
-        help="run the notebooks with papermill and build the report",
-        description="Run notebooks/*.ipynb with papermill (executed copies in results/executed/<profile>/), "
-        "then print a summary and build figures/report.html. Exit code 1 if a notebook failed, 2 for bad input.",
+        help="plan and train the artifacts' runs, run their notebooks, draw the figures, build the report",
+        description="Plan the selected artifacts' training runs (de-duplicated by run key), train the missing "
+        "ones (local process pool or SLURM through submitit), run each artifact's notebook with papermill "
+        "(results/<artifact>.csv), run the plotting notebooks (figures/), build figures/report.html. "
+        "Exit code 1 if a run or notebook failed.",
     )
-    study.add_argument(
-        "--profile", choices=PROFILES, default="quick", help="parameter profile (default: quick)"
-    )
-    study.add_argument(
-        "--only", metavar="PATTERN", help="comma-separated globs or substrings of notebook names"
-    )
-    study.add_argument("--jobs", type=int, default=1, help="notebooks run at the same time (default: 1)")
-    study.add_argument("--data-root", help="folder of the benchmark datasets (passed as data_root)")
-    study.add_argument("--device", help="auto | cpu | cuda | mps (default: each notebook's own, auto)")
-    study.add_argument("--no-progress", action="store_true", help="no progress bar")
+    study.add_argument("--profile", choices=PROFILES, default="quick", help="profile (default: quick)")
+    study.add_argument("--only", metavar="PATTERN", help="comma-separated artifact ids, globs or substrings")
+    study.add_argument("--plan", action="store_true", help="print the plan (unique runs, stored, cost) and exit")
+    study.add_argument("--executor", choices=("local", "slurm"), default="local",
+                       help="where missing runs train: local process pool, or SLURM jobs via submitit")
+    study.add_argument("--jobs", type=int, default=1, help="local workers (runs and notebooks) at a time")
+    study.add_argument("--data-root", help="folder of the benchmark datasets (paper profile)")
+    study.add_argument("--device", help="auto | cpu | cuda | mps (default: auto)")
+    study.add_argument("--no-progress", action="store_true", help="no progress bars")
+    slurm = study.add_argument_group("slurm executor (submitit)")
+    slurm.add_argument("--partition", help="SLURM partition")
+    slurm.add_argument("--time-min", type=int, default=240, help="time limit per run in minutes (default 240)")
+    slurm.add_argument("--gpus-per-job", type=int, default=1, help="GPUs per run (default 1)")
+    slurm.add_argument("--cpus-per-job", type=int, default=10, help="CPUs per run (default 10)")
+    slurm.add_argument("--array-parallelism", type=int, default=32, help="array jobs running at once (default 32)")
+    slurm.add_argument("--slurm-folder", help="submitit logs (default results/slurm/<timestamp>/)")
+    slurm.add_argument("--slurm-cluster", choices=("slurm", "local", "debug"), default=None,
+                       help=argparse.SUPPRESS)  # tests: submitit's local executor
     study.set_defaults(func=_study)
 
     report = subparsers.add_parser("report", help="build figures/report.html from results/")
-    report.add_argument(
-        "--profile", choices=PROFILES, default=None, help="default: paper, quick or smoke, as present"
-    )
+    report.add_argument("--profile", choices=PROFILES, default=None, help="default: paper, quick or smoke, as present")
     report.set_defaults(func=_report)
 
-    notebooks = subparsers.add_parser(
-        "notebooks", help="regenerate notebooks/*.ipynb from the artifact registry"
-    )
-    notebooks.add_argument(
-        "--check", action="store_true", help="only check that the notebooks are up to date"
-    )
+    notebooks = subparsers.add_parser("notebooks", help="regenerate notebooks/*.ipynb from the artifacts")
+    notebooks.add_argument("--check", action="store_true", help="only check that the notebooks are up to date")
     notebooks.set_defaults(func=_notebooks)

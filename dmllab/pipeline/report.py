@@ -1,34 +1,45 @@
-"""The figure report ``figures/report.html``, rebuilt from ``results/`` by ``dmllab report``.
+"""The figure report ``figures/report.html``, rebuilt from ``results/`` by ``dmllab report`` (and ``dmllab study``).
 
-For every artifact (in :func:`dmllab.pipeline.artifacts.ordered` order): title, paper and artifact label, its
-figures (relative ``<img>`` links to ``figures/<name>*.png``), the reproduced numbers (mean ± std over seeds),
-then either the paper's numbers side by side with deltas (``paper`` profile, through
-``Artifact.reference_key``) or each claim of the paper with the direction found here (``quick``/``smoke``).
-One self-contained HTML file with inline CSS; images are linked, not embedded, so it opens from ``figures/``.
+For every artifact (paper order): title, paper and label, its figures (relative ``<img>`` links to
+``figures/<id>*.png``), the reproduced numbers (mean +- std over seeds), the paper's printed numbers side by side
+(paper value, reproduced mean +- std, delta, within the paper's +- where it prints one), and each claim's verdict
+with its effect and 95% interval over seeds (:mod:`dmllab.experiments.stats`). One self-contained HTML file with
+inline CSS; images are linked, not embedded, so it opens from ``figures/``.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import html
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dmllab import paths
-from dmllab.pipeline.artifacts import PAPER_TITLES, PROFILES, Artifact, Claim, ordered
+from dmllab.experiments import registry
+from dmllab.experiments.base import PAPER_TITLES, Artifact
+from dmllab.experiments.compare import paper_vs_reproduced, summarise, verdict_table
+from dmllab.profiles import PROFILES
 
 if TYPE_CHECKING:
     import pandas as pd
 
+INTERVAL_NOTE = (
+    "Verdicts: each claim's effect is measured once per seed (paired: both arms share the seed) and judged by "
+    "Student's t 95% interval over seeds, mean +- t(0.975, n-1) sd / sqrt(n): <b>yes</b> when the whole interval "
+    "has the claimed sign, <b>no</b> when it lies entirely on the other side, <b>inconclusive</b> otherwise "
+    "(also with fewer than 2 seeds)."
+)
 PROFILE_NOTES = {
     "smoke": "smoke profile: seconds-long runs that only check that every notebook works; the numbers mean nothing.",
     "quick": (
-        "quick profile: every artifact reproduced offline on 2 CPU cores. Dataset-free figures use the papers' own "
-        "settings; table artifacts train a small pre-trained CNN on the synthetic fine-grained benchmark instead of "
-        "ResNet-50 on CUB/Cars/SOP/In-Shop, so absolute numbers are not comparable with the papers'. What is "
-        "compared is the direction of each effect the paper claims."
+        "quick profile: each artifact listed below, run offline on 2 CPU cores. Dataset-free figures use the "
+        "papers' own toy settings; artifacts that train image models train a small pre-trained CNN on the "
+        "synthetic fine-grained benchmark instead of the papers' networks on CUB/Cars/SOP/In-Shop, so absolute "
+        "numbers are not comparable with the papers' (the side-by-side tables show them anyway); what is judged "
+        "is the direction of each effect the paper claims. Artifacts without rows say so."
     ),
     "paper": "paper profile: the authors' datasets, networks and hyper-parameters; the paper's numbers are shown "
     "next to the reproduced ones with the difference (here - paper).",
@@ -63,16 +74,6 @@ def infer_profile(frames: Sequence[pd.DataFrame]) -> str | None:
     return None
 
 
-def summarise(rows: pd.DataFrame) -> pd.DataFrame:
-    """Mean, std and count over seeds for each (variant, dataset, param_*, metric)."""
-    keys = ["variant", "dataset"] + sorted(c for c in rows.columns if c.startswith("param_")) + ["metric"]
-    keys = [k for k in keys if k in rows.columns and rows[k].notna().any()]
-    if not keys:
-        keys = ["metric"]
-    grouped = rows.groupby(keys, dropna=False, sort=False)["value"]
-    return grouped.agg(mean="mean", std="std", n="count").reset_index()
-
-
 def _fmt(mean: float, std: float, n: int) -> str:
     if n > 1 and std == std:  # std is NaN for one seed
         return f"{mean:.4g} ± {std:.2g}"
@@ -92,14 +93,11 @@ def numbers_table(rows: pd.DataFrame, *, max_rows: int = MAX_TABLE_ROWS, csv_nam
     summary["cell"] = [_fmt(m, s, n) for m, s, n in zip(summary["mean"], summary["std"], summary["n"])]
     index = [c for c in summary.columns if c not in ("metric", "mean", "std", "n", "cell")]
     if not index:
-        table = summary.set_index("metric")[["cell"]].T
-        return table.to_html(index=False, border=0, escape=True)
+        return summary.set_index("metric")[["cell"]].T.to_html(index=False, border=0, escape=True)
     summary[index] = summary[index].astype(object).where(summary[index].notna(), "")
     constant = [c for c in index if summary[c].nunique() <= 1]
     varying = [c for c in index if c not in constant] or index[:1]
-    fixed = ", ".join(
-        f"{c.removeprefix('param_')} = {summary[c].iloc[0]}" for c in constant if c not in varying
-    )
+    fixed = ", ".join(f"{c.removeprefix('param_')} = {summary[c].iloc[0]}" for c in constant if c not in varying)
     table = summary.pivot_table(index=varying, columns="metric", values="cell", aggfunc="first", sort=False)
     table.columns.name = None
     table = table.reset_index().rename(columns=lambda c: c.removeprefix("param_"))
@@ -107,70 +105,50 @@ def numbers_table(rows: pd.DataFrame, *, max_rows: int = MAX_TABLE_ROWS, csv_nam
     if len(table) > max_rows:
         note += f"<p class='meta'>first {max_rows} of {len(table)} lines; all in {html.escape(csv_name)}</p>"
         table = table.head(max_rows)
-    return (
-        note
-        + "<div class='scroll'>"
-        + table.to_html(index=False, border=0, escape=True, na_rep="")
-        + "</div>"
-    )
+    return note + "<div class='scroll'>" + table.to_html(index=False, border=0, escape=True, na_rep="") + "</div>"
+
+
+def _num(v: float, fmt: str = ".4g") -> str:
+    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
 
 
 def reference_table(artifact: Artifact, rows: pd.DataFrame, reference: pd.DataFrame) -> str:
-    """Reproduced vs paper values with deltas, joined through ``artifact.reference_key``."""
-    import pandas as pd
-
-    if artifact.reference_key is None:
+    """Paper vs reproduced, as HTML (:func:`dmllab.experiments.compare.paper_vs_reproduced`)."""
+    if artifact.reference is None:
         return '<p class="missing">The paper prints no numbers for this artifact.</p>'
-    summary = summarise(rows)
-    ref = reference[reference["paper"] == artifact.paper] if len(reference) else reference
-    out = []
-    for rec in summary.to_dict("records"):
-        key = artifact.reference_key(rec)
-        if key is None:
-            continue
-        art, row, col = key
-        hit = ref[
-            (ref["artifact"] == art)
-            & (ref["row"] == row)
-            & (ref["column"] == col)
-            & (ref["metric"] == rec["metric"])
-        ]
-        paper_value = float(hit["value"].iloc[0]) if len(hit) else float("nan")
-        out.append(
-            {
-                "paper cell": f"{art} / {row} / {col}",
-                "metric": rec["metric"],
-                "here": _fmt(rec["mean"], rec["std"], rec["n"]),
-                "paper": f"{paper_value:.4g}" if paper_value == paper_value else "not transcribed",
-                "delta": f"{rec['mean'] - paper_value:+.3g}" if paper_value == paper_value else "",
-            }
-        )
-    if not out:
-        return '<p class="missing">No reproduced row maps onto a cell of the paper.</p>'
-    return pd.DataFrame(out).to_html(index=False, border=0, escape=True)
+    table = paper_vs_reproduced(artifact, rows, reference)
+    if table.empty:
+        return '<p class="missing">No reproduced row maps onto a printed cell of the paper.</p>'
+    shown = table.assign(
+        paper=[_num(v) + (f" ± {_num(e, '.2g')}" if e == e else "") for v, e in zip(table["paper"], table["paper +-"])],
+        reproduced=[_fmt(m, s, n) for m, s, n in zip(table["reproduced"], table["std"], table["seeds"])],
+        delta=[_num(d, "+.3g") for d in table["delta"]],
+    ).drop(columns=["paper +-", "std"])
+    note = ("<p class='meta'>The quick profile's rows come from the offline benchmark, so they face the paper's "
+            "CUB cells only as an orientation: absolute numbers are not comparable.</p>")  # fmt: skip
+    return note + "<div class='scroll'>" + shown.to_html(index=False, border=0, escape=True) + "</div>"
 
 
-def claim_verdict(claim: Claim, rows: pd.DataFrame) -> str:
-    """``"yes"``, ``"no"`` or ``"n/a"`` (rows cannot decide, or the check failed: the reason is appended)."""
-    try:
-        verdict = claim.check(rows)
-    except Exception as err:  # a check that cannot run on these rows is reported, not fatal to the report
-        return f"n/a ({type(err).__name__}: {err})"
-    if verdict is None:
-        return "n/a"
-    return "yes" if bool(verdict) else "no"
-
-
-def claims_list(artifact: Artifact, rows: pd.DataFrame) -> str:
+def claims_table(artifact: Artifact, rows: pd.DataFrame) -> str:
+    """Each claim with the paper's answer, the effect and its 95% interval over seeds, and the verdict."""
+    if not artifact.claims:
+        return ""
     items = []
-    for claim in artifact.claims:
-        verdict = claim_verdict(claim, rows)
-        css = {"yes": "yes", "no": "no"}.get(verdict, "na")
+    for rec in verdict_table(artifact, rows).to_dict("records"):
+        css = {"yes": "yes", "no": "no"}.get(rec["verdict"], "na")
+        iv = ("" if rec["seeds"] < 2 or rec["95% low"] != rec["95% low"]
+              else f"[{rec['95% low']:+.3g}, {rec['95% high']:+.3g}]")  # fmt: skip
+        effect = "" if rec["effect"] != rec["effect"] else f"{rec['effect']:+.3g}"
+        why = f" ({html.escape(rec['why'])})" if rec["why"] else ""
         items.append(
-            f"<li>{html.escape(claim.text)}: paper {html.escape(claim.paper_says)}, "
-            f'here <span class="{css}">{html.escape(verdict)}</span></li>'
+            f"<tr><td>{html.escape(rec['claim'])}</td><td>{html.escape(rec['paper'])}</td><td>{effect}</td>"
+            f"<td>{iv}</td><td>{rec['seeds']}</td><td>{html.escape(rec['unit'])}</td>"
+            f'<td><span class="{css}">{html.escape(rec["verdict"])}</span>{why}</td></tr>'
         )
-    return "<ul>" + "".join(items) + "</ul>" if items else ""
+    return (
+        "<table><tr><th>claim</th><th>paper</th><th>effect</th><th>95% interval</th><th>seeds</th><th>unit</th>"
+        "<th>here</th></tr>" + "".join(items) + "</table>"
+    )
 
 
 def _provenance_header(frames: Sequence[pd.DataFrame], profile: str | None) -> str:
@@ -202,8 +180,8 @@ def build_report(
 
     Args:
         profile: which profile's rows to show; ``None`` picks the one present (paper, then quick, then smoke).
-        results: folder of ``<name>.csv`` (default ``results/``).
-        figures: folder of ``<name>*.png`` (default ``figures/`` for quick, ``figures/<profile>/`` otherwise).
+        results: folder of ``<id>.csv`` (default ``results/``).
+        figures: folder of ``<id>*.png`` (default ``figures/`` for quick, ``figures/<profile>/`` otherwise).
         out: the HTML file (default ``<figures>/report.html``).
         reference_directory: folder of the papers' numbers (default ``results/reference``).
     """
@@ -213,59 +191,56 @@ def build_report(
     if profile is not None and profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
     results_dir = Path(results) if results is not None else paths.results_dir()
-    artifacts = ordered()
-    frames = {
-        a.name: read_rows(results_dir / f"{a.name}.csv")
-        for a in artifacts
-        if (results_dir / f"{a.name}.csv").exists()
-    }
+    artifacts = registry.all_artifacts()
+    frames = {a.id: read_rows(results_dir / f"{a.id}.csv") for a in artifacts if (results_dir / f"{a.id}.csv").exists()}
     if profile is None:
         profile = infer_profile(list(frames.values()))
     figures_dir = Path(figures) if figures is not None else paths.profile_figures_dir(profile or "quick")
     out = Path(out) if out is not None else figures_dir / "report.html"
-    reference = load_reference(directory=reference_directory) if profile == "paper" else None
+    reference = load_reference(directory=reference_directory)
     shown = {n: f[f["profile"] == profile] for n, f in frames.items()}
+    done = [a for a in artifacts if a.id in shown and not shown[a.id].empty]
 
     body = [f"<header><h1>dmllab figure report</h1>{_provenance_header(list(shown.values()), profile)}"]
     if profile in PROFILE_NOTES:
         body.append(f"<p class='note'>{html.escape(PROFILE_NOTES[profile])}</p>")
+    body.append(f"<p class='meta'>{len(done)} of {len(artifacts)} artifacts have {html.escape(str(profile))} rows. "
+                f"{INTERVAL_NOTE}</p>")  # fmt: skip
     body.append("</header><nav><ul>")
     body += [
-        f'<li><a href="#{a.name}">{html.escape(a.artifact)}: {html.escape(a.title)}</a></li>'
+        f'<li><a href="#{a.id}">{html.escape(a.label)}: {html.escape(a.title)}</a>'
+        + ("" if a in done else " <span class='missing'>(no rows)</span>") + "</li>"
         for a in artifacts
     ]
     body.append("</ul></nav>")
 
     for a in artifacts:
-        body.append(f'<section class="artifact" id="{a.name}"><h2>{html.escape(a.title)}</h2>')
+        body.append(f'<section class="artifact" id="{a.id}"><h2>{html.escape(a.label)}: {html.escape(a.title)}</h2>')
         body.append(
-            f"<p class='meta'>{html.escape(PAPER_TITLES[a.paper])}, <b>{html.escape(a.artifact)}</b> &middot; "
-            f"notebook <code>notebooks/{a.name}.ipynb</code></p><p>{html.escape(a.description.strip())}</p>"
+            f"<p class='meta'>{html.escape(PAPER_TITLES[a.paper])}, <b>{html.escape(a.label)}</b> &middot; "
+            f"notebook <code>notebooks/{a.id}.ipynb</code></p><p>{html.escape(a.description.strip())}</p>"
         )
-        rows = shown.get(a.name)
+        for row, why in a.not_reproduced.items():
+            body.append(f"<p class='missing'>not reproduced: {html.escape(row)}: {html.escape(why)}</p>")
+        rows = shown.get(a.id)
         if rows is None or rows.empty:
-            body.append(
-                f"<p class='missing'>not run yet (no {html.escape(str(profile))} rows in results/{a.name}.csv)</p>"
-            )
+            body.append(f"<p class='missing'>not run yet (no {html.escape(str(profile))} rows in results/{a.id}.csv)</p>")
             body.append("</section>")
             continue
-        # figures/<name>*.png, but not those of another artifact whose name extends this one
-        longer = [b.name for b in artifacts if b.name != a.name and b.name.startswith(a.name)]
-        pngs = sorted(
-            p for p in figures_dir.glob(f"{a.name}*.png") if not any(p.stem.startswith(b) for b in longer)
-        )
+        pngs = [figures_dir / f"{a.id}{f.suffix}.png" for f in a.figures]
         body.append("<div class='figs'>")
         for png in pngs:
-            rel = os.path.relpath(png, out.parent)
-            body.append(f'<img src="{html.escape(Path(rel).as_posix())}" alt="{html.escape(png.stem)}">')
-        if not pngs:
-            body.append("<p class='missing'>no figure yet</p>")
+            if png.exists():
+                rel = os.path.relpath(png, out.parent)
+                body.append(f'<img src="{html.escape(Path(rel).as_posix())}" alt="{html.escape(png.stem)}">')
+            else:
+                body.append(f"<p class='missing'>figure {html.escape(png.name)} not drawn yet</p>")
         body.append("</div><h3>Reproduced numbers</h3>")
-        body.append(numbers_table(rows, csv_name=f"results/{a.name}.csv"))
-        if profile == "paper":
-            body.append("<h3>Paper vs here</h3>" + reference_table(a, rows, reference))
-        if a.claims:  # also on the paper profile: for a figure without printed numbers it is the only check
-            body.append("<h3>The paper's claims</h3>" + claims_list(a, rows))
+        body.append(numbers_table(rows, csv_name=f"results/{a.id}.csv"))
+        if a.reference is not None:
+            body.append("<h3>Paper vs reproduced</h3>" + reference_table(a, rows, reference))
+        if a.claims:
+            body.append("<h3>The paper's claims</h3>" + claims_table(a, rows))
         body.append("</section>")
 
     page = (

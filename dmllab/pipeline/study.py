@@ -1,85 +1,316 @@
-"""Run the notebooks in batch with papermill: ``dmllab study``.
+"""``dmllab study``: plan, train, notebooks, plots, report.
 
-Each notebook runs in its own worker process (and papermill starts a kernel per notebook), several at a
-time, each with ``OMP_NUM_THREADS = cores // jobs`` so that parallel jobs do not over-subscribe the CPU.
-Executed copies go to ``results/executed/<profile>/`` (not in git). A failing notebook does not stop the
-others; the summary names the failing cell's error. Finished training runs are reused from the run store by
-the notebooks themselves (``dmllab.training``), so a re-run only computes what is missing.
+1. **plan**: the union of the selected artifacts' runs (:class:`~dmllab.experiments.Run`), de-duplicated by the
+   run store's key (two artifacts that need the same config and seed share one run), with how many are already
+   stored and an estimated cost from stored wall times (:func:`make_plan`, ``--plan`` prints it and stops);
+2. **train** the missing runs on an executor: ``local`` (a process pool of N workers with ``cores // N`` threads
+   each; workers die with the study, even on ``kill -9``) or ``slurm`` (one submitit job per run, as in
+   facebookresearch's DINO/MAE/DETR launchers; runs are idempotent, so re-submitting trains only what is
+   missing);
+3. **notebooks**: each artifact's notebook runs with papermill, reads the stored runs only
+   (``train_missing=False``) and writes ``results/<artifact>.csv``;
+4. **plots**: ``notebooks/plots_<paper>.ipynb`` reads only the CSVs and writes the paper's figures;
+5. **report**: ``figures/report.html``.
+
+A failing run or notebook is reported with its error and never stops the others. Executed notebooks go to
+``results/executed/<profile>/`` (not in git).
 """
 
 from __future__ import annotations
 
-import fnmatch
 import json
+import logging
 import os
+import statistics
 import sys
 import time
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
 from dmllab import paths
-from dmllab.pipeline.artifacts import PROFILES
+from dmllab.experiments import registry
+from dmllab.experiments.base import Artifact, Run
+from dmllab.profiles import PROFILES, resolve_device
 
 KERNEL_NAME = "python3"
 _FALLBACK_KERNEL = "dmllab-python"
+EXECUTORS = ("local", "slurm")
+
+
+# ------------------------------------------------------------------------------------------------- plan
 
 
 @dataclass(frozen=True)
-class NotebookResult:
-    """Outcome of one executed notebook."""
+class PlannedRun:
+    """One unique run of the plan: the run, the artifacts that read it, whether it is stored, its cost."""
+
+    run: Run
+    artifacts: tuple[str, ...]
+    stored: bool
+    wall_s: float | None  # stored wall time, or the estimate for a missing run (None: no basis)
+
+
+@dataclass(frozen=True)
+class Plan:
+    profile: str
+    artifacts: tuple[Artifact, ...]
+    runs: tuple[PlannedRun, ...]
+    requested: int  # runs declared by the artifacts before de-duplication
+    errors: Mapping[str, str] = field(default_factory=dict)  # artifact -> why its runs could not be listed
+
+    @property
+    def missing(self) -> list[PlannedRun]:
+        return [r for r in self.runs if not r.stored]
+
+    @property
+    def estimate_s(self) -> float | None:
+        """Estimated training time of the missing runs (sum of estimates), None without a basis."""
+        costs = [r.wall_s for r in self.missing]
+        return None if any(c is None for c in costs) else float(sum(costs))
+
+
+def _stored_wall_times() -> dict[str, list[float]]:
+    """``method|dataset|profile -> stored wall times`` over the whole run store (the estimate's basis)."""
+    out: dict[str, list[float]] = {}
+    for metrics in paths.runs_dir().glob("*/seed*/metrics.json"):
+        try:
+            data = json.loads(metrics.read_text())
+            key = "|".join(str(data.get(k, "")) for k in ("method", "dataset", "profile"))
+            out.setdefault(key, []).append(float(data["wall_time_s"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
+def make_plan(
+    artifacts: Sequence[Artifact], profile: str, *, device: str = "auto", data_root: str | None = None
+) -> Plan:
+    """The de-duplicated runs of ``artifacts`` at ``profile`` (module docstring, step 1)."""
+    from dmllab.training.store import RunStore
+
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
+    store = RunStore()
+    unique: dict[str, tuple[Run, list[str]]] = {}
+    errors: dict[str, str] = {}
+    requested = 0
+    for artifact in artifacts:
+        try:
+            runs = artifact.planned_runs(artifact.params(profile, device=device, data_root=data_root))
+        except Exception as err:  # one artifact's broken declaration is reported, the others are planned
+            errors[artifact.id] = f"{type(err).__name__}: {err}"
+            continue
+        requested += len(runs)
+        for run in runs:
+            unique.setdefault(run.key, (run, []))[1].append(artifact.id)
+    history = _stored_wall_times()
+    everything = [w for ws in history.values() for w in ws]
+    planned = []
+    for run, users in unique.values():
+        stored = store.load(run.config, run.seed)
+        if stored is not None:
+            wall: float | None = float(stored.wall_time_s)
+        else:
+            same = history.get("|".join((run.config.method, run.config.dataset, run.config.profile)))
+            wall = statistics.median(same) if same else (statistics.median(everything) if everything else None)
+        planned.append(PlannedRun(run, tuple(users), stored is not None, wall))
+    return Plan(profile, tuple(artifacts), tuple(planned), requested, errors)
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "unknown (no stored run to estimate from)"
+    return f"{seconds / 60:.1f} min" if seconds >= 90 else f"{seconds:.0f} s"
+
+
+def format_plan(plan: Plan, *, jobs: int = 1, limit: int = 40) -> str:
+    """The plan as text: one line per unique run (first ``limit``), then the totals and the estimate."""
+    from dmllab.training import presets
+
+    lines = [f"study plan, profile {plan.profile}: {len(plan.artifacts)} artifacts"]
+    width = max([len("artifacts")] + [len(",".join(r.artifacts)) for r in plan.runs[:limit]])
+    if plan.runs:
+        lines.append(f"{'run key':<24} {'seed':>4}  {'stored':<6} {'wall':>7}  {'artifacts':<{width}}  config")
+    for r in plan.runs[:limit]:
+        key = r.run.key.split("/")[0][:24]
+        wall = "" if r.wall_s is None else f"{r.wall_s:6.0f}s"
+        lines.append(
+            f"{key:<24} {r.run.seed:>4}  {'yes' if r.stored else 'no':<6} {wall:>7}  "
+            f"{','.join(r.artifacts):<{width}}  {presets.describe(r.run.config)}"
+        )
+    if len(plan.runs) > limit:
+        lines.append(f"... {len(plan.runs) - limit} more runs")
+    toys = [a.id for a in plan.artifacts if a.id not in {x for r in plan.runs for x in r.artifacts}]
+    lines.append("")
+    lines.append(
+        f"{plan.requested} runs requested by the artifacts, {len(plan.runs)} unique after de-duplication; "
+        f"{len(plan.runs) - len(plan.missing)} stored, {len(plan.missing)} to train"
+    )
+    est = plan.estimate_s
+    lines.append(
+        f"estimated training time of the missing runs: {_duration(est)} of compute"
+        + (f", about {_duration(est / max(1, jobs))} with {jobs} jobs" if est and jobs > 1 else "")
+    )
+    if toys:
+        lines.append(f"artifacts without training runs (computed in their notebooks): {', '.join(toys)}")
+    for artifact, error in plan.errors.items():
+        lines.append(f"ERROR listing the runs of {artifact}: {error}")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------ train
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """Outcome of one training run or notebook."""
 
     name: str
     status: str  # "ok" | "FAILED"
     wall_s: float
-    output: Path | None = None
-    error: str = ""  # "ename: evalue" of the failing cell
-    cell: int | None = None  # index of the failing cell
+    error: str = ""
+    output: str | None = None  # executed notebook or the job's log
+    cell: int | None = None
 
 
-def discover(directory: str | os.PathLike | None = None) -> list[Path]:
-    """The notebooks of ``directory`` (default ``notebooks/``), sorted; names starting with ``_`` are templates."""
-    from dmllab.pipeline.notebook import notebooks_dir
+def _die_with_parent() -> None:
+    """Linux: ask the kernel to SIGKILL this process when its parent dies (kill -9 of the study included)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
 
-    directory = Path(directory) if directory is not None else notebooks_dir()
-    return sorted(p for p in directory.glob("*.ipynb") if not p.name.startswith("_"))
-
-
-def select(notebooks: Sequence[Path], only: str | None) -> list[Path]:
-    """Keep the notebooks whose stem matches ``only``: comma-separated glob patterns or substrings.
-
-    Raises:
-        ValueError: nothing matches; the message lists the available notebooks.
-    """
-    if not only:
-        return list(notebooks)
-    patterns = [p.strip() for p in only.split(",") if p.strip()]
-
-    def matches(stem: str) -> bool:
-        return any(fnmatch.fnmatch(stem, p) if any(ch in p for ch in "*?[") else p in stem for p in patterns)
-
-    chosen = [nb for nb in notebooks if matches(nb.stem)]
-    if not chosen:
-        names = ", ".join(nb.stem for nb in notebooks) or "(none)"
-        raise ValueError(f"--only {only!r} matches no notebook; notebooks: {names}")
-    return chosen
+        try:
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+        except OSError:  # pragma: no cover - no glibc: the pool still shuts down with a live parent
+            pass
+        if os.getppid() == 1:  # the parent died before prctl took effect
+            os._exit(1)
 
 
-def check_parameters(notebook: Path, parameters: Mapping[str, Any]) -> None:
-    """Raise ValueError when ``parameters`` holds a name the notebook's parameters cell does not define."""
-    import papermill
+def _worker_init(threads: int) -> None:
+    _die_with_parent()
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
+    _quiet()
+    try:
+        import torch
 
-    declared = papermill.inspect_notebook(str(notebook))
-    if not declared:
-        raise ValueError(f"{notebook.name} has no cell tagged 'parameters'")
-    unknown = sorted(set(parameters) - set(declared))
-    if unknown:
-        raise ValueError(
-            f"unknown parameter(s) {unknown} for notebook {notebook.stem}; valid parameters: {', '.join(declared)}"
-        )
+        torch.set_num_threads(threads)
+    except ImportError:  # pragma: no cover
+        pass
+
+
+def _quiet() -> None:
+    """Keep kernel and library noise (e.g. jupyter's "running over TCP without encryption") off the terminal."""
+    for name in ("traitlets", "papermill", "jupyter_client", "nbclient", "asyncio"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", message=".*without encryption.*")
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    os.environ.setdefault("PYTHONWARNINGS", "ignore::DeprecationWarning")
+
+
+def train_run(run: Run) -> JobResult:
+    """Train one run through the run store (a stored run is returned at once); never raises."""
+    from dmllab.training.store import run as train
+
+    start = time.perf_counter()
+    try:
+        train(run.config, seed=run.seed, progress=False)
+    except Exception as err:
+        return JobResult(run.key, "FAILED", time.perf_counter() - start, f"{type(err).__name__}: {err}")
+    return JobResult(run.key, "ok", time.perf_counter() - start)
+
+
+def threads_per_job(jobs: int) -> int:
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    if os.environ.get("OMP_NUM_THREADS", "").isdigit():  # an explicit user limit is kept
+        threads = max(1, min(threads, int(os.environ["OMP_NUM_THREADS"])))
+    return threads
+
+
+def _pool(jobs: int) -> ProcessPoolExecutor:
+    # Spawned workers: a fresh interpreter per job, so nothing (threads, torch state) leaks from the parent.
+    return ProcessPoolExecutor(
+        max_workers=jobs, mp_context=get_context("spawn"), initializer=_worker_init, initargs=(threads_per_job(jobs),)
+    )
+
+
+def _run_pool(
+    items: Sequence[Any], fn: Callable[[Any], JobResult], name: Callable[[Any], str], *, jobs: int, desc: str,
+    progress: bool,
+) -> list[JobResult]:
+    from tqdm.auto import tqdm
+
+    results: dict[int, JobResult] = {}
+    bar = tqdm(total=len(items), desc=desc, unit="job", disable=not progress or not items)
+    with _pool(jobs) as pool:
+        futures = {pool.submit(fn, item): i for i, item in enumerate(items)}
+        for fut in as_completed(futures):
+            i = futures[fut]
+            try:
+                res = fut.result()
+            except Exception as err:  # the worker process died (killed, out of memory): report, go on
+                res = JobResult(name(items[i]), "FAILED", 0.0, f"worker process failed: {type(err).__name__}: {err}")
+            results[i] = res
+            bar.set_postfix_str(f"{res.name[:40]}: {res.status}")
+            bar.update(1)
+    bar.close()
+    return [results[i] for i in range(len(items))]
+
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    """``--executor slurm`` settings (submitit): partition, time limit per run, GPUs and CPUs per job, how many
+    array jobs run at once, where logs go; ``cluster="local"`` runs the same path with submitit's local
+    executor (CI)."""
+
+    partition: str | None = None
+    time_min: int = 240
+    gpus_per_job: int = 1
+    cpus_per_job: int = 10
+    array_parallelism: int = 32
+    folder: str | None = None
+    cluster: str | None = None  # None: auto (slurm when sbatch exists); "local" | "debug" for tests
+
+
+def train_slurm(runs: Sequence[Run], options: SlurmOptions, *, progress: bool = True) -> list[JobResult]:
+    """Submit one job per run as a submitit job array, wait for them, and report failures with their log path."""
+    import submitit
+    from tqdm.auto import tqdm
+
+    if not runs:
+        return []
+    folder = Path(options.folder) if options.folder else paths.results_dir() / "slurm" / time.strftime("%Y%m%d-%H%M%S")
+    executor = submitit.AutoExecutor(folder=str(folder / "%j"), cluster=options.cluster)
+    params: dict[str, Any] = {"timeout_min": options.time_min, "name": "dmllab"}
+    if executor.cluster == "slurm":
+        params.update(
+            slurm_partition=options.partition, gpus_per_node=options.gpus_per_job, tasks_per_node=1,
+            cpus_per_task=options.cpus_per_job, slurm_array_parallelism=options.array_parallelism,
+        )  # fmt: skip
+        params = {k: v for k, v in params.items() if v is not None}
+    executor.update_parameters(**params)
+    jobs = executor.map_array(train_run, list(runs))
+    results = []
+    bar = tqdm(total=len(jobs), desc="train (slurm)", unit="run", disable=not progress)
+    for run, job in zip(runs, jobs):
+        try:
+            res = job.result()
+        except Exception as err:  # the job itself failed (time limit, node failure, preemption)
+            res = JobResult(run.key, "FAILED", 0.0, f"job {job.job_id} failed: {type(err).__name__}: {str(err)[-300:]}")
+        if res.status != "ok":
+            res = JobResult(res.name, res.status, res.wall_s, res.error, str(job.paths.stderr))
+        results.append(res)
+        bar.update(1)
+    bar.close()
+    return results
+
+
+# -------------------------------------------------------------------------------------------- notebooks
 
 
 def _kernel_python(argv0: str) -> str:
@@ -89,11 +320,10 @@ def _kernel_python(argv0: str) -> str:
 
 
 def ensure_kernel() -> str:
-    """Return a kernel name whose interpreter is this one (so notebooks see the same dmllab and packages).
+    """A kernel name whose interpreter is this one (so notebooks see the same dmllab and packages).
 
-    ``python3`` is used when it resolves to ``sys.executable`` (true for a virtual environment with
-    ipykernel); otherwise a kernelspec for this interpreter is written under ``<cache>/jupyter`` and put first
-    on ``JUPYTER_PATH`` (also for the kernels of the worker processes, which inherit the environment).
+    ``python3`` when it resolves to ``sys.executable``; otherwise a kernelspec for this interpreter is written
+    under ``<cache>/jupyter`` and put first on ``JUPYTER_PATH`` (inherited by the workers' kernels).
     """
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
@@ -117,151 +347,145 @@ def ensure_kernel() -> str:
 
 
 def execute_notebook(
-    notebook: str | os.PathLike,
-    output: str | os.PathLike,
-    parameters: Mapping[str, Any],
-    *,
-    kernel_name: str = KERNEL_NAME,
-    threads: int | None = None,
-    cwd: str | os.PathLike | None = None,
-) -> NotebookResult:
-    """Execute one notebook with papermill; never raises for a failing cell (the result says FAILED).
-
-    Args:
-        notebook: the source notebook.
-        output: where the executed copy goes (written also when a cell fails).
-        parameters: injected after the ``parameters`` cell.
-        kernel_name: from :func:`ensure_kernel`.
-        threads: ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` for the kernel (inherited through the environment).
-        cwd: working directory of the kernel (default: the repository root).
-    """
+    notebook: str | os.PathLike, output: str | os.PathLike, parameters: Mapping[str, Any], *,
+    kernel_name: str = KERNEL_NAME, cwd: str | os.PathLike | None = None,
+) -> JobResult:  # fmt: skip
+    """Execute one notebook with papermill; never raises for a failing cell (the result says FAILED)."""
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
+    _quiet()
     notebook, output = Path(notebook), Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    if threads is not None:
-        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
     start = time.perf_counter()
     try:
         papermill.execute_notebook(
-            str(notebook),
-            str(output),
-            parameters=dict(parameters),
-            kernel_name=kernel_name,
-            progress_bar=False,
-            log_output=False,
-            cwd=str(cwd if cwd is not None else paths.repo_root()),
-        )
+            str(notebook), str(output), parameters=dict(parameters), kernel_name=kernel_name, progress_bar=False,
+            log_output=False, cwd=str(cwd if cwd is not None else paths.repo_root()),
+        )  # fmt: skip
     except PapermillExecutionError as err:
-        return NotebookResult(
-            notebook.stem,
-            "FAILED",
-            time.perf_counter() - start,
-            output,
-            f"{err.ename}: {err.evalue}",
-            err.exec_count,
-        )
+        return JobResult(notebook.stem, "FAILED", time.perf_counter() - start, f"{err.ename}: {err.evalue}",
+                         str(output), err.exec_count)  # fmt: skip
     except Exception as err:  # kernel death, bad notebook JSON, ...: reported, never fatal to the study
-        return NotebookResult(
-            notebook.stem, "FAILED", time.perf_counter() - start, output, f"{type(err).__name__}: {err}"
-        )
-    return NotebookResult(notebook.stem, "ok", time.perf_counter() - start, output)
+        return JobResult(notebook.stem, "FAILED", time.perf_counter() - start, f"{type(err).__name__}: {err}",
+                         str(output))  # fmt: skip
+    return JobResult(notebook.stem, "ok", time.perf_counter() - start, output=str(output))
 
 
-def study_parameters(
-    profile: str, *, data_root: str | None = None, device: str | None = None
-) -> dict[str, Any]:
-    """The parameters ``dmllab study`` injects into every notebook."""
-    if profile not in PROFILES:
-        raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
-    params: dict[str, Any] = {"profile": profile}
-    if data_root is not None:
-        params["data_root"] = str(data_root)
-    if device is not None:
-        params["device"] = device
-    return params
+@dataclass(frozen=True)
+class _NotebookJob:
+    notebook: Path
+    output: Path
+    parameters: Mapping[str, Any]
+    kernel: str
+
+    def __call__(self) -> JobResult:
+        return execute_notebook(self.notebook, self.output, self.parameters, kernel_name=self.kernel)
+
+
+def _call(job: _NotebookJob) -> JobResult:
+    return job()
+
+
+# ---------------------------------------------------------------------------------------------- the study
+
+
+@dataclass(frozen=True)
+class StudyResult:
+    plan: Plan
+    training: tuple[JobResult, ...]
+    notebooks: tuple[JobResult, ...]
+    plots: tuple[JobResult, ...]
+    report: Path | None
+    wall_s: float
+
+    @property
+    def failed(self) -> bool:
+        return any(r.status != "ok" for r in self.training + self.notebooks + self.plots) or bool(self.plan.errors)
 
 
 def run_study(
-    profile: str = "quick",
-    *,
-    only: str | None = None,
-    jobs: int = 1,
-    data_root: str | None = None,
-    device: str | None = None,
-    notebooks: str | os.PathLike | None = None,
-    executed_dir: str | os.PathLike | None = None,
-    progress: bool = True,
-) -> list[NotebookResult]:
-    """Execute the selected notebooks, ``jobs`` at a time; return one result per notebook (in name order).
+    profile: str = "quick", *, only: str | None = None, jobs: int = 1, executor: str = "local",
+    slurm: SlurmOptions | None = None, data_root: str | None = None, device: str | None = None,
+    notebooks_dir: str | os.PathLike | None = None, executed_dir: str | os.PathLike | None = None,
+    progress: bool = True, report: bool = True, say: Callable[[str], None] = print,
+) -> StudyResult:  # fmt: skip
+    """Plan, train, run the notebooks, draw the figures and build the report (module docstring).
 
     Raises:
-        ValueError: an unknown profile, or ``only`` matching nothing (listing the notebooks).
+        ValueError: an unknown profile or executor, ``jobs < 1``, or ``only`` matching no artifact.
     """
-    from tqdm.auto import tqdm
+    from dmllab.pipeline.notebook import notebooks_dir as default_notebooks
 
     if jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}")
-    params = study_parameters(profile, data_root=data_root, device=device)
-    chosen = select(discover(notebooks), only)
+    if executor not in EXECUTORS:
+        raise ValueError(f"unknown executor {executor!r}; valid executors: {', '.join(EXECUTORS)}")
+    _quiet()
+    start = time.perf_counter()
+    artifacts = registry.select(only)
+    resolved_device = resolve_device(device or "auto")
+    plan = make_plan(artifacts, profile, device=resolved_device, data_root=data_root)
+    say(f"plan: {len(plan.runs)} unique runs, {len(plan.runs) - len(plan.missing)} stored, "
+        f"{len(plan.missing)} to train (estimate {_duration(plan.estimate_s)})")  # fmt: skip
+
+    missing = [r.run for r in plan.missing]
+    if executor == "slurm":
+        training = train_slurm(missing, slurm or SlurmOptions(), progress=progress)
+    else:
+        training = _run_pool(missing, train_run, lambda r: r.key, jobs=jobs, desc=f"train ({profile})",
+                             progress=progress)  # fmt: skip
+
+    nb_dir = Path(notebooks_dir) if notebooks_dir is not None else default_notebooks()
     out_dir = Path(executed_dir) if executed_dir is not None else paths.results_dir() / "executed" / profile
     kernel = ensure_kernel()
-    threads = max(1, (os.cpu_count() or 1) // jobs)
-    if os.environ.get("OMP_NUM_THREADS", "").isdigit():  # an explicit user limit is kept
-        threads = max(1, min(threads, int(os.environ["OMP_NUM_THREADS"])))
+    params: dict[str, Any] = {"profile": profile, "train_missing": False, "device": resolved_device}
+    if data_root is not None:
+        params["data_root"] = str(data_root)
+    nb_jobs = []
+    for a in artifacts:
+        nb_jobs.append(_NotebookJob(nb_dir / f"{a.id}.ipynb", out_dir / f"{a.id}.ipynb", params, kernel))
+    notebooks = _run_pool(nb_jobs, _call, lambda j: j.notebook.stem, jobs=jobs, desc=f"notebooks ({profile})",
+                          progress=progress)  # fmt: skip
 
-    results: dict[str, NotebookResult] = {}
-    runnable = []
-    for nb in chosen:
-        try:
-            check_parameters(nb, params)
-        except ValueError as err:
-            results[nb.stem] = NotebookResult(nb.stem, "FAILED", 0.0, None, f"ValueError: {err}")
-        else:
-            runnable.append(nb)
+    papers = [p for p in dict.fromkeys(a.paper for a in artifacts) if (nb_dir / f"plots_{p}.ipynb").exists()]
+    plot_jobs = [
+        _NotebookJob(nb_dir / f"plots_{p}.ipynb", out_dir / f"plots_{p}.ipynb", {"profile": profile}, kernel)
+        for p in papers
+    ]
+    plots = _run_pool(plot_jobs, _call, lambda j: j.notebook.stem, jobs=jobs, desc="plots", progress=progress)
+    built = None
+    if report:
+        from dmllab.pipeline.report import build_report
 
-    bar = tqdm(total=len(chosen), desc=f"study ({profile})", unit="notebook", disable=not progress)
-    bar.update(len(results))
-    # Spawned workers: a fresh interpreter per job, so nothing (threads, torch state) leaks from the parent.
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-        futures = {
-            pool.submit(
-                execute_notebook, nb, out_dir / nb.name, params, kernel_name=kernel, threads=threads
-            ): nb
-            for nb in runnable
-        }
-        for fut in as_completed(futures):
-            try:
-                res = fut.result()
-            except Exception as err:  # the worker process died (killed, out of memory): report, go on
-                nb = futures[fut]
-                res = NotebookResult(
-                    nb.stem,
-                    "FAILED",
-                    0.0,
-                    out_dir / nb.name,
-                    f"worker process failed: {type(err).__name__}: {err}",
-                )
-            results[res.name] = res
-            bar.set_postfix_str(f"{res.name}: {res.status}")
-            bar.update(1)
-    bar.close()
-    return [results[nb.stem] for nb in chosen]
+        built = build_report(profile)
+    return StudyResult(plan, tuple(training), tuple(notebooks), tuple(plots), built, time.perf_counter() - start)
 
 
-def format_summary(results: Sequence[NotebookResult]) -> str:
-    """A plain-text table (notebook, status, wall time) followed by the failing cells' errors."""
-    width = max([len("notebook")] + [len(r.name) for r in results])
-    lines = [f"{'notebook':<{width}}  {'status':<6}  {'wall':>8}", f"{'-' * width}  ------  --------"]
-    for r in results:
-        lines.append(f"{r.name:<{width}}  {r.status:<6}  {r.wall_s:>7.1f}s")
-    total = sum(r.wall_s for r in results)
-    failed = [r for r in results if r.status != "ok"]
-    lines.append(f"{len(results) - len(failed)} ok, {len(failed)} failed; notebook time {total:.1f}s")
+def format_summary(result: StudyResult) -> str:
+    """Plain-text summary: one line per notebook and plotting notebook, training totals, then every failure."""
+    lines = []
+    ok_runs = sum(r.status == "ok" for r in result.training)
+    lines.append(
+        f"training: {ok_runs} trained, {len(result.training) - ok_runs} failed, "
+        f"{len(result.plan.runs) - len(result.plan.missing)} reused from the run store "
+        f"({sum(r.wall_s for r in result.training):.0f} s of training)"
+    )
+    rows = list(result.notebooks) + list(result.plots)
+    width = max([len("notebook")] + [len(r.name) for r in rows])
+    lines.append(f"{'notebook':<{width}}  {'status':<6}  {'wall':>8}")
+    lines.append(f"{'-' * width}  ------  --------")
+    lines += [f"{r.name:<{width}}  {r.status:<6}  {r.wall_s:>7.1f}s" for r in rows]
+    failed = [r for r in list(result.training) + rows if r.status != "ok"]
+    lines.append(f"{len(rows) - sum(r.status != 'ok' for r in rows)} notebooks ok, "
+                 f"{sum(r.status != 'ok' for r in rows)} failed; study wall time {result.wall_s:.0f} s")  # fmt: skip
+    for artifact, error in result.plan.errors.items():
+        lines.append(f"\nFAILED planning {artifact}: {error}")
     for r in failed:
         where = f" (cell {r.cell})" if r.cell is not None else ""
         lines.append(f"\nFAILED {r.name}{where}: {r.error}")
-        if r.output is not None:
-            lines.append(f"  executed copy: {r.output}")
+        if r.output:
+            lines.append(f"  see: {r.output}")
+    if result.report is not None:
+        lines.append(f"\nreport: {result.report}")
     return "\n".join(lines)

@@ -15,14 +15,6 @@ import torch
 from dmllab.training.config import ExperimentConfig
 from dmllab.training.protocol import RunResult
 
-# Metrics stored in percent (all of dmllab.metrics.evaluate's outputs are fractions in [0, 1]).
-_PERCENT_PREFIXES = ("R@", "NMI", "P@", "RP", "MAP@R")
-
-
-def _to_percent(metric: str, value: float) -> float:
-    return 100.0 * value if metric.startswith(_PERCENT_PREFIXES) else value
-
-
 def result_rows(
     result: RunResult,
     *,
@@ -40,11 +32,9 @@ def result_rows(
         cfg: the run's config (fills ``dataset``/``profile`` and ``param_method``); optional.
         params: extra ``param_*`` columns (the prefix is added when missing).
     """
-    try:
-        from dmllab.results import provenance
-    except ImportError:  # pragma: no cover - dmllab.results is part of the package
-        provenance = None
-    prov = dict(provenance(result.device)) if provenance else {"device": result.device}
+    from dmllab.results import provenance, to_percent
+
+    prov = dict(provenance(result.device))
     prov["config_hash"] = result.config_hash
     prov["run_id"] = f"{result.config_hash}/seed{result.seed}"
     extra = {(k if k.startswith("param_") else f"param_{k}"): v for k, v in (params or {}).items()}
@@ -55,7 +45,7 @@ def result_rows(
         rows.append({
             "experiment": experiment, "paper": paper, "artifact": artifact, "variant": variant,
             "dataset": cfg.dataset if cfg else "", "profile": cfg.profile if cfg else "", "seed": result.seed,
-            "metric": metric, "value": _to_percent(metric, float(value)), **extra, **prov,
+            "metric": metric, "value": to_percent(metric, float(value)), **extra, **prov,
         })  # fmt: skip
     return rows
 

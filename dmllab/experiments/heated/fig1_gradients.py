@@ -1,0 +1,122 @@
+"""Heated-up Softmax Fig. 1: gradient magnitude w.r.t. the normalised embedding as a function of alpha."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from dmllab.experiments.base import Artifact, Claim, Figure, Params, RunLookup
+from dmllab.experiments.toyrun import over_seeds
+
+_COMMON = {"alpha_min": 0.01, "alpha_max": 1000.0, "train_alpha": 16.0, "embedding_dim": 16, "hidden": [128, 128],
+           "lr": 0.001, "group_quantile": 0.1, "split": "test"}  # fmt: skip
+_KEYS = ("train_alpha", "embedding_dim", "hidden", "steps", "lr", "group_quantile", "split")
+
+
+def alpha_grid(alpha_min: float, alpha_max: float, num_alphas: int) -> list[float]:
+    """``num_alphas`` log-spaced alphas from ``alpha_min`` to ``alpha_max``."""
+    import numpy as np
+
+    return [float(a) for a in np.logspace(np.log10(alpha_min), np.log10(alpha_max), num_alphas)]
+
+
+def rows(params: Params, lookup: RunLookup) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    from dmllab.toys import heated
+
+    alphas = alpha_grid(params["alpha_min"], params["alpha_max"], params["num_alphas"])
+    return over_seeds(heated.run_heated_gradients, params.seeds, alphas=alphas, **{k: params[k] for k in _KEYS})
+
+
+def _per_seed(df: Any, measure: Callable[[dict[str, Any]], float | None]) -> Any:
+    """Per seed: ``measure({group: grad_norm series over alpha})`` (None values dropped)."""
+    import pandas as pd
+
+    sel = df[df["metric"] == "grad_norm"]
+    out = {}
+    for seed, part in sel.groupby("seed"):
+        curves = {g: p.groupby("param_alpha")["value"].mean().sort_index() for g, p in part.groupby("variant")}
+        if any(len(c) < 3 for c in curves.values()):
+            continue
+        value = measure(curves)
+        if value is not None:
+            out[seed] = value
+    return pd.Series(out, dtype=float)
+
+
+def _property1(curves: dict[str, Any]) -> float | None:
+    """min over groups of (5% of the peak - gradient at the smallest alpha) / peak: > 0 when all vanish."""
+    vals = [(0.05 * c.max() - c.iloc[0]) / c.max() for g, c in curves.items() if g in ("centroid", "boundary", "incorrect")]
+    return min(vals) if vals else None
+
+
+def _property2_correct(curves: dict[str, Any]) -> float | None:
+    vals = [(0.01 * c.max() - c.iloc[-1]) / c.max() for g, c in curves.items() if g in ("centroid", "boundary")]
+    return min(vals) if vals else None
+
+
+def _property2_incorrect(curves: dict[str, Any]) -> float | None:
+    c = curves.get("incorrect")
+    return None if c is None else float((c.iloc[-1] - c.iloc[-2]) / c.max())
+
+
+def _boundary_later(curves: dict[str, Any]) -> float | None:
+    if "centroid" not in curves or "boundary" not in curves:
+        return None
+    return math.log10(curves["boundary"].idxmax()) - math.log10(curves["centroid"].idxmax())
+
+
+def _figure(tables: Any) -> Any:
+    from dmllab.plots import toys as toy_plots
+
+    rows = tables["rows"]
+    return toy_plots.plot_heated_gradients(rows, float(rows["param_train_alpha"].iloc[0]))
+
+
+ARTIFACT = Artifact(
+    id="heated_fig1_gradients",
+    paper="heated",
+    label="Fig. 1",
+    title="Gradient magnitude w.r.t. the normalised embedding as a function of alpha (toy model)",
+    description=(
+        "Heated-up Softmax Fig. 1 (a-c), measured on a trained model: an MLP 64 -> 128 -> 128 -> 16 with "
+        "L2-normalised features and a classifier with normalised weights (HeatedSoftmaxLoss, no bias) is "
+        "trained on the bundled digits at alpha = 16 (the paper: Cars196). Then, for every alpha of a log "
+        "grid, the per-sample gradient ||dl/df_hat|| is computed by autograd and by Eq. 3, and averaged per group: "
+        "*incorrect* samples (some z_m >= z_y), and among the correct ones the *boundary* samples (lowest "
+        "10% cosine margin) and the *centroid* samples (highest 10%), on the test split.\n\n"
+        "The paper's properties (section 3.2): **Property 1**: as alpha -> 0 the gradients vanish (Eq. 6). "
+        "**Property 2**: as alpha -> infinity the gradient w.r.t. the feature of a correct sample vanishes (Eq. 7) "
+        "and that of an incorrect sample grows without bound (Eq. 8). Each claim's effect is a margin computed per "
+        "seed (relative to the group's peak; positive = the property holds)."
+    ),
+    parameters={
+        "smoke": {"seeds": [0, 1], "num_alphas": 9, "steps": 30, **_COMMON},
+        "quick": {"seeds": [0, 1, 2], "num_alphas": 41, "steps": 300, **_COMMON},
+        "paper": {"seeds": [0, 1, 2, 3, 4], "num_alphas": 61, "steps": 1000, **_COMMON},
+    },
+    parameter_help={
+        "num_alphas": "points of the log alpha grid",
+        "steps": "full-batch Adam steps of training",
+        "alpha_min": "smallest alpha",
+        "alpha_max": "largest alpha",
+        "train_alpha": "alpha used in training",
+        "embedding_dim": "embedding size",
+        "hidden": "MLP widths",
+        "lr": "Adam learning rate",
+        "group_quantile": "share of the correct samples called boundary / centroid",
+        "split": "train | test samples to measure",
+    },
+    rows=rows,
+    claims=(
+        Claim("Property 1: as alpha -> 0 the gradient of every group vanishes (below 5% of its peak)",
+              lambda df: _per_seed(df, _property1), unit="share of the peak"),
+        Claim("Property 2: at large alpha the gradient of correct (centroid, boundary) samples vanishes "
+              "(below 1% of its peak)", lambda df: _per_seed(df, _property2_correct), unit="share of the peak"),
+        Claim("Property 2: at large alpha the gradient of incorrect samples keeps growing",
+              lambda df: _per_seed(df, _property2_incorrect), unit="share of the peak"),
+        Claim("Fig. 1: centroid samples' gradient peaks at a smaller alpha than boundary samples'",
+              lambda df: _per_seed(df, _boundary_later), unit="decades of alpha"),
+    ),  # fmt: skip
+    figures=(Figure(_figure, caption="Panels (a)-(c): centroid, boundary and incorrect samples."),),
+)

@@ -1,0 +1,72 @@
+"""Discovery of artifacts: every module under ``dmllab/experiments/<paper>/`` that defines ``ARTIFACT`` (or
+``ARTIFACTS``, a tuple) contributes it. Adding an artifact is adding one file; nothing else lists them."""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib
+import pkgutil
+from functools import lru_cache
+
+from dmllab.experiments.base import PAPERS, Artifact
+
+
+@lru_cache(maxsize=1)
+def _discover() -> dict[str, Artifact]:
+    found: dict[str, Artifact] = {}
+    for paper in PAPERS:
+        package = importlib.import_module(f"dmllab.experiments.{paper}")
+        for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+            if info.name.startswith("_"):
+                continue
+            module = importlib.import_module(f"{package.__name__}.{info.name}")
+            declared = getattr(module, "ARTIFACTS", None) or (
+                (module.ARTIFACT,) if hasattr(module, "ARTIFACT") else ()
+            )
+            if not declared:
+                raise ValueError(f"{module.__name__} declares no ARTIFACT (or ARTIFACTS)")
+            for artifact in declared:
+                if artifact.paper != paper:
+                    raise ValueError(
+                        f"{module.__name__}: artifact {artifact.id!r} says paper {artifact.paper!r} but lives "
+                        f"under dmllab/experiments/{paper}/"
+                    )
+                if artifact.id in found:
+                    raise ValueError(f"duplicate artifact id {artifact.id!r} ({module.__name__})")
+                found[artifact.id] = artifact
+    return found
+
+
+def all_artifacts() -> list[Artifact]:
+    """Every artifact in report order: by paper (:data:`PAPERS`), then by id."""
+    return sorted(_discover().values(), key=lambda a: (PAPERS.index(a.paper), a.id))
+
+
+def names() -> list[str]:
+    return [a.id for a in all_artifacts()]
+
+
+def get(artifact_id: str) -> Artifact:
+    """The artifact ``artifact_id``; an unknown id raises a KeyError listing the valid ones."""
+    found = _discover()
+    if artifact_id not in found:
+        raise KeyError(f"unknown artifact {artifact_id!r}; valid artifacts: {', '.join(sorted(found))}")
+    return found[artifact_id]
+
+
+def select(only: str | None) -> list[Artifact]:
+    """Artifacts whose id matches ``only``: comma-separated ids, substrings or glob patterns (all if None).
+
+    Raises:
+        ValueError: a pattern that matches nothing (listing the valid ids).
+    """
+    arts = all_artifacts()
+    if not only:
+        return arts
+    chosen: list[Artifact] = []
+    for pattern in (p.strip() for p in only.split(",") if p.strip()):
+        hit = [a for a in arts if fnmatch.fnmatch(a.id, pattern) or (not any(c in pattern for c in "*?[") and pattern in a.id)]
+        if not hit:
+            raise ValueError(f"--only {pattern!r} matches no artifact; artifacts: {', '.join(a.id for a in arts)}")
+        chosen += [a for a in hit if a not in chosen]
+    return [a for a in arts if a in chosen]
