@@ -1,8 +1,9 @@
 """Losses for proxy-based deep metric learning: a functional core plus thin modules.
 
 Public names: the proxy losses (:class:`ProxyNCALoss`, :class:`NormSoftmaxLoss`, :class:`SoftmaxLoss`,
-:class:`MarginSoftmaxLoss`, :class:`ProxyAnchorLoss`, :class:`HeatedSoftmaxLoss`), the wrapper
-:class:`ProxySynthesis`, the pytorch-metric-learning pair baselines (:class:`MarginLoss`,
+:class:`MarginSoftmaxLoss`, :class:`ProxyAnchorLoss`, :class:`HeatedSoftmaxLoss`, :class:`SoftTripleLoss`,
+:class:`VirtualSoftmaxLoss`), the wrapper :class:`ProxySynthesis`, the training-step regulariser
+:class:`Mixup` (input / manifold mixup), the pytorch-metric-learning pair baselines (:class:`MarginLoss`,
 :class:`TripletSemiHardLoss`, :class:`MultiSimilarityLoss`), the registry ``LOSSES`` and the factory
 :func:`build_loss` / :func:`list_losses`.
 
@@ -21,6 +22,7 @@ from torch import nn
 
 from ..registry import Registry
 from . import functional
+from .mixup import MIXUP_MODES, Mixup
 from .pair import MarginLoss, MultiSimilarityLoss, PairLoss, TripletSemiHardLoss
 from .proxy import (
     MARGIN_SOFTMAX_PRESETS,
@@ -32,10 +34,18 @@ from .proxy import (
     ProxyNCALoss,
     SoftmaxLoss,
 )
-from .synthesis import ProxySynthesis, sample_beta, synthesis_partners, synthesize
+from .softtriple import SoftTripleLoss
+from .synthesis import COMPOSITIONS, PAIRINGS, ProxySynthesis, sample_beta, synthesis_partners, synthesize
+from .virtual_softmax import VirtualSoftmaxLoss
 
 __all__ = [
+    "COMPOSITIONS",
     "LOSSES",
+    "MIXUP_MODES",
+    "PAIRINGS",
+    "Mixup",
+    "SoftTripleLoss",
+    "VirtualSoftmaxLoss",
     "MARGIN_SOFTMAX_PRESETS",
     "HeatedSoftmaxLoss",
     "MarginLoss",
@@ -66,6 +76,8 @@ for _preset in MARGIN_SOFTMAX_PRESETS:
     LOSSES.register(_preset, partial(MarginSoftmaxLoss.from_preset, _preset))
 LOSSES.register("proxy_anchor", ProxyAnchorLoss)
 LOSSES.register("heated_softmax", HeatedSoftmaxLoss)
+LOSSES.register("softtriple", SoftTripleLoss)
+LOSSES.register("virtual_softmax", VirtualSoftmaxLoss)
 LOSSES.register("margin", MarginLoss)
 LOSSES.register("triplet_semihard", TripletSemiHardLoss)
 LOSSES.register("multi_similarity", MultiSimilarityLoss)
@@ -79,9 +91,14 @@ def _build_proxy_synthesis(
     alpha: float = 0.4,
     mu: float = 1.0,
     generator: torch.Generator | None = None,
+    lam: float | None = None,
+    pairing: str = "sorted",
+    embeddings: str = "both",
+    proxies: str = "both",
     **base_kwargs,
 ) -> ProxySynthesis:
-    """``ProxySynthesis(build_loss(base, num_classes, embedding_dim, **base_kwargs), alpha=, mu=)``."""
+    """``ProxySynthesis(build_loss(base, num_classes, embedding_dim, **base_kwargs), alpha=, mu=, lam=,
+    pairing=, embeddings=, proxies=)`` (see :class:`ProxySynthesis` for the options)."""
     if base == "proxy_synthesis":
         raise ValueError("proxy_synthesis cannot wrap itself; choose a proxy loss as base")
     base_loss = build_loss(base, num_classes=num_classes, embedding_dim=embedding_dim, **base_kwargs)
@@ -94,7 +111,10 @@ def _build_proxy_synthesis(
         raise ValueError(
             f"proxy_synthesis needs a proxy loss as base; got {base!r}. Valid bases: {', '.join(valid)}"
         )
-    return ProxySynthesis(base_loss, alpha=alpha, mu=mu, generator=generator)
+    return ProxySynthesis(
+        base_loss, alpha=alpha, mu=mu, generator=generator, lam=lam, pairing=pairing, embeddings=embeddings,
+        proxies=proxies,
+    )  # fmt: skip
 
 
 LOSSES.register("proxy_synthesis", _build_proxy_synthesis)

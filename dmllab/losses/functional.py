@@ -12,6 +12,10 @@ Papers:
     Proxy Anchor (Kim et al., CVPR 2020): Eq. 4 / Eq. 5.
     Proxy Synthesis (Gu et al., AAAI 2021): supplement Eq. 6 (margin-softmax family).
     Heated-up Softmax Embedding (Zhang et al.): alpha-scaled softmax with normalised weights.
+    SoftTriple (Qian et al., ICCV 2019): Eq. 8 (relaxed similarity), Eq. 10 (loss), Eq. 12 (regulariser);
+        printed as (ii)-(iii) in the Proxy Synthesis supplement.
+    Virtual Softmax (Chen, Deng, Shen, NeurIPS 2018): W_virt = ||W_y|| x / ||x|| (PS Sec. 2, Table 5).
+    mixup (Zhang et al. 2018) / Manifold Mixup (Verma et al. 2019): lambda-weighted targets (PS Table 5).
 """
 
 from __future__ import annotations
@@ -30,9 +34,15 @@ __all__ = [
     "proxy_anchor",
     "proxy_nca",
     "proxy_nca_logits",
+    "mixup_loss",
     "softmax",
     "softmax_logits",
+    "soft_triple",
+    "soft_triple_logits",
+    "soft_triple_regularizer",
     "squared_euclidean_to_proxies",
+    "virtual_softmax",
+    "virtual_softmax_logits",
 ]
 
 
@@ -203,3 +213,110 @@ def proxy_anchor(
     neg_terms = torch.logsumexp(torch.cat([zero_row, neg_exponents]), dim=0)  # (C,)
     num_with_positives = pos_mask.any(dim=0).sum()
     return pos_terms.sum() / num_with_positives + neg_terms.sum() / num_proxies
+
+
+def soft_triple_logits(
+    embeddings: torch.Tensor, centers: torch.Tensor, *, centers_per_class: int, gamma: float
+) -> torch.Tensor:
+    """SoftTriple relaxed similarity S'(x, c) (SoftTriple Eq. 8; PS supplement Eq. ii), shape (B, C).
+
+    ``S'(x, c) = sum_k softmax_k(s(x, w_c^k) / gamma) s(x, w_c^k)`` with s the cosine similarity and the K
+    centers of class c at rows ``c * K + k`` of ``centers`` (C * K, D) (class-major, as
+    pytorch-metric-learning's ``fc.view(-1, C, K)``).
+    """
+    sim = cosine_similarity_matrix(embeddings, centers)  # (B, C*K)
+    sim = sim.view(sim.shape[0], -1, centers_per_class)  # (B, C, K)
+    weights = torch.softmax(sim / gamma, dim=2)
+    return (weights * sim).sum(dim=2)  # (B, C)
+
+
+def soft_triple_regularizer(
+    centers: torch.Tensor, *, centers_per_class: int, eps: float = 1e-5
+) -> torch.Tensor:
+    """SoftTriple centre regulariser (SoftTriple Eq. 12 with the Eq. 13 normaliser):
+    ``sum_c sum_{t<s} sqrt(2 + eps - 2 w_c^t . w_c^s) / (C K (K - 1))`` on L2-normalised centres.
+
+    ``sqrt(2 - 2 cos)`` is the distance of two unit centres; ``eps`` (1e-5, the authors' code) keeps the
+    square root differentiable when two centres coincide. Zero when K = 1.
+    """
+    k = centers_per_class
+    if k == 1:
+        return centers.sum() * 0.0
+    w = F.normalize(centers, dim=1).view(-1, k, centers.shape[1])  # (C, K, D)
+    num_classes = w.shape[0]
+    gram = w @ w.transpose(1, 2)  # (C, K, K)
+    upper = torch.triu(torch.ones(k, k, dtype=torch.bool, device=centers.device), diagonal=1)
+    dist = torch.sqrt((2.0 + eps - 2.0 * gram[:, upper]).clamp_min(0.0))  # (C, K(K-1)/2)
+    return dist.sum() / (num_classes * k * (k - 1))
+
+
+def soft_triple(
+    embeddings: torch.Tensor,
+    labels: torch.Tensor,
+    centers: torch.Tensor,
+    *,
+    centers_per_class: int,
+    scale: float = 20.0,
+    gamma: float = 0.1,
+    margin: float = 0.01,
+    tau: float = 0.2,
+) -> torch.Tensor:
+    """SoftTriple loss (SoftTriple Eq. 10 + tau * Eq. 12; PS supplement Eq. iii with eps = ``scale``).
+
+    ``-log( e^{lambda (S'(x, y) - delta)} / (e^{lambda (S'(x, y) - delta)} + sum_{c != y} e^{lambda S'(x, c)}) )``
+    averaged over the batch, plus ``tau`` times :func:`soft_triple_regularizer` of ``centers``. The
+    paper's names: lambda = ``scale`` (20), gamma = ``gamma`` (0.1; the softmax over centres uses 1/gamma),
+    delta = ``margin`` (0.01), tau = ``tau`` (0.2), K = ``centers_per_class`` (10).
+    """
+    logits = soft_triple_logits(embeddings, centers, centers_per_class=centers_per_class, gamma=gamma)
+    target = logits.gather(1, labels[:, None]) - margin  # (B, 1)
+    loss = F.cross_entropy(scale * logits.scatter(1, labels[:, None], target), labels)
+    if tau:
+        loss = loss + tau * soft_triple_regularizer(centers, centers_per_class=centers_per_class)
+    return loss
+
+
+def virtual_softmax_logits(
+    embeddings: torch.Tensor,
+    labels: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    *,
+    clip: float | None = 10.0,
+) -> torch.Tensor:
+    """Softmax logits with one virtual negative class appended, shape (B, C + 1).
+
+    Virtual Softmax (Chen et al. 2018; PS Sec. 2): ``W_virt = ||W_y|| x / ||x||``, so the virtual logit is
+    ``W_virt^T x = ||W_y|| ||x||`` (no bias). ``clip`` caps it (PS supplement D.4: "we clip the similarity
+    with a virtual negative class to be under 10 for softmax", without which training fails); None: no cap.
+    """
+    logits = softmax_logits(embeddings, weight, bias)  # (B, C)
+    virtual = weight[labels].norm(dim=1) * embeddings.norm(dim=1)  # (B,)
+    if clip is not None:
+        virtual = virtual.clamp_max(clip)
+    return torch.cat([logits, virtual[:, None]], dim=1)  # (B, C + 1)
+
+
+def virtual_softmax(
+    embeddings: torch.Tensor,
+    labels: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    *,
+    clip: float | None = 10.0,
+) -> torch.Tensor:
+    """Virtual Softmax: cross-entropy over the C real classes plus the virtual negative class of each sample
+    (:func:`virtual_softmax_logits`); the target is the real label."""
+    return F.cross_entropy(virtual_softmax_logits(embeddings, labels, weight, bias, clip=clip), labels)
+
+
+def mixup_loss(
+    loss_fn, embeddings: torch.Tensor, labels_a: torch.Tensor, labels_b: torch.Tensor, lam: float
+) -> torch.Tensor:
+    """Mixed-target loss of mixup / Manifold Mixup: ``lam * L(f(x~), y_a) + (1 - lam) * L(f(x~), y_b)``.
+
+    For a softmax cross-entropy this equals the cross-entropy against the mixed one-hot target
+    ``lam e_{y_a} + (1 - lam) e_{y_b}`` (the cross-entropy is linear in the target), the form of Zhang et al.
+    (2018, Eq. 1); for any other proxy loss it is the lambda-weighted combination, as in their code.
+    """
+    return lam * loss_fn(embeddings, labels_a) + (1.0 - lam) * loss_fn(embeddings, labels_b)

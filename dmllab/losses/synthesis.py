@@ -14,6 +14,25 @@ and round r = k // B (different partners when mu > 1). For class-balanced batche
 is the label-sorted batch rolled by n. A batch with a single class has no valid partner: synthesis is
 skipped and the base loss is computed on the real batch (``last_lam`` is then None).
 
+Options (PS Tables 1-2, issue 13):
+
+* ``pairing="sorted"`` (default, deterministic, above) or ``"random"``: each anchor gets a partner drawn
+  uniformly from the batch samples of a *different* class (PS Sec. 3.2: "given two random pairs ... from
+  different classes"; Algorithm 1 ``sample_pairs``). The sorted scheme pairs class y with the next larger
+  class ids present in the batch, which on CUB/Cars (class ids in taxonomic order) puts most synthetics
+  between sibling species; the released code pairs neighbours of the sampler's (random-class-order) batch, so
+  its partners are effectively random classes. **The paper preset should use ``"random"``**: it is what the
+  paper text says and what the released code does in effect; ``"sorted"`` stays the default only so that
+  existing configs and stored runs keep their meaning.
+* ``lam``: a static lambda (PS Table 2a) instead of lambda ~ Beta(alpha, alpha) (Table 2b).
+* ``embeddings`` / ``proxies`` in {"original", "synthetic", "both"}: which elements enter X^ and P^ (PS
+  Table 1). The five valid combinations are M1 = (original, original) (the base loss), M2 = (synthetic,
+  synthetic), M3 = (original, both), M4 = (synthetic, both) and PS = (both, both) (default). With proxies
+  "synthetic" the synthetic labels are 0..K-1 instead of C..C+K-1.
+
+Multi-centre losses (SoftTriple, ``centers_per_class`` = K > 1) store K rows per class; the wrapper mixes the
+(K * D) class blocks, i.e. centre k of class y_i with centre k of class y_j.
+
 Mixing space: the base losses that L2-normalise embeddings/proxies internally (ProxyNCA, NormSoftMax,
 margin-softmax, Proxy Anchor) get their vectors L2-normalised *before* mixing, as in the official code,
 and re-normalised by the base loss; losses that do not normalise (SoftmaxLoss, Heated-up Softmax with raw
@@ -32,7 +51,25 @@ from torch import nn
 from ._validate import check_batch
 from .proxy import ProxyLoss, _fp32_region
 
-__all__ = ["ProxySynthesis", "SynthesizedBatch", "sample_beta", "synthesis_partners", "synthesize"]
+__all__ = [
+    "COMPOSITIONS",
+    "PAIRINGS",
+    "ProxySynthesis",
+    "SynthesizedBatch",
+    "sample_beta",
+    "synthesis_partners",
+    "synthesize",
+]
+
+PAIRINGS = ("sorted", "random")
+# PS Table 1: (embeddings, proxies) entering the loss -> the paper's row name.
+COMPOSITIONS = {
+    ("original", "original"): "M1",
+    ("synthetic", "synthetic"): "M2",
+    ("original", "both"): "M3",
+    ("synthetic", "both"): "M4",
+    ("both", "both"): "PS",
+}
 
 
 def _log_gamma_sample(shape: float, generator: torch.Generator | None) -> float:
@@ -65,11 +102,21 @@ def sample_beta(alpha: float, generator: torch.Generator | None = None) -> float
     return 1.0 / (1.0 + math.exp(min(log_y - log_x, 700.0)))
 
 
-def synthesis_partners(labels: torch.Tensor, num_synthetic: int) -> tuple[torch.Tensor, torch.Tensor]:
+def synthesis_partners(
+    labels: torch.Tensor,
+    num_synthetic: int,
+    *,
+    pairing: str = "sorted",
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(anchors, partners), each (K,) long: indices into the batch with labels[anchor] != labels[partner].
 
-    See the module docstring for the scheme. Requires at least two distinct labels.
+    ``pairing="sorted"``: the deterministic scheme of the module docstring. ``"random"``: anchor k mod B, and
+    a partner drawn uniformly (from ``generator``, on the CPU) among the samples of other classes.
+    Requires at least two distinct labels.
     """
+    if pairing not in PAIRINGS:
+        raise ValueError(f"unknown pairing {pairing!r}; valid: {', '.join(PAIRINGS)}")
     batch_size = labels.shape[0]
     device = labels.device
     order = torch.argsort(labels, stable=True)  # sorted position -> batch index
@@ -84,12 +131,24 @@ def synthesis_partners(labels: torch.Tensor, num_synthetic: int) -> tuple[torch.
 
     k = torch.arange(num_synthetic, device=device)
     anchors = k % batch_size
-    rounds = k // batch_size
     s = rank[anchors]  # (K,) sorted positions of the anchors
     a, n = block_start[s], block_size[s]
-    offset = (s - a + rounds) % (batch_size - n)
-    partners = order[(a + n + offset) % batch_size]
+    if pairing == "sorted":
+        offset = (s - a + k // batch_size) % (batch_size - n)
+    else:
+        u = torch.rand(num_synthetic, generator=generator, dtype=torch.float64).to(device)
+        offset = (u * (batch_size - n)).long().clamp_max(batch_size - n - 1)  # uniform in [0, B - n)
+    partners = order[(a + n + offset) % batch_size]  # walks the complement of the anchor's class block
     return anchors, partners
+
+
+def _select(used: str, original: torch.Tensor | None, synthetic: torch.Tensor | None) -> torch.Tensor | None:
+    """The original, the synthetic or both (concatenated) rows; None stays None (no bias)."""
+    if original is None:
+        return None
+    if used == "both":
+        return torch.cat([original, synthetic])
+    return original if used == "original" else synthetic
 
 
 class SynthesizedBatch(NamedTuple):
@@ -111,26 +170,38 @@ def synthesize(
     lam: float,
     num_synthetic: int,
     bias: torch.Tensor | None = None,
+    pairing: str = "sorted",
+    generator: torch.Generator | None = None,
+    embeddings_used: str = "both",
+    proxies_used: str = "both",
 ) -> SynthesizedBatch:
     """Build the Proxy Synthesis batch (Eq. 4) for a fixed ``lam`` and K = ``num_synthetic`` synthetics.
 
-    Synthetic k mixes anchor i and partner j (:func:`synthesis_partners`): embedding lam x_i + (1-lam) x_j,
-    proxy lam p_{y_i} + (1-lam) p_{y_j} (bias likewise), label C + k.
+    Synthetic k mixes anchor i and partner j (:func:`synthesis_partners` with ``pairing``): embedding
+    lam x_i + (1-lam) x_j, proxy lam p_{y_i} + (1-lam) p_{y_j} (bias likewise), label C + k. ``proxies`` has
+    one row per class (a multi-centre loss passes its (C, K * D) view). ``embeddings_used`` /
+    ``proxies_used`` select the PS Table 1 composition (see :data:`COMPOSITIONS`); with ``proxies_used=
+    "synthetic"`` the synthetic labels are k.
     """
+    if (embeddings_used, proxies_used) not in COMPOSITIONS:
+        raise ValueError(
+            f"invalid composition (embeddings={embeddings_used!r}, proxies={proxies_used!r}); valid "
+            f"(embeddings, proxies): {', '.join(f'{e}/{p} ({m})' for (e, p), m in COMPOSITIONS.items())}"
+        )
     num_classes = proxies.shape[0]
-    anchors, partners = synthesis_partners(labels, num_synthetic)
+    anchors, partners = synthesis_partners(labels, num_synthetic, pairing=pairing, generator=generator)
     y_i, y_j = labels[anchors], labels[partners]
     synth_emb = lam * embeddings[anchors] + (1.0 - lam) * embeddings[partners]  # (K, D)
     synth_proxies = lam * proxies[y_i] + (1.0 - lam) * proxies[y_j]  # (K, D)
-    synth_labels = num_classes + torch.arange(num_synthetic, device=labels.device, dtype=labels.dtype)
-    aug_bias = None
-    if bias is not None:
-        aug_bias = torch.cat([bias, lam * bias[y_i] + (1.0 - lam) * bias[y_j]])  # (C + K,)
+    first = 0 if proxies_used == "synthetic" else num_classes
+    synth_labels = first + torch.arange(num_synthetic, device=labels.device, dtype=labels.dtype)
+    synth_bias = None if bias is None else lam * bias[y_i] + (1.0 - lam) * bias[y_j]  # (K,)
+
     return SynthesizedBatch(
-        embeddings=torch.cat([embeddings, synth_emb]),
-        labels=torch.cat([labels, synth_labels]),
-        proxies=torch.cat([proxies, synth_proxies]),
-        bias=aug_bias,
+        embeddings=_select(embeddings_used, embeddings, synth_emb),
+        labels=_select(embeddings_used, labels, synth_labels),
+        proxies=_select(proxies_used, proxies, synth_proxies),
+        bias=_select(proxies_used, bias, synth_bias),
         anchors=anchors,
         partners=partners,
     )
@@ -148,7 +219,11 @@ class ProxySynthesis(nn.Module):
         base_loss: a :class:`~dmllab.losses.proxy.ProxyLoss` (has ``loss_from_proxies``).
         alpha: Beta(alpha, alpha) parameter (> 0).
         mu: synthetics per real sample; K = int(mu * B).
-        generator: torch.Generator for lambda (None: torch's global generator).
+        generator: torch.Generator for lambda and random pairing (None: torch's global generator).
+        lam: static lambda in [0, 1] (PS Table 2a); None (default) samples Beta(alpha, alpha) per batch.
+        pairing: "sorted" (default, deterministic) or "random" (the paper; use it in the paper preset).
+        embeddings, proxies: the PS Table 1 composition, each "original", "synthetic" or "both" (default
+            both/both = PS; :data:`COMPOSITIONS` lists the five valid pairs).
     """
 
     has_proxies = True
@@ -160,6 +235,10 @@ class ProxySynthesis(nn.Module):
         alpha: float = 0.4,
         mu: float = 1.0,
         generator: torch.Generator | None = None,
+        lam: float | None = None,
+        pairing: str = "sorted",
+        embeddings: str = "both",
+        proxies: str = "both",
     ) -> None:
         super().__init__()
         if not isinstance(base_loss, ProxyLoss):
@@ -170,10 +249,23 @@ class ProxySynthesis(nn.Module):
             raise ValueError(f"alpha must be a positive finite number; got {alpha!r}")
         if not (mu >= 0 and math.isfinite(mu)):
             raise ValueError(f"mu must be a non-negative finite number; got {mu!r}")
+        if lam is not None and not 0.0 <= lam <= 1.0:
+            raise ValueError(f"lam must be in [0, 1] or None; got {lam!r}")
+        if pairing not in PAIRINGS:
+            raise ValueError(f"unknown pairing {pairing!r}; valid: {', '.join(PAIRINGS)}")
+        if (embeddings, proxies) not in COMPOSITIONS:
+            raise ValueError(
+                f"invalid composition (embeddings={embeddings!r}, proxies={proxies!r}); valid: "
+                f"{', '.join(f'{e}/{p} ({m})' for (e, p), m in COMPOSITIONS.items())}"
+            )
         self.base = base_loss
         self.alpha = float(alpha)
         self.mu = float(mu)
         self.generator = generator
+        self.lam = None if lam is None else float(lam)
+        self.pairing = pairing
+        self.embeddings_used = embeddings
+        self.proxies_used = proxies
         self.last_lam: float | None = None
         self.last_partners: tuple[torch.Tensor, torch.Tensor] | None = None
 
@@ -189,6 +281,11 @@ class ProxySynthesis(nn.Module):
     def proxies(self) -> nn.Parameter:
         return self.base.proxies
 
+    @property
+    def composition(self) -> str:
+        """The PS Table 1 name of the (embeddings, proxies) composition: "M1" ... "M4" or "PS"."""
+        return COMPOSITIONS[(self.embeddings_used, self.proxies_used)]
+
     def logits(self, embeddings: torch.Tensor) -> torch.Tensor:
         """The base loss's (B, C) scores (no synthetic classes at inference)."""
         return self.base.logits(embeddings)
@@ -196,15 +293,16 @@ class ProxySynthesis(nn.Module):
     def forward(
         self, embeddings: torch.Tensor, labels: torch.Tensor, *, lam: float | None = None
     ) -> torch.Tensor:
-        """Base loss on the real + synthetic batch; ``lam`` fixes lambda instead of sampling it."""
+        """Base loss on the real + synthetic batch; ``lam`` fixes lambda for this call (over ``self.lam``)."""
         check_batch(
             embeddings, labels, num_classes=self.base.num_classes, embedding_dim=self.base.embedding_dim
         )
         num_synthetic = int(self.mu * embeddings.shape[0])
-        if num_synthetic == 0 or torch.unique(labels).numel() < 2:
-            # No different-class partner exists (or mu * B < 1): plain base loss on the real batch.
+        if num_synthetic == 0 or torch.unique(labels).numel() < 2 or self.composition == "M1":
+            # No different-class partner exists (or mu * B < 1, or M1): plain base loss on the real batch.
             self.last_lam, self.last_partners = None, None
             return self.base(embeddings, labels)
+        lam = self.lam if lam is None else lam
         if lam is None:
             lam = sample_beta(self.alpha, self.generator)
         elif not 0.0 <= lam <= 1.0:
@@ -216,10 +314,19 @@ class ProxySynthesis(nn.Module):
                 emb = F.normalize(emb, dim=1)
             if self.base.normalizes_proxies:
                 proxies = F.normalize(proxies, dim=1)
+            dim = proxies.shape[1]
+            class_rows = proxies.reshape(self.base.num_classes, -1)  # (C, K * D); K = 1 for most losses
             bias = None if self.base.bias is None else self.base.bias.float()
-            batch = synthesize(emb, labels.long(), proxies, lam=lam, num_synthetic=num_synthetic, bias=bias)
+            batch = synthesize(
+                emb, labels.long(), class_rows, lam=lam, num_synthetic=num_synthetic, bias=bias,
+                pairing=self.pairing, generator=self.generator, embeddings_used=self.embeddings_used,
+                proxies_used=self.proxies_used,
+            )  # fmt: skip
             self.last_lam, self.last_partners = float(lam), (batch.anchors, batch.partners)
-            return self.base.loss_from_proxies(batch.embeddings, batch.labels, batch.proxies, bias=batch.bias)
+            return self.base.loss_from_proxies(
+                batch.embeddings, batch.labels, batch.proxies.reshape(-1, dim), bias=batch.bias
+            )
 
     def extra_repr(self) -> str:
-        return f"alpha={self.alpha:g}, mu={self.mu:g}"
+        lam = f"lam={self.lam:g}" if self.lam is not None else f"alpha={self.alpha:g}"
+        return f"{lam}, mu={self.mu:g}, pairing={self.pairing}, composition={self.composition}"

@@ -101,3 +101,46 @@ def make_batch(
     labels = labels[torch.randperm(batch_size, generator=g)]
     proxies = torch.randn(num_classes, dim, generator=g, dtype=dtype)
     return emb, labels, proxies
+
+
+def soft_triple(emb, labels, centers, k, scale, gamma, margin, tau, eps=1e-5) -> float:
+    """SoftTriple Eq. 8 (relaxed similarity), Eq. 10 (loss) and tau * Eq. 12 / (C K (K-1)) (regulariser).
+
+    ``centers`` (C * K, D), class c's centres at rows c*K .. c*K + K - 1.
+    """
+    ws = [_unit(w) for w in centers]
+    num_classes = len(ws) // k
+    total = 0.0
+    for x, y in zip(emb, labels.tolist(), strict=True):
+        xu = _unit(x)
+        relaxed = []
+        for c in range(num_classes):
+            sims = [_dot(xu, ws[c * k + j]) for j in range(k)]
+            z = sum(math.exp(s / gamma) for s in sims)
+            relaxed.append(sum(math.exp(s / gamma) / z * s for s in sims))
+        num = math.exp(scale * (relaxed[y] - margin))
+        den = num + sum(math.exp(scale * relaxed[c]) for c in range(num_classes) if c != y)
+        total += -math.log(num / den)
+    reg = 0.0
+    for c in range(num_classes):
+        for t in range(k):
+            for s in range(t + 1, k):
+                reg += math.sqrt(2.0 + eps - 2.0 * _dot(ws[c * k + t], ws[c * k + s]))
+    reg = reg / (num_classes * k * (k - 1)) if k > 1 else 0.0
+    return total / len(labels) + tau * reg
+
+
+def virtual_softmax(emb, labels, weight, bias, clip) -> float:
+    """Softmax over the C classes plus the virtual class W_virt = ||W_y|| x / ||x|| (Chen et al. 2018)."""
+    total = 0.0
+    for x, y in zip(emb, labels.tolist(), strict=True):
+        xs = [float(a) for a in x]
+        scores = [_dot(xs, [float(a) for a in w]) + float(b) for w, b in zip(weight, bias, strict=True)]
+        wy = [float(a) for a in weight[y]]
+        norm_x = math.sqrt(_dot(xs, xs))
+        w_virt = [math.sqrt(_dot(wy, wy)) * a / norm_x for a in xs]
+        virt = _dot(w_virt, xs)
+        if clip is not None:
+            virt = min(virt, clip)
+        total += -math.log(math.exp(scores[y]) / (sum(math.exp(s) for s in scores) + math.exp(virt)))
+    return total / len(labels)

@@ -24,6 +24,7 @@ def test_names_match_contract():
     expected = {
         "proxynca", "normsoftmax", "softmax", "margin_softmax", "sphereface", "cosface", "arcface",
         "proxy_anchor", "heated_softmax", "margin", "triplet_semihard", "multi_similarity", "proxy_synthesis",
+        "softtriple", "virtual_softmax",
     }  # fmt: skip
     assert set(L.list_losses()) == expected
     assert L.list_losses() == sorted(expected)
@@ -51,7 +52,8 @@ def test_every_loss_contract(name):
         assert p.grad is not None, f"{name}: a loss parameter received no gradient"
         assert torch.isfinite(p.grad).all()
     if loss.has_proxies:
-        assert loss.proxies.shape == (C, D) and any(p is loss.proxies for p in params)
+        rows = C * getattr(loss, "centers_per_class", 1)  # SoftTriple: K centres per class
+        assert loss.proxies.shape == (rows, D) and any(p is loss.proxies for p in params)
         assert loss.proxies.grad.abs().sum() > 0
         logits = loss.logits(emb)
         assert logits.shape == (32, C) and logits.dtype == torch.float32
