@@ -11,6 +11,8 @@ from the tidy CSVs only. One module per artifact under ``dmllab/experiments/<pap
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -40,6 +42,8 @@ REFERENCE_PAPER: dict[str, str] = {
     "heated": "heated_softmax",
     "proxy_synthesis": "proxy_synthesis",
 }
+# Artifact ids start with the paper's prefix: ``<prefix>_<table|fig|sec|app><n>_<topic>`` (pnpp_fig3_two_moons).
+ID_PREFIX: dict[str, str] = {"pnpp": "pnpp", "proxy_anchor": "pa", "heated": "heated", "proxy_synthesis": "ps"}
 # Parameters every notebook has; ``None`` means "the profile's default".
 STANDARD_PARAMETERS: tuple[str, ...] = ("profile", "seeds", "device", "data_root")
 
@@ -209,6 +213,11 @@ class Artifact:
     def __post_init__(self) -> None:
         if self.paper not in PAPERS:
             raise ValueError(f"artifact {self.id!r}: unknown paper {self.paper!r}; valid papers: {PAPERS}")
+        prefix = ID_PREFIX.get(self.paper)
+        if prefix and not re.fullmatch(rf"{prefix}_(table|fig|sec|app)[0-9a-z_]+", self.id):
+            raise ValueError(
+                f"artifact id {self.id!r} must read {prefix}_<table|fig|sec|app><n>_<topic> (paper {self.paper})"
+            )
         if set(self.parameters) != set(PROFILES):
             raise ValueError(
                 f"artifact {self.id!r}: parameters must give every profile {PROFILES}, got {sorted(self.parameters)}"

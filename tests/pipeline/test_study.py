@@ -1,93 +1,112 @@
-"""dmllab.pipeline.study and the `dmllab study` command on tiny notebooks (no dmllab artifact needed)."""
+"""The study's plan (de-duplication, stored count, estimate), its executors, and its workers' lifetime."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import sys
+import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
+from dmllab.experiments import Artifact, Figure, Run
 from dmllab.pipeline import study
+from dmllab.training import presets
 
 
-def test_discover_and_select(tiny_notebooks):
-    found = study.discover(tiny_notebooks)
-    assert [p.stem for p in found] == ["alpha_ok", "beta_fails"]  # _template skipped
-    assert [p.stem for p in study.select(found, "beta")] == ["beta_fails"]
-    assert [p.stem for p in study.select(found, "a*_ok,zzz")] == ["alpha_ok"]
-    with pytest.raises(ValueError, match="matches no notebook; notebooks: alpha_ok, beta_fails"):
-        study.select(found, "gamma")
+@pytest.fixture
+def store_env(tmp_path, monkeypatch):
+    for key in ("DMLLAB_RESULTS", "DMLLAB_CACHE", "DMLLAB_FIGURES"):
+        monkeypatch.setenv(key, str(tmp_path / key.lower()))
+    return tmp_path
 
 
-def test_check_parameters(tiny_notebooks):
-    nb = tiny_notebooks / "alpha_ok.ipynb"
-    study.check_parameters(nb, {"profile": "smoke", "device": "cpu"})
-    with pytest.raises(ValueError, match=r"unknown parameter\(s\) \['temprature'\]"):
-        study.check_parameters(nb, {"temprature": 0.1})
+def _artifact(aid: str, variants: dict[str, dict]) -> Artifact:
+    def runs(params):
+        return [Run(presets.get("proxynca++", "synthetic", "smoke", **opts), seed, variant=name)
+                for name, opts in variants.items() for seed in params.seeds]  # fmt: skip
+
+    return Artifact(
+        id=aid, paper="pnpp", label="Table 0", title=aid, description="test",
+        parameters={p: {"seeds": [0, 1]} for p in ("smoke", "quick", "paper")}, runs=runs,
+        rows=lambda p, lookup: [], figures=(Figure(lambda t: None),),
+    )  # fmt: skip
 
 
-def test_kernel_runs_this_interpreter():
-    assert study.ensure_kernel() in ("python3", "dmllab-python")
+def test_plan_deduplicates_by_run_key(store_env):
+    a = _artifact("pnpp_table90_a", {"full": {}, "-fast": {"fast": False}})
+    b = _artifact("pnpp_table91_b", {"full": {}})  # shares the "full" runs with a
+    plan = study.make_plan([a, b], "smoke", device="cpu")
+    assert plan.requested == 6 and len(plan.runs) == 4
+    shared = [r for r in plan.runs if len(r.artifacts) == 2]
+    assert len(shared) == 2 and all(r.artifacts == ("pnpp_table90_a", "pnpp_table91_b") for r in shared)
+    assert not any(r.stored for r in plan.runs) and plan.estimate_s is None
+    text = study.format_plan(plan)
+    assert "6 runs requested by the artifacts, 4 unique after de-duplication; 0 stored, 4 to train" in text
 
 
-def test_run_study_reports_failure_and_continues(tiny_notebooks, tmp_path, monkeypatch):
-    out = tmp_path / "out"
-    out.mkdir()
-    monkeypatch.setenv("TINY_OUT", str(out))
-    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    results = study.run_study(
-        "smoke", jobs=2, notebooks=tiny_notebooks, executed_dir=tmp_path / "executed", progress=False
-    )
-    assert [(r.name, r.status) for r in results] == [("alpha_ok", "ok"), ("beta_fails", "FAILED")]
-    threads, python = (out / "alpha.txt").read_text().split(" ", 1)
-    assert int(threads) == max(1, (__import__("os").cpu_count() or 1) // 2)
-    assert Path(python).resolve() == Path(sys.executable).resolve()
-    failed = results[1]
-    assert failed.error == "RuntimeError: boom in beta"
-    assert (tmp_path / "executed" / "beta_fails.ipynb").exists()
-    summary = study.format_summary(results)
-    assert "alpha_ok" in summary and "FAILED beta_fails" in summary and "boom in beta" in summary
-    assert "1 ok, 1 failed" in summary
+def test_plan_counts_stored_runs_and_estimates_from_their_wall_time(store_env):
+    a = _artifact("pnpp_table90_a", {"full": {}})
+    plan = study.make_plan([a], "smoke", device="cpu")
+    results = [study.train_run(plan.missing[0].run)]
+    assert results[0].status == "ok", results[0].error
+    again = study.make_plan([a], "smoke", device="cpu")
+    assert sum(r.stored for r in again.runs) == 1 and len(again.missing) == 1
+    assert again.estimate_s is not None and again.estimate_s > 0  # the stored run's wall time is the basis
 
 
-def test_run_study_reports_a_dead_worker(tiny_notebooks, tmp_path, monkeypatch):
-    """A worker process that dies (BrokenProcessPool) is a FAILED notebook in the summary, not a crash."""
-    from concurrent.futures import Future
-    from concurrent.futures.process import BrokenProcessPool
-
-    class DyingPool:
-        def __init__(self, **kw):
-            pass
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-        def submit(self, fn, nb, output, params, **kw):
-            fut = Future()
-            if nb.stem == "beta_fails":
-                fut.set_exception(BrokenProcessPool("a process was terminated abruptly"))
-            else:
-                fut.set_result(study.NotebookResult(nb.stem, "ok", 0.5, output))
-            return fut
-
-    monkeypatch.setattr(study, "ProcessPoolExecutor", DyingPool)
-    results = study.run_study("smoke", notebooks=tiny_notebooks, executed_dir=tmp_path, progress=False)
-    assert [(r.name, r.status) for r in results] == [("alpha_ok", "ok"), ("beta_fails", "FAILED")]
-    assert results[1].error == "worker process failed: BrokenProcessPool: a process was terminated abruptly"
-    assert "1 ok, 1 failed" in study.format_summary(results)
+def test_failing_run_is_reported_not_raised(store_env):
+    cfg = presets.get("proxynca++", "synthetic", "smoke").replace("data.dataset", "no_such_dataset")
+    res = study.train_run(Run(cfg, 0))
+    assert res.status == "FAILED" and "no_such_dataset" in res.error
 
 
-def test_cli_only_matching_nothing(capsys):
-    from dmllab.cli import main
+def test_submitit_executor_trains_with_its_local_executor(store_env, tmp_path):
+    pytest.importorskip("submitit")
+    run = Run(presets.get("proxynca++", "synthetic", "smoke"), 3)
+    results = study.train_slurm([run], study.SlurmOptions(cluster="local", folder=str(tmp_path / "slurm"),
+                                                          time_min=5), progress=False)  # fmt: skip
+    assert [r.status for r in results] == ["ok"], results
+    from dmllab.training.store import RunStore
 
-    assert main(["study", "--profile", "smoke", "--only", "no_such_notebook_xyz", "--no-progress"]) == 2
-    err = capsys.readouterr().err
-    assert "matches no notebook" in err and "notebooks:" in err
+    assert RunStore().load(run.config, 3) is not None  # idempotent: a re-submission would find it stored
 
 
-def test_unknown_profile():
-    with pytest.raises(ValueError, match="valid profiles"):
-        study.study_parameters("fast")
+def _processes_with(marker: str) -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if marker.encode() in (proc / "environ").read_bytes():
+                pids.append(int(proc.name))
+        except OSError:
+            continue
+    return pids
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only")
+def test_kill_9_of_the_study_leaves_no_worker(tmp_path):
+    marker = f"DMLLAB_KILL_TEST_{os.getpid()}_{time.time_ns()}"
+    (tmp_path / "slow.py").write_text("import time\ndef work(x):\n    time.sleep(120)\n")
+    script = textwrap.dedent(f"""
+        import sys; sys.path.insert(0, {str(tmp_path)!r})
+        from slow import work
+        from dmllab.pipeline import study
+        study._run_pool([1, 2, 3, 4], work, str, jobs=2, desc="", progress=False)
+    """)
+    env = {**os.environ, marker: "1"}
+    parent = subprocess.Popen([sys.executable, "-c", script], env=env)
+    deadline = time.time() + 60
+    while time.time() < deadline and len(_processes_with(marker)) < 3:  # parent + 2 workers
+        time.sleep(0.2)
+    assert len(_processes_with(marker)) >= 3, "the workers never started"
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    deadline = time.time() + 15
+    while time.time() < deadline and _processes_with(marker):
+        time.sleep(0.2)
+    assert _processes_with(marker) == [], "workers survived kill -9 of the study"

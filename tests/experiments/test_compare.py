@@ -1,0 +1,65 @@
+"""Paired per-seed effects, the paper-vs-reproduced join and the verdict table."""
+
+import pandas as pd
+import pytest
+
+from dmllab.experiments import Artifact, Claim, Figure
+from dmllab.experiments.compare import extremes, paired, paper_vs_reproduced, per_seed, verdict_table
+
+
+def _rows():
+    recs = []
+    for seed, (a, b) in enumerate([(50.0, 40.0), (52.0, 41.0), (51.0, 43.0)]):
+        recs += [
+            {"variant": "A", "dataset": "synthetic", "seed": seed, "metric": "R@1", "value": a},
+            {"variant": "B", "dataset": "synthetic", "seed": seed, "metric": "R@1", "value": b},
+        ]
+    return pd.DataFrame(recs)
+
+
+def test_paired_is_per_seed():
+    eff = paired(_rows(), "R@1", {"variant": "A"}, {"variant": "B"})
+    assert list(eff) == [10.0, 11.0, 8.0]
+    assert per_seed(_rows(), "R@1", variant="A").tolist() == [50.0, 52.0, 51.0]
+
+
+def test_extremes_low_minus_high():
+    df = pd.DataFrame([{"seed": s, "metric": "m", "param_t": t, "value": v}
+                       for s in (0, 1) for t, v in ((0.1, 5.0 + s), (1.0, 2.0))])  # fmt: skip
+    assert extremes(df, "m", "t").tolist() == [3.0, 4.0]
+
+
+def _artifact(**kw):
+    return Artifact(
+        id="pnpp_table0_test", paper="pnpp", label="Table 3", title="t", description="d",
+        parameters={p: {"seeds": [0, 1, 2]} for p in ("smoke", "quick", "paper")}, rows=lambda p, l: [],
+        figures=(Figure(lambda t: None),), **kw,
+    )  # fmt: skip
+
+
+def test_paper_vs_reproduced_joins_the_printed_cell():
+    reference = pd.DataFrame([
+        {"paper": "pnpp", "artifact": "Table 3", "row": "ProxyNCA++", "column": "R@1", "dataset": "cub",
+         "metric": "R@1", "value": 50.0, "note": "+-1.5; arch=R50"},
+        {"paper": "pnpp", "artifact": "Table 3", "row": "ProxyNCA++", "column": "R@1", "dataset": "cars",
+         "metric": "R@1", "value": 80.0, "note": ""},
+    ])  # fmt: skip
+    art = _artifact(reference=lambda r: ("Table 3", "ProxyNCA++", "R@1") if r["variant"] == "A" else None)
+    table = paper_vs_reproduced(art, _rows(), reference)
+    assert len(table) == 1
+    line = table.iloc[0]
+    assert line["paper"] == 50.0 and line["paper +-"] == 1.5  # synthetic faces the CUB cell
+    assert line["reproduced"] == pytest.approx(51.0) and line["delta"] == pytest.approx(1.0)
+    assert line["within paper +-"] == "yes" and line["seeds"] == 3
+
+
+def test_verdict_table():
+    art = _artifact(claims=(
+        Claim("A beats B", lambda df: paired(df, "R@1", {"variant": "A"}, {"variant": "B"}), unit="points"),
+        Claim("B beats A", lambda df: paired(df, "R@1", {"variant": "B"}, {"variant": "A"})),
+        Claim("missing variant", lambda df: paired(df, "R@1", {"variant": "C"}, {"variant": "A"})),
+    ))  # fmt: skip
+    table = verdict_table(art, _rows())
+    assert table["verdict"].tolist() == ["yes", "no", "inconclusive"]
+    assert table.loc[0, "95% low"] > 0 and table.loc[0, "seeds"] == 3
+    assert "cannot decide" in table.loc[2, "why"]

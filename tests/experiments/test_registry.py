@@ -1,0 +1,45 @@
+"""Every artifact module is discovered, declares a valid artifact, and its notebook is in sync."""
+
+import re
+
+import pytest
+
+from dmllab.experiments import PAPERS, registry
+from dmllab.experiments.base import ID_PREFIX
+from dmllab.pipeline.notebook import stale_notebooks
+
+ARTIFACTS = registry.all_artifacts()
+IDS = [a.id for a in ARTIFACTS]
+
+
+def test_the_existing_artifacts_are_discovered():
+    assert {"pnpp_fig3_two_moons", "pnpp_sec36_proxy_gradients", "heated_fig1_gradients", "heated_fig2_digits",
+            "ps_fig2_gaussian", "offline_benchmark"} <= set(IDS)  # fmt: skip
+
+
+@pytest.mark.parametrize("artifact", ARTIFACTS, ids=IDS)
+def test_declaration(artifact):
+    if artifact.paper in ID_PREFIX:
+        assert re.fullmatch(rf"{ID_PREFIX[artifact.paper]}_(table|fig|sec|app)[0-9a-z_]+", artifact.id)
+    assert artifact.figures, "every artifact draws at least one figure"
+    quick = artifact.defaults("quick")
+    if artifact.claims:
+        assert len(quick["seeds"]) >= 3, "claims are judged over at least 3 seeds on the quick profile"
+    for profile in ("smoke", "quick"):  # runs are declared as data: listing them needs no training
+        for run in artifact.planned_runs(artifact.params(profile, device="cpu")):
+            assert run.config.profile in ("smoke", "quick"), run.config.profile
+            assert run.key.endswith(f"/seed{run.seed}")
+
+
+def test_select_patterns():
+    assert [a.id for a in registry.select("two_moons")] == ["pnpp_fig3_two_moons"]
+    assert {a.id for a in registry.select("heated_*")} >= {"heated_fig1_gradients", "heated_fig2_digits"}
+    assert [a.paper for a in registry.select(None)] == sorted((a.paper for a in ARTIFACTS), key=PAPERS.index)
+    with pytest.raises(ValueError, match="matches no artifact"):
+        registry.select("no_such_thing")
+    with pytest.raises(KeyError, match="valid artifacts"):
+        registry.get("nope")
+
+
+def test_notebooks_in_sync():
+    assert stale_notebooks() == [], "regenerate with `dmllab notebooks`"
