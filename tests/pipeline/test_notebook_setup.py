@@ -1,0 +1,165 @@
+"""dmllab.pipeline.notebook: parameter validation, defaults, generated notebook shape."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from dmllab.pipeline import notebook as nbmod
+from dmllab.experiments import Artifact, Claim, Figure
+from dmllab.profiles import PROFILES
+
+
+def _artifact(**kw) -> Artifact:
+    base = dict(
+        id="pnpp_fig9_toy",
+        paper="pnpp",
+        label="Fig. 9",
+        title="A toy",
+        description="Shows nothing.",
+        parameters={
+            "smoke": {"seeds": [0], "temperature": 1.0, "steps": 3},
+            "quick": {"seeds": [0, 1], "temperature": 0.1, "steps": 300},
+            "paper": {"seeds": [0, 1, 2], "temperature": 0.1, "steps": 3000},
+        },
+        claims=(Claim("it works", lambda df: None),),
+        rows=lambda params, lookup: [],
+        figures=(Figure(lambda tables: None),),
+    )
+    base.update(kw)
+    return Artifact(**base)
+
+
+def test_unknown_parameter_lists_valid_ones():
+    art = _artifact()
+    with pytest.raises(ValueError) as err:
+        nbmod.resolve_parameters(art, {"profile": "smoke", "seedz": [1]})
+    msg = str(err.value)
+    assert "unknown parameter 'seedz' for notebook pnpp_fig9_toy" in msg
+    for name in ("profile", "seeds", "device", "data_root", "train_missing", "temperature", "steps"):
+        assert name in msg
+
+
+def test_defaults_fill_none_and_keep_given_values():
+    art = _artifact()
+    p = nbmod.resolve_parameters(
+        art, {"profile": "quick", "seeds": None, "device": "cpu", "temperature": None, "steps": 7}
+    )
+    assert p == {
+        "profile": "quick",
+        "seeds": [0, 1],
+        "device": "cpu",
+        "data_root": None,
+        "temperature": 0.1,
+        "steps": 7,
+    }
+    p = nbmod.resolve_parameters(art, {"profile": "smoke", "seeds": 5})
+    assert p["seeds"] == [5] and p["temperature"] == 1.0
+
+
+def test_bad_profile_and_seeds():
+    art = _artifact()
+    with pytest.raises(ValueError, match="valid profiles: smoke, quick, paper"):
+        nbmod.resolve_parameters(art, {"profile": "fast"})
+    with pytest.raises(ValueError, match="seeds must be"):
+        nbmod.resolve_parameters(art, {"profile": "smoke", "seeds": "0"})
+    with pytest.raises(ValueError, match="seeds must be non-negative"):
+        nbmod.resolve_parameters(art, {"profile": "smoke", "seeds": [0, -1]})
+
+
+def test_parameter_of_the_wrong_type_fails_in_setup():
+    art = _artifact()
+    with pytest.raises(ValueError, match=r"parameter 'steps' must be of type int .*got 7.5"):
+        nbmod.resolve_parameters(art, {"profile": "smoke", "steps": 7.5})
+    with pytest.raises(ValueError, match=r"parameter 'temperature' must be of type float"):
+        nbmod.resolve_parameters(art, {"profile": "smoke", "temperature": "0.1"})
+    assert nbmod.resolve_parameters(art, {"profile": "smoke", "temperature": 1})["temperature"] == 1
+    sweep = {p: {"temps": [1.0, 0.5], "epochs": None if p == "smoke" else 2} for p in PROFILES}
+    art = _artifact(id="pnpp_fig9_sweep", parameters=sweep)
+    with pytest.raises(ValueError, match=r"parameter 'temps' must be of type list .*papermill -y"):
+        nbmod.resolve_parameters(art, {"profile": "quick", "temps": 0.1})
+    p = nbmod.resolve_parameters(art, {"profile": "smoke", "temps": (0.25,), "epochs": 3})
+    assert p["temps"] == (0.25,) and p["epochs"] == 3
+
+
+def test_user_globals_ignore_kernel_and_modules():
+    ns = {
+        "__name__": "__main__",
+        "_": 1,
+        "_i3": "x",
+        "In": [],
+        "Out": {},
+        "get_ipython": lambda: None,
+        "exit": object(),
+        "quit": object(),
+        "np": types.ModuleType("numpy"),
+        "helper": lambda x: x,
+        "profile": "smoke",
+        "seeds": None,
+    }
+    assert nbmod._user_globals(ns) == {"profile": "smoke", "seeds": None}
+
+
+def test_artifact_validation():
+    with pytest.raises(ValueError, match="unknown paper"):
+        _artifact(paper="nope")
+    with pytest.raises(ValueError, match="every profile"):
+        _artifact(parameters={"quick": {}})
+    with pytest.raises(ValueError, match="different parameter keys"):
+        _artifact(parameters={"smoke": {"a": 1}, "quick": {"a": 1}, "paper": {"b": 1}})
+    with pytest.raises(ValueError, match="standard parameters"):
+        _artifact(parameters={p: {"device": "cpu"} for p in PROFILES})
+    with pytest.raises(ValueError, match="must read pnpp_<table"):
+        _artifact(id="toy")
+
+
+def test_generated_notebook_shape(tmp_path):
+    import nbformat
+    import papermill
+
+    art = _artifact()
+    path = tmp_path / "pnpp_fig9_toy.ipynb"
+    nbformat.write(nbmod.make_notebook(art), path)
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    assert [c.cell_type for c in nb.cells[:3]] == ["markdown", "code", "code"]
+    assert len(nb.cells) == 3 + len(nbmod.TEMPLATE_BODY)
+    assert nb.cells[1].metadata["tags"] == ["parameters"]
+    assert "quick: 0.1" in nb.cells[1].source and "smoke: 1.0" in nb.cells[1].source  # every profile's value
+    assert 'nb.setup(globals(), "pnpp_fig9_toy")' in nb.cells[2].source
+    assert "it works" in nb.cells[0].source  # the claims judged
+    assert set(papermill.inspect_notebook(str(path))) == set(art.parameter_names) | {"train_missing"}
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
+
+
+def test_setup_runs_in_a_namespace(tmp_path, monkeypatch):
+    monkeypatch.setenv("DMLLAB_RESULTS", str(tmp_path / "res"))
+    monkeypatch.setenv("DMLLAB_FIGURES", str(tmp_path / "fig"))
+    name = "pnpp_fig3_two_moons"
+    ns = {"profile": "smoke", "seeds": None, "device": "cpu", "data_root": None, "train_missing": False}
+    ctx = nbmod.setup(ns, name)
+    assert ctx.csv_path == tmp_path / "res" / f"{name}.csv"
+    assert ctx.figure_prefix == tmp_path / "fig" / "smoke" / name
+    assert ctx.profile == "smoke" and ctx.device == "cpu" and ctx.train_missing is False
+    with pytest.raises(ValueError, match=f"unknown parameter 'seedz' for notebook {name}; valid parameters: profile"):
+        nbmod.setup({**ns, "seedz": 1}, name)
+    with pytest.raises(KeyError, match="valid artifacts"):
+        nbmod.setup(ns, "no_such_notebook")
+
+
+def test_stale_notebooks_detects_edits_outputs_and_orphans(tmp_path):
+    import nbformat
+
+    paths = nbmod.write_all(tmp_path)
+    assert paths and nbmod.stale_notebooks(tmp_path) == []
+    nb = nbformat.read(paths[0], as_version=4)
+    nb.cells[-1].source += "\nprint('edited by hand')"
+    nbformat.write(nb, paths[0])
+    assert nbmod.stale_notebooks(tmp_path) == [paths[0].stem]
+    nbmod.write_all(tmp_path)
+    nb = nbformat.read(paths[1], as_version=4)
+    nb.cells[4].outputs = [nbformat.v4.new_output("stream", text="x")]
+    nbformat.write(nb, paths[1])
+    (tmp_path / "orphan.ipynb").write_text(paths[2].read_text())
+    assert nbmod.stale_notebooks(tmp_path) == sorted([paths[1].stem, "orphan"])
