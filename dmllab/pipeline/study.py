@@ -380,7 +380,17 @@ class _NotebookJob:
     kernel: str
 
     def __call__(self) -> JobResult:
-        return execute_notebook(self.notebook, self.output, self.parameters, kernel_name=self.kernel)
+        # The kernel inherits this worker's stderr: send it (e.g. ipykernel's "running over TCP without
+        # encryption" warning) to a log next to the executed notebook instead of the user's terminal.
+        self.output.parent.mkdir(parents=True, exist_ok=True)
+        saved = os.dup(2)
+        with open(self.output.with_suffix(".stderr.log"), "w") as log:
+            os.dup2(log.fileno(), 2)
+            try:
+                return execute_notebook(self.notebook, self.output, self.parameters, kernel_name=self.kernel)
+            finally:
+                os.dup2(saved, 2)
+                os.close(saved)
 
 
 def _call(job: _NotebookJob) -> JobResult:
