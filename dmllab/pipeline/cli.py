@@ -24,7 +24,7 @@ def _study(args: argparse.Namespace) -> int:
     )  # fmt: skip
     result = run_study(
         args.profile, only=args.only, jobs=args.jobs, executor=args.executor, slurm=slurm,
-        data_root=args.data_root, device=args.device, progress=not args.no_progress,
+        data_root=args.data_root, device=args.device, progress=not args.no_progress, force=args.force,
     )  # fmt: skip
     print(format_summary(result))
     return 1 if result.failed else 0
@@ -72,6 +72,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     study.add_argument("--data-root", help="folder of the benchmark datasets (paper profile)")
     study.add_argument("--device", help="auto | cpu | cuda | mps (default: auto)")
     study.add_argument("--no-progress", action="store_true", help="no progress bars")
+    study.add_argument("--force", action="store_true",
+                       help="run every notebook even when its code, parameters and runs are unchanged")
     slurm = study.add_argument_group("slurm executor (submitit)")
     slurm.add_argument("--partition", help="SLURM partition")
     slurm.add_argument("--time-min", type=int, default=240, help="time limit per run in minutes (default 240)")

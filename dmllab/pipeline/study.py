@@ -400,6 +400,34 @@ def _call(job: _NotebookJob) -> JobResult:
 # ---------------------------------------------------------------------------------------------- the study
 
 
+def source_fingerprint() -> str:
+    """Hash of every source file of the installed dmllab package (any code change re-runs the notebooks)."""
+    import hashlib
+
+    import dmllab
+
+    h = hashlib.sha256()
+    root = Path(dmllab.__file__).parent
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _stamp(code: str, job: _NotebookJob, run_keys: Sequence[str]) -> str:
+    import hashlib
+
+    parts = [code, job.notebook.read_bytes().hex() if job.notebook.exists() else "",
+             json.dumps(dict(job.parameters), sort_keys=True, default=str), *sorted(run_keys)]  # fmt: skip
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _up_to_date(job: _NotebookJob, stamp: str, artifact_id: str) -> bool:
+    mark = job.output.with_suffix(".stamp")
+    csv = paths.results_dir() / f"{artifact_id}.csv"
+    return mark.exists() and mark.read_text() == stamp and csv.exists()
+
+
 @dataclass(frozen=True)
 class StudyResult:
     plan: Plan
@@ -418,7 +446,7 @@ def run_study(
     profile: str = "quick", *, only: str | None = None, jobs: int = 1, executor: str = "local",
     slurm: SlurmOptions | None = None, data_root: str | None = None, device: str | None = None,
     notebooks_dir: str | os.PathLike | None = None, executed_dir: str | os.PathLike | None = None,
-    progress: bool = True, report: bool = True, say: Callable[[str], None] = print,
+    progress: bool = True, report: bool = True, force: bool = False, say: Callable[[str], None] = print,
 ) -> StudyResult:  # fmt: skip
     """Plan, train, run the notebooks, draw the figures and build the report (module docstring).
 
@@ -452,17 +480,33 @@ def run_study(
     params: dict[str, Any] = {"profile": profile, "train_missing": False, "device": resolved_device}
     if data_root is not None:
         params["data_root"] = str(data_root)
-    nb_jobs = []
+    # A notebook whose inputs are unchanged since its last successful execution (same code, notebook, parameters
+    # and stored runs) is skipped, so a re-run with nothing changed costs seconds (``force`` runs every notebook).
+    code = source_fingerprint()
+    nb_jobs, skipped = [], []
     for a in artifacts:
-        nb_jobs.append(_NotebookJob(nb_dir / f"{a.id}.ipynb", out_dir / f"{a.id}.ipynb", params, kernel))
-    notebooks = _run_pool(nb_jobs, _call, lambda j: j.notebook.stem, jobs=jobs, desc=f"notebooks ({profile})",
-                          progress=progress)  # fmt: skip
+        job = _NotebookJob(nb_dir / f"{a.id}.ipynb", out_dir / f"{a.id}.ipynb", params, kernel)
+        stamp = _stamp(code, job, [r.run.key for r in plan.runs if a.id in r.artifacts])
+        if not force and _up_to_date(job, stamp, a.id):
+            skipped.append(JobResult(a.id, "ok", 0.0, output="up to date (skipped)"))
+        else:
+            nb_jobs.append((job, stamp))
+    ran = _run_pool([j for j, _ in nb_jobs], _call, lambda j: j.notebook.stem, jobs=jobs,
+                    desc=f"notebooks ({profile})", progress=progress)  # fmt: skip
+    for (job, stamp), res in zip(nb_jobs, ran):
+        if res.status == "ok":
+            job.output.with_suffix(".stamp").write_text(stamp)
+    notebooks = sorted(skipped + ran, key=lambda r: [a.id for a in artifacts].index(r.name))
 
+    rerun = {a.paper for a in artifacts if a.id in {r.name for r in ran}}
     papers = [p for p in dict.fromkeys(a.paper for a in artifacts) if (nb_dir / f"plots_{p}.ipynb").exists()]
-    plot_jobs = [
-        _NotebookJob(nb_dir / f"plots_{p}.ipynb", out_dir / f"plots_{p}.ipynb", {"profile": profile}, kernel)
-        for p in papers
-    ]
+    plot_jobs = []
+    for p in papers:
+        job = _NotebookJob(nb_dir / f"plots_{p}.ipynb", out_dir / f"plots_{p}.ipynb", {"profile": profile}, kernel)
+        figures_there = all((paths.profile_figures_dir(profile) / f"{a.id}{f.suffix}.png").exists()
+                            for a in artifacts if a.paper == p for f in a.figures)  # fmt: skip
+        if force or p in rerun or not figures_there:
+            plot_jobs.append(job)
     plots = _run_pool(plot_jobs, _call, lambda j: j.notebook.stem, jobs=jobs, desc="plots", progress=progress)
     built = None
     if report:
@@ -485,7 +529,8 @@ def format_summary(result: StudyResult) -> str:
     width = max([len("notebook")] + [len(r.name) for r in rows])
     lines.append(f"{'notebook':<{width}}  {'status':<6}  {'wall':>8}")
     lines.append(f"{'-' * width}  ------  --------")
-    lines += [f"{r.name:<{width}}  {r.status:<6}  {r.wall_s:>7.1f}s" for r in rows]
+    lines += [f"{r.name:<{width}}  {'cached' if r.output == 'up to date (skipped)' else r.status:<6}  "
+              f"{r.wall_s:>7.1f}s" for r in rows]  # fmt: skip
     failed = [r for r in list(result.training) + rows if r.status != "ok"]
     lines.append(f"{len(rows) - sum(r.status != 'ok' for r in rows)} notebooks ok, "
                  f"{sum(r.status != 'ok' for r in rows)} failed; study wall time {result.wall_s:.0f} s")  # fmt: skip

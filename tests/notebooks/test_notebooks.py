@@ -74,9 +74,13 @@ def test_rows_and_figures_written(aid, smoke_env, smoke_study):
         assert png.exists() and png.with_suffix(".pdf").exists(), png
 
 
-def test_rerun_trains_nothing(smoke_study):
+def test_rerun_trains_nothing_and_skips_unchanged_notebooks(smoke_study, tmp_path):
     plan = study.make_plan(registry.select(STUDIED), "smoke", device="cpu")
     assert plan.missing == []
+    again = study.run_study("smoke", only="two_moons", device="cpu", progress=False, report=False,
+                            executed_dir=smoke_study.notebooks[0].output and Path(smoke_study.notebooks[0].output).parent,
+                            say=lambda s: None)  # fmt: skip
+    assert [r.output for r in again.notebooks] == ["up to date (skipped)"] and again.plots == ()
 
 
 def _colour_stats(png: Path) -> tuple[int, float]:
