@@ -1,0 +1,115 @@
+"""MLRC protocol (Musgrave et al. 2020, PS Table 4): folds, wrapper dataset, the run, and the trainer options."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from dmllab.training import apply_overrides, config_hash
+from dmllab.training.mlrc import (
+    ClassSubset,
+    FoldTrainer,
+    MLRCSettings,
+    class_folds,
+    fold_split,
+    mlrc_config,
+    run_mlrc,
+)
+
+
+def test_class_folds_are_disjoint_and_cover():
+    blocks = class_folds(10, 4)
+    assert [len(b) for b in blocks] in ([2, 3, 2, 3], [3, 2, 3, 2], [2, 3, 3, 2], [3, 2, 2, 3])
+    assert sorted(c for b in blocks for c in b) == list(range(10))
+    with pytest.raises(ValueError, match="folds"):
+        class_folds(3, 4)
+
+
+class _DS:
+    labels = [0, 1, 2, 3, 0, 1, 2, 3]
+    class_ids = ["a", "b", "c", "d"]
+    split = "trainval"
+
+    def __getitem__(self, i):
+        return f"img{i}", self.labels[i]
+
+
+def test_class_subset_relabels_contiguously():
+    sub = ClassSubset(_DS(), [1, 3])
+    assert sub.num_classes == 2 and sub.class_ids == ["b", "d"]
+    assert [sub[i] for i in range(len(sub))] == [("img1", 0), ("img3", 1), ("img5", 0), ("img7", 1)]
+
+
+def test_fold_trainer_splits_are_class_disjoint(smoke_cfg):
+    cfg = mlrc_config(smoke_cfg, MLRCSettings(embedding_dim=8, batch_size=8, per_class=2))
+    tr = FoldTrainer(cfg, progress=False)
+    base = tr.dataset(cfg.data.trainval_split, train=True)
+    for fold in range(4):
+        train = tr.dataset(fold_split(fold, 4, "train"), train=True)
+        val = tr.dataset(fold_split(fold, 4, "val"), train=False)
+        train_ids, val_ids = set(train.class_ids), set(val.class_ids)
+        assert not train_ids & val_ids and train_ids | val_ids == set(base.class_ids)
+        assert len(train) + len(val) == len(base)
+    assert cfg.model.embedding_dim == 8 and cfg.optim.name == "rmsprop" and not cfg.run.two_stage
+
+
+def test_run_mlrc_smoke_under_20_s(smoke_cfg):
+    t0 = time.perf_counter()
+    settings = MLRCSettings(folds=2, repetitions=2, embedding_dim=8, batch_size=8, per_class=2)
+    res = run_mlrc(smoke_cfg, settings, progress=False)
+    assert time.perf_counter() - t0 < 20
+    keys = {f"{p}_{m}" for p in ("concat", "sep") for m in ("P@1", "RP", "MAP@R")}
+    assert set(res.metrics) == keys and set(res.ci95) == keys
+    assert all(0.0 <= v <= 1.0 for v in res.metrics.values())
+    assert len(res.repetitions) == 2 and all(len(r["folds"]) == 2 for r in res.repetitions)
+    # separated = mean of the per-fold values
+    rep = res.repetitions[0]
+    assert rep["sep_P@1"] == pytest.approx(sum(f["P@1"] for f in rep["folds"]) / 2)
+    with pytest.raises(ValueError, match="run_folds"):
+        run_mlrc(smoke_cfg, MLRCSettings(run_folds=(5,)), progress=False)
+
+
+def test_new_loss_fields_keep_old_hashes_and_validate(smoke_cfg):
+    base = config_hash(smoke_cfg)
+    same = apply_overrides(
+        smoke_cfg, ["loss.ps_pairing=sorted", "loss.regularizer=none", "loss.mixup_alpha=0.5"]
+    )
+    assert config_hash(same) == base
+    assert config_hash(apply_overrides(smoke_cfg, ["loss.ps_pairing=random"])) != base
+    with pytest.raises(ValueError, match="valid"):
+        apply_overrides(smoke_cfg, ["loss.regularizer=cutmix"])
+
+
+@pytest.mark.parametrize("regularizer", ["input_mixup", "manifold_mixup"])
+def test_trainer_mixes_batches_with_the_regularizer(smoke_cfg, regularizer):
+    from dmllab.training.trainer import StagePlan, Trainer
+
+    plan = StagePlan("single", "train", None, 1, 0, "none")
+    losses = {}
+    for reg in ("none", regularizer):
+        cfg = apply_overrides(smoke_cfg, [f"loss.regularizer={reg}", "schedule.scheduler=none"])
+        tr = Trainer(cfg, progress=False)
+        tr.setup(plan)
+        losses[reg] = tr.fit()[-1]["loss"]
+    assert losses["none"] != losses[regularizer]
+
+
+def test_trainer_passes_proxy_synthesis_options(smoke_cfg):
+    from dmllab.training.trainer import Trainer
+
+    cfg = apply_overrides(
+        smoke_cfg,
+        [
+            "loss.synthesis=true",
+            "loss.ps_lambda=0.2",
+            "loss.ps_pairing=random",
+            "loss.ps_embeddings=synthetic",
+        ],
+    )
+    loss = Trainer(cfg, progress=False).build_loss(6)
+    assert loss.lam == 0.2 and loss.pairing == "random" and loss.composition == "M4"
+    torch.manual_seed(0)
+    value = loss(torch.randn(8, cfg.model.embedding_dim), torch.arange(8) % 6)
+    assert loss.last_lam == 0.2 and torch.isfinite(value)
