@@ -65,12 +65,49 @@ class SmallCNN(nn.Module):
         for module in self.modules():
             if isinstance(module, nn.Conv2d):
                 nn.init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu")
+        self.frozen_blocks = 0  # see freeze_blocks
+
+    def blocks(self) -> list[nn.Module]:
+        """The six conv-BN-ReLU blocks in order: stage1, stage2 (2), stage3 (2), stage4.
+
+        A plain list (not a registered container), so the state-dict keys stay ``stageN...``.
+        """
+        return [self.stage1, *self.stage2, *self.stage3, self.stage4]
+
+    def forward_blocks(self, x: torch.Tensor, start: int = 0, stop: int | None = None) -> torch.Tensor:
+        """Run blocks ``start..stop-1`` (:meth:`blocks`) on ``x``: the input of block ``start`` -> the output
+        of block ``stop - 1`` (e.g. cached features of a frozen prefix -> the trunk's feature map)."""
+        for block in self.blocks()[start:stop]:
+            x = block(x)
+        return x
+
+    def freeze_blocks(self, n: int) -> SmallCNN:
+        """Freeze the first ``n`` blocks: no gradients, BatchNorm in eval mode (running statistics) also across
+        ``train()`` calls, so the prefix is a fixed function whose output can be cached (``model.frozen_blocks``).
+        Calling it again (e.g. after a warm-up re-enabled gradients) re-applies the freezing. Returns self."""
+        blocks = self.blocks()
+        if not 0 <= n <= len(blocks):
+            raise ValueError(f"frozen_blocks must be in 0..{len(blocks)}, got {n}")
+        self.frozen_blocks = n
+        for block in blocks[:n]:
+            block.eval()
+            for p in block.parameters():
+                p.requires_grad_(False)
+        return self
+
+    def train(self, mode: bool = True) -> SmallCNN:
+        super().train(mode)
+        for block in self.blocks()[: self.frozen_blocks]:
+            block.eval()
+        return self
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.stage1(x)  # (B, w, H/2, W/2)
-        x = self.stage2(x)  # (B, 2w, H/4, W/4)
-        x = self.stage3(x)  # (B, 4w, H/8, W/8)
-        return self.stage4(x)  # (B, 8w, H/8, W/8)
+        n = self.frozen_blocks
+        if n:
+            with torch.no_grad():  # the frozen prefix: a fixed function
+                x = self.forward_blocks(x, 0, n)
+        # stage1 (B, w, H/2, W/2) -> stage2 (B, 2w, H/4, W/4) -> stage3 (B, 4w, H/8, W/8) -> stage4 (B, 8w, H/8, W/8)
+        return self.forward_blocks(x, n)
 
 
 def build_smallcnn(

@@ -59,7 +59,15 @@ class DataConfig:
     ProxyNCA++ "+cbs"); ``None`` = plain random batches. ``val_split=None`` means no validation set
     (In-Shop, trained on trainval only). ``query_split``/``gallery_split`` replace the test split for
     query-vs-gallery evaluation (In-Shop).
+
+    ``in_memory``: the tensor data path (``dmllab.data.tensor``): the split's uint8 images held as one tensor and
+    augmented a batch at a time with torch (quick/smoke/none presets, datasets with an ``images`` array such as
+    the synthetic benchmark) instead of per-image PIL transforms. ``feature_views``: with ``model.frozen_blocks``
+    > 0, cache the frozen blocks' output for this many augmented views per training image (plus the test view)
+    on disk, shared by every run with the same frozen weights, dataset, preset and view count; 0 = no cache (the
+    frozen blocks run every step). Needs ``in_memory``.
     """
+
 
     dataset: str = "synthetic"
     root: str | None = None
@@ -74,6 +82,8 @@ class DataConfig:
     transform: str = "proxynca++"
     num_workers: int = 0
     eval_batch_size: int = 128
+    in_memory: bool = False
+    feature_views: int = 0
     dataset_kwargs: Pairs = ()
 
 
@@ -83,7 +93,9 @@ class ModelConfig:
 
     ``pretrained`` for the ``smallcnn`` backbone means the weights pre-trained on the synthetic pre-training
     pool (:func:`dmllab.training.pretrain.ensure_pretrained_smallcnn`); for torchvision backbones ImageNet.
-    ``freeze_bn`` freezes every BatchNorm of the backbone (Proxy Anchor on CUB/Cars).
+    ``freeze_bn`` freezes every BatchNorm of the backbone (Proxy Anchor on CUB/Cars). ``frozen_blocks``: the
+    first n conv blocks of the trunk stay fixed at their initial (pre-trained) weights, BatchNorm included
+    (eval mode): only the later blocks and the head train (SmallCNN has 6 blocks; 0 = train the whole trunk).
     """
 
     backbone: str = "resnet50"
@@ -97,6 +109,7 @@ class ModelConfig:
     l2_normalize: bool = False
     head_init: str = "default"
     freeze_bn: bool = False
+    frozen_blocks: int = 0
     backbone_kwargs: Pairs = ()
 
 
@@ -200,6 +213,8 @@ ANY_KEYWORD = "**"
 SECTIONS = ("data", "model", "loss", "optim", "schedule", "run")
 # Fields of sections that do not change results: kept out of the hash (see module docstring).
 _HASH_EXCLUDED = {("data", "root"), ("data", "num_workers"), ("run", "seed")}
+# Fields added after runs were stored: left out of the hash at their default, so existing run keys stay valid.
+_HASH_OMIT_AT_DEFAULT = {("data", "in_memory"): False, ("data", "feature_views"): 0, ("model", "frozen_blocks"): 0}
 _CHOICES = {
     ("optim", "name"): ("adam", "adamw", "sgd", "rmsprop"),
     ("schedule", "scheduler"): ("plateau", "multistep", "step", "none"),
@@ -299,6 +314,9 @@ def config_hash(cfg: ExperimentConfig, length: int = 16) -> str:
     d = cfg.to_dict()
     for section, name in _HASH_EXCLUDED:
         d[section].pop(name, None)
+    for (section, name), default in _HASH_OMIT_AT_DEFAULT.items():
+        if d[section].get(name, default) == default:
+            d[section].pop(name, None)
     text = json.dumps(d, sort_keys=True, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
 

@@ -1,0 +1,352 @@
+"""In-memory tensor data path: uint8 images as one tensor, batched torch augmentation, cached trunk features.
+
+The small-image profiles (``quick``, ``smoke``) spend most of a run in per-image PIL transforms. A dataset that
+holds its images in memory as a uint8 array ``images`` (N, S, S, 3) (the synthetic benchmark) can instead be
+augmented a whole batch at a time with tensor operations (``data.in_memory``):
+
+* train: RandomResizedCrop(size, scale, ratio) + horizontal flip, with torchvision's ``get_params`` rule
+  (10 tries of area and log-uniform aspect ratio, else the central crop) drawn for the whole batch from one
+  ``torch.Generator``; every crop is resampled to ``size`` x ``size`` by ``torchvision.ops.roi_align``
+  (bilinear, 2 x 2 samples per output pixel, i.e. a mild box filter when shrinking, like an antialiased resize);
+* test: Resize(resize) (bilinear, antialiased; a no-op when the images already have that side) + CenterCrop(size);
+* both: ``/255`` then the ImageNet mean/std, as the PIL presets.
+
+The random draws differ from the PIL path (one generator per batch instead of Python's ``random``), so runs are
+equally valid but not bit-identical to ``data.in_memory=false``; the test transform is identical when no resize is
+needed (64-pixel synthetic images, ``quick``).
+
+:class:`FeatureCache` goes one step further for a trunk whose first blocks are frozen (``model.frozen_blocks``):
+the frozen blocks' output is computed once per image for ``views`` random augmented views (training) and for the
+test view (evaluation), stored on disk as float16 under ``cache_dir()/features/<key>/``, and reused by every run
+whose key matches: the frozen weights (a digest of their tensors), the dataset identity (its ``fingerprint`` or a
+digest of its images), split, transform preset, view count, cache seed and storage dtype. Training then runs only the
+trainable blocks and the head. Views are drawn from a fixed cache seed (not the run seed): all seeds of a study
+share the same augmented views; a run picks, per image and epoch, view ``(offset_i + epoch) % views`` with a
+per-run, per-stage random offset, so consecutive epochs see different views.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import shutil
+import tempfile
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from dmllab.data.transforms import IMAGENET_MEAN, IMAGENET_STD
+from dmllab.paths import cache_dir
+
+#: Bump when the tensor transforms or the cache layout change: part of the feature-cache key.
+FEATURE_CACHE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class CropSpec:
+    """Geometry of a crop preset: train RandomResizedCrop(size, scale, ratio) + flip, test Resize(resize) +
+    CenterCrop(size) (the presets of :mod:`dmllab.data.transforms`)."""
+
+    size: int
+    resize: int
+    scale: tuple[float, float] = (0.08, 1.0)
+    ratio: tuple[float, float] = (3 / 4, 4 / 3)
+
+
+#: The presets with a tensor implementation (the small-image ones; the full-size presets read files).
+TENSOR_PRESETS: dict[str, CropSpec | None] = {
+    "quick": CropSpec(56, 64, (0.35, 1.0)),
+    "smoke": CropSpec(32, 36, (0.35, 1.0)),
+    "none": None,
+}
+
+
+def crop_spec(preset: str) -> CropSpec | None:
+    """The geometry of a transform preset that has a tensor implementation (None: no geometry)."""
+    if preset not in TENSOR_PRESETS:
+        raise ValueError(
+            f"transform preset {preset!r} has no in-memory tensor implementation (data.in_memory); "
+            f"valid: {', '.join(TENSOR_PRESETS)}"
+        )
+    return TENSOR_PRESETS[preset]
+
+
+def images_tensor(dataset: Any) -> Tensor:
+    """The dataset's images as a uint8 tensor (N, 3, S, S); needs an ``images`` array (N, S, S, 3)."""
+    images = getattr(dataset, "images", None)
+    if images is None or getattr(images, "ndim", 0) != 4:
+        raise ValueError(
+            f"data.in_memory needs a dataset holding its images as a uint8 array 'images' (N, H, W, 3); "
+            f"{type(dataset).__name__} has none (use data.in_memory=false)"
+        )
+    x = torch.from_numpy(np.ascontiguousarray(images))
+    if x.dtype != torch.uint8:
+        raise ValueError(f"data.in_memory needs uint8 images, got {x.dtype}")
+    return x.permute(0, 3, 1, 2).contiguous()  # (N, 3, S, S)
+
+
+def _normalise(x: Tensor) -> Tensor:
+    mean = torch.tensor(IMAGENET_MEAN, dtype=x.dtype, device=x.device).view(1, 3, 1, 1)
+    std = torch.tensor(IMAGENET_STD, dtype=x.dtype, device=x.device).view(1, 3, 1, 1)
+    return (x / 255.0 - mean) / std
+
+
+def crop_boxes(
+    n: int, height: int, width: int, spec: CropSpec, generator: torch.Generator | None = None, tries: int = 10
+) -> Tensor:
+    """RandomResizedCrop parameters for ``n`` images, torchvision's rule vectorised: (n, 4) ``(x1, y1, w, h)``.
+
+    Each image tries ``tries`` (area ~ U(scale) * H * W, log aspect ~ U(log ratio)) and keeps the first crop
+    that fits; images without one get the central crop with the aspect ratio clamped to ``ratio``.
+    """
+    area = height * width
+    s = torch.empty(n, tries).uniform_(spec.scale[0], spec.scale[1], generator=generator) * area
+    logr = torch.empty(n, tries).uniform_(math.log(spec.ratio[0]), math.log(spec.ratio[1]), generator=generator)
+    r = torch.exp(logr)
+    w = torch.round(torch.sqrt(s * r))  # (n, tries)
+    h = torch.round(torch.sqrt(s / r))
+    ok = (w > 0) & (w <= width) & (h > 0) & (h <= height)
+    first = torch.argmax(ok.to(torch.int8), dim=1)  # first valid try (0 when none: handled below)
+    rows = torch.arange(n)
+    w, h, found = w[rows, first], h[rows, first], ok.any(dim=1)
+    u = torch.rand(n, 2, generator=generator)
+    # torch.randint(0, H - h + 1) per image, from uniforms (exact for these small ranges)
+    y = torch.floor(u[:, 0] * (height - h + 1)).clamp(max=height - h)
+    x = torch.floor(u[:, 1] * (width - w + 1)).clamp(max=width - w)
+    if not bool(found.all()):  # fallback: central crop, aspect clamped (torchvision)
+        in_ratio = width / height
+        if in_ratio < spec.ratio[0]:
+            fw, fh = width, round(width / spec.ratio[0])
+        elif in_ratio > spec.ratio[1]:
+            fh, fw = height, round(height * spec.ratio[1])
+        else:
+            fw, fh = width, height
+        miss = ~found
+        w[miss], h[miss] = float(fw), float(fh)
+        y[miss], x[miss] = float((height - fh) // 2), float((width - fw) // 2)
+    return torch.stack([x, y, w, h], dim=1)
+
+
+def augment_batch(
+    images: Tensor, preset: str, *, train: bool, generator: torch.Generator | None = None
+) -> Tensor:
+    """uint8 images (B, 3, S, S) -> normalised float32 (B, 3, size, size) with ``preset``'s train or test geometry."""
+    from torchvision.ops import roi_align
+
+    spec = crop_spec(preset)
+    x = images.float()
+    if spec is None:
+        return _normalise(x)
+    b, _, height, width = x.shape
+    if not train:
+        if min(height, width) != spec.resize:  # Resize(resize): the shorter side to ``resize``
+            scale = spec.resize / min(height, width)
+            size = (max(1, round(height * scale)), max(1, round(width * scale)))
+            x = F.interpolate(x, size=size, mode="bilinear", antialias=True, align_corners=False)
+            height, width = size
+        top, left = int(round((height - spec.size) / 2.0)), int(round((width - spec.size) / 2.0))
+        return _normalise(x[:, :, top : top + spec.size, left : left + spec.size])
+    box = crop_boxes(b, height, width, spec, generator)  # (B, 4) x, y, w, h
+    rois = torch.cat(
+        [torch.arange(b, dtype=x.dtype)[:, None], box[:, :2], box[:, :2] + box[:, 2:]], dim=1
+    ).to(x.device)  # (B, 5): batch index, x1, y1, x2, y2 in pixel-edge coordinates
+    out = roi_align(x, rois, output_size=spec.size, spatial_scale=1.0, sampling_ratio=2, aligned=True)
+    flip = torch.rand(b, generator=generator) < 0.5
+    if bool(flip.any()):
+        out[flip.to(out.device)] = out[flip.to(out.device)].flip(-1)
+    return _normalise(out)  # (B, 3, size, size)
+
+
+class InMemoryImages:
+    """A split's images as one uint8 tensor with batched augmentation (``data.in_memory``).
+
+    Args:
+        dataset: a dataset with ``images`` (N, S, S, 3) uint8 and ``labels``.
+        preset: a transform preset from :data:`TENSOR_PRESETS`.
+        train: the preset's train (random) or test geometry.
+    """
+
+    def __init__(self, dataset: Any, preset: str, *, train: bool) -> None:
+        crop_spec(preset)  # validate early
+        self.images = images_tensor(dataset)  # (N, 3, S, S) uint8
+        self.labels = torch.as_tensor(list(dataset.labels), dtype=torch.long)
+        self.num_classes = dataset.num_classes
+        self.preset = preset
+        self.train = train
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def batch(self, indices: Sequence[int] | Tensor, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+        idx = torch.as_tensor(indices, dtype=torch.long)
+        x = augment_batch(self.images[idx], self.preset, train=self.train, generator=generator)
+        return x, self.labels[idx]
+
+    def batches(
+        self, batches: Sequence[Sequence[int]], generator: torch.Generator | None = None
+    ) -> Iterator[tuple[Tensor, Tensor]]:
+        """(inputs, labels) for each index list of ``batches``."""
+        for idx in batches:
+            yield self.batch(idx, generator)
+
+    def ordered(self, batch_size: int) -> Iterator[tuple[Tensor, Tensor]]:
+        """The whole split in order, ``batch_size`` at a time (evaluation)."""
+        n = len(self)
+        return self.batches([range(i, min(i + batch_size, n)) for i in range(0, n, batch_size)])
+
+
+# ------------------------------------------------------------------------------------------- feature cache
+def tensor_digest(tensors: Sequence[Tensor]) -> str:
+    """sha256 of the tensors' shapes, dtypes and bytes (the identity of frozen weights)."""
+    h = hashlib.sha256()
+    for t in tensors:
+        t = t.detach().cpu().contiguous()
+        h.update(f"{tuple(t.shape)}{t.dtype}".encode())
+        h.update(t.numpy().tobytes() if t.dtype != torch.bfloat16 else t.view(torch.int16).numpy().tobytes())
+    return h.hexdigest()
+
+
+def dataset_fingerprint(dataset: Any) -> str:
+    """The dataset's ``fingerprint`` attribute, else a digest of its class, split, images and labels."""
+    fp = getattr(dataset, "fingerprint", None)
+    if fp:
+        return str(fp)
+    h = hashlib.sha256(f"{type(dataset).__name__}:{getattr(dataset, 'split', '')}".encode())
+    h.update(np.ascontiguousarray(dataset.images).tobytes())
+    h.update(np.asarray(list(dataset.labels), dtype=np.int64).tobytes())
+    return h.hexdigest()
+
+
+def feature_cache_key(
+    *, weights_digest: str, dataset_fp: str, preset: str, train: bool, views: int, seed: int, dtype: str
+) -> str:
+    """The folder name of a cached feature set: a digest of everything that determines its contents."""
+    key = {
+        "version": FEATURE_CACHE_VERSION, "weights": weights_digest, "dataset": dataset_fp, "preset": preset,
+        "train": bool(train), "views": int(views) if train else 1, "seed": int(seed), "dtype": dtype,
+    }  # fmt: skip
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
+
+
+@torch.no_grad()
+def compute_features(
+    prefix: Callable[[Tensor], Tensor],
+    source: InMemoryImages,
+    *,
+    views: int,
+    seed: int = 0,
+    batch_size: int = 256,
+    dtype: torch.dtype = torch.float16,
+    device: torch.device | str = "cpu",
+) -> Tensor:
+    """``prefix`` applied to ``views`` augmented views (train source) or the one test view of every image:
+    (V, N, C, h, w) in ``dtype`` on the CPU. View ``v`` of batch ``b`` uses a generator seeded ``(seed, v, b)``."""
+    n = len(source)
+    v_count = views if source.train else 1
+    out: Tensor | None = None
+    for v in range(v_count):
+        for b, start in enumerate(range(0, n, batch_size)):
+            gen = torch.Generator().manual_seed(int(seed) * 1_000_003 + v * 10_007 + b)
+            x, _ = source.batch(torch.arange(start, min(start + batch_size, n)), gen)
+            f = prefix(x.to(device)).to("cpu", dtype)
+            if out is None:
+                out = torch.empty((v_count, n, *f.shape[1:]), dtype=dtype)
+            out[v, start : start + len(f)] = f
+    return out
+
+
+class FeatureCache:
+    """Frozen-prefix features of a split (training views or the test view), computed once and stored on disk.
+
+    Args:
+        prefix: the frozen blocks (in eval mode), (B, 3, s, s) -> (B, C, h, w).
+        weights_digest: :func:`tensor_digest` of the prefix's state (part of the key).
+        dataset: the split (with ``images``, ``labels``).
+        preset: transform preset; ``train`` picks its random (``views`` views) or test geometry.
+        root: folder of the cache; default ``cache_dir()/features``.
+
+    Attributes:
+        features: (V, N, C, h, w) float16 tensor (memory-mapped file); labels (N,) long.
+        build_seconds: time spent computing (0 when read from disk).
+    """
+
+    def __init__(
+        self,
+        prefix: Callable[[Tensor], Tensor],
+        weights_digest: str,
+        dataset: Any,
+        preset: str,
+        *,
+        train: bool,
+        views: int = 1,
+        seed: int = 0,
+        root: str | os.PathLike | None = None,
+        device: torch.device | str = "cpu",
+    ) -> None:
+        import time
+
+        if train and views < 1:
+            raise ValueError(f"views must be >= 1, got {views}")
+        self.views = views if train else 1
+        self.train = train
+        self.labels = torch.as_tensor(list(dataset.labels), dtype=torch.long)
+        self.num_classes = dataset.num_classes
+        key = feature_cache_key(
+            weights_digest=weights_digest, dataset_fp=dataset_fingerprint(dataset), preset=preset, train=train,
+            views=views, seed=seed, dtype="float16",
+        )  # fmt: skip
+        base = Path(root) if root is not None else cache_dir() / "features"
+        self.folder = base / key
+        file = self.folder / "features.npy"
+        self.build_seconds = 0.0
+        if not file.is_file():
+            t0 = time.perf_counter()
+            source = InMemoryImages(dataset, preset, train=train)
+            feats = compute_features(prefix, source, views=self.views, seed=seed, device=device)
+            _write_atomic(self.folder, feats.numpy())
+            self.build_seconds = time.perf_counter() - t0
+        with warnings.catch_warnings():  # read-only memory map: batches are copies, never written to
+            warnings.simplefilter("ignore", UserWarning)
+            self.features = torch.from_numpy(np.load(file, mmap_mode="r"))  # (V, N, C, h, w) float16
+        if self.features.shape[:2] != (self.views, len(self.labels)):
+            raise ValueError(f"feature cache {self.folder} does not match the dataset; delete it to rebuild")
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def batch(self, indices: Sequence[int] | Tensor, views: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """float32 features (B, C, h, w) of ``indices`` (view ``views[i]``, default 0) and their labels."""
+        idx = torch.as_tensor(indices, dtype=torch.long)
+        v = torch.zeros_like(idx) if views is None else views
+        return self.features[v, idx].float(), self.labels[idx]
+
+    def ordered(self, batch_size: int) -> Iterator[tuple[Tensor, Tensor]]:
+        """The whole split in order (view 0), ``batch_size`` at a time (evaluation)."""
+        n = len(self)
+        for i in range(0, n, batch_size):
+            yield self.batch(torch.arange(i, min(i + batch_size, n)))
+
+
+def _write_atomic(folder: Path, array: np.ndarray) -> None:
+    """Write ``features.npy`` into ``folder`` through a temporary sibling folder renamed into place."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        np.save(tmp / "features.npy", array)
+        tmp.chmod(0o755)
+        try:
+            os.replace(tmp, folder)
+        except OSError:
+            if not (folder / "features.npy").is_file():  # not a lost race with another process
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
