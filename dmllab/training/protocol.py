@@ -145,19 +145,24 @@ def run_protocol(
         done = st.get("epoch", "?")
         print(f"resuming from {ckpt_path} ({st['plan']['name']}, after epoch {done})", flush=True)
     trainer = Trainer(cfg, hooks=hooks, progress=progress, seed=seed)
+    phase = {"setup": 0.0, "checkpoint": 0.0, "test": 0.0}  # seconds; the trainer times data/step/eval
 
     def run_stage(plan: StagePlan, prior: list[dict]) -> list[dict]:
+        t_setup = time.perf_counter()
         trainer.setup(plan)
         if saved is not None and saved["trainer"]["plan"]["name"] == plan.name:
             trainer.load_state_dict(saved["trainer"])
+        phase["setup"] += time.perf_counter() - t_setup
 
         def on_checkpoint(tr: Trainer) -> None:
             if ckpt_path is not None:
+                t_ckpt = time.perf_counter()
                 state = {
                     "config_hash": h, "seed": seed, "trainer": tr.state_dict(), "history": prior,
                     "elapsed_s": elapsed + time.perf_counter() - t0,
                 }  # fmt: skip
                 _save_atomic(state, ckpt_path)
+                phase["checkpoint"] += time.perf_counter() - t_ckpt
 
         return trainer.fit(on_checkpoint)
 
@@ -174,12 +179,16 @@ def run_protocol(
     elif first.eval_split is not None:
         drops = trainer.lr_drop_epochs() if cfg.schedule.scheduler == "plateau" else []
     d = cfg.data
+    t_test = time.perf_counter()
     if d.query_split is not None:
         metrics = trainer.evaluate(query_split=d.query_split, gallery_split=d.gallery_split)
     else:
         metrics = trainer.evaluate(d.test_split)
+    phase["test"] += time.perf_counter() - t_test
     if final_model is not None:
+        t_ckpt = time.perf_counter()
         _save_atomic({"config": cfg.to_dict(), "model": trainer.model.state_dict()}, Path(final_model))
+        phase["checkpoint"] += time.perf_counter() - t_ckpt
     return RunResult(
         metrics=metrics,
         history=history,
@@ -189,6 +198,7 @@ def run_protocol(
         config_hash=h,
         seed=seed,
         device=str(trainer.device),
+        extra={"timings": {**phase, **trainer.timings}},
     )
 
 

@@ -158,6 +158,9 @@ class Trainer:
         cl = cfg.run.channels_last
         self.channels_last = cl == "on" or (cl == "auto" and self.device.type == "cuda")
         self._datasets: dict[tuple[str, bool], Any] = {}
+        self._sources: dict[tuple, Any] = {}  # in-memory images / cached frozen-prefix features per split
+        # Seconds spent per phase (summed over stages): data, step (forward/backward/update), eval, cache_build.
+        self.timings: dict[str, float] = {"data": 0.0, "step": 0.0, "eval": 0.0, "cache_build": 0.0}
         self.model: nn.Module | None = None
         self.loss: nn.Module | None = None
         self.optimizer: torch.optim.Optimizer | None = None
@@ -227,6 +230,7 @@ class Trainer:
         seed_everything(epoch_seed(self.seed, plan.name, 0))
         train_set = self.dataset(plan.train_split, train=True)
         self.model = self.build_model().to(self.device)
+        self._freeze_prefix()
         if self.channels_last:
             self.model = self.model.to(memory_format=torch.channels_last)
         self.loss = self.build_loss(train_set.num_classes).to(self.device)
@@ -253,6 +257,8 @@ class Trainer:
 
         d = self.cfg.data
         ds = self.dataset(plan.train_split, train=True)
+        if d.in_memory:
+            return self._tensor_batches(plan, epoch)
         s = epoch_seed(self.seed, plan.name, epoch)
         gen = torch.Generator().manual_seed(s)
         if d.per_class:
@@ -271,8 +277,95 @@ class Trainer:
         from torch.utils.data import DataLoader
 
         d = self.cfg.data
+        if d.in_memory:
+            return self.source(split, train=False).ordered(d.eval_batch_size)
         ds = self.dataset(split, train=False)
         return DataLoader(ds, batch_size=d.eval_batch_size, shuffle=False, num_workers=d.num_workers)
+
+    # ------------------------------------------------------------------------ in-memory data, frozen prefix
+    def _freeze_prefix(self) -> None:
+        """Freeze the first ``model.frozen_blocks`` trunk blocks (no gradient, BatchNorm in eval mode)."""
+        n = self.cfg.model.frozen_blocks
+        if n == 0:
+            return
+        backbone = self.model.backbone
+        if not hasattr(backbone, "freeze_blocks"):
+            raise ValueError(
+                f"model.frozen_blocks={n} needs a backbone with blocks (smallcnn); {self.cfg.model.backbone!r} has none"
+            )
+        backbone.freeze_blocks(n)
+
+    def _uses_feature_cache(self) -> bool:
+        d = self.cfg.data
+        if d.feature_views and not (d.in_memory and self.cfg.model.frozen_blocks > 0):
+            raise ValueError("data.feature_views > 0 needs data.in_memory=true and model.frozen_blocks > 0")
+        return d.feature_views > 0
+
+    def source(self, split: str, *, train: bool) -> Any:
+        """The in-memory source of ``split`` (``data.in_memory``): :class:`dmllab.data.tensor.InMemoryImages`,
+        or with ``data.feature_views`` the frozen prefix's cached features (:class:`~dmllab.data.tensor.FeatureCache`,
+        keyed by the prefix weights, so every stage and seed with the same frozen weights shares it)."""
+        from dmllab.data.tensor import FeatureCache, InMemoryImages, tensor_digest
+
+        d = self.cfg.data
+        ds = self.dataset(split, train=train)
+        if not self._uses_feature_cache():
+            key: tuple = (split, train)
+            if key not in self._sources:
+                self._sources[key] = InMemoryImages(ds, d.transform, train=train)
+            return self._sources[key]
+        n = self.cfg.model.frozen_blocks
+        backbone = self.model.backbone
+        prefix = backbone.blocks()[:n]
+        digest = tensor_digest([t for b in prefix for t in b.state_dict().values()])
+        key = (split, train, digest)
+        if key not in self._sources:
+            cache = FeatureCache(
+                lambda x: backbone.forward_blocks(x, 0, n), digest, ds, d.transform, train=train,
+                views=d.feature_views, device=self.device,
+            )  # fmt: skip
+            self.timings["cache_build"] += cache.build_seconds
+            self._sources[key] = cache
+        return self._sources[key]
+
+    def embedder(self) -> nn.Module:
+        """The module mapping a batch of the loaders to embeddings: the model, or with cached features the
+        trainable blocks + head (:class:`_FromBlock`)."""
+        if self.cfg.data.in_memory and self._uses_feature_cache():
+            return _FromBlock(self.model, self.cfg.model.frozen_blocks)
+        return self.model
+
+    def _tensor_batches(self, plan: StagePlan, epoch: int) -> Any:
+        """One epoch of in-memory batches: the same index batches as the DataLoader path (class-balanced or
+        random, seeded by (seed, stage, epoch)), augmented by torch from one generator; with cached features each
+        image uses view ``(offset_i + epoch) % views``, ``offset`` drawn once per (seed, stage)."""
+        from torch.utils.data import BatchSampler, RandomSampler
+
+        d = self.cfg.data
+        src = self.source(plan.train_split, train=True)
+        s = epoch_seed(self.seed, plan.name, epoch)
+        gen = torch.Generator().manual_seed(s)
+        if d.per_class:
+            from dmllab.data import ClassBalancedSampler
+
+            batches = ClassBalancedSampler(src.labels.tolist(), d.batch_size, d.per_class, seed=self.seed)
+            batches.set_epoch(_STAGE_IDS.get(plan.name, 9) * 100_000 + epoch)
+        else:
+            batches = BatchSampler(RandomSampler(range(len(src)), generator=gen), d.batch_size, drop_last=True)
+        if not self._uses_feature_cache():
+            batches = list(batches)
+            return _Timed(src.batches(batches, gen), self.timings, len(batches))
+        offset_gen = torch.Generator().manual_seed(epoch_seed(self.seed, plan.name, 0))
+        offsets = torch.randint(src.views, (len(src),), generator=offset_gen)
+        views = (offsets + epoch) % src.views
+
+        def feature_batches() -> Any:
+            for idx in batches:
+                idx = torch.as_tensor(idx, dtype=torch.long)
+                yield src.batch(idx, views[idx])
+
+        return _Timed(feature_batches(), self.timings, len(batches))
+
 
     # ------------------------------------------------------------------------------------------ schedule
     def _apply_schedule(self, plan: StagePlan, epoch: int) -> dict[str, float]:
@@ -294,6 +387,7 @@ class Trainer:
             lrs[g["name"]] = g["lr"]
         for p in self.model.backbone.parameters():
             p.requires_grad_(not warm)
+        self._freeze_prefix()  # the frozen blocks stay frozen after the warm-up
         if getattr(self.model, "frozen_bn", False):
             self.model.frozen_bn = True  # re-freeze BN affine parameters after the loop above
         target = self._heat_target()
@@ -328,6 +422,8 @@ class Trainer:
         self.model.train()
         self.loss.train()
         loader = self.train_loader(plan, epoch)
+        if not isinstance(loader, _Timed):
+            loader = _Timed(loader, self.timings)
         clip = self.cfg.optim.grad_clip_value
         clip_params = list(self.model.parameters())
         if self.cfg.optim.clip_proxies:
@@ -335,19 +431,21 @@ class Trainer:
         total, count = 0.0, 0
         last = self.state.rows[-1] if self.state.rows else {}
         bar = tqdm(
-            loader, desc=f"{plan.name} ep {epoch}/{plan.total_epochs}", disable=not self.progress, leave=False,
+            loader, total=loader.total, desc=f"{plan.name} ep {epoch}/{plan.total_epochs}", disable=not self.progress, leave=False,
             dynamic_ncols=True,
         )  # fmt: skip
         sched_epoch = epoch - plan.warmup_epochs
+        embedder = self.embedder()
         for step, (images, labels) in enumerate(bar, start=1):
             images = images.to(self.device, non_blocking=True)
             if self.channels_last:
                 images = images.contiguous(memory_format=torch.channels_last)
             labels = labels.to(self.device, non_blocking=True)
+            t_step = time.perf_counter()
             with torch.autocast(
                 self.device.type, dtype=self.amp_dtype or torch.float32, enabled=self.amp_dtype is not None
             ):
-                emb = self.model(images)  # (B, D)
+                emb = embedder(images)  # (B, D)
             where = f"stage {plan.name}, epoch {epoch} (schedule epoch {sched_epoch}), step {step}"
             if not bool(torch.isfinite(emb).all()):
                 raise NonFiniteLossError(
@@ -377,6 +475,7 @@ class Trainer:
                 self.scaler.update()
             else:
                 self.optimizer.step()
+            self.timings["step"] += time.perf_counter() - t_step
             total += value
             count += 1
             if self.progress:
@@ -410,10 +509,10 @@ class Trainer:
         amp = self.amp_dtype is not None
         kw = dict(metrics=tuple(metrics or r.metrics), ks=tuple(ks or r.ks), distance=r.distance)
         if query_split is not None:
-            q, ql = embed_dataset(self.model, self.eval_loader(query_split), self.device, amp=amp)
-            g, gl = embed_dataset(self.model, self.eval_loader(gallery_split), self.device, amp=amp)
+            q, ql = embed_dataset(self.embedder(), self.eval_loader(query_split), self.device, amp=amp)
+            g, gl = embed_dataset(self.embedder(), self.eval_loader(gallery_split), self.device, amp=amp)
             return evaluate(q, ql, gallery=g, gallery_labels=gl, **kw)
-        emb, lab = embed_dataset(self.model, self.eval_loader(split), self.device, amp=amp)
+        emb, lab = embed_dataset(self.embedder(), self.eval_loader(split), self.device, amp=amp)
         return evaluate(emb, lab, **kw)
 
     def fit(self, on_checkpoint: Callable[[Trainer], None] | None = None) -> list[dict]:
@@ -448,7 +547,9 @@ class Trainer:
             if plan.eval_split and (epoch % self.cfg.run.eval_every == 0 or epoch == plan.total_epochs):
                 monitor = self.cfg.schedule.monitor
                 wanted = ("recall", "nmi") if schedules.monitor_needs_nmi(monitor) else ("recall",)
+                t_eval = time.perf_counter()
                 val = self.evaluate(plan.eval_split, metrics=wanted)
+                self.timings["eval"] += time.perf_counter() - t_eval
                 row.update({f"val_{k}": v for k, v in val.items()})
                 row["val_monitor"] = schedules.monitored_value(row, monitor)
             row["time_s"] = time.perf_counter() - t0
@@ -498,3 +599,35 @@ class Trainer:
             self.scaler.load_state_dict(state["scaler"])
         self.state.epoch = int(state["epoch"])
         self.state.rows = list(state["rows"])
+
+
+class _FromBlock(nn.Module):
+    """Cached frozen-prefix features (B, C, h, w) -> embeddings (B, D): the model's trunk from block ``start``
+    on, then its head. Holds the model (not a copy): training it trains the model."""
+
+    def __init__(self, model: nn.Module, start: int) -> None:
+        super().__init__()
+        self.model = model
+        self.start = start
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model.head(self.model.backbone.forward_blocks(x, self.start))  # (B, D)
+
+
+class _Timed:
+    """Wrap a batch iterator, adding the time spent producing batches to ``timings["data"]``."""
+
+    def __init__(self, it: Any, timings: dict[str, float], total: int | None = None) -> None:
+        self.total = len(it) if hasattr(it, "__len__") else total
+        self.it = iter(it)
+        self.timings = timings
+
+    def __iter__(self) -> _Timed:
+        return self
+
+    def __next__(self) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return next(self.it)
+        finally:
+            self.timings["data"] += time.perf_counter() - t0
