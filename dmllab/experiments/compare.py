@@ -62,7 +62,7 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
 
 def _paper_std(note: Any) -> float:
     """The ``+-x`` a paper prints next to a value (transcribed into the reference note), NaN when none."""
-    match = re.search(r"\+-\s*([0-9.]+)", str(note or ""))
+    match = re.search(r"\+-\s*([0-9.]+)", note) if isinstance(note, str) else None  # NaN / pd.NA: none
     return float(match.group(1)) if match else math.nan
 
 
