@@ -1,0 +1,158 @@
+"""Quick-profile run time and signal: the quick ProxyNCA++ preset (``dmllab train --method proxynca++ --dataset
+synthetic --profile quick``) per setting and seed, each run in a fresh process with a fresh run store, settings
+alternating within each seed so that they share the machine's load (2 shared CPU cores: compare ratios).
+
+Settings (config overrides on the quick preset):
+
+* ``before``: today's data path and full fine-tuning (PIL transforms per image, every trunk block trains);
+* ``inmem``: the in-memory tensor data path only (``data.in_memory=true``), same model and schedule;
+* ``frozen``: in-memory data + the first 5 SmallCNN blocks frozen and their output cached per augmented view
+  (``model.frozen_blocks=5 data.feature_views=4``): stage 4 + head train.
+
+Per run: wall time of the process (start-up = interpreter + imports until the run starts), the phases the
+trainer records (setup incl. model build, data, forward/backward/update, per-epoch validation, test evaluation,
+checkpointing, feature-cache build), best epoch, test R@1, and the pre-trained-only network's test R@1 (the
+preset's network before any metric learning, same seed). One-off caches shared by all runs (the generated
+images, the pre-trained SmallCNN, the feature cache) are built first and timed in ``oneoff`` rows.
+
+    DMLLAB_CACHE=/tmp/q_cache .venv/bin/python benchmarks/bench_quick.py --seeds 5   # -> results/benchmarks/quick.csv
+    .venv/bin/python benchmarks/bench_quick.py --seeds 1 --settings inmem,frozen       # a subset
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SETTINGS: dict[str, list[str]] = {
+    "before": [],
+    "inmem": ["data.in_memory=true"],
+    "frozen": ["data.in_memory=true", "model.frozen_blocks=5", "data.feature_views=4"],
+}
+
+_RUN = r"""
+import json, sys, time
+t0 = time.perf_counter()
+from dmllab.training import apply_overrides, presets
+from dmllab.training.store import RunStore, run
+cfg = apply_overrides(presets.get("proxynca++", "synthetic", "quick"), json.loads(sys.argv[1]))
+t1 = time.perf_counter()
+r = run(cfg, seed=int(sys.argv[2]), store=RunStore(), progress=False, force=True)
+print("RESULT " + json.dumps({"import_s": t1 - t0, "run_s": time.perf_counter() - t1, "metrics": r.metrics,
+      "best_epoch": r.best_epoch, "timings": r.extra.get("timings", {})}))
+"""
+
+FIELDS = [
+    "setting", "seed", "wall_s", "startup_s", "setup_s", "data_s", "step_s", "eval_s", "test_s", "checkpoint_s",
+    "cache_build_s", "other_s", "best_epoch", "test_R@1", "pretrained_R@1", "overrides", "torch_threads",
+]  # fmt: skip
+
+
+def _one_run(overrides: list[str], seed: int) -> dict:
+    env = dict(os.environ)
+    with tempfile.TemporaryDirectory(prefix="bench-quick-") as res:
+        env["DMLLAB_RESULTS"] = res  # a fresh run store per run
+        t0 = time.perf_counter()
+        out = subprocess.run(
+            [sys.executable, "-c", _RUN, json.dumps(overrides), str(seed)], env=env, capture_output=True, text=True
+        )  # fmt: skip
+        wall = time.perf_counter() - t0
+    if out.returncode != 0:
+        raise RuntimeError(f"run failed ({overrides}, seed {seed}):\n{out.stderr[-3000:]}")
+    line = next(ln for ln in out.stdout.splitlines() if ln.startswith("RESULT "))
+    return {**json.loads(line[7:]), "wall_s": wall}
+
+
+def _pretrained_r1(overrides: list[str], seed: int) -> float:
+    from dmllab.training import Trainer, apply_overrides, presets
+    from dmllab.training.trainer import seed_everything
+
+    cfg = apply_overrides(presets.get("proxynca++", "synthetic", "quick"), overrides)
+    trainer = Trainer(cfg, progress=False, seed=seed)
+    seed_everything(seed)
+    trainer.model = trainer.build_model().to(trainer.device)
+    return trainer.evaluate(cfg.data.test_split, metrics=("recall",), ks=(1,))["R@1"]
+
+
+def _oneoff(settings: list[str]) -> list[dict]:
+    """Build the shared caches once (images, pre-trained weights, feature caches) and time them."""
+    import torch
+
+    from dmllab.training import Trainer, apply_overrides, presets
+    from dmllab.training.protocol import stage_plans
+
+    rows = []
+    t0 = time.perf_counter()
+    _pretrained_r1([], 0)  # generates the images and pre-trains SmallCNN if missing
+    rows.append({"setting": "oneoff", "seed": "", "wall_s": time.perf_counter() - t0, "overrides": "images+weights"})
+    for name in settings:
+        ov = SETTINGS[name]
+        if "data.feature_views" not in " ".join(ov):
+            continue
+        cfg = apply_overrides(presets.get("proxynca++", "synthetic", "quick"), ov)
+        t0 = time.perf_counter()
+        trainer = Trainer(cfg, progress=False, seed=0)
+        trainer.setup(stage_plans(cfg)[0])
+        d = cfg.data
+        for split, train in ((d.train_split, True), (d.trainval_split, True), (d.val_split, False), (d.test_split, False)):
+            trainer.source(split, train=train)
+        rows.append({
+            "setting": "oneoff", "seed": "", "wall_s": time.perf_counter() - t0,
+            "cache_build_s": trainer.timings["cache_build"], "overrides": f"feature cache for {name}",
+            "torch_threads": torch.get_num_threads(),
+        })  # fmt: skip
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--settings", default="before,inmem,frozen", help=f"comma list of {', '.join(SETTINGS)}")
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "results/benchmarks/quick.csv"))
+    args = ap.parse_args()
+    import torch
+
+    names = args.settings.split(",")
+    rows = _oneoff(names)
+    for seed in range(args.seeds):
+        pre = _pretrained_r1([], seed)
+        for name in names:
+            r = _one_run(SETTINGS[name], seed)
+            t = r["timings"]
+            known = sum(t.get(k, 0.0) for k in ("setup", "data", "step", "eval", "test", "checkpoint"))
+            row = {
+                "setting": name, "seed": seed, "wall_s": r["wall_s"], "startup_s": r["wall_s"] - r["run_s"],
+                **{f"{k}_s": t.get(k, 0.0) for k in ("setup", "data", "step", "eval", "test", "checkpoint", "cache_build")},
+                "other_s": r["run_s"] - known, "best_epoch": r["best_epoch"], "test_R@1": r["metrics"]["R@1"],
+                "pretrained_R@1": pre, "overrides": " ".join(SETTINGS[name]), "torch_threads": torch.get_num_threads(),
+            }  # fmt: skip
+            rows.append(row)
+            print(f"{name:7s} seed {seed}: wall {row['wall_s']:.1f} s, test R@1 {100 * row['test_R@1']:.2f} "
+                  f"(pre-trained only {100 * pre:.2f})", flush=True)  # fmt: skip
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=FIELDS)
+        w.writeheader()
+        for row in rows:
+            w.writerow({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in row.items()})
+    print(f"\nwrote {out}")
+    for name in names:
+        rs = [r for r in rows if r["setting"] == name]
+        r1 = [100 * r["test_R@1"] for r in rs]
+        gain = [100 * (r["test_R@1"] - r["pretrained_R@1"]) for r in rs]
+        sd = statistics.stdev(r1) if len(r1) > 1 else float("nan")
+        print(f"{name:7s} median wall {statistics.median(r['wall_s'] for r in rs):6.1f} s | test R@1 mean "
+              f"{statistics.mean(r1):.2f} sd {sd:.2f} | minus pre-trained-only {statistics.mean(gain):.2f}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

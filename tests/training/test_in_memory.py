@@ -1,0 +1,49 @@
+"""The trainer on the in-memory data path and with cached frozen-block features (smoke profile)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from dmllab.training.protocol import run_protocol
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"data.in_memory": True},
+        {"data.in_memory": True, "model.frozen_blocks": 4, "data.feature_views": 2},
+    ],
+)
+def test_smoke_run_in_memory(smoke_cfg, overrides):
+    cfg = smoke_cfg.replace("schedule.epochs", 1)
+    for k, v in overrides.items():
+        cfg = cfg.replace(k, v)
+    r = run_protocol(cfg, seed=0, progress=False)
+    assert math.isfinite(r.metrics["R@1"]) and 0.0 <= r.metrics["R@1"] <= 1.0
+    t = r.extra["timings"]
+    assert t["step"] > 0 and t["data"] > 0 and t["test"] > 0
+
+
+def test_frozen_blocks_do_not_change(smoke_cfg):
+    from dmllab.training.protocol import stage_plans
+    from dmllab.training.trainer import Trainer
+
+    cfg = smoke_cfg.replace("data.in_memory", True).replace("model.frozen_blocks", 3)
+    cfg = cfg.replace("data.feature_views", 2).replace("schedule.warmup_epochs", 1).replace("schedule.epochs", 1)
+    tr = Trainer(cfg, progress=False, seed=0)
+    tr.setup(stage_plans(cfg)[0])
+    before = {k: v.clone() for k, v in tr.model.backbone.state_dict().items()}
+    tr.fit()
+    after = tr.model.backbone.state_dict()
+    frozen = ("stage1.", "stage2.")
+    assert all(torch.equal(before[k], after[k]) for k in before if k.startswith(frozen))  # BN stats too
+    assert any(not torch.equal(before[k], after[k]) for k in before if k.startswith("stage4.0.weight"))
+
+
+def test_feature_views_need_frozen_blocks(smoke_cfg):
+    cfg = smoke_cfg.replace("data.in_memory", True).replace("data.feature_views", 2)
+    with pytest.raises(ValueError, match="frozen_blocks"):
+        run_protocol(cfg, seed=0, progress=False)
