@@ -744,6 +744,9 @@ class SyntheticFineGrained(RetrievalDataset):
         self.class_names = [class_name(pool, c) for c in self.class_ids]
         self.image_size = image_size
         self.seed = seed
+        # Identity of these images for caches built from them (dmllab.data.tensor.FeatureCache): the pool folder
+        # name holds the generator version and a hash of every generation parameter.
+        self.fingerprint = f"synthetic:{folder.name}:{split}:{num_classes}"
 
     def _load(self, index: int) -> Any:
         from PIL import Image
