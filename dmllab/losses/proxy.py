@@ -243,7 +243,14 @@ class HeatedSoftmaxLoss(ProxyLoss):
     """Heated-up Softmax: logits alpha * <f, w_hat> + b on the embedding f as given by the model head.
 
     ``alpha`` is a plain attribute the trainer may change (heating-up: 16 -> 4). ``normalize_weights=False``
-    gives alpha * <f, w> + b. Weights are initialised like ``nn.Linear`` and the bias with zeros (a choice:
+    gives alpha * <f, w> + b.
+
+    ``learn_alpha=True`` (Heated-up Table 5: "alpha as a learnable parameter", initial value ``alpha``): alpha is
+    an ``nn.Parameter`` (``alpha_param``, trained with the loss's parameter group). Setting ``alpha`` then sets a
+    heating factor ``alpha / alpha_init`` (the trainer sets the initial alpha before heating and alpha_init / 4
+    after) applied to the learned value, which is frozen from heating on: the heated alpha is the learned alpha
+    at the heating epoch times 1/4, as Table 5 prints (final 15.6 -> heat-up 3.9). ``alpha`` reads the
+    effective value (learned x factor). Weights are initialised like ``nn.Linear`` and the bias with zeros (a choice:
     the paper does not state its initialisation).
 
     Bias placement: the paper's Eq. 1 scales the whole logit, alpha * (<f, w> + b); dmllab adds the bias
@@ -263,16 +270,47 @@ class HeatedSoftmaxLoss(ProxyLoss):
         bias: bool = True,
         normalize_weights: bool = True,
         proxy_init: str = "linear",
+        learn_alpha: bool = False,
     ) -> None:
         super().__init__(num_classes, embedding_dim, proxy_init=proxy_init, bias=bias)
-        self.alpha = _check_positive_float("alpha", alpha)
+        alpha = _check_positive_float("alpha", alpha)
+        self.learn_alpha = bool(learn_alpha)
+        if self.learn_alpha:
+            self.alpha_init = alpha
+            self.alpha_param = nn.Parameter(torch.tensor(alpha))
+            self.register_buffer("heat_factor", torch.tensor(1.0))
+        else:
+            self._alpha = alpha
         self.normalize_weights = bool(normalize_weights)
         self.normalizes_proxies = self.normalize_weights
 
+    @property
+    def alpha(self) -> float:
+        """The effective scale (with ``learn_alpha``: the learned value times the heating factor)."""
+        if self.learn_alpha:
+            return float(self.alpha_param.detach()) * float(self.heat_factor)
+        return self._alpha
+
+    @alpha.setter
+    def alpha(self, value: float) -> None:
+        value = _check_positive_float("alpha", value)
+        if self.learn_alpha:
+            self.heat_factor.fill_(value / self.alpha_init)
+        else:
+            self._alpha = value
+
+    def _scale(self) -> torch.Tensor | float:
+        """alpha for the logits: the learnable parameter (detached once heated) times the heating factor."""
+        if not self.learn_alpha:
+            return self._alpha
+        heated = float(self.heat_factor) != 1.0
+        return (self.alpha_param.detach() if heated else self.alpha_param).float() * self.heat_factor
+
     def _logits(self, embeddings, proxies, bias):
+        alpha = self._scale()
         if self.normalize_weights:
-            return LF.heated_softmax_logits(embeddings, proxies, bias, alpha=self.alpha)
-        return self.alpha * LF.softmax_logits(embeddings, proxies, None) + (0.0 if bias is None else bias)
+            return LF.heated_softmax_logits(embeddings, proxies, bias, alpha=alpha)
+        return alpha * LF.softmax_logits(embeddings, proxies, None) + (0.0 if bias is None else bias)
 
     def _loss(self, embeddings, labels, proxies, bias):
         return nn.functional.cross_entropy(self._logits(embeddings, proxies, bias), labels)
@@ -280,7 +318,7 @@ class HeatedSoftmaxLoss(ProxyLoss):
     def extra_repr(self) -> str:
         return (
             f"{super().extra_repr()}, alpha={self.alpha:g}, bias={self.bias is not None}, "
-            f"normalize_weights={self.normalize_weights}"
+            f"normalize_weights={self.normalize_weights}, learn_alpha={self.learn_alpha}"
         )
 
 
