@@ -687,7 +687,8 @@ class SyntheticFineGrained(RetrievalDataset):
         root: cache folder; default ``dmllab.paths.cache_dir()/synthetic``.
         split: ``train`` (first quarter of the classes), ``val`` (second quarter), ``trainval`` (first half),
             ``test`` (second half), or ``pretrain``/``pretrain_val`` (80/20 of every class of the disjoint
-            pre-training pool).
+            pre-training pool), or ``classify_train``/``classify_test`` (80/20 of every ``trainval`` class's
+            images: a same-class split for classification accuracy, Heated-up Table 4).
         seed: generator seed; everything is a deterministic function of it.
         image_size: image side in pixels (64 default; 32 for the smoke profile).
         num_classes: classes in the main pool (>= 4, even: the train/val/test structure needs it).
@@ -701,7 +702,7 @@ class SyntheticFineGrained(RetrievalDataset):
         labels, class_ids (original ids in the pool), class_names, num_classes.
     """
 
-    splits = ("train", "val", "trainval", "test", "pretrain", "pretrain_val")
+    splits = ("train", "val", "trainval", "test", "pretrain", "pretrain_val", "classify_train", "classify_test")
 
     def __init__(
         self,
@@ -730,7 +731,10 @@ class SyntheticFineGrained(RetrievalDataset):
         )  # fmt: skip
         data = load_cached(folder)
         all_ids = np.asarray(data["class_ids"])
-        if pool == "main":
+        if split.startswith("classify"):  # same classes on both sides (Heated-up Table 4): 80/20 of trainval's images
+            classes = split_classes("trainval", num_classes)
+            keep = np.isin(all_ids, classes) & _pretrain_mask(all_ids, split == "classify_train")
+        elif pool == "main":
             classes = split_classes(split, num_classes)
             keep = np.isin(all_ids, classes)
         else:  # pretrain and pretrain_val share all classes of the pool, hence one label map
