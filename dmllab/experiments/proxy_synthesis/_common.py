@@ -1,0 +1,150 @@
+"""Shared pieces of the Proxy Synthesis artifacts: the run configs (so tables share their runs), the paper's
+row names per loss, the profile -> datasets mapping, and the stored-model helpers (embed a split, t-SNE).
+
+Every PS run is built from the ``proxy_synthesis`` preset (the released setup, ``presets.get("proxy_synthesis",
+ds, profile, base=...)``); "without PS" is the *same* config with ``loss.synthesis=False``, as in the paper
+(Table 6 compares a loss with and without PS under one training setup). SoftTriple has no preset base yet: it
+is the Norm-softmax base config with ``loss.name="softtriple"`` and the loss's own defaults (K=10, scale 20,
+gamma 0.1, margin 0.01, tau 0.2: SoftTriple paper / PS supplement).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dmllab.experiments.base import Params, Run
+
+METHOD = "proxy_synthesis"
+# base -> (Table 6 row, Table F/H/J/L row, Table 4/G/I/K row); None where the table has no such row.
+NAMES: dict[str, tuple[str, str, str | None]] = {
+    "softmax": ("Softmax", "Softmax", None),
+    "normsoftmax": ("Norm-softmax", "Norm-softmax (Wang et al. 2017)", "Norm-softmax"),
+    "sphereface": ("SphereFace", "SphereFace (Liu et al. 2017)", None),
+    "cosface": ("CosFace", "Cosface (Wang et al. 2018)", "CosFace"),
+    "arcface": ("ArcFace", "Arcface (Deng et al. 2019)", "ArcFace"),
+    "proxynca": ("Proxy-NCA", "Proxy-NCA (Movshovitz-Attias et al. 2017)", "Proxy-NCA"),
+    "softtriple": ("SoftTriple", "SoftTriple (Qian et al. 2019)", "SoftTriple"),
+    "proxy_anchor": ("Proxy-anchor†", "Proxy-anchor (Kim et al. 2020)", "Proxy-anchor"),
+}
+# Table F/H/J/L spell the PS rows without the citation and with their own capitalisation.
+PS_FULL_NAME = {"cosface": "PS + Cosface", "arcface": "PS + Arcface", "proxy_anchor": "PS + Proxy-anchor"}
+PAPER_DATASETS = ("cub", "cars", "sop", "inshop")
+REF_DATASET = {"cub": "CUB200", "cars": "CARS196", "sop": "SOP", "inshop": "In-Shop"}
+FULL_TABLE = {"cub": "Table F", "cars": "Table H", "sop": "Table J", "inshop": "Table L"}
+MLRC_TABLE = {"cub": "Table G", "cars": "Table I", "sop": "Table K"}
+
+
+def label(base: str, ps: bool) -> str:
+    """The variant name of a run: the paper's Table 6 row ("PS + Norm-softmax")."""
+    name = NAMES[base][0]
+    return f"PS + {name}" if ps else name
+
+
+def base_of(variant: str) -> tuple[str, bool]:
+    """Inverse of :func:`label`: (base, with PS)."""
+    ps = variant.startswith("PS + ")
+    name = variant[5:] if ps else variant
+    for base, names in NAMES.items():
+        if names[0] == name:
+            return base, ps
+    raise KeyError(variant)
+
+
+def datasets(profile: str, paper: Sequence[str] = ("cars",)) -> list[str]:
+    """The quick/smoke profiles run the offline benchmark ("synthetic"); the paper profile the real datasets."""
+    return list(paper) if profile == "paper" else ["synthetic"]
+
+
+def config(profile: str, dataset: str, base: str = "normsoftmax", *, ps: bool = True, **replace: Any) -> Any:
+    """The released PS setup over ``base`` (with or without PS), plus ``replace`` ({"loss.ps_mu": 2.0}; keys
+    use "__" for "." so they can be keyword arguments: ``loss__ps_mu=2.0``)."""
+    from dmllab.training import presets
+
+    if base == "softtriple":
+        cfg = presets.get(METHOD, dataset, profile, base="normsoftmax")
+        cfg = cfg.replace("loss.name", "softtriple").replace("loss.kwargs", ())
+    else:
+        cfg = presets.get(METHOD, dataset, profile, base=base)
+    cfg = cfg.replace("loss.synthesis", bool(ps))
+    for key, value in replace.items():
+        cfg = cfg.replace(key.replace("__", "."), value)
+    return cfg
+
+
+def loss_runs(params: Params, bases: Sequence[str], dataset_list: Sequence[str], *, both: bool = True,
+              **replace: Any) -> list[Run]:  # fmt: skip
+    """One run per (dataset, base, with/without PS, seed): the shared Table 6 runs."""
+    out = []
+    for ds in dataset_list:
+        for base in bases:
+            for ps in (False, True) if both else (True,):
+                cfg = config(params.profile, ds, base, ps=ps, **replace)
+                out += [Run(cfg, seed, variant=label(base, ps), tags=(("base", base), ("ps", ps)))
+                        for seed in params.seeds]  # fmt: skip
+    return out
+
+
+def quick_or_paper(smoke: Any, quick: Any, paper: Any) -> dict[str, Any]:
+    return {"smoke": smoke, "quick": quick, "paper": paper}
+
+
+# ---------------------------------------------------------------------------------------- stored models
+
+
+def load_stored(run: Run) -> Any:
+    """The trained model of a stored run (``final.pt``)."""
+    from dmllab.training import export
+    from dmllab.training.store import RunStore
+
+    path = RunStore.checkpoint_dir(run.config, run.seed) / "final.pt"
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: the final weights of run {run.key} are not stored")
+    return export.load_model(run.config, path)
+
+
+def embed(run: Run, split: str, lookup: Any) -> tuple[Any, Any]:
+    """Embeddings (N, D) and labels (N,) of ``split`` by the stored model of ``run`` (trained via ``lookup``
+    when missing and allowed)."""
+    from dmllab.training import export
+
+    lookup.result(run)
+    emb, labels, _ = export.embed_split(load_stored(run), run.config, split)
+    return emb, labels
+
+
+def tsne(points: Any, seed: int = 0, perplexity: float = 30.0) -> Any:
+    """2-D t-SNE (scikit-learn, PCA init) of ``points`` (N, D); perplexity capped for small N."""
+    import numpy as np
+    from sklearn.manifold import TSNE
+
+    x = np.asarray(points, dtype=np.float32)
+    perp = float(min(perplexity, max(2.0, (len(x) - 1) / 3)))
+    return TSNE(n_components=2, perplexity=perp, init="pca", random_state=seed).fit_transform(x)
+
+
+def class_subset(labels: Any, n_classes: int) -> Any:
+    """Boolean mask of the samples of the first ``n_classes`` labels (a readable t-SNE)."""
+    import numpy as np
+
+    labels = np.asarray(labels)
+    keep = np.unique(labels)[:n_classes]
+    return np.isin(labels, keep)
+
+
+def mean_std_plot(ax: Any, data: Any, x: str, hue: str | None = None, y: str = "value") -> None:
+    """Mean over seeds with std error bars."""
+    import seaborn as sns
+
+    sns.pointplot(data=data, x=x, y=y, hue=hue, errorbar="sd", ax=ax, dodge=0.3 if hue else False,
+                  capsize=0.1, linestyles="-")  # fmt: skip
+
+
+def ref_key(table: str, row: str, column: str, dataset: str | None = None) -> tuple[str, ...]:
+    return (table, row, column) if dataset is None else (table, row, column, dataset)
+
+
+def stand_in(rec: Mapping[str, Any], default: str = "cars") -> str:
+    """The paper dataset a row faces: itself on the paper profile; ``default`` for the offline benchmark."""
+    ds = str(rec.get("dataset"))
+    return ds if ds in PAPER_DATASETS else default
