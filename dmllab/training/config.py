@@ -118,7 +118,11 @@ class LossConfig:
     """A registered loss (``dmllab.losses.build_loss``) and its keyword arguments.
 
     ``synthesis`` wraps the loss in Proxy Synthesis (PS paper Eq. 2-4) with ``ps_alpha`` (Beta shape) and
-    ``ps_mu`` (synthetics per batch as a fraction of the batch size).
+    ``ps_mu`` (synthetics per batch as a fraction of the batch size); ``ps_lambda`` a static lambda instead
+    of Beta(alpha, alpha) (PS Table 2a); ``ps_pairing`` "sorted" or "random" partners; ``ps_embeddings`` /
+    ``ps_proxies`` the PS Table 1 composition ("original", "synthetic", "both"; see
+    :class:`dmllab.losses.ProxySynthesis`). ``regularizer``: "none", "input_mixup" or "manifold_mixup"
+    (PS Table 5, :class:`dmllab.losses.Mixup`) with lambda ~ Beta(``mixup_alpha``, ``mixup_alpha``).
     """
 
     name: str = "proxynca"
@@ -126,6 +130,12 @@ class LossConfig:
     synthesis: bool = False
     ps_alpha: float = 0.4
     ps_mu: float = 1.0
+    ps_lambda: float | None = None
+    ps_pairing: str = "sorted"
+    ps_embeddings: str = "both"
+    ps_proxies: str = "both"
+    regularizer: str = "none"
+    mixup_alpha: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -215,6 +225,10 @@ SECTIONS = ("data", "model", "loss", "optim", "schedule", "run")
 _HASH_EXCLUDED = {("data", "root"), ("data", "num_workers"), ("run", "seed")}
 # Fields added after runs were stored: left out of the hash at their default, so existing run keys stay valid.
 _HASH_OMIT_AT_DEFAULT = {("data", "in_memory"): False, ("data", "feature_views"): 0, ("model", "frozen_blocks"): 0}
+_HASH_OMIT_AT_DEFAULT.update({
+    ("loss", "ps_lambda"): None, ("loss", "ps_pairing"): "sorted", ("loss", "ps_embeddings"): "both",
+    ("loss", "ps_proxies"): "both", ("loss", "regularizer"): "none", ("loss", "mixup_alpha"): 0.5,
+})  # fmt: skip
 _CHOICES = {
     ("optim", "name"): ("adam", "adamw", "sgd", "rmsprop"),
     ("schedule", "scheduler"): ("plateau", "multistep", "step", "none"),
@@ -224,6 +238,10 @@ _CHOICES = {
     ("run", "channels_last"): ("auto", "on", "off"),
     ("run", "distance"): ("euclidean", "cosine"),
     ("model", "norm_position"): ("pre", "post"),
+    ("loss", "ps_pairing"): ("sorted", "random"),
+    ("loss", "ps_embeddings"): ("original", "synthetic", "both"),
+    ("loss", "ps_proxies"): ("original", "synthetic", "both"),
+    ("loss", "regularizer"): ("none", "input_mixup", "manifold_mixup"),
 }
 # Mapping-valued fields: a key that is not a dataclass field goes into this mapping.
 _KWARGS_FIELD = {"loss": "kwargs", "model": "backbone_kwargs", "data": "dataset_kwargs"}

@@ -222,8 +222,21 @@ class Trainer:
         if lc.synthesis:
             # Wrap the built base loss (not build_loss("proxy_synthesis", ...)): the base may have its own
             # ``alpha`` (Proxy Anchor) which must not collide with the Beta(alpha, alpha) of PS.
-            loss = ProxySynthesis(loss, alpha=lc.ps_alpha, mu=lc.ps_mu)
+            loss = ProxySynthesis(
+                loss, alpha=lc.ps_alpha, mu=lc.ps_mu, lam=lc.ps_lambda, pairing=lc.ps_pairing,
+                embeddings=lc.ps_embeddings, proxies=lc.ps_proxies,
+            )  # fmt: skip
         return loss
+
+    def build_regularizer(self) -> nn.Module | None:
+        """``loss.regularizer``: None, or a :class:`dmllab.losses.Mixup` that mixes each training batch
+        (input_mixup: what the loader yields, i.e. cached frozen-block features when the feature cache is on)."""
+        lc = self.cfg.loss
+        if lc.regularizer == "none":
+            return None
+        from dmllab.losses import Mixup
+
+        return Mixup(lc.regularizer, alpha=lc.mixup_alpha)
 
     def setup(self, plan: StagePlan) -> None:
         """Build the stage: seeded model and loss, optimiser groups (all loss params asserted), scaler."""
@@ -436,6 +449,7 @@ class Trainer:
         )  # fmt: skip
         sched_epoch = epoch - plan.warmup_epochs
         embedder = self.embedder()
+        mixup, mix = self.build_regularizer(), None  # PS Table 5 mixup: one draw per batch
         for step, (images, labels) in enumerate(bar, start=1):
             images = images.to(self.device, non_blocking=True)
             if self.channels_last:
@@ -445,13 +459,16 @@ class Trainer:
             with torch.autocast(
                 self.device.type, dtype=self.amp_dtype or torch.float32, enabled=self.amp_dtype is not None
             ):
-                emb = embedder(images)  # (B, D)
+                if mixup is None:
+                    emb = embedder(images)  # (B, D)
+                else:
+                    emb, mix = mixup.embed(embedder, images)
             where = f"stage {plan.name}, epoch {epoch} (schedule epoch {sched_epoch}), step {step}"
             if not bool(torch.isfinite(emb).all()):
                 raise NonFiniteLossError(
                     f"non-finite embeddings at {where}; the last good checkpoint is kept"
                 )
-            loss = self.loss(emb, labels)
+            loss = self.loss(emb, labels) if mix is None else mixup.loss(self.loss, emb, labels, mix)
             value = float(loss.detach())
             if not math.isfinite(value):
                 raise NonFiniteLossError(
