@@ -13,9 +13,15 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from dmllab.metrics.clustering import KMEANS_N_INIT, nmi
+from dmllab.metrics.clustering import KMEANS_N_INIT, NMI_AVERAGES, kmeans_torch, nmi
 from dmllab.metrics.embed import embed_dataset
-from dmllab.metrics.evaluator import DISTANCES, RetrievalResult, retrieval_metrics
+from dmllab.metrics.evaluator import (
+    DISTANCES,
+    NonFiniteEmbeddingError,
+    RetrievalResult,
+    ZeroEmbeddingError,
+    retrieval_metrics,
+)
 from dmllab.metrics.retrieval import map_at_r, precision_at_1, r_precision, recall_at_k
 
 METRICS = ("recall", "nmi", "precision_at_1", "r_precision", "map_at_r", "mlrc")
@@ -31,9 +37,12 @@ def evaluate(
     gallery: Tensor | np.ndarray | None = None,
     gallery_labels: Tensor | np.ndarray | None = None,
     distance: str = "euclidean",
-    chunk_size: int = 1024,
+    chunk_size: int | None = None,
     nmi_seed: int = 0,
     dtype: torch.dtype = torch.float32,
+    matmul: str = "auto",
+    nmi_average: str = "geometric",
+    nmi_kmeans: str = "auto",
 ) -> dict[str, float]:
     """Compute the requested metrics with one retrieval pass.
 
@@ -41,8 +50,9 @@ def evaluate(
         metrics: any of "recall", "nmi", "precision_at_1", "r_precision", "map_at_r", or "mlrc" (all three).
         ks: K values for "recall".
         gallery, gallery_labels: query-vs-gallery protocol (In-Shop); NMI is then computed on the queries.
-        distance, chunk_size, dtype: see :func:`retrieval_metrics`.
-        nmi_seed: KMeans seed for "nmi".
+        distance, chunk_size, dtype, matmul: see :func:`retrieval_metrics`.
+        nmi_seed, nmi_average, nmi_kmeans: KMeans seed, NMI normalisation and KMeans implementation for
+            "nmi" (see :func:`dmllab.metrics.clustering.nmi`).
 
     Returns:
         {"R@K": ..., "NMI": ..., "P@1": ..., "RP": ..., "MAP@R": ...} for what was requested, in [0, 1].
@@ -65,6 +75,7 @@ def evaluate(
             distance=distance,
             chunk_size=chunk_size,
             dtype=dtype,
+            matmul=matmul,
         )
         out.update({f"R@{k}": v for k, v in res.recall.items()})
         every = "mlrc" in wanted
@@ -75,7 +86,7 @@ def evaluate(
         if every or "map_at_r" in wanted:
             out["MAP@R"] = res.map_at_r
     if "nmi" in wanted:
-        out["NMI"] = nmi(embeddings, labels, seed=nmi_seed)
+        out["NMI"] = nmi(embeddings, labels, seed=nmi_seed, average=nmi_average, kmeans=nmi_kmeans)
     return out
 
 
@@ -83,9 +94,13 @@ __all__ = [
     "DISTANCES",
     "KMEANS_N_INIT",
     "METRICS",
+    "NMI_AVERAGES",
+    "NonFiniteEmbeddingError",
     "RetrievalResult",
+    "ZeroEmbeddingError",
     "embed_dataset",
     "evaluate",
+    "kmeans_torch",
     "map_at_r",
     "nmi",
     "precision_at_1",

@@ -1,13 +1,117 @@
-"""Clustering quality: NMI of KMeans clusters, as evaluated in ProxyNCA++ (CUB and Cars)."""
+"""Clustering quality: NMI of KMeans clusters, as evaluated in ProxyNCA++ (CUB and Cars).
+
+NMI(Y, Omega) = I(Y; Omega) / norm(H(Y), H(Omega)), with Omega the KMeans clusters of the embeddings
+(``n_clusters`` = the number of classes). ``average`` picks the normalisation: "geometric"
+(sqrt(H(Y) H(Omega)), the default and what the ProxyNCA++ authors' code computes) or "arithmetic"
+((H(Y) + H(Omega)) / 2, scikit-learn's default), "min" or "max".
+
+Two KMeans implementations give the same clustering up to KMeans' own variance (local optima, seeds):
+
+* "sklearn": scikit-learn's KMeans on the CPU in float64, ``n_init=10`` (pinned: sklearn's default changed
+  across versions) and ``random_state=seed``: deterministic for a given input. The default below
+  ``TORCH_KMEANS_MIN_N`` embeddings.
+* "torch": :func:`kmeans_torch`, k-means++ and Lloyd iterations in float32 on the embeddings' device (a GPU
+  when the embeddings are there), ``n_init`` runs keeping the lowest inertia. The default from
+  ``TORCH_KMEANS_MIN_N`` embeddings on (SOP's 60,502 x 11,316 clusters is out of reach of scikit-learn's
+  float64 KMeans with ten inits). Deterministic for a given seed and device.
+"""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import torch
 from torch import Tensor
 
 from dmllab.metrics.evaluator import as_tensor, check_embeddings_labels
 
 KMEANS_N_INIT = 10  # pinned: sklearn's default changed across versions ("auto" since 1.4)
+NMI_AVERAGES = ("geometric", "arithmetic", "min", "max")
+KMEANS_IMPLEMENTATIONS = ("auto", "sklearn", "torch")
+TORCH_KMEANS_MIN_N = 20_000  # "auto" switches to the torch k-means from this many embeddings on
+
+
+def kmeans_torch(
+    x: Tensor,
+    n_clusters: int,
+    *,
+    n_init: int = KMEANS_N_INIT,
+    max_iter: int = 300,
+    tol: float = 1e-4,
+    seed: int = 0,
+    chunk_size: int = 4096,
+) -> Tensor:
+    """KMeans (k-means++ init, Lloyd iterations) on ``x``'s device; returns cluster ids (N,) long.
+
+    Args:
+        x: (N, D) points (any float dtype; computed in float32).
+        n_clusters: k, 1 <= k <= N.
+        n_init: independent runs (seeds ``seed, seed + 1, ...``); the run with the lowest inertia wins.
+        max_iter, tol: Lloyd stops when the squared centre shift is <= ``tol`` x the mean per-feature
+            variance of ``x`` (scikit-learn's rule) or after ``max_iter`` iterations.
+        chunk_size: points per distance block (memory O(chunk_size x k)).
+    """
+    n = x.shape[0]
+    if not 1 <= n_clusters <= n:
+        raise ValueError(f"n_clusters must be in [1, {n}] (number of points), got {n_clusters}")
+    if n_init < 1 or max_iter < 1:
+        raise ValueError(f"n_init and max_iter must be positive, got {n_init} and {max_iter}")
+    x = x.detach().float()
+    x = x - x.mean(0, keepdim=True)  # centring changes no clustering and helps float32 precision
+    max_abs = float(x.abs().max())
+    if max_abs > 0:  # a power-of-two rescale (exact, changes no clustering): no overflow in float32
+        x = x * 2.0 ** -math.frexp(max_abs)[1]
+    threshold = tol * float(x.var(0, unbiased=False).mean())
+    x_sq = (x * x).sum(1)  # (N,)
+    best_labels, best_inertia = None, float("inf")
+    for run in range(n_init):
+        gen = torch.Generator(device=x.device).manual_seed(seed + run)
+        centres = _kmeans_pp(x, x_sq, n_clusters, gen)
+        for _ in range(max_iter):
+            labels, _ = _assign(x, x_sq, centres, chunk_size)
+            new = torch.zeros_like(centres).index_add_(0, labels, x)
+            counts = torch.bincount(labels, minlength=n_clusters).unsqueeze(1).to(x.dtype)
+            new = torch.where(counts > 0, new / counts.clamp(min=1), centres)  # empty cluster: keep centre
+            shift = float(((new - centres) ** 2).sum())
+            centres = new
+            if shift <= threshold:
+                break
+        labels, dist = _assign(x, x_sq, centres, chunk_size)
+        inertia = float(dist.double().sum())
+        if inertia < best_inertia:
+            best_labels, best_inertia = labels, inertia
+    return best_labels
+
+
+def _assign(x: Tensor, x_sq: Tensor, centres: Tensor, chunk_size: int) -> tuple[Tensor, Tensor]:
+    """Nearest centre (N,) and squared distance (N,) by blocks of ``chunk_size`` points."""
+    c_sq = (centres * centres).sum(1)
+    labels = torch.empty(x.shape[0], dtype=torch.long, device=x.device)
+    dist = torch.empty(x.shape[0], dtype=x.dtype, device=x.device)
+    for i in range(0, x.shape[0], chunk_size):
+        d = torch.addmm(c_sq.unsqueeze(0), x[i : i + chunk_size], centres.T, alpha=-2.0)  # (B, k)
+        m, a = d.min(1)
+        labels[i : i + chunk_size] = a
+        dist[i : i + chunk_size] = (m + x_sq[i : i + chunk_size]).clamp(min=0)
+    return labels, dist
+
+
+def _kmeans_pp(x: Tensor, x_sq: Tensor, k: int, gen: torch.Generator) -> Tensor:
+    """k-means++ seeding (Arthur & Vassilvitskii 2007): each next centre drawn with probability ~ D(x)^2."""
+    n = x.shape[0]
+    first = int(torch.randint(n, (1,), generator=gen, device=x.device))
+    idx = [first]
+    d2 = (x_sq + x_sq[first] - 2.0 * (x @ x[first])).clamp_(min=0)
+    for _ in range(1, k):
+        total = d2.sum()
+        if float(total) <= 0:  # every point coincides with a centre: take any not chosen yet
+            nxt = int(torch.randint(n, (1,), generator=gen, device=x.device))
+        else:
+            nxt = int(torch.multinomial(d2 / total, 1, generator=gen))
+        idx.append(nxt)
+        d2 = torch.minimum(d2, (x_sq + x_sq[nxt] - 2.0 * (x @ x[nxt])).clamp_(min=0))
+    return x[torch.tensor(idx, device=x.device)].clone()
 
 
 def nmi(
@@ -16,24 +120,39 @@ def nmi(
     *,
     n_clusters: int | None = None,
     seed: int = 0,
+    average: str = "geometric",
+    kmeans: str = "auto",
 ) -> float:
     """Normalised mutual information between the labels and KMeans clusters of the embeddings.
 
-    NMI(Y, Omega) = I(Y; Omega) / sqrt(H(Y) H(Omega)) (geometric normalisation, as ProxyNCA++'s code).
-    KMeans runs on the raw embeddings (float64) with ``n_clusters`` = the number of classes by default,
-    ``n_init=10`` and ``random_state=seed``, so the value is deterministic for a given input.
+    Args:
+        embeddings: (N, D) raw embeddings (torch or numpy).
+        labels: (N,) integer class labels.
+        n_clusters: k; default the number of classes.
+        seed: KMeans seed (``random_state`` of scikit-learn, first seed of :func:`kmeans_torch`).
+        average: "geometric" (ProxyNCA++ code, default), "arithmetic" (scikit-learn's default), "min", "max".
+        kmeans: "sklearn", "torch" or "auto" (torch from ``TORCH_KMEANS_MIN_N`` embeddings on; module doc).
     """
-    from sklearn.cluster import KMeans
     from sklearn.metrics import normalized_mutual_info_score
 
+    if average not in NMI_AVERAGES:
+        raise ValueError(f"unknown NMI average {average!r}; valid: {list(NMI_AVERAGES)}")
+    if kmeans not in KMEANS_IMPLEMENTATIONS:
+        raise ValueError(f"unknown kmeans {kmeans!r}; valid: {list(KMEANS_IMPLEMENTATIONS)}")
     emb = as_tensor(embeddings, "embeddings")
     lab = as_tensor(labels, "labels")
     check_embeddings_labels(emb, lab, "")
-    x = emb.cpu().double().numpy()
     y = lab.cpu().long().numpy()
     n_classes = int(np.unique(y).size)
     k = n_classes if n_clusters is None else int(n_clusters)
-    if k < 1 or k > x.shape[0]:
-        raise ValueError(f"n_clusters must be in [1, {x.shape[0]}] (number of embeddings), got {k}")
-    pred = KMeans(n_clusters=k, n_init=KMEANS_N_INIT, random_state=seed).fit_predict(x)
-    return float(normalized_mutual_info_score(y, pred, average_method="geometric"))
+    if k < 1 or k > emb.shape[0]:
+        raise ValueError(f"n_clusters must be in [1, {emb.shape[0]}] (number of embeddings), got {k}")
+    use_torch = kmeans == "torch" or (kmeans == "auto" and emb.shape[0] >= TORCH_KMEANS_MIN_N)
+    if use_torch:
+        pred = kmeans_torch(emb, k, seed=seed).cpu().numpy()
+    else:
+        from sklearn.cluster import KMeans
+
+        x = emb.cpu().double().numpy()
+        pred = KMeans(n_clusters=k, n_init=KMEANS_N_INIT, random_state=seed).fit_predict(x)
+    return float(normalized_mutual_info_score(y, pred, average_method=average))

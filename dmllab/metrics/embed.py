@@ -8,12 +8,22 @@ import torch
 from torch import Tensor, nn
 
 
+def default_amp_dtype(device: torch.device) -> torch.dtype:
+    """Autocast dtype when none is given: bfloat16 (CPU, and CUDA where supported), else float16."""
+    if device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        return torch.float16
+    return torch.bfloat16
+
+
 def embed_dataset(
     model: nn.Module,
     loader: Iterable,
     device: torch.device | str,
     *,
     amp: bool = False,
+    amp_dtype: torch.dtype | None = None,
+    channels_last: bool = False,
+    keep_on_device: bool = False,
 ) -> tuple[Tensor, Tensor]:
     """Run ``model`` over ``loader`` (batches of (images, labels)) in eval mode without gradients.
 
@@ -21,17 +31,22 @@ def embed_dataset(
         model: maps (B, 3, H, W) to (B, D).
         loader: yields (inputs, labels) pairs; extra items in a batch are ignored.
         device: where the model runs.
-        amp: autocast (bfloat16 on CPU, float16 on CUDA) for the forward pass.
+        amp: autocast the forward pass, in ``amp_dtype``: pass the training's precision (the trainer passes
+            its resolved ``run.amp``); None = :func:`default_amp_dtype` (bfloat16 unless the GPU lacks it).
+        channels_last: feed 4-D inputs in channels-last memory format (as the trainer does on CUDA).
+        keep_on_device: return the embeddings on ``device`` (so that the metrics run there, without a
+            copy to the host per batch); default: on the CPU.
 
     Returns:
-        embeddings (N, D) float32 on the CPU and labels (N,) long. The model's previous train/eval mode is
-        restored afterwards (also when an error is raised).
+        embeddings (N, D) float32 and labels (N,) long, on the CPU or (``keep_on_device``) on ``device``.
+        The model's previous train/eval mode is restored afterwards (also when an error is raised).
     """
     device = torch.device(device)
+    out_device = device if keep_on_device else torch.device("cpu")
     was_training = model.training
     embs: list[Tensor] = []
     labs: list[Tensor] = []
-    amp_dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
+    dtype = amp_dtype if amp_dtype is not None else default_amp_dtype(device)
     model.eval()
     try:
         with torch.no_grad():
@@ -39,10 +54,14 @@ def embed_dataset(
                 if not isinstance(batch, (tuple, list)) or len(batch) < 2:
                     raise ValueError("loader must yield (inputs, labels) batches")
                 x, y = batch[0], batch[1]
-                with torch.autocast(device_type=device.type, dtype=amp_dtype, enabled=amp):
-                    out = model(x.to(device, non_blocking=True))
-                embs.append(out.float().cpu())
-                labs.append(torch.as_tensor(y).long().cpu())
+                x = x.to(device, non_blocking=True)
+                if channels_last and x.ndim == 4:
+                    x = x.contiguous(memory_format=torch.channels_last)
+                with torch.autocast(device_type=device.type, dtype=dtype, enabled=amp):
+                    out = model(x)
+                # no .cpu() per batch when the embeddings stay on the device: no host sync in the loop
+                embs.append(out.float().to(out_device))
+                labs.append(torch.as_tensor(y).long().to(out_device))
     finally:
         model.train(was_training)
     if not embs:

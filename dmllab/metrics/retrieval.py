@@ -25,13 +25,14 @@ def recall_at_k(
     gallery: ArrayLike | None = None,
     gallery_labels: ArrayLike | None = None,
     distance: str = "euclidean",
-    chunk_size: int = 1024,
+    chunk_size: int | None = None,
     dtype: torch.dtype = torch.float32,
+    matmul: str = "auto",
 ) -> dict[int, float]:
     """Recall@K (ProxyNCA++ Sec. 5): fraction of queries with a same-class reference among the K nearest.
 
     Leave-one-out over ``embeddings`` without a gallery (CUB, Cars, SOP); query vs gallery for In-Shop.
-    Returns {K: value in [0, 1]}.
+    Returns {K: value in [0, 1]}. ``chunk_size``, ``dtype`` and ``matmul``: see :func:`retrieval_metrics`.
     """
     res = retrieval_metrics(
         embeddings,
@@ -42,6 +43,7 @@ def recall_at_k(
         distance=distance,
         chunk_size=chunk_size,
         dtype=dtype,
+        matmul=matmul,
     )
     return res.recall
 
@@ -58,7 +60,7 @@ def precision_at_1(
     gallery: ArrayLike | None = None,
     gallery_labels: ArrayLike | None = None,
     distance: str = "euclidean",
-    chunk_size: int = 1024,
+    chunk_size: int | None = None,
     dtype: torch.dtype = torch.float32,
 ) -> float:
     """P@1 (MLRC, Musgrave et al. 2020): is the nearest reference a positive, over queries with R >= 1."""
@@ -73,7 +75,7 @@ def r_precision(
     gallery: ArrayLike | None = None,
     gallery_labels: ArrayLike | None = None,
     distance: str = "euclidean",
-    chunk_size: int = 1024,
+    chunk_size: int | None = None,
     dtype: torch.dtype = torch.float32,
 ) -> float:
     """R-precision (MLRC): positives among the first R references / R, R = number of positives."""
@@ -88,7 +90,7 @@ def map_at_r(
     gallery: ArrayLike | None = None,
     gallery_labels: ArrayLike | None = None,
     distance: str = "euclidean",
-    chunk_size: int = 1024,
+    chunk_size: int | None = None,
     dtype: torch.dtype = torch.float32,
 ) -> float:
     """MAP@R (MLRC Sec. 3.2): (1/R) sum_{i<=R} P(i) rel(i), averaged over queries with R >= 1."""

@@ -67,3 +67,69 @@ def test_embed_dataset_restores_mode_on_error():
     assert model.training
     with pytest.raises(ValueError, match="no batches"):
         embed_dataset(model, [], "cpu")
+
+
+def test_nmi_average_option(rng):
+    from sklearn.cluster import KMeans
+    from sklearn.metrics import normalized_mutual_info_score
+
+    labels = rng.integers(0, 5, 120)
+    x = rng.normal(size=(5, 4))[labels] + rng.normal(size=(120, 4)) * 1.5
+    pred = KMeans(n_clusters=5, n_init=10, random_state=0).fit_predict(x)
+    for average in ("geometric", "arithmetic"):
+        expected = normalized_mutual_info_score(labels, pred, average_method=average)
+        assert nmi(x, labels, average=average) == pytest.approx(expected, abs=1e-9)
+    assert nmi(x, labels) == nmi(x, labels, average="geometric")  # the default is unchanged
+    with pytest.raises(ValueError, match="average"):
+        nmi(x, labels, average="harmonic")
+    with pytest.raises(ValueError, match="kmeans"):
+        nmi(x, labels, kmeans="faiss")
+
+
+def test_torch_kmeans_matches_sklearn_up_to_kmeans_variance(rng):
+    from dmllab.metrics import kmeans_torch
+
+    labels = np.repeat(np.arange(6), 30)
+    separated = np.eye(6)[labels] * 50 + rng.normal(size=(180, 6))
+    assert nmi(separated, labels, kmeans="torch") == pytest.approx(1.0)
+    # huge magnitudes do not overflow the float32 k-means
+    assert nmi(separated * 1e30, labels, kmeans="torch") == pytest.approx(1.0)
+    noisy = rng.normal(size=(6, 8))[labels] * 1.2 + rng.normal(size=(180, 8))
+    a, b = nmi(noisy, labels, kmeans="torch"), nmi(noisy, labels, kmeans="sklearn")
+    assert abs(a - b) < 0.05
+    c1 = kmeans_torch(torch.from_numpy(noisy), 6, seed=4)
+    c2 = kmeans_torch(torch.from_numpy(noisy), 6, seed=4)
+    assert torch.equal(c1, c2) and c1.shape == (180,) and set(c1.tolist()) <= set(range(6))
+
+
+def test_nmi_auto_uses_torch_kmeans_on_large_splits(rng, monkeypatch):
+    import dmllab.metrics.clustering as cl
+
+    used = []
+    original = cl.kmeans_torch
+    monkeypatch.setattr(cl, "kmeans_torch", lambda *a, **k: used.append(1) or original(*a, **k))
+    labels = np.repeat(np.arange(3), 20)
+    x = np.eye(3)[labels] * 10 + rng.normal(size=(60, 3))
+    nmi(x, labels)
+    assert not used  # small split: scikit-learn, as before
+    monkeypatch.setattr(cl, "TORCH_KMEANS_MIN_N", 50)
+    assert nmi(x, labels) == pytest.approx(1.0) and used
+
+
+def test_embed_dataset_precision_channels_last_and_device():
+    class Probe(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(12, 4)
+            self.seen = []
+
+        def forward(self, x):
+            self.seen.append((x.is_contiguous(memory_format=torch.channels_last), torch.get_autocast_dtype("cpu")))
+            return self.lin(x.flatten(1))
+
+    model = Probe()
+    data = [(torch.randn(2, 3, 2, 2), torch.tensor([0, 1]))]
+    emb, lab = embed_dataset(model, data, "cpu", amp=True, amp_dtype=torch.bfloat16, channels_last=True,
+                             keep_on_device=True)  # fmt: skip
+    assert model.seen[-1] == (True, torch.bfloat16)
+    assert emb.dtype == torch.float32 and emb.device.type == "cpu" and lab.tolist() == [0, 1]
