@@ -95,9 +95,10 @@ def images_tensor(dataset: Any) -> Tensor:
 
 
 def _normalise(x: Tensor) -> Tensor:
-    mean = torch.tensor(IMAGENET_MEAN, dtype=x.dtype, device=x.device).view(1, 3, 1, 1)
+    """``(x / 255 - mean) / std`` as one in-place multiply-add on a float tensor (B, 3, h, w) the caller owns."""
     std = torch.tensor(IMAGENET_STD, dtype=x.dtype, device=x.device).view(1, 3, 1, 1)
-    return (x / 255.0 - mean) / std
+    mean = torch.tensor(IMAGENET_MEAN, dtype=x.dtype, device=x.device).view(1, 3, 1, 1)
+    return x.mul_(1.0 / (255.0 * std)).add_(-mean / std)
 
 
 def crop_boxes(
@@ -154,15 +155,17 @@ def augment_batch(
             x = F.interpolate(x, size=size, mode="bilinear", antialias=True, align_corners=False)
             height, width = size
         top, left = int(round((height - spec.size) / 2.0)), int(round((width - spec.size) / 2.0))
-        return _normalise(x[:, :, top : top + spec.size, left : left + spec.size])
+        return _normalise(x[:, :, top : top + spec.size, left : left + spec.size].contiguous())
     box = crop_boxes(b, height, width, spec, generator)  # (B, 4) x, y, w, h
-    rois = torch.cat(
-        [torch.arange(b, dtype=x.dtype)[:, None], box[:, :2], box[:, :2] + box[:, 2:]], dim=1
+    flip = torch.rand(b, generator=generator) < 0.5
+    x1, x2 = box[:, 0], box[:, 0] + box[:, 2]
+    # A flipped crop is the same box read right to left: with aligned=True roi_align accepts x1 > x2 and
+    # samples mirrored positions, so the flip costs nothing.
+    x1, x2 = torch.where(flip, x2, x1), torch.where(flip, x1, x2)
+    rois = torch.stack(
+        [torch.arange(b, dtype=x.dtype), x1, box[:, 1], x2, box[:, 1] + box[:, 3]], dim=1
     ).to(x.device)  # (B, 5): batch index, x1, y1, x2, y2 in pixel-edge coordinates
     out = roi_align(x, rois, output_size=spec.size, spatial_scale=1.0, sampling_ratio=2, aligned=True)
-    flip = torch.rand(b, generator=generator) < 0.5
-    if bool(flip.any()):
-        out[flip.to(out.device)] = out[flip.to(out.device)].flip(-1)
     return _normalise(out)  # (B, 3, size, size)
 
 

@@ -67,6 +67,17 @@ def test_train_augmentation_is_seeded_and_shaped():
         crop_spec("proxynca++")
 
 
+def test_flip_by_reversed_box_equals_flipped_crop():
+    from torchvision.ops import roi_align
+
+    x = torch.rand(2, 3, 64, 64)
+    rois = torch.tensor([[0, 5.0, 7.0, 50.0, 60.0], [1, 0.0, 0.0, 64.0, 64.0]])
+    mirrored = rois[:, [0, 3, 2, 1, 4]]
+    a = roi_align(x, rois, output_size=56, spatial_scale=1.0, sampling_ratio=2, aligned=True)
+    b = roi_align(x, mirrored, output_size=56, spatial_scale=1.0, sampling_ratio=2, aligned=True)
+    assert torch.allclose(a.flip(-1), b, atol=1e-5)
+
+
 def _prefix(model: SmallCNN, n: int):
     model.freeze_blocks(n)
     return lambda x: model.forward_blocks(x, 0, n)
