@@ -8,7 +8,10 @@ ProxyNCA++ preset of a profile is one run set used by every table.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dmllab.experiments.base import Params
 
 # The six enhancements in the paper's order (Sec. 3).
 ENHANCEMENTS: tuple[str, ...] = ("prob", "scale", "cbs", "norm", "max", "fast")
@@ -149,3 +152,36 @@ def sweep_figure(
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+# ------------------------------------------------------------------------------------------- sweep claims
+
+
+def at_value(df: Any, metric: str, param: str, value: float) -> Any:
+    """Per-seed ``metric`` where ``param_<param>`` is (numerically close to) ``value``."""
+    import numpy as np
+    import pandas as pd
+
+    col = f"param_{param}"
+    sel = df[df["metric"] == metric]
+    if col not in sel.columns:
+        return sel.groupby("seed")["value"].mean().iloc[0:0]
+    x = pd.to_numeric(sel[col], errors="coerce")
+    return sel[np.isclose(x, value, rtol=1e-6, atol=0)].groupby("seed")["value"].mean()
+
+
+def diff_at(df: Any, metric: str, param: str, better: float, worse: float) -> Any:
+    """Per seed: ``metric`` at ``param = better`` minus at ``param = worse`` (paired on the seed)."""
+    return (at_value(df, metric, param, better) - at_value(df, metric, param, worse)).dropna()
+
+
+def sweep_runs(params: Params, build: Any, param: str, values: Sequence[float]) -> list[Any]:
+    """One run per (dataset, value, seed): ``build(dataset, profile, value)`` -> config, tagged ``param``."""
+    from dmllab.experiments.base import Run
+
+    out = []
+    for dataset in datasets(params):
+        for v in values:
+            cfg = build(dataset, params.profile, v)
+            out += [Run(cfg, seed, variant=f"{param} {v:.4g}", tags=((param, v),)) for seed in params.seeds]
+    return out
