@@ -111,6 +111,18 @@ def mlrc(train: bool) -> Callable[[Any], Any]:
     return _crop_preset(train, size=227, resize=256, scale=(0.16, 1.0), train_resize=True)
 
 
+@TRANSFORMS.register("proxynca++227")
+def proxynca_pp_227(train: bool) -> Callable[[Any], Any]:
+    """ProxyNCA++ Table 15 (appendix C): 227 random-resized crops; test Resize(256) + CenterCrop(227)."""
+    return _crop_preset(train, size=227, resize=256)
+
+
+@TRANSFORMS.register("quick227")
+def quick_227(train: bool) -> Callable[[Any], Any]:
+    """The quick profile's analogue of Table 15's 227 crops: 50 crops (56 x 227/256); test Resize(57) + CenterCrop(50)."""
+    return _crop_preset(train, size=50, resize=57, scale=(0.35, 1.0), backend="v1")
+
+
 @TRANSFORMS.register("quick")
 def quick(train: bool) -> Callable[[Any], Any]:
     """Quick profile on the 64x64 offline benchmark: 56 crops (scale 0.35-1); test Resize(64) + CenterCrop(56)."""
