@@ -89,3 +89,36 @@ def errorbar_lines(ax: Any, data: Any, x: str, hue: str, *, metric: str = "R@1",
         ax.set_xscale("log", base=2)
     ax.set_ylabel(f"{metric} (%)")
     ax.legend(fontsize=8)
+
+
+def load_trained(run: Run) -> tuple[Any, dict[str, Any]]:
+    """The trained model of a stored ``run`` (``final.pt``) and the whole saved state (which holds the loss's
+    state under ``"loss"`` where the protocol saves it)."""
+    import torch
+
+    from dmllab.training import export
+    from dmllab.training.store import RunStore
+
+    path = RunStore.checkpoint_dir(run.config, run.seed) / "final.pt"
+    model = export.load_model(run.config, path)
+    return model, torch.load(path, map_location="cpu", weights_only=False)
+
+
+def embed_run(run: Run, split: str | None = None) -> tuple[Any, Any, Any]:
+    """Embeddings (N, D), labels (N,) and dataset of ``split`` (default: the test split) under ``run``'s model."""
+    from dmllab.training import export
+
+    model, _ = load_trained(run)
+    cfg = run.config.replace("run.device", "cpu")
+    return export.embed_split(model, cfg, split or cfg.data.test_split)
+
+
+def raw_dataset(cfg: Any, split: str) -> Any:
+    """``split`` of ``cfg``'s dataset without a transform (images for figures; the data are regenerated or read,
+    never stored as results)."""
+    from dmllab.data import build_dataset
+
+    kw = dict(cfg.data.dataset_kwargs)
+    if cfg.data.dataset == "synthetic":
+        kw["progress"] = False
+    return build_dataset(cfg.data.dataset, cfg.data.root, split, transform=None, **kw)

@@ -1,0 +1,112 @@
+"""Proxy Anchor Figs. 11-14 (supplement): t-SNE of the test embeddings laid out on a grid."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
+from dmllab.experiments.proxy_anchor._common import embed_run, pa_config, raw_dataset
+
+
+def runs(params: Params) -> list[Run]:
+    """The default Proxy Anchor run of the profile (shared with Tables 2-7)."""
+    cfg = pa_config(params.profile, params["dataset"])
+    return [Run(cfg, s, variant="Proxy Anchor") for s in params.seeds]
+
+
+def tsne_grid(emb: np.ndarray, labels: np.ndarray, *, n: int, seed: int, perplexity: float) -> pd.DataFrame:
+    """t-SNE (scikit-learn, 2-D, PCA init) of ``n`` random test embeddings (L2-normalised), each point then
+    assigned to a cell of a square grid (:func:`dmllab.plots.retrieval.grid_assignment`)."""
+    from sklearn.manifold import TSNE
+
+    from dmllab.plots.retrieval import grid_assignment
+
+    rng = np.random.default_rng(seed)
+    pick = np.sort(rng.choice(len(labels), size=min(n, len(labels)), replace=False))
+    x = emb[pick] / np.maximum(np.linalg.norm(emb[pick], axis=1, keepdims=True), 1e-12)
+    perplexity = min(perplexity, (len(pick) - 1) / 3)
+    xy = TSNE(2, init="pca", perplexity=perplexity, random_state=seed).fit_transform(x)
+    cells = grid_assignment(xy)
+    return pd.DataFrame({"index": pick, "label": labels[pick], "x": xy[:, 0], "y": xy[:, 1], "gx": cells[:, 0],
+                         "gy": cells[:, 1]})  # fmt: skip
+
+
+def rows(params: Params, lookup: RunLookup) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    from dmllab.plots.retrieval import neighbour_agreement
+    from dmllab.results import tidy
+
+    out: list[dict[str, Any]] = []
+    tables = []
+    for run in runs(params):
+        lookup.result(run)
+        emb, labels, _ = embed_run(run)
+        t = tsne_grid(emb.numpy(), labels.numpy(), n=params["points"], seed=run.seed, perplexity=params["perplexity"])
+        share = t["label"].value_counts(normalize=True)
+        agree = neighbour_agreement(t[["gx", "gy"]].to_numpy(), t["label"].to_numpy())
+        out += tidy({"grid_same_class_neighbours": 100 * agree, "chance_same_class": 100 * float((share**2).sum())},
+                    percent=False, variant=run.variant, dataset=run.config.dataset, seed=run.seed)  # fmt: skip
+        tables.append(t.assign(seed=run.seed))
+    return out, {"tsne": pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()}
+
+
+def _above_chance(df: pd.DataFrame) -> pd.Series:
+    a = df[df["metric"] == "grid_same_class_neighbours"].set_index("seed")["value"]
+    b = df[df["metric"] == "chance_same_class"].set_index("seed")["value"]
+    return (a - b).dropna()
+
+
+def _figure(tables: Any) -> Any:
+    import matplotlib.pyplot as plt
+
+    from dmllab.plots.retrieval import image_grid, thumbnail
+
+    t = tables["tsne"]
+    t = t[t["seed"] == t["seed"].min()]
+    profile = str(tables["rows"]["profile"].iloc[0]) if "profile" in tables["rows"] else "quick"
+    cfg = pa_config(profile, "cars")
+    ds = raw_dataset(cfg, cfg.data.test_split)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 5.4))
+    axes[0].scatter(t["x"], t["y"], c=t["label"], cmap="tab20", s=8)
+    axes[0].set_title("t-SNE of test embeddings (colour: class)")
+    axes[0].set_xlabel("t-SNE 1")
+    axes[0].set_ylabel("t-SNE 2")
+    size = 32 if len(t) <= 900 else 16
+    image_grid(axes[1], t[["gx", "gy"]].to_numpy(), [thumbnail(ds[int(i)][0], size) for i in t["index"]])
+    axes[1].set_title("the same points on a grid (linear assignment)")
+    fig.tight_layout()
+    return fig
+
+
+ARTIFACT = Artifact(
+    id="pa_fig11_tsne",
+    paper="proxy_anchor",
+    label="Fig. 11",
+    title="t-SNE of the test embeddings on a grid",
+    description=(
+        "Proxy Anchor supplement Figs. 11-14: Barnes-Hut t-SNE of the test embeddings, images laid out on a grid "
+        "(Jonker-Volgenant), showing that similar images are grouped. dmllab: the default Proxy Anchor run of the "
+        "profile (shared with Tables 2-7); a random subset of test images per seed, scikit-learn TSNE (PCA init) "
+        "on the L2-normalised embeddings, each point assigned to a square grid cell by an exact linear "
+        "assignment (scipy `linear_sum_assignment`). The coordinates are the extra table `tsne`; the rows "
+        "quantify the figure: the share of grid neighbours of the same class vs chance (sum of squared class "
+        "shares)."
+    ),
+    parameters={
+        "smoke": {"seeds": [0, 1], "dataset": "cars", "points": 49, "perplexity": 10.0},
+        "quick": {"seeds": [0, 1, 2], "dataset": "cars", "points": 400, "perplexity": 30.0},
+        "paper": {"seeds": [0, 1, 2], "dataset": "cars", "points": 900, "perplexity": 30.0},
+    },
+    parameter_help={"dataset": "paper dataset (Cars; the offline benchmark on smoke/quick)",
+                    "points": "test images embedded and laid out", "perplexity": "t-SNE perplexity"},  # fmt: skip
+    runs=runs,
+    rows=rows,
+    tables=("tsne",),
+    claims=(
+        Claim("images of the same class are grouped: same-class grid neighbours above chance", _above_chance,
+              unit="% of neighbour pairs"),
+    ),  # fmt: skip
+    figures=(Figure(_figure, caption="t-SNE scatter and the grid layout of the same test images (first seed)."),),
+)
