@@ -1,0 +1,100 @@
+"""Proxy Synthesis Table 1: which of the original / synthetic embeddings and proxies enter the loss (M1-M4, PS)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
+from dmllab.experiments.compare import paired, rows_from_runs
+from dmllab.experiments.proxy_synthesis import _common as C
+
+# row -> (loss.synthesis, ps_embeddings, ps_proxies); M1 is the base loss (= Norm-softmax without PS, the
+# Table 6 run), PS = (both, both) (= the Table 6 "PS + Norm-softmax" run).
+COMPOSITIONS: dict[str, tuple[bool, str, str]] = {
+    "M1 (baseline)": (False, "both", "both"),
+    "M2": (True, "synthetic", "synthetic"),
+    "M3": (True, "original", "both"),
+    "M4": (True, "synthetic", "both"),
+    "Proxy Synthesis": (True, "both", "both"),
+}
+
+
+def runs(params: Params) -> list[Run]:
+    out = []
+    for ds in C.datasets(params.profile, params["datasets"]):
+        for name in params["compositions"]:
+            ps, emb, prox = COMPOSITIONS[name]
+            cfg = C.config(params.profile, ds, "normsoftmax", ps=ps)
+            if ps:
+                cfg = cfg.replace("loss.ps_embeddings", emb).replace("loss.ps_proxies", prox)
+            out += [Run(cfg, seed, variant=name, tags=(("embeddings", emb if ps else "original"),
+                                                      ("proxies", prox if ps else "original")))
+                    for seed in params.seeds]  # fmt: skip
+    return out
+
+
+def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
+    return rows_from_runs(runs(params), lookup)
+
+
+def reference(rec: Any) -> tuple[str, ...] | None:
+    if rec["metric"] != "R@1" or rec["variant"] not in COMPOSITIONS:
+        return None
+    return ("Table 1", str(rec["variant"]), "R@1", C.stand_in(rec))
+
+
+def _vs(a: str, b: str):
+    return lambda df: paired(df, "R@1", {"variant": a}, {"variant": b})
+
+
+def _plot(tables: Any) -> Any:
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    df = tables["rows"]
+    df = df[df["metric"] == "R@1"]
+    order = [v for v in COMPOSITIONS if v in set(df["variant"])]
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    sns.barplot(data=df, x="variant", y="value", order=order, errorbar="sd", capsize=0.1, ax=ax, color="#8fb3d9")
+    sns.stripplot(data=df, x="variant", y="value", order=order, color="black", size=4, ax=ax)
+    ax.set_xlabel("composition of X^ and P^ (Table 1)")
+    ax.set_ylabel("R@1 (%), mean +- std over seeds")
+    ax.set_title("PS Table 1: original / synthetic embeddings and proxies (Norm-softmax)")
+    fig.tight_layout()
+    return fig
+
+
+ARTIFACT = Artifact(
+    id="ps_table1_composition",
+    paper="proxy_synthesis",
+    label="Table 1",
+    title="Impact of synthetic embeddings and proxies (M1-M4 vs Proxy Synthesis)",
+    description=(
+        "PS Table 1 (CARS196, PS + Norm-softmax): the loss sees original and/or synthetic embeddings (X^) and "
+        "proxies (P^): M1 = original only (the base loss), M2 = synthetic only, M3 = original embeddings with "
+        "all proxies, M4 = synthetic embeddings with all proxies, PS = all. dmllab sets `loss.ps_embeddings` / "
+        "`loss.ps_proxies` on the released PS setup; M1 and PS are the Table 6 Norm-softmax runs (shared). "
+        "Quick: the offline benchmark (rows face the paper's Cars column), 3 seeds, paired on the seed."
+    ),
+    parameters={
+        "smoke": {"seeds": [0, 1], "compositions": ["M1 (baseline)", "M2", "Proxy Synthesis"],
+                  "datasets": ["synthetic"]},
+        "quick": {"seeds": [0, 1, 2], "compositions": list(COMPOSITIONS), "datasets": ["synthetic"]},
+        "paper": {"seeds": [0, 1, 2], "compositions": list(COMPOSITIONS), "datasets": ["cars"]},
+    },  # fmt: skip
+    parameter_help={"compositions": "Table 1 rows", "datasets": "paper-profile datasets (Cars in the paper)"},
+    runs=runs,
+    rows=rows,
+    reference=reference,
+    claims=(
+        Claim("PS (all embeddings and proxies) beats the baseline M1", _vs("Proxy Synthesis", "M1 (baseline)"),
+              unit="R@1 points"),
+        Claim("synthetic embeddings and proxies only (M2) are slightly worse than M1", _vs("M1 (baseline)", "M2"),
+              unit="R@1 points"),
+        Claim("adding synthetic proxies (M3) beats M1", _vs("M3", "M1 (baseline)"), unit="R@1 points"),
+        Claim("synthetic embeddings with all proxies (M4) beat M1", _vs("M4", "M1 (baseline)"), unit="R@1 points"),
+        Claim("PS beats M3 (every element helps)", _vs("Proxy Synthesis", "M3"), unit="R@1 points"),
+        Claim("PS beats M4", _vs("Proxy Synthesis", "M4"), unit="R@1 points"),
+    ),  # fmt: skip
+    figures=(Figure(_plot, caption="R@1 per composition (mean +- std over seeds, seeds as points)."),),
+)
