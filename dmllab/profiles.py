@@ -9,12 +9,25 @@ from __future__ import annotations
 PROFILES: tuple[str, ...] = ("smoke", "quick", "paper")
 
 
+DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "mps")
+
+
 def resolve_device(device: str) -> str:
-    """``"auto"`` -> cuda if available, else mps, else cpu; any other name is returned unchanged."""
-    if device != "auto":
-        return device
+    """``"auto"`` -> cuda if available, else mps, else cpu; any other name is returned unchanged.
+
+    Raises:
+        ValueError: a name that is not one of :data:`DEVICES` (``"cuda:1"`` is accepted), or ``"cuda"`` on a
+            machine without CUDA (instead of a later, less clear error from torch).
+    """
     import torch
 
+    if device != "auto":
+        kind = device.split(":", 1)[0]
+        if kind not in DEVICES or kind == "auto":
+            raise ValueError(f"unknown device {device!r}; valid: {', '.join(DEVICES)}")
+        if kind == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"device {device!r} but CUDA is not available; use auto or cpu")
+        return device
     if torch.cuda.is_available():
         return "cuda"
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():

@@ -6,7 +6,8 @@ map is 7x7 for 56x56 crops and 8x8 for 64x64 images: large enough that the choic
 
 Its "pre-trained" weights come from dmllab itself: the quick profile pre-trains it as a classifier on the
 synthetic pre-training pool (classes disjoint from the metric-learning splits), the stand-in for ImageNet
-pre-training. The file lives at :func:`default_smallcnn_weights_path`.
+pre-training. The file lives at :func:`default_smallcnn_weights_path`; the trainer gets it through the
+"synthetic-pretrain" weights source of :mod:`dmllab.models.weights`, which pre-trains it when missing.
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ __all__ = ["SmallCNN", "build_smallcnn", "default_smallcnn_weights_path"]
 SMALLCNN_WEIGHTS_FILE = "smallcnn-synthetic.pt"
 
 
-def default_smallcnn_weights_path() -> Path:
-    """Where ``pretrained=True`` looks for SmallCNN weights: ``<cache_dir>/weights/smallcnn-synthetic.pt``."""
-    return cache_dir() / "weights" / SMALLCNN_WEIGHTS_FILE
+def default_smallcnn_weights_path(width: int = 32) -> Path:
+    """Where ``pretrained=True`` looks for SmallCNN weights of ``width``: ``<cache_dir>/weights/smallcnn-synthetic.pt``
+    for the default width 32, ``smallcnn-synthetic-w<width>.pt`` otherwise (the quick profile's width 16)."""
+    name = SMALLCNN_WEIGHTS_FILE if width == 32 else SMALLCNN_WEIGHTS_FILE.replace(".pt", f"-w{width}.pt")
+    return cache_dir() / "weights" / name
 
 
 def _conv_bn_relu(in_channels: int, out_channels: int, stride: int) -> nn.Sequential:
@@ -124,12 +127,12 @@ def build_smallcnn(
     """
     model = SmallCNN(width=width, in_channels=in_channels)
     if weights_path is None and pretrained:
-        weights_path = default_smallcnn_weights_path()
+        weights_path = default_smallcnn_weights_path(width)
         if not weights_path.is_file():
             raise FileNotFoundError(
                 f"no pre-trained SmallCNN weights at {weights_path}. The quick profile pre-trains SmallCNN on the "
                 "synthetic pre-training pool (classes disjoint from the metric-learning splits): run "
-                "`dmllab pretrain` to create this file (the location follows $DMLLAB_CACHE), or pass "
+                f"`dmllab pretrain --width {width}` to create this file (the location follows $DMLLAB_CACHE), or pass "
                 "weights_path=<a saved SmallCNN state dict>, or use pretrained=False to start from random weights."
             )
     if weights_path is not None:

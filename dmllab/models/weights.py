@@ -1,18 +1,30 @@
-"""Loading backbone weights: torchvision's ImageNet downloads and local state-dict files.
+"""Loading backbone weights: torchvision's ImageNet downloads and local state-dict files; the weights sources.
 
 dmllab never falls back to random weights: when pre-trained weights were asked for and cannot be had, the
 error says how to provide them.
+
+What ``pretrained=True`` means is a *weights source* per backbone (:data:`WEIGHTS_SOURCES`): "imagenet"
+(torchvision's ImageNet weights of the torchvision trunks) and "synthetic-pretrain" (SmallCNN pre-trained by
+dmllab on the synthetic pre-training pool, the quick profile's stand-in for ImageNet). A source names its
+provider and fingerprint as callables or as ``"module:function"`` strings imported when first called, so the
+synthetic pre-training (which needs the trainer) is registered here without ``dmllab.models`` importing
+``dmllab.training``. :func:`resolve_weights` gives what a model is built from; :func:`weights_fingerprint`
+identifies those weights for the run store.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
+
+from dmllab.registry import Registry
 
 __all__ = [
     "CLASSIFIER_HEAD_PREFIXES",
@@ -20,6 +32,11 @@ __all__ = [
     "load_trunk_state_dict",
     "download_imagenet_state_dict",
     "hub_checkpoint_path",
+    "WeightsSource",
+    "WEIGHTS_SOURCES",
+    "weights_source",
+    "resolve_weights",
+    "weights_fingerprint",
 ]
 
 # Keys of the classifier heads that a feature-map trunk drops (torchvision's fc, GoogLeNet's aux1/aux2,
@@ -110,3 +127,142 @@ def download_imagenet_state_dict(weights: Any, *, arch: str) -> dict[str, torch.
             f"(2) pass weights_path='/path/to/{os.path.basename(weights.url)}' (a torchvision state-dict file); "
             "(3) or build it with pretrained=False to train from random initialisation on purpose."
         ) from err
+
+
+# --------------------------------------------------------------------------------------------- weights sources
+# A provider returns what the backbone is built from: a weights file (loaded through ``weights_path``) or a
+# torchvision ``WeightsEnum`` member (the backbone's own ``pretrained=True`` download). Signatures:
+#   provide(backbone: str, backbone_kwargs: Mapping[str, Any], *, progress: bool) -> str | PathLike | WeightsEnum
+#   fingerprint(backbone: str, backbone_kwargs: Mapping[str, Any]) -> str
+Provider = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class WeightsSource:
+    """Where the ``pretrained=True`` weights of some backbones come from.
+
+    Args:
+        backbones: the backbone names this source serves (one source per backbone).
+        provide: the provider (signature above) or its ``"module:function"`` name, imported at call time.
+        fingerprint: identity of the provided weights (changes when they would change) or its name.
+        description: one line for error messages and documentation.
+    """
+
+    backbones: tuple[str, ...]
+    provide: Provider | str
+    fingerprint: Provider | str
+    description: str = ""
+
+
+def _callable(target: Provider | str) -> Provider:
+    """``target`` itself, or the function a ``"package.module:function"`` string names (imported now)."""
+    if callable(target):
+        return target
+    module, _, name = target.partition(":")
+    if not module or not name:
+        raise ValueError(f"weights provider {target!r} is not of the form 'package.module:function'")
+    return getattr(importlib.import_module(module), name)
+
+
+DEFAULT_IMAGENET_WEIGHTS = "IMAGENET1K_V1"  # the torchvision backbones' default ``imagenet_weights``
+
+
+def _imagenet_member(backbone: str, backbone_kwargs: Mapping[str, Any]) -> Any:
+    from dmllab.models.backbones import imagenet_weights_enum  # backbones imports this module
+
+    name = str(backbone_kwargs.get("imagenet_weights", DEFAULT_IMAGENET_WEIGHTS))
+    enum_cls = imagenet_weights_enum(backbone)
+    try:
+        return enum_cls[name]
+    except KeyError:
+        valid = ["DEFAULT", *(member.name for member in enum_cls)]
+        raise ValueError(
+            f"unknown imagenet_weights {name!r} for {backbone!r}; valid: {', '.join(valid)}"
+        ) from None
+
+
+def provide_imagenet(backbone: str, backbone_kwargs: Mapping[str, Any], *, progress: bool = True) -> Any:
+    """The "imagenet" source: torchvision's ``WeightsEnum`` member (``imagenet_weights``, default V1); the
+    backbone downloads it (or reads torch's hub cache) when built with ``pretrained=True``."""
+    return _imagenet_member(backbone, backbone_kwargs)
+
+
+def imagenet_fingerprint(backbone: str, backbone_kwargs: Mapping[str, Any]) -> str:
+    """``"<WeightsEnum member>:<file name>"``; torchvision's file names carry the first digits of the sha256."""
+    member = _imagenet_member(backbone, backbone_kwargs)
+    return f"{member}:{os.path.basename(member.url)}"
+
+
+WEIGHTS_SOURCES: Registry[WeightsSource] = Registry("weights source")
+WEIGHTS_SOURCES.register(
+    "imagenet",
+    WeightsSource(
+        backbones=("resnet50", "resnet18", "googlenet", "inception_v3"),
+        provide=provide_imagenet,
+        fingerprint=imagenet_fingerprint,
+        description="torchvision's ImageNet weights (backbone keyword imagenet_weights, default IMAGENET1K_V1)",
+    ),
+)
+WEIGHTS_SOURCES.register(
+    "synthetic-pretrain",
+    WeightsSource(
+        backbones=("smallcnn",),
+        # The pre-training trains SmallCNN with dmllab's trainer: imported only when weights are asked for.
+        provide="dmllab.training.pretrain:provide_smallcnn_weights",
+        fingerprint="dmllab.training.pretrain:smallcnn_weights_fingerprint",
+        description="SmallCNN pre-trained on the synthetic pre-training pool (cached; `dmllab pretrain`)",
+    ),
+)
+
+
+def weights_source(backbone: str) -> tuple[str, WeightsSource]:
+    """``(name, source)`` of the source serving ``backbone``'s ``pretrained=True`` weights.
+
+    Raises:
+        KeyError: no source serves ``backbone``; the message lists the sources and their backbones.
+    """
+    for name in WEIGHTS_SOURCES:
+        source = WEIGHTS_SOURCES.get(name)
+        if backbone in source.backbones:
+            return name, source
+    served = "; ".join(f"{n}: {', '.join(WEIGHTS_SOURCES.get(n).backbones)}" for n in WEIGHTS_SOURCES)
+    raise KeyError(f"no pre-trained weights source for backbone {backbone!r} (sources: {served})")
+
+
+def resolve_weights(
+    backbone: str,
+    *,
+    pretrained: bool,
+    weights_path: str | os.PathLike[str] | None = None,
+    backbone_kwargs: Mapping[str, Any] | None = None,
+    progress: bool = True,
+) -> str | os.PathLike[str] | Any | None:
+    """What ``backbone`` is built from: ``weights_path`` if given; else, with ``pretrained``, the provider of
+    the backbone's source (a file path, which may be produced first, e.g. the SmallCNN pre-training, or a
+    torchvision ``WeightsEnum`` member); else None (random initialisation).
+
+    A path is passed to the backbone as ``weights_path`` (with ``pretrained=False``); an enum member means
+    "build with ``pretrained=True``".
+    """
+    if weights_path is not None:
+        return weights_path
+    if not pretrained:
+        return None
+    _, source = weights_source(backbone)
+    return _callable(source.provide)(backbone, dict(backbone_kwargs or {}), progress=progress)
+
+
+def weights_fingerprint(
+    backbone: str,
+    *,
+    pretrained: bool,
+    weights_path: str | os.PathLike[str] | None = None,
+    backbone_kwargs: Mapping[str, Any] | None = None,
+) -> str | None:
+    """Identity of the weights :func:`resolve_weights` gives for ``pretrained=True`` without ``weights_path``
+    (``"<source>:<fingerprint>"``; nothing is downloaded or trained); None for random initialisation and for an
+    explicit ``weights_path`` (the config names that file itself)."""
+    if weights_path is not None or not pretrained:
+        return None
+    name, source = weights_source(backbone)
+    return f"{name}:{_callable(source.fingerprint)(backbone, dict(backbone_kwargs or {}))}"

@@ -91,8 +91,9 @@ class DataConfig:
 class ModelConfig:
     """The embedding network (``dmllab.models.build_model``): backbone -> pooling -> [norm] -> Linear -> [L2].
 
-    ``pretrained`` for the ``smallcnn`` backbone means the weights pre-trained on the synthetic pre-training
-    pool (:func:`dmllab.training.pretrain.ensure_pretrained_smallcnn`); for torchvision backbones ImageNet.
+    ``pretrained`` means the weights of the backbone's weights source (:mod:`dmllab.models.weights`): for
+    ``smallcnn`` the weights pre-trained on the synthetic pre-training pool (``dmllab pretrain``), for torchvision
+    backbones ImageNet.
     ``freeze_bn`` freezes every BatchNorm of the backbone (Proxy Anchor on CUB/Cars). ``frozen_blocks``: the
     first n conv blocks of the trunk stay fixed at their initial (pre-trained) weights, BatchNorm included
     (eval mode): only the later blocks and the head train (SmallCNN has 6 blocks; 0 = train the whole trunk).

@@ -4,24 +4,31 @@ The SmallCNN trunk is trained as a classifier (:class:`dmllab.losses.SoftmaxLoss
 unnormalised linear classifier on the embedding) on the ``pretrain`` split of the synthetic benchmark, whose
 classes are disjoint from the metric-learning splits, through the same :class:`Trainer` (single stage,
 validation R@1 on ``pretrain_val``). The trunk's state dict is saved atomically, under a file lock, to
-``cache_dir()/weights/smallcnn-synthetic-w<width>.pt`` (width 32: ``smallcnn-synthetic.pt``, the path
-``dmllab.models`` loads for ``pretrained=True`` without a ``weights_path``; the quick profile uses width 16 and
-passes the path explicitly), with a JSON sidecar holding the pre-training
+``cache_dir()/weights/smallcnn-synthetic-w<width>.pt`` (width 32: ``smallcnn-synthetic.pt``; see
+:func:`dmllab.models.smallcnn.default_smallcnn_weights_path`), with a JSON sidecar holding the pre-training
 config hash: a changed pre-training config is retrained, an unchanged one is reused.
+
+These weights are the "synthetic-pretrain" source of :mod:`dmllab.models.weights` (what ``pretrained=True``
+means for ``smallcnn``): :func:`provide_smallcnn_weights` and :func:`smallcnn_weights_fingerprint` are its
+provider and fingerprint, which the weights module imports by name when they are first needed. So the trainer
+builds every model the same way and never imports this module, while this module uses the trainer.
 """
 
 from __future__ import annotations
 
 import fcntl
+import inspect
 import json
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import torch
 
-from dmllab.paths import cache_dir
+from dmllab.models.smallcnn import SmallCNN, default_smallcnn_weights_path
 from dmllab.training.config import (
     DataConfig,
     ExperimentConfig,
@@ -33,6 +40,7 @@ from dmllab.training.config import (
     config_hash,
     pairs,
 )
+from dmllab.training.trainer import StagePlan, Trainer
 
 
 def pretrain_config(width: int = 16, *, image_size: int = 64, epochs: int = 4) -> ExperimentConfig:
@@ -71,9 +79,9 @@ def pretrain_config(width: int = 16, *, image_size: int = 64, epochs: int = 4) -
 
 
 def weights_path(width: int = 16) -> Path:
-    """Where the pre-trained trunk of ``width`` lives."""
-    name = "smallcnn-synthetic.pt" if width == 32 else f"smallcnn-synthetic-w{width}.pt"
-    return cache_dir() / "weights" / name
+    """Where the pre-trained trunk of ``width`` lives (the file ``build_smallcnn(pretrained=True, width=...)``
+    loads)."""
+    return default_smallcnn_weights_path(width)
 
 
 def pretrain_fingerprint(width: int = 16, *, image_size: int = 64, epochs: int = 4) -> str:
@@ -88,8 +96,6 @@ def ensure_pretrained_smallcnn(
     width: int = 16, *, image_size: int = 64, epochs: int = 4, progress: bool = True, force: bool = False
 ) -> Path:
     """Return the pre-trained SmallCNN weights file, pre-training it first if missing or stale (module doc)."""
-    from dmllab.training.trainer import StagePlan, Trainer
-
     cfg = pretrain_config(width, image_size=image_size, epochs=epochs)
     h = pretrain_fingerprint(width, image_size=image_size, epochs=epochs)
     path = weights_path(width)
@@ -122,3 +128,23 @@ def ensure_pretrained_smallcnn(
         tmp_meta.write_text(json.dumps(meta, indent=2))
         os.replace(tmp_meta, meta_path)
     return path
+
+
+# ------------------------------------------------------------------- the "synthetic-pretrain" weights source
+def _width(backbone_kwargs: Mapping[str, Any]) -> int:
+    """The SmallCNN width a config builds: its ``width`` keyword, else SmallCNN's own default."""
+    default = inspect.signature(SmallCNN).parameters["width"].default
+    return int(backbone_kwargs.get("width", default))
+
+
+def provide_smallcnn_weights(
+    backbone: str, backbone_kwargs: Mapping[str, Any], *, progress: bool = True
+) -> Path:
+    """Provider of the "synthetic-pretrain" weights source (:mod:`dmllab.models.weights`): the pre-trained
+    file for the config's width, pre-trained first if missing or stale."""
+    return ensure_pretrained_smallcnn(width=_width(backbone_kwargs), progress=progress)
+
+
+def smallcnn_weights_fingerprint(backbone: str, backbone_kwargs: Mapping[str, Any]) -> str:
+    """Fingerprint of the "synthetic-pretrain" weights source: :func:`pretrain_fingerprint` of the width."""
+    return pretrain_fingerprint(_width(backbone_kwargs))

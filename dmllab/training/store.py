@@ -112,17 +112,25 @@ def _read_history(path: Path) -> list[dict]:
 
 def implicit_inputs(cfg: ExperimentConfig) -> dict[str, str]:
     """Versions of inputs a config names but does not contain: the synthetic renderer behind
-    ``dataset="synthetic"`` and the pre-trained SmallCNN weights behind ``pretrained=True``."""
+    ``dataset="synthetic"`` and the weights behind ``pretrained=True``
+    (:func:`dmllab.models.weights.weights_fingerprint`: the pre-training recipe of the SmallCNN, torchvision's
+    weights file of an ImageNet backbone)."""
+    from dmllab.models.weights import weights_fingerprint
+
     extra: dict[str, str] = {}
     if cfg.data.dataset == "synthetic":
         from dmllab.data.synthetic import GENERATOR_VERSION
 
         extra["synthetic_generator"] = str(GENERATOR_VERSION)
     m = cfg.model
-    if m.backbone == "smallcnn" and m.pretrained and m.weights_path is None:
-        from dmllab.training.pretrain import pretrain_fingerprint
-
-        extra["smallcnn_weights"] = pretrain_fingerprint(int(dict(m.backbone_kwargs).get("width", 32)))
+    weights = weights_fingerprint(
+        m.backbone,
+        pretrained=m.pretrained,
+        weights_path=m.weights_path,
+        backbone_kwargs=dict(m.backbone_kwargs),
+    )
+    if weights is not None:
+        extra["weights"] = weights
     return extra
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import os
 import random
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -32,6 +33,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from dmllab.profiles import resolve_device
 from dmllab.training import schedules
 from dmllab.training.config import ExperimentConfig
 from dmllab.training.optim import build_optimizer, check_all_params_in_groups, param_groups
@@ -74,21 +76,6 @@ class StageState:
     plan: StagePlan
     epoch: int = 0  # completed epochs in this stage, warm-up included
     rows: list[dict] = field(default_factory=list)
-
-
-def resolve_device(name: str) -> torch.device:
-    """ "auto" -> cuda, then mps, then cpu; otherwise the named device (error if unavailable)."""
-    if name == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-            return torch.device("mps")
-        return torch.device("cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("run.device='cuda' but CUDA is not available; use run.device=auto or cpu")
-    if name not in ("cpu", "cuda", "mps"):
-        raise ValueError(f"unknown device {name!r}; valid: auto, cpu, cuda, mps")
-    return torch.device(name)
 
 
 def resolve_amp(amp: str, device: torch.device) -> torch.dtype | None:
@@ -153,7 +140,7 @@ class Trainer:
         self.seed = cfg.run.seed if seed is None else seed
         self.hooks = list(hooks)
         self.progress = progress
-        self.device = resolve_device(cfg.run.device)
+        self.device = torch.device(resolve_device(cfg.run.device))
         self.amp_dtype = resolve_amp(cfg.run.amp, self.device)
         cl = cfg.run.channels_last
         self.channels_last = cl == "on" or (cl == "auto" and self.device.type == "cuda")
@@ -184,18 +171,20 @@ class Trainer:
         return self._datasets[key]
 
     def build_model(self) -> nn.Module:
-        """``dmllab.models.build_model`` from ``cfg.model``; SmallCNN ``pretrained`` uses the synthetic pre-training."""
+        """``dmllab.models.build_model`` from ``cfg.model``, with the weights that ``pretrained`` resolves to
+        (:func:`dmllab.models.weights.resolve_weights`: a file such as the pre-trained SmallCNN, produced first
+        if missing, or torchvision's ImageNet weights)."""
         from dmllab.models import build_model
+        from dmllab.models.weights import resolve_weights
 
         m = self.cfg.model
-        weights_path = m.weights_path
-        pretrained = m.pretrained
-        if m.backbone == "smallcnn" and pretrained and weights_path is None:
-            from dmllab.training.pretrain import ensure_pretrained_smallcnn
-
-            width = int(dict(m.backbone_kwargs).get("width", 32))  # SmallCNN's own default
-            weights_path = str(ensure_pretrained_smallcnn(width=width, progress=self.progress))
-            pretrained = False
+        weights = resolve_weights(
+            m.backbone, pretrained=m.pretrained, weights_path=m.weights_path,
+            backbone_kwargs=dict(m.backbone_kwargs), progress=self.progress,
+        )  # fmt: skip
+        is_file = isinstance(weights, str | os.PathLike)
+        weights_path = str(weights) if is_file else None
+        pretrained = weights is not None and not is_file
         return build_model(
             backbone=m.backbone,
             embedding_dim=m.embedding_dim,
