@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import sys
 
@@ -11,10 +12,57 @@ import sys
 _COMMAND_MODULES = ("dmllab.training.cli", "dmllab.data.cli", "dmllab.pipeline.cli")
 
 
+# What to do about an OSError, by errno: the message a user sees instead of a traceback.
+_OS_HINTS = {
+    errno.ENOSPC: "no space left on device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "read-only file system",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+}
+_WHERE_HINT = "free some space or set DMLLAB_RESULTS / DMLLAB_CACHE to a writable disk with room"
+
+
+def error_message(err: BaseException) -> str:
+    """One line for a user: what failed, naming the file, key or value, and what to do.
+
+    OSErrors with a known errno (full disk, read-only or forbidden folder) name the file and the
+    environment variables that move dmllab's folders; exceptions that are not the library's expected error
+    types keep their type name so that a bug report stays informative.
+    """
+    if isinstance(err, KeyError) and err.args:
+        text = str(err.args[0])
+    elif isinstance(err, OSError) and err.errno in _OS_HINTS:
+        where = f" writing {err.filename}" if err.filename else ""
+        text = f"{_OS_HINTS[err.errno]}{where} ({err.strerror or err}); {_WHERE_HINT}"
+    else:
+        text = str(err) or type(err).__name__
+        if not isinstance(err, (ValueError, KeyError, OSError, FloatingPointError, RuntimeError)):
+            text = f"{type(err).__name__}: {text}"
+    hint = getattr(err, "hint", None)
+    if hint:
+        text = f"{text}; {hint}"
+    return " ".join(text.split())  # one line, whatever the message held
+
+
+def report_error(err: BaseException, *, debug: bool = False, code: int = 2, expected: bool = True) -> int:
+    """Print ``dmllab: error: <one line>`` on stderr and return ``code``; for an unexpected error type the
+    line asks for ``--debug``. With ``debug`` re-raise ``err`` instead (call it inside the ``except``
+    block, so that the traceback is the original one)."""
+    if debug:
+        raise err
+    suffix = "" if expected else " (rerun with --debug for the traceback)"
+    print(f"dmllab: error: {error_message(err)}{suffix}", file=sys.stderr)
+    return code
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dmllab",
         description="Reproducibility study of proxy-based deep metric learning (ProxyNCA++ and friends).",
+    )
+    parser.add_argument(
+        "--debug", action="store_true", help="show the full traceback of an error (accepted anywhere)"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _COMMAND_MODULES:
@@ -23,12 +71,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. Every failure ends in one line ``dmllab: error: ...`` on stderr and a non-zero exit
+    status (2 for the library's expected errors, 1 otherwise); ``--debug`` (anywhere on the command line)
+    shows the traceback instead."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    argv = [a for a in argv if a != "--debug"]
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.debug = debug
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print("dmllab: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:  # noqa: BLE001  (the one place that turns any failure into one line)
+        expected = isinstance(err, (ValueError, KeyError, OSError, FloatingPointError))
+        return report_error(err, debug=debug, code=2 if expected else 1, expected=expected)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -17,7 +17,7 @@ from dmllab.data.base import (
     list_datasets,
 )
 from dmllab.data.digits import Digits
-from dmllab.data.real import CUB200, SOP, Cars196, InShop
+from dmllab.data.real import CUB200, SOP, Cars196, DuplicateImageIdError, IndexFileError, InShop, fingerprint
 from dmllab.data.sampler import ClassBalancedSampler
 from dmllab.data.synthetic import SyntheticFineGrained
 from dmllab.data.transforms import TRANSFORMS, build_transforms, list_transforms
@@ -33,11 +33,14 @@ __all__ = [
     "ClassBalancedSampler",
     "DatasetCountError",
     "DatasetNotFoundError",
+    "DuplicateImageIdError",
     "ImageLoadError",
+    "IndexFileError",
     "InShop",
     "RetrievalDataset",
     "build_dataset",
     "build_transforms",
+    "fingerprint",
     "list_datasets",
     "list_transforms",
 ]

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dmllab.data.base import DATASETS, DatasetCountError, ImageLoadError, RetrievalDataset
+from dmllab.data.real import IndexFileError
 
 
 @dataclass
@@ -19,14 +20,17 @@ class CheckReport:
     splits: dict[str, tuple[int, int]] = field(default_factory=dict)
     images_checked: int = 0
     count_error: str | None = None
+    index_error: str | None = None
     failures: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return self.count_error is None and not self.failures
+        return self.count_error is None and self.index_error is None and not self.failures
 
     def summary(self) -> str:
         lines = [f"dataset {self.name} at {self.root}"]
+        if self.index_error:  # nothing else could be checked
+            return "\n".join([*lines, f"  INDEX: {self.index_error}", "  PROBLEMS FOUND"])
         lines += [
             f"  {s:<10} {n_img:>8} images {n_cls:>7} classes" for s, (n_img, n_cls) in self.splits.items()
         ]
@@ -51,19 +55,24 @@ def check_dataset(
 ) -> CheckReport:
     """Build every split of dataset ``name`` at ``root``, verify the counts and decode every image once.
 
-    A missing root or index file raises (:class:`~dmllab.data.base.DatasetNotFoundError`); count mismatches
+    A missing root or index file raises (:class:`~dmllab.data.base.DatasetNotFoundError`); a malformed or
+    truncated index file (:class:`~dmllab.data.real.IndexFileError`, naming file and line), count mismatches
     and undecodable images are collected in the report instead, so one run lists every problem.
     """
     from tqdm.auto import tqdm
 
     cls = DATASETS.get(name)
     report = CheckReport(name=name, root=None if root is None else str(root))
-    if check_counts:
-        try:
-            _build(cls, root, cls.splits[0], check_counts=True)
-        except DatasetCountError as err:
-            report.count_error = str(err)
-    datasets = {s: _build(cls, root, s, check_counts=False) for s in cls.splits}
+    try:
+        if check_counts:
+            try:
+                _build(cls, root, cls.splits[0], check_counts=True)
+            except DatasetCountError as err:
+                report.count_error = str(err)
+        datasets = {s: _build(cls, root, s, check_counts=False) for s in cls.splits}
+    except IndexFileError as err:
+        report.index_error = str(err)
+        return report
     report.splits = {s: (len(d), len(set(d.labels))) for s, d in datasets.items()}  # classes present
 
     # every image once: the splits in `check_splits` cover the whole index; de-duplicate by file

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import sys
+
+
+def _fail(err: BaseException, args: argparse.Namespace) -> int:
+    from dmllab.cli import report_error
+
+    return report_error(err, debug=getattr(args, "debug", False), code=1)
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -11,9 +16,8 @@ def _check(args: argparse.Namespace) -> int:
 
     try:
         report = check_dataset(args.name, args.root, check_counts=not args.no_counts, progress=not args.quiet)
-    except (KeyError, FileNotFoundError, ValueError) as err:
-        print(f"error: {err.args[0] if isinstance(err, KeyError) else err}", file=sys.stderr)
-        return 1
+    except (KeyError, OSError, ValueError) as err:
+        return _fail(err, args)
     print(report.summary())
     return 0 if report.ok else 1
 
@@ -31,9 +35,8 @@ def _cache(args: argparse.Namespace) -> int:
             workers=args.workers,
             progress=not args.quiet,
         )
-    except (KeyError, FileNotFoundError, ValueError) as err:
-        print(f"error: {err.args[0] if isinstance(err, KeyError) else err}", file=sys.stderr)
-        return 1
+    except (KeyError, OSError, ValueError) as err:
+        return _fail(err, args)
     print(f"cached {args.name} at {out}")
     print(f"use root={out}")
     return 0

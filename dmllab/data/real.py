@@ -23,6 +23,8 @@ item has the same label: both use one label map over the sorted union of the que
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
@@ -54,11 +56,94 @@ def load_image(path: Path) -> Image.Image:
         raise ImageLoadError(f"cannot decode image {path}: {err}") from err
 
 
+class IndexFileError(ValueError):
+    """A dataset index file is truncated or malformed; the message names the file and the line."""
+
+
+class DuplicateImageIdError(IndexFileError):
+    """An index file lists the same image id (or image path) twice: one image would get two entries."""
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read().splitlines()
+    except UnicodeDecodeError as err:
+        raise IndexFileError(f"{path}: not a UTF-8 text index file ({err}); is the file corrupt?") from None
+
+
+def read_rows(
+    path: Path, skip: int = 0, columns: int | None = None, what: str = ""
+) -> list[tuple[int, list[str]]]:
+    """``(line number, fields)`` of every non-blank line of a whitespace-separated index file after ``skip``
+    header lines (line numbers are 1-based, counted in the file).
+
+    Raises:
+        IndexFileError: a line with fewer than ``columns`` fields (``what`` names them), naming file and line.
+    """
+    out = []
+    for number, line in enumerate(_read_lines(path)[skip:], start=skip + 1):
+        fields = line.split()
+        if not fields:
+            continue
+        if columns is not None and len(fields) < columns:
+            raise IndexFileError(
+                f"{path}, line {number}: expected {columns} columns ({what}), found {len(fields)}: "
+                f"{line.strip()!r} (truncated or malformed index file?)"
+            )
+        out.append((number, fields))
+    return out
+
+
 def read_table(path: Path, skip: int = 0) -> list[list[str]]:
     """Whitespace-separated rows of a text index file, after ``skip`` header lines, blank lines dropped."""
-    with open(path, encoding="utf-8") as fh:
-        lines = fh.read().splitlines()[skip:]
-    return [line.split() for line in lines if line.strip()]
+    return [fields for _, fields in read_rows(path, skip)]
+
+
+def parse_int(value: str, path: Path, line: int, what: str) -> int:
+    """``int(value)``, or an IndexFileError naming the file, the line and the column ``what``."""
+    try:
+        return int(value)
+    except ValueError:
+        raise IndexFileError(f"{path}, line {line}: {what} {value!r} is not an integer") from None
+
+
+def _parse_float(value: str, path: Path, line: int, what: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise IndexFileError(f"{path}, line {line}: {what} {value!r} is not a number") from None
+
+
+def read_id_table(path: Path, columns: int, what: str) -> dict[int, tuple[int, list[str]]]:
+    """``{image id: (line, fields)}`` of an index file whose first column is an integer image id.
+
+    Raises:
+        DuplicateImageIdError: an id listed twice (naming both lines).
+        IndexFileError: a short line or a non-integer id.
+    """
+    table: dict[int, tuple[int, list[str]]] = {}
+    for number, fields in read_rows(path, columns=columns, what=what):
+        key = parse_int(fields[0], path, number, "image id")
+        if key in table:
+            raise DuplicateImageIdError(
+                f"{path}, line {number}: image id {key} is already listed on line {table[key][0]}; "
+                "each image may appear once (a duplicate would put one image under two entries)"
+            )
+        table[key] = (number, fields)
+    return table
+
+
+def _check_unique(items: list[tuple[str, int]], path: Path, what: str) -> None:
+    """Raise DuplicateImageIdError if a value of ``(value, line)`` pairs repeats."""
+    seen: dict[str, int] = {}
+    for value, number in items:
+        if value in seen:
+            raise DuplicateImageIdError(
+                f"{path}, line {number}: {what} {value} is already listed on line {seen[value]}; "
+                "each image may appear once"
+            )
+        seen[value] = number
 
 
 class ImageFileDataset(RetrievalDataset):
@@ -116,6 +201,13 @@ class ImageFileDataset(RetrievalDataset):
 
     def _read_sides(self) -> dict[str, list[Record]]:
         raise NotImplementedError
+
+    @classmethod
+    def index_records(cls, root: str | Path | None) -> dict[str, list[Record]]:
+        """The parsed index of the dataset folder ``root`` (side -> records), without building a split."""
+        reader = cls.__new__(cls)  # only the index is read: no split, no counts, no transform
+        reader.root = reader._check_root(root)
+        return reader._read_sides()
 
     def _select(self, sides: dict[str, list[Record]], split: str) -> tuple[list[Record], list | None]:
         raise NotImplementedError
@@ -193,15 +285,31 @@ class CUB200(_ClassRangeDataset):
     class_ranges = {"train": (1, 50), "val": (51, 100), "trainval": (1, 100), "test": (101, 200)}
 
     def _read_sides(self) -> dict[str, list[Record]]:
-        paths = {int(r[0]): r[1] for r in read_table(self.root / "images.txt")}
-        classes = {int(r[0]): int(r[1]) for r in read_table(self.root / "image_class_labels.txt")}
-        boxes = {int(r[0]): [float(v) for v in r[1:5]] for r in read_table(self.root / "bounding_boxes.txt")}
-        self._names = {int(r[0]): r[1] for r in read_table(self.root / "classes.txt")}
-        missing = sorted(set(paths) - classes.keys())
-        if missing:
-            raise ValueError(
-                f"CUB200: image ids {missing[:5]} of images.txt have no class in image_class_labels.txt"
-            )
+        images, labels = self.root / "images.txt", self.root / "image_class_labels.txt"
+        boxes_file = self.root / "bounding_boxes.txt"
+        paths = {i: f[1] for i, (_, f) in read_id_table(images, 2, "image_id path").items()}
+        classes = {
+            i: parse_int(f[1], labels, n, "class id")
+            for i, (n, f) in read_id_table(labels, 2, "image_id class_id").items()
+        }
+        boxes = {
+            i: [_parse_float(v, boxes_file, n, "box coordinate") for v in f[1:5]]
+            for i, (n, f) in read_id_table(boxes_file, 5, "image_id x y width height").items()
+        }
+        self._names = {
+            i: f[1] for i, (_, f) in read_id_table(self.root / "classes.txt", 2, "class_id name").items()
+        }
+        _check_unique([(p, i) for i, p in paths.items()], images, "image path")
+        for have, lack, file_have, file_lack in (
+            (paths, classes, images, labels),
+            (classes, paths, labels, images),
+        ):
+            missing = sorted(set(have) - lack.keys())
+            if missing:
+                raise IndexFileError(
+                    f"CUB200: image ids {missing[:5]} of {file_have} are missing from {file_lack} "
+                    "(truncated index file?)"
+                )
         self._boxes_by_file = {f"images/{paths[i]}": boxes.get(i, [np.nan] * 4) for i in paths}
         records = [(f"images/{paths[i]}", classes[i]) for i in sorted(paths)]
         return self._sides_from(records)
@@ -250,9 +358,17 @@ class Cars196(_ClassRangeDataset):
         annotations = np.atleast_1d(mat["annotations"])
         names = np.atleast_1d(mat.get("class_names", np.array([], dtype=object)))
         self._names = {i + 1: str(n) for i, n in enumerate(names)}
-        # "class" is a Python keyword, hence getattr
-        records = sorted((str(a.relative_im_path), int(getattr(a, "class"))) for a in annotations)
-        return self._sides_from(records)
+        path = self.root / "cars_annos.mat"
+        records = []
+        for i, a in enumerate(annotations):
+            try:  # "class" is a Python keyword, hence getattr
+                records.append((str(a.relative_im_path), int(getattr(a, "class"))))
+            except (AttributeError, TypeError, ValueError) as err:
+                raise IndexFileError(
+                    f"{path}: annotation {i + 1} has no usable relative_im_path / class ({err})"
+                ) from None
+        _check_unique([(p, i + 1) for i, (p, _) in enumerate(records)], path, "image path (annotation)")
+        return self._sides_from(sorted(records))
 
     def __init__(
         self,
@@ -284,10 +400,21 @@ class SOP(ImageFileDataset):
     def _read_sides(self) -> dict[str, list[Record]]:
         self._super = {}
         sides = {}
+        first: dict[str, tuple[Path, int]] = {}  # image path -> (file, line) where it was first listed
         for side, fname in (("trainval", "Ebay_train.txt"), ("test", "Ebay_test.txt")):
-            rows = read_table(self.root / fname, skip=1)
-            sides[side] = [(r[3], int(r[1])) for r in rows]
-            self._super.update({r[3]: int(r[2]) for r in rows})
+            path = self.root / fname
+            rows = read_rows(path, skip=1, columns=4, what="image_id class_id super_class_id path")
+            _check_unique([(str(parse_int(f[0], path, n, "image id")), n) for n, f in rows], path, "image id")
+            for n, f in rows:
+                if f[3] in first:
+                    where, line = first[f[3]]
+                    raise DuplicateImageIdError(
+                        f"{path}, line {n}: image path {f[3]} is already listed in {where}, line {line}; "
+                        "each image may appear once"
+                    )
+                first[f[3]] = (path, n)
+            sides[side] = [(f[3], parse_int(f[1], path, n, "class id")) for n, f in rows]
+            self._super.update({f[3]: parse_int(f[2], path, n, "super class id") for n, f in rows})
         return sides
 
     def _select(self, sides: dict[str, list[Record]], split: str) -> tuple[list[Record], list | None]:
@@ -332,12 +459,25 @@ class InShop(ImageFileDataset):
 
     def _read_sides(self) -> dict[str, list[Record]]:
         path = self.root / "Eval" / "list_eval_partition.txt"
-        rows = read_table(path, skip=2)
+        lines = _read_lines(path)
+        announced = lines[0].strip() if lines else ""
+        if not announced.isdigit():
+            raise IndexFileError(f"{path}, line 1: expected the number of images, found {announced!r}")
+        rows = read_rows(path, skip=2)
         sides: dict[str, list[Record]] = {"train": [], "query": [], "gallery": []}
-        for row in rows:
+        for number, row in rows:
             if len(row) != 3 or row[2] not in sides:
-                raise ValueError(f"InShop: unexpected line {' '.join(row)!r} in {path}")
+                raise IndexFileError(
+                    f"{path}, line {number}: expected 'image_name item_id train|query|gallery', "
+                    f"found {' '.join(row)!r}"
+                )
             sides[row[2]].append((row[0], row[1]))
+        _check_unique([(r[0], n) for n, r in rows], path, "image")
+        if int(announced) != len(rows):
+            raise IndexFileError(
+                f"{path}: line 1 announces {int(announced)} images but {len(rows)} are listed "
+                "(truncated index file?)"
+            )
         return sides
 
     def _count_sides(self, sides: dict[str, list[Record]]) -> dict[str, list[Record]]:
@@ -352,3 +492,43 @@ class InShop(ImageFileDataset):
         ]
         keep = set(chosen)
         return [r for r in sides["train"] if r[1] in keep], None
+
+
+# ------------------------------------------------------------------------------------------- fingerprint
+def is_real_dataset(name: str) -> bool:
+    """True for a registered dataset read from a folder of images (CUB, Cars, SOP, In-Shop)."""
+    cls = DATASETS.get(name) if name in DATASETS.names() else None
+    return isinstance(cls, type) and issubclass(cls, ImageFileDataset)
+
+
+def fingerprint(dataset_name: str, root: str | Path | None) -> str:
+    """A 16-hex-digit fingerprint of the dataset copy at ``root``: sha256 of the dataset name, the bytes of
+    every index file and the image list (relative path and file size of every image the index names, -1
+    for a missing one), never the image bytes. Two folders holding the same copy share it; a partial,
+    corrupted (size-changed) or different copy does not, whatever its path.
+
+    Cost: reading the index files and one ``stat`` per image (about a second for SOP's 120,053 images).
+
+    Raises:
+        ValueError: ``dataset_name`` is not a real dataset. DatasetNotFoundError / IndexFileError: as when
+        the dataset is built.
+    """
+    if not is_real_dataset(dataset_name):
+        real = [n for n in DATASETS.names() if is_real_dataset(n)]
+        raise ValueError(
+            f"{dataset_name!r} is not a dataset read from a folder; those are: {', '.join(real)}"
+        )
+    cls = DATASETS.get(dataset_name)
+    sides = cls.index_records(root)  # checks the root and the index files first
+    base = Path(root).expanduser().resolve()
+    h = hashlib.sha256(f"dmllab dataset {dataset_name}\n".encode())
+    for rel in cls.index_files:
+        h.update(f"index {rel}\n".encode())
+        h.update(hashlib.sha256((base / rel).read_bytes()).digest())
+    for rel in sorted({f for records in sides.values() for f, _ in records}):
+        try:
+            size = os.stat(base / rel).st_size
+        except OSError:
+            size = -1
+        h.update(f"{rel}\0{size}\n".encode())
+    return h.hexdigest()[:16]
