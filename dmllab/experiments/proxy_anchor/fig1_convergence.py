@@ -43,13 +43,17 @@ def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
             elapsed += float(h.get("time_s") or 0.0)
             if h.get("val_R@1") is None or (isinstance(h.get("val_R@1"), float) and np.isnan(h["val_R@1"])):
                 continue
-            out += tidy({"val_R@1": 100.0 * float(h["val_R@1"])}, percent=False, variant=run.variant,
-                        dataset=run.config.dataset, seed=run.seed, epoch=int(h["epoch"]), time_s=elapsed)  # fmt: skip
+            out += tidy({"val_R@1": 100.0 * float(h["val_R@1"]), "elapsed_s": elapsed}, percent=False,
+                        variant=run.variant, dataset=run.config.dataset, seed=run.seed, epoch=int(h["epoch"]))  # fmt: skip
     return out
 
 
 def _curves(df: pd.DataFrame) -> pd.DataFrame:
-    return df[df["metric"] == "val_R@1"]
+    """val_R@1 rows with the elapsed training time of their epoch as ``param_time_s``."""
+    key = ["variant", "seed", "param_epoch"]
+    curve = df[df["metric"] == "val_R@1"]
+    time = df[df["metric"] == "elapsed_s"][key + ["value"]].rename(columns={"value": "param_time_s"})
+    return curve.merge(time, on=key, how="left")
 
 
 def _pa_minus_best_baseline_at(df: pd.DataFrame, pick: Any) -> pd.Series:
