@@ -13,6 +13,7 @@ preset                    train                                          test
 ``proxynca++``            RandomResizedCrop(256, scale .08-1,            Resize(288) + CenterCrop(256)
                           ratio 3/4-4/3) + flip (official-code.md)
 ``proxy_anchor``          RandomResizedCrop(224) + flip                  Resize(256) + CenterCrop(224)
+``heated``                Resize((256, 256)) + RandomCrop(224) + flip    Resize((256, 256)) + CenterCrop(224)
 ``mlrc``                  Resize(256) + RandomResizedCrop(227,           Resize(256) + CenterCrop(227)
                           scale .16-1, ratio 3/4-4/3) + flip
 ``quick`` (64x64 input)   RandomResizedCrop(56, scale .35-1) + flip      Resize(64) + CenterCrop(56)
@@ -103,6 +104,17 @@ def proxynca_pp(train: bool) -> Callable[[Any], Any]:
 def proxy_anchor(train: bool) -> Callable[[Any], Any]:
     """Proxy Anchor: 224 random-resized crops; test Resize(256) + CenterCrop(224)."""
     return _crop_preset(train, size=224, resize=256)
+
+
+@TRANSFORMS.register("heated")
+def heated(train: bool) -> Callable[[Any], Any]:
+    """Heated-up Softmax (Zhang et al. Sec. 5.1): "the input images are all resized to 256x256" (both sides, the
+    aspect ratio is not kept), then a random 224x224 crop (no scale or aspect jitter) + horizontal flip for
+    training; "one single center crop" (224) at test."""
+    T = _module("v2")
+    resize = T.Resize((256, 256), antialias=True)
+    steps = [resize, T.RandomCrop(224), T.RandomHorizontalFlip()] if train else [resize, T.CenterCrop(224)]
+    return _compose(steps, "v2")
 
 
 @TRANSFORMS.register("mlrc")

@@ -207,6 +207,8 @@ class RunConfig:
     GradScaler); always off on CPU. ``channels_last``: "auto" (on for CUDA), "on", "off".
     ``metrics``/``ks``/``distance`` are passed to ``dmllab.metrics.evaluate`` for the test evaluation; the
     per-epoch validation computes recall only (cheap). ``seed`` is excluded from :func:`config_hash`.
+    ``nmi_l2``: NMI clusters the L2-normalised embeddings (Heated-up Softmax Sec. 5.2: "all the features are
+    l2-normalized before calculating the evaluation metric"); False = the raw embeddings (ProxyNCA++ code).
     """
 
     seed: int = 0
@@ -217,6 +219,7 @@ class RunConfig:
     metrics: tuple[str, ...] = ("recall", "nmi")
     ks: tuple[int, ...] = (1, 2, 4, 8)
     distance: str = "euclidean"
+    nmi_l2: bool = False
     eval_every: int = 1
 
 
@@ -225,7 +228,8 @@ SECTIONS = ("data", "model", "loss", "optim", "schedule", "run")
 # Fields of sections that do not change results: kept out of the hash (see module docstring).
 _HASH_EXCLUDED = {("data", "root"), ("data", "num_workers"), ("run", "seed")}
 # Fields added after runs were stored: left out of the hash at their default, so existing run keys stay valid.
-_HASH_OMIT_AT_DEFAULT = {("data", "in_memory"): False, ("data", "feature_views"): 0, ("model", "frozen_blocks"): 0}
+_HASH_OMIT_AT_DEFAULT = {("data", "in_memory"): False, ("data", "feature_views"): 0, ("model", "frozen_blocks"): 0,
+                         ("run", "nmi_l2"): False}  # fmt: skip
 _HASH_OMIT_AT_DEFAULT.update({
     ("loss", "ps_lambda"): None, ("loss", "ps_pairing"): "sorted", ("loss", "ps_embeddings"): "both",
     ("loss", "ps_proxies"): "both", ("loss", "regularizer"): "none", ("loss", "mixup_alpha"): 0.5,

@@ -55,8 +55,13 @@ class RunResult:
 
 
 def stage_plans(cfg: ExperimentConfig) -> list[StagePlan]:
-    """The first stage of the config's protocol (stage 2 depends on stage 1's outcome: :func:`stage2_plan`)."""
+    """The first stage of the config's protocol (stage 2 depends on stage 1's outcome: :func:`stage2_plan`).
+    The schedule is checked first (:func:`dmllab.training.schedules.check_schedule`)."""
     d, s = cfg.data, cfg.schedule
+    schedules.check_schedule(
+        epochs=s.epochs, scheduler=s.scheduler, milestones=s.milestones, heat_epoch=s.heat_epoch,
+        two_stage=cfg.run.two_stage,
+    )
     if cfg.run.two_stage:
         if d.val_split is None:
             raise ValueError(f"two-stage protocol needs a validation split; dataset {cfg.dataset!r} has none")

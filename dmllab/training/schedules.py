@@ -152,6 +152,49 @@ def lr_multiplier(
     return m
 
 
+def check_schedule(
+    *,
+    epochs: int,
+    scheduler: str,
+    milestones: Sequence[int] = (),
+    heat_epoch: int | None = None,
+    two_stage: bool = False,
+) -> None:
+    """Reject a schedule whose scheduled events cannot all happen, so that a run never silently trains
+    something else than its config says.
+
+    * a "multistep" milestone ``d`` (lr lowered after schedule epoch ``d``) must satisfy ``0 <= d < epochs``:
+      ``d >= epochs`` would never take effect; ``d = 0`` lowers the lr before the first schedule epoch (after
+      the warm-up; the released Proxy Anchor code's StepLR counts its warm-up epochs);
+    * a heating epoch (Heated-up Softmax) must lie in ``1..epochs``, and a heated run trains a fixed schedule:
+      the two-stage protocol stops stage 2 after the stage-1 best epoch, which can come before the heating,
+      and HLN/HBN would silently be LN/BN.
+
+    Raises:
+        ValueError: naming the offending value and the fix.
+    """
+    if epochs < 1:
+        raise ValueError(f"schedule.epochs must be >= 1, got {epochs}")
+    if scheduler == "multistep":
+        late = [d for d in milestones if not 0 <= d < epochs]
+        if late:
+            raise ValueError(
+                f"schedule.milestones {list(late)} lie outside 0..{epochs - 1}: an lr drop after schedule epoch "
+                f"d >= schedule.epochs={epochs} never happens; lengthen the schedule or move the drop"
+            )
+    if heat_epoch is not None:
+        if not 1 <= heat_epoch <= epochs:
+            raise ValueError(
+                f"schedule.heat_epoch={heat_epoch} is outside 1..schedule.epochs={epochs}: the run would end "
+                "before heating (HLN/HBN would be LN/BN); lengthen the schedule or heat earlier"
+            )
+        if two_stage:
+            raise ValueError(
+                "a heated run (schedule.heat_epoch set) trains a fixed schedule: the two-stage protocol stops "
+                "stage 2 at the stage-1 best epoch, possibly before heating; use run.two_stage=false"
+            )
+
+
 def loss_alpha(epoch: int, base_alpha: float, *, heat_epoch: int | None, heat_alpha_factor: float) -> float:
     """Heated-up softmax scale: ``alpha`` before ``heat_epoch``, ``alpha * heat_alpha_factor`` from it on
     (paper: 16 -> 4)."""

@@ -509,7 +509,7 @@ class Trainer:
 
         Metrics are fractions in [0, 1]; ``metrics``/``ks`` default to ``cfg.run``.
         """
-        from dmllab.metrics import embed_dataset, evaluate
+        from dmllab.metrics import embed_dataset
 
         r = self.cfg.run
         amp = self.amp_dtype is not None
@@ -517,9 +517,23 @@ class Trainer:
         if query_split is not None:
             q, ql = embed_dataset(self.embedder(), self.eval_loader(query_split), self.device, amp=amp)
             g, gl = embed_dataset(self.embedder(), self.eval_loader(gallery_split), self.device, amp=amp)
-            return evaluate(q, ql, gallery=g, gallery_labels=gl, **kw)
+            return self._metrics(q, ql, kw, gallery=g, gallery_labels=gl)
         emb, lab = embed_dataset(self.embedder(), self.eval_loader(split), self.device, amp=amp)
-        return evaluate(emb, lab, **kw)
+        return self._metrics(emb, lab, kw)
+
+    def _metrics(
+        self, emb: torch.Tensor, labels: torch.Tensor, kw: dict[str, Any], **gallery: Any
+    ) -> dict[str, float]:
+        """``dmllab.metrics.evaluate``; with ``run.nmi_l2`` NMI clusters the L2-normalised embeddings (of the
+        queries, with a gallery), as Heated-up Softmax Sec. 5.2 states; retrieval uses ``run.distance``."""
+        from dmllab.metrics import evaluate
+
+        if not (self.cfg.run.nmi_l2 and "nmi" in kw["metrics"]):
+            return evaluate(emb, labels, **gallery, **kw)
+        retrieval = tuple(m for m in kw["metrics"] if m != "nmi")
+        out = evaluate(emb, labels, **gallery, **{**kw, "metrics": retrieval})
+        out.update(evaluate(nn.functional.normalize(emb.float(), dim=1), labels, metrics=("nmi",)))
+        return out
 
     def fit(self, on_checkpoint: Callable[[Trainer], None] | None = None) -> list[dict]:
         """Run the remaining epochs of the set-up stage; returns the stage's history rows.

@@ -79,7 +79,8 @@ def test_proxy_anchor_and_synthesis_paper_setup():
     assert presets.get("proxy_synthesis:proxy_anchor", "cub", "paper").optim.clip_proxies
     ps = presets.get("proxy_synthesis", "cars", "paper")
     assert ps.loss.synthesis and ps.loss.name == "normsoftmax" and ps.optim.eps == 1e-2
-    assert ps.schedule.milestones == (50,) and ps.data.batch_size == 128
+    # the released main.py lowers the lr before (1-based) epoch 50 runs: milestone 49 (see test_ps_lr_decay_...)
+    assert ps.schedule.milestones == (49,) and ps.data.batch_size == 128
 
 
 def test_unknown_names_list_valid_ones():
@@ -117,3 +118,281 @@ def test_proxynca_code_base_paper_presets_follow_the_authors_code(method):
         cfg = presets.get(other, "cub", "paper")
         assert cfg.schedule.monitor == "R@1" and not cfg.optim.fresh_after_warmup
         assert cfg.schedule.stage2_drop_lag == 0
+
+
+# ------------------------------------------------------------------------------- layout, profiles, overlays
+def test_one_profiles_tuple_and_discovered_families():
+    import dmllab.profiles
+    from dmllab.training.presets import methods as methods_mod
+
+    assert presets.PROFILES is dmllab.profiles.PROFILES
+    assert presets.list_profiles() == ["smoke", "quick", "paper"]
+    assert set(presets.list_methods()) == {
+        "proxynca", "proxynca++", "normsoftmax", "proxy_anchor", "heated_softmax", "proxy_synthesis", "margin",
+        "triplet_semihard", "multi_similarity",
+    }  # fmt: skip
+    for name in presets.list_methods():
+        method = presets.METHODS.get(name)
+        assert isinstance(method, methods_mod.Method)
+        assert presets.method_options(name) == method.options
+    assert presets.method_options("heated_softmax:HBN") == sorted(
+        ["variant", "alpha", "epochs", "heat_epoch", "two_stage"]
+    )
+
+
+def test_no_method_module_branches_on_a_dataset_name():
+    """Dataset quirks are DatasetSpec fields (style: no ``if dataset == ...``)."""
+    import inspect
+    import re
+
+    from dmllab.training.presets import heated, pair, proxy_anchor, proxy_synthesis, proxynca
+
+    for module in (proxynca, proxy_anchor, heated, proxy_synthesis, pair):
+        source = inspect.getsource(module)
+        assert not re.search(r"\.name\s*[=!]=|profile\s*[=!]=", source), module.__name__
+    assert presets.DATASETS["sop"].heated_optimizer == "adam" and presets.DATASETS["sop"].heated_lr == 1e-2
+    assert presets.DATASETS["cub"].heated_optimizer == "sgd" and presets.DATASETS["cub"].heated_lr == 4e-3
+
+
+def test_quick_and_smoke_profiles_are_overlays_of_the_paper_config():
+    quick = presets.get("proxynca++", "synthetic", "quick")
+    m, d, s = quick.model, quick.data, quick.schedule
+    assert (m.backbone, m.pretrained, dict(m.backbone_kwargs), m.embedding_dim) == (
+        "smallcnn",
+        True,
+        {"width": 16},
+        128,
+    )
+    assert (d.transform, dict(d.dataset_kwargs), d.batch_size, d.per_class) == (
+        "quick",
+        {"image_size": 64},
+        32,
+        4,
+    )
+    assert (s.warmup_epochs, s.epochs, s.patience) == (1, 8, 2) and quick.run.device == "cpu"
+    # the method's own quick overlay: small-CNN lrs; the paper's loss, head and protocol are kept
+    paper = presets.get("proxynca++", "synthetic", "paper")
+    assert (quick.optim.lr, quick.optim.lr_embedding, quick.optim.lr_proxies) == (0.1, paper.optim.lr, 4e2)
+    assert quick.loss == paper.loss and (m.pooling, m.norm) == (paper.model.pooling, paper.model.norm)
+    assert quick.run.two_stage and quick.schedule.scheduler == "plateau"
+    smoke = presets.get("proxynca++", "synthetic", "smoke")
+    assert (smoke.model.pretrained, smoke.model.embedding_dim, smoke.data.batch_size, smoke.schedule.epochs) == (
+        False, 16, 16, 2,
+    )  # fmt: skip
+    # random-batch methods stay random at every scale
+    for profile in presets.list_profiles():
+        assert presets.get("proxy_anchor", "synthetic", profile).data.per_class is None
+
+
+def test_compress_schedule_keeps_every_event_inside_the_run():
+    from dmllab.training.config import ScheduleConfig
+    from dmllab.training.presets.profiles import compress_schedule
+
+    paper = ScheduleConfig(epochs=130, warmup_epochs=0, scheduler="multistep", milestones=(0, 49, 129))
+    q = compress_schedule(paper, epochs=8, warmup=1, patience=2)
+    assert q.milestones == (0, 3, 7) and q.warmup_epochs == 0 and q.epochs == 8
+    heated = compress_schedule(
+        ScheduleConfig(epochs=50, heat_epoch=40, scheduler="none"), epochs=8, warmup=1, patience=2
+    )
+    assert heated.heat_epoch == 7 and heated.warmup_epochs == 1
+    tiny = compress_schedule(
+        ScheduleConfig(epochs=50, heat_epoch=40, scheduler="none"), epochs=2, warmup=0, patience=1
+    )
+    assert tiny.heat_epoch == 2
+
+
+# ------------------------------------------------------------------- fixed schedules (issue 12) and checks
+FIXED = ["proxy_anchor", "heated_softmax:BN", "proxy_synthesis", "proxy_synthesis:arcface"]
+
+
+@pytest.mark.parametrize("method", FIXED)
+@pytest.mark.parametrize("profile", ["paper", "quick", "smoke"])
+def test_pa_heated_ps_train_a_fixed_schedule_two_stage_is_an_option(method, profile):
+    cfg = presets.get(method, "cub", profile)
+    assert not cfg.run.two_stage and cfg.data.train_split == "trainval"
+    two = presets.get(method, "cub", profile, two_stage=True)
+    assert two.run.two_stage and two.data.train_split == "train"
+    with pytest.raises(ValueError, match="two_stage=True needs a validation split"):
+        presets.get(method, "inshop", profile, two_stage=True)
+
+
+def test_protocol_of_a_fixed_schedule_has_no_validation_and_runs_every_epoch():
+    from dmllab.training.protocol import stage_plans
+
+    (plan,) = stage_plans(presets.get("proxy_anchor", "cub", "paper"))
+    assert (plan.name, plan.train_split, plan.eval_split) == ("single", "trainval", None)
+    assert (plan.warmup_epochs, plan.epochs) == (5, 55)
+
+
+@pytest.mark.parametrize("variant", ["HLN", "HBN"])
+def test_a_heated_run_that_would_not_heat_is_a_config_error(variant):
+    from dmllab.training import apply_overrides
+    from dmllab.training.protocol import stage_plans
+
+    cfg = presets.get(f"heated_softmax:{variant}", "cars", "paper")
+    assert (cfg.schedule.epochs, cfg.schedule.heat_epoch, cfg.run.two_stage) == (50, 40, False)
+    with pytest.raises(ValueError, match="heat_epoch"):
+        presets.get(f"heated_softmax:{variant}", "cars", "paper", epochs=30)
+    with pytest.raises(ValueError, match="heat_epoch"):
+        presets.get(f"heated_softmax:{variant}", "cars", "paper", heat_epoch=51)
+    with pytest.raises(ValueError, match="fixed schedule"):
+        presets.get(f"heated_softmax:{variant}", "cars", "paper", two_stage=True)
+    # overrides after get() are checked when the protocol plans the run, before any training
+    for override in (["schedule.epochs=30"], ["run.two_stage=true", "data.train_split=train"]):
+        with pytest.raises(ValueError, match="heat"):
+            stage_plans(apply_overrides(cfg, override))
+    for profile in ("quick", "smoke"):
+        s = presets.get(f"heated_softmax:{variant}", "synthetic", profile).schedule
+        assert 2 <= s.heat_epoch <= s.epochs
+    # variants that never heat may use the two-stage protocol, and take no heating epoch
+    assert presets.get("heated_softmax:LN", "cars", "paper", two_stage=True).run.two_stage
+    with pytest.raises(ValueError, match="never heats"):
+        presets.get("heated_softmax:LN", "cars", "paper", heat_epoch=10)
+
+
+def test_a_heated_smoke_run_really_heats(monkeypatch):
+    """The trainer's epochs of the smoke preset (batches skipped): the last epoch runs with alpha 16 / 4 and
+    lr x 0.1."""
+    from dmllab.training import Trainer
+    from dmllab.training.protocol import stage_plans
+
+    seen = []
+
+    class Alpha:
+        def on_epoch_end(self, trainer, epoch, row):
+            seen.append((trainer.loss.alpha, row["lr_backbone"]))
+
+    cfg = presets.get("heated_softmax:HLN", "synthetic", "smoke")
+    monkeypatch.setattr(Trainer, "train_epoch", lambda self, plan, epoch: 0.0)
+    trainer = Trainer(cfg, hooks=(Alpha(),), progress=False)
+    trainer.setup(stage_plans(cfg)[0])
+    trainer.fit()
+    (alpha1, lr1), (alpha2, lr2) = seen
+    assert (alpha1, alpha2) == (16.0, 4.0) and lr2 == pytest.approx(0.1 * lr1)
+
+
+def test_an_lr_drop_after_the_last_epoch_is_a_config_error():
+    from dmllab.training import apply_overrides, schedules
+    from dmllab.training.protocol import stage_plans
+
+    with pytest.raises(ValueError, match="milestones"):
+        presets.get("proxy_synthesis", "cars", "paper", epochs=40)  # the code's decay at epoch 50
+    with pytest.raises(ValueError, match="milestones"):
+        stage_plans(apply_overrides(presets.get("proxy_anchor", "cub", "paper"), ["schedule.epochs=30"]))
+    with pytest.raises(ValueError, match="milestones"):
+        schedules.check_schedule(epochs=10, scheduler="multistep", milestones=(3, 10))
+    schedules.check_schedule(epochs=10, scheduler="multistep", milestones=(0, 9))  # both inside the run
+
+
+# ------------------------------------------------------------------ Proxy Anchor: released ResNet-50 recipe
+def _trainer_lrs(cfg):
+    """Per-epoch lrs (backbone, proxies) that the trainer sets for ``cfg``'s schedule (smoke-size model)."""
+    from dmllab.training import Trainer
+    from dmllab.training.protocol import stage_plans
+
+    small = presets.get("proxy_anchor", "synthetic", "smoke")
+    cfg = dataclasses_replace(small, schedule=cfg.schedule)
+    trainer = Trainer(cfg, progress=False)
+    (plan,) = stage_plans(cfg)
+    trainer.setup(plan)
+    out = []
+    for epoch in range(1, plan.total_epochs + 1):
+        lrs = trainer._apply_schedule(plan, epoch)
+        out += [lrs["backbone"] / cfg.optim.lr, lrs["proxies"] / cfg.optim.lr_proxies]
+    return out
+
+
+def dataclasses_replace(cfg, **kw):
+    import dataclasses
+
+    return dataclasses.replace(cfg, **kw)
+
+
+@pytest.mark.parametrize(
+    ("dataset", "step", "gamma", "lr"),
+    [("cub", 5, 0.5, 1e-4), ("cars", 10, 0.5, 1e-4), ("sop", 20, 0.25, 6e-4), ("inshop", 20, 0.25, 6e-4)],
+)
+def test_proxy_anchor_paper_follows_the_released_resnet50_recipe(dataset, step, gamma, lr):
+    """README ResNet-50 commands / train.py: batch 120, warm 5, StepLR(step, gamma) stepped every epoch from the
+    first warm-up epoch, 60 epochs: the trainer's per-epoch lrs equal the released loop's."""
+    cfg = presets.get("proxy_anchor", dataset, "paper")
+    assert (cfg.data.batch_size, cfg.data.per_class, cfg.schedule.warmup_epochs) == (120, None, 5)
+    assert (cfg.optim.lr, cfg.optim.lr_proxies, cfg.optim.clip_proxies) == (lr, pytest.approx(100 * lr), True)
+    for total in (60, 40):  # train.py default; the paper's text for CUB/Cars (option epochs=40)
+        cfg = presets.get("proxy_anchor", dataset, "paper", epochs=total)
+        # train.py: epoch e (0-based) runs at gamma ** (e // step); the trunk is frozen while e < warm
+        released = [
+            m for e in range(total) for m in (0.0 if e < 5 else gamma ** (e // step), gamma ** (e // step))
+        ]
+        assert _trainer_lrs(cfg) == pytest.approx(released)
+
+
+# ------------------------------------------------------------------------------ Heated-up Sec. 5.1 / 5.2
+def test_heated_paper_transform_nmi_and_optimiser():
+    for dataset, nmi in (("cub", True), ("cars", True), ("sop", True), ("inshop", False)):
+        cfg = presets.get("heated_softmax:HBN", dataset, "paper")
+        assert cfg.data.transform == "heated" and cfg.run.nmi_l2 and cfg.run.distance == "cosine"
+        assert ("nmi" in cfg.run.metrics) is nmi, dataset  # Table 1 prints NMI for SOP, Table 2 none
+        assert (cfg.data.batch_size, cfg.model.backbone, cfg.model.embedding_dim) == (32, "googlenet", 64)
+    sop = presets.get("heated_softmax:HBN", "sop", "paper").optim
+    cub = presets.get("heated_softmax:HBN", "cub", "paper").optim
+    assert (sop.name, sop.lr, cub.name, cub.lr, cub.momentum) == ("adam", 1e-2, "sgd", 4e-3, 0.9)
+    assert not presets.get("proxynca++", "sop", "paper").run.nmi_l2
+
+
+# ---------------------------------------------------------------------------- Proxy Synthesis lr decay
+def _released_ps_multipliers(epochs, decay_step, decay_stop):
+    """navervision/proxy-synthesis main.py: ``adjust_learning_rate`` at the start of (1-based) epoch e:
+    lr *= 0.1 if e % decay_step == 0 and e <= decay_stop."""
+    m, out = 1.0, []
+    for e in range(1, epochs + 1):
+        if e % decay_step == 0 and e <= decay_stop:
+            m *= 0.1
+        out.append(m)
+    return out
+
+
+@pytest.mark.parametrize("dataset", ["cub", "cars", "sop", "inshop"])
+def test_ps_lr_decay_follows_the_released_code_and_the_paper_text_is_an_option(dataset):
+    from dmllab.training import schedules
+
+    def multipliers(s):
+        return [schedules.lr_multiplier(e, scheduler=s.scheduler, milestones=s.milestones, factor=s.factor)
+                for e in range(1, s.epochs + 1)]  # fmt: skip
+
+    code = presets.get("proxy_synthesis", dataset, "paper").schedule
+    assert (code.epochs, code.warmup_epochs) == (130, 0)  # README: --epochs=130
+    assert multipliers(code) == pytest.approx(_released_ps_multipliers(130, 50, 50))
+    text = {"cub": 20, "cars": 50, "sop": 20, "inshop": 60}[dataset]  # supplement, Conventional Evaluation
+    paper = presets.get("proxy_synthesis", dataset, "paper", lr_decay="paper").schedule
+    assert multipliers(paper) == pytest.approx(_released_ps_multipliers(130, text, text))
+    long = presets.get("proxy_synthesis", dataset, "paper", epochs=150).schedule  # Fig. D: Cars to epoch 150
+    assert long.epochs == 150 and long.milestones == code.milestones
+    with pytest.raises(ValueError, match="lr_decay"):
+        presets.get("proxy_synthesis", dataset, "paper", lr_decay="later")
+    quick = presets.get("proxy_synthesis", dataset, "quick").schedule
+    assert quick.milestones == (3,) and quick.epochs == 8  # epoch 50 of 130 -> 3 of 8
+
+
+def test_nmi_l2_clusters_the_l2_normalised_embeddings():
+    """run.nmi_l2 (Heated-up Sec. 5.2): NMI on L2-normalised features; retrieval metrics unchanged."""
+    import torch
+
+    from dmllab.metrics import evaluate
+    from dmllab.training import Trainer
+
+    g = torch.Generator().manual_seed(0)
+    labels = torch.arange(4).repeat_interleave(10)
+    directions = torch.nn.functional.normalize(torch.randn(4, 8, generator=g), dim=1)
+    # same direction per class, norms spread over two orders of magnitude: raw KMeans splits by norm
+    emb = (directions[labels] + 0.05 * torch.randn(40, 8, generator=g)) * torch.logspace(0, 2, 40)[:, None]
+    kw = dict(metrics=("recall", "nmi"), ks=(1, 2), distance="cosine")
+    cfg = presets.get("heated_softmax:HBN", "synthetic", "smoke")
+    assert cfg.run.nmi_l2
+    l2 = Trainer(cfg, progress=False)._metrics(emb, labels, kw)
+    raw = Trainer(cfg.replace("run.nmi_l2", False), progress=False)._metrics(emb, labels, kw)
+    expected = evaluate(torch.nn.functional.normalize(emb, dim=1), labels, metrics=("nmi",))["NMI"]
+    assert l2["NMI"] == pytest.approx(expected) and raw["NMI"] == pytest.approx(
+        evaluate(emb, labels, **kw)["NMI"]
+    )
+    assert l2["NMI"] > raw["NMI"] and l2["R@1"] == raw["R@1"]

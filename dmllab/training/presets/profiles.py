@@ -1,0 +1,175 @@
+"""The paper base and the quick and smoke profiles as overlays on a method's ``paper`` config.
+
+``paper_base(spec)`` is the ProxyNCA++ setup every method builder starts from (ProxyNCA++ Table 1, Sec. 4.1,
+official-code.md); the method module replaces what its paper does differently. The ``quick`` and ``smoke``
+profiles keep each method's loss, head, optimiser family and protocol and replace the *scale*: backbone,
+image size, embedding size, batch, number of epochs, device. The schedule keeps its shape: warm-up (one
+epoch if the paper warms up), lr drops and the heating epoch at the same fraction of training
+(:func:`compress_schedule`). What a method sets differently at a profile's scale (its learning rates for the
+small CNN) is the method's own overlay (``Method.overlays``), applied after these.
+
+The profile names are :data:`dmllab.profiles.PROFILES` (the one definition).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import replace
+
+from dmllab.profiles import PROFILES
+from dmllab.training.config import (
+    DataConfig,
+    ExperimentConfig,
+    LossConfig,
+    ModelConfig,
+    OptimConfig,
+    RunConfig,
+    ScheduleConfig,
+    pairs,
+)
+from dmllab.training.presets.datasets import DatasetSpec
+
+# The quick profile: the offline benchmark on 2 CPU cores (dmllab choice; sized so a ProxyNCA++ run takes
+# <= 3 min on 2 cores). SmallCNN width 16 pre-trained on the synthetic pre-training pool (the "synthetic-pretrain"
+# weights source), 64x64 images with 56-pixel crops, 128-d, batch 32 (8 x 4 with class-balanced batches),
+# 1 warm-up + 8 epochs, plateau patience 2, CPU.
+QUICK = dict(epochs=8, warmup=1, patience=2, batch_size=32, per_class=4, image_size=64, width=16, dim=128)
+# The smoke profile: seconds, for tests. 24 synthetic classes x 10 images at 32x32 (train 6 classes, val 6,
+# test 12), SmallCNN width 8 from scratch, 16-d, batch 16 (4 x 4), 2 epochs, no warm-up, CPU.
+SMOKE = dict(epochs=2, warmup=0, patience=1, batch_size=16, per_class=4, image_size=32, width=8, dim=16)
+
+
+def paper_base(spec: DatasetSpec) -> ExperimentConfig:
+    """ProxyNCA++ setup (Table 1, Sec. 4.1, official-code.md): ResNet-50 (ImageNet), 2048-d, Adam eps 1,
+    Table 1 lrs, warm-up 5 epochs, grad clip 10, plateau(4, 0.1) two-stage (In-Shop: trainval, constant lr),
+    256 crops, the dataset's R@K (and NMI on CUB/Cars)."""
+    return ExperimentConfig(
+        dataset=spec.name,
+        profile="paper",
+        data=DataConfig(
+            dataset=spec.name,
+            val_split=spec.val_split,
+            train_split="train" if spec.two_stage else "trainval",
+            test_split=spec.test_split,
+            query_split=spec.query_split,
+            gallery_split=spec.gallery_split,
+            batch_size=spec.batch_size,
+            per_class=spec.per_class,
+            transform="proxynca++",
+            num_workers=8,
+        ),
+        model=ModelConfig(backbone="resnet50", pretrained=True, embedding_dim=2048),
+        loss=LossConfig(name="proxynca", kwargs=pairs(temperature=1 / 9, prob=True)),
+        optim=OptimConfig(name="adam", lr=spec.lr, lr_proxies=spec.lr_proxies, eps=1.0, grad_clip_value=10.0),
+        schedule=ScheduleConfig(
+            epochs=spec.epochs,
+            warmup_epochs=5,
+            scheduler="plateau" if spec.two_stage else "none",
+            patience=4,
+            factor=0.1,
+        ),
+        run=RunConfig(
+            two_stage=spec.two_stage,
+            metrics=("recall", "nmi") if spec.nmi else ("recall",),
+            ks=spec.ks,
+        ),
+    )
+
+
+def compress_schedule(s: ScheduleConfig, *, epochs: int, warmup: int, patience: int) -> ScheduleConfig:
+    """The schedule ``s`` squeezed into ``epochs`` schedule epochs with the same shape.
+
+    Every position moves to the same fraction of training, rounded half up: a milestone ``d`` (lr lowered
+    after epoch ``d``) to ``round(d * epochs / s.epochs)``, kept in ``1..epochs-1`` (0 stays 0: a drop before the
+    first schedule epoch), so every drop still happens inside the run (each is kept, so the final lr is the
+    paper's); the heating epoch ``h`` to ``round((h - 1) * r) + 1`` within ``2..epochs`` (some epochs before
+    heating, heating inside the run); a "step" scheduler's step size to ``max(1, round(step * r))``. ``warmup`` warm-up epochs if
+    the paper warms up, none otherwise; plateau ``patience`` as given.
+    """
+    r = epochs / s.epochs
+
+    def at(x: float) -> int:
+        return int(math.floor(x * r + 0.5))
+
+    milestones = tuple(min(max(at(d), 1 if d > 0 else 0), epochs - 1) for d in s.milestones)
+    heat = None if s.heat_epoch is None else min(max(at(s.heat_epoch - 1) + 1, min(2, epochs)), epochs)
+    return replace(
+        s,
+        epochs=epochs,
+        warmup_epochs=warmup if s.warmup_epochs > 0 else 0,
+        milestones=milestones,
+        step_size=max(1, at(s.step_size)) if s.scheduler == "step" else s.step_size,
+        heat_epoch=heat,
+        patience=patience,
+    )
+
+
+def _scaled(
+    cfg: ExperimentConfig, spec: DatasetSpec, profile: str, p: dict, **extra_kwargs: int
+) -> ExperimentConfig:
+    """The common part of the quick and smoke overlays: the profile's scale ``p`` on ``cfg``."""
+    sized = (
+        pairs(image_size=p["image_size"], **extra_kwargs)
+        if spec.sized_by_profile
+        else cfg.data.dataset_kwargs
+    )
+    return replace(
+        cfg,
+        profile=profile,
+        data=replace(
+            cfg.data,
+            batch_size=p["batch_size"],
+            per_class=p["per_class"] if cfg.data.per_class else None,
+            transform=profile,
+            num_workers=0,
+            dataset_kwargs=sized,
+        ),
+        # BN trains in the small CNN (dmllab choice): its statistics adapt to the benchmark's images.
+        model=replace(
+            cfg.model,
+            backbone="smallcnn",
+            weights_path=None,
+            embedding_dim=p["dim"],
+            backbone_kwargs=pairs(width=p["width"]),
+            freeze_bn=False,
+        ),
+        schedule=compress_schedule(
+            cfg.schedule, epochs=p["epochs"], warmup=p["warmup"], patience=p["patience"]
+        ),
+    )
+
+
+def quick(cfg: ExperimentConfig, spec: DatasetSpec) -> ExperimentConfig:
+    """The quick profile on a method's paper config (:data:`QUICK`): pre-trained SmallCNN, 64x64 images,
+    56-pixel crops ("quick" transform), CPU, R@K and NMI."""
+    cfg = _scaled(cfg, spec, "quick", QUICK)
+    return replace(
+        cfg,
+        data=replace(cfg.data, eval_batch_size=256),
+        model=replace(cfg.model, pretrained=True),
+        run=replace(cfg.run, device="cpu", metrics=("recall", "nmi")),
+    )
+
+
+def smoke(cfg: ExperimentConfig, spec: DatasetSpec) -> ExperimentConfig:
+    """The smoke profile on a method's paper config (:data:`SMOKE`): SmallCNN from scratch, 32x32 images of 24
+    classes, CPU, R@1,2,4."""
+    cfg = _scaled(cfg, spec, "smoke", SMOKE, num_classes=24, images_per_class=10, num_pretrain_classes=8)
+    return replace(
+        cfg,
+        data=replace(cfg.data, eval_batch_size=64),
+        model=replace(cfg.model, pretrained=False),
+        run=replace(cfg.run, device="cpu", metrics=("recall",), ks=(1, 2, 4)),
+    )
+
+
+PROFILE_OVERLAYS: dict[str, Callable[[ExperimentConfig, DatasetSpec], ExperimentConfig]] = {
+    "smoke": smoke,
+    "quick": quick,
+    "paper": lambda cfg, spec: cfg,
+}
+if tuple(PROFILE_OVERLAYS) != PROFILES:  # pragma: no cover - a new profile needs its overlay here
+    raise RuntimeError(
+        f"presets define overlays for {tuple(PROFILE_OVERLAYS)}, dmllab.profiles has {PROFILES}"
+    )
