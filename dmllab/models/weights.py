@@ -29,6 +29,7 @@ from dmllab.registry import Registry
 __all__ = [
     "CLASSIFIER_HEAD_PREFIXES",
     "read_state_dict",
+    "WeightsFileError",
     "load_trunk_state_dict",
     "download_imagenet_state_dict",
     "hub_checkpoint_path",
@@ -49,6 +50,10 @@ def _strip_prefix(state: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     return {key[len(prefix) :]: value for key, value in state.items() if key.startswith(prefix)}
 
 
+class WeightsFileError(ValueError):
+    """A weights file that cannot be used: a folder, empty, corrupt, or not a plain state dict."""
+
+
 def read_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
     """Read a state dict from ``path`` (``torch.load`` on the CPU, tensors only).
 
@@ -57,9 +62,28 @@ def read_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
     ("module." prefixes); a whole ``EmbeddingNet`` state dict, of which the "backbone." entries are used.
     """
     path = Path(path).expanduser()
+    if path.is_dir():
+        inside = sorted(p.name for p in path.iterdir() if p.suffix in (".pt", ".pth", ".bin"))[:3]
+        hint = f" (it holds {', '.join(inside)})" if inside else ""
+        raise WeightsFileError(f"weights file {str(path)!r} is a folder{hint}; pass the state-dict file itself")
     if not path.is_file():
         raise FileNotFoundError(f"weights file {str(path)!r} does not exist")
-    loaded = torch.load(path, map_location="cpu", weights_only=True)
+    if path.stat().st_size == 0:
+        raise WeightsFileError(
+            f"weights file {str(path)!r} is empty (0 bytes): an interrupted download or copy; fetch it again"
+        )
+    try:  # tensors only: no code in a weights file is ever run, whatever the file holds
+        loaded = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001  (torch raises many types for a damaged file)
+        if "weights only load failed" in str(err).lower() and "unsupported global" in str(err).lower():
+            raise WeightsFileError(
+                f"weights file {str(path)!r} holds Python objects besides tensors; dmllab loads plain state "
+                "dicts only: save one with torch.save(model.state_dict(), path)"
+            ) from None
+        raise WeightsFileError(
+            f"weights file {str(path)!r} is corrupt or not a PyTorch state-dict file ({type(err).__name__}); "
+            "download or copy it again"
+        ) from None
     if not isinstance(loaded, Mapping):
         raise ValueError(f"weights file {str(path)!r} holds a {type(loaded).__name__}, not a state dict")
     for wrapper_key in ("state_dict", "model"):
@@ -124,7 +148,8 @@ def download_imagenet_state_dict(weights: Any, *, arch: str) -> dict[str, torch.
             f"({type(err).__name__}: {err}). dmllab does not fall back to random weights. Provide them in one of "
             f"these ways: (1) download {weights.url} (on a machine with internet access) and put the file at "
             f"{cache_path} - torchvision reads it from there (the folder moves with $TORCH_HOME); "
-            f"(2) pass weights_path='/path/to/{os.path.basename(weights.url)}' (a torchvision state-dict file); "
+            f"(2) pass the file: --set model.weights_path=/path/to/{os.path.basename(weights.url)} on the "
+            "command line (weights_path= in Python; a torchvision state-dict file); "
             "(3) or build it with pretrained=False to train from random initialisation on purpose."
         ) from err
 

@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-_USER_ERRORS = (ValueError, KeyError, FileNotFoundError)
+# The library's expected failures (bad input, missing or corrupt files, full disk, a diverged training): one
+# line and exit status 2; anything else reaches the generic handler of dmllab.cli (one line, status 1).
+_USER_ERRORS = (ValueError, KeyError, OSError, FloatingPointError)
 
 
-def _fail(err: BaseException) -> int:
-    msg = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
-    print(f"dmllab: error: {msg}", file=sys.stderr)
-    return 2
+def _fail(err: BaseException, args: argparse.Namespace) -> int:
+    from dmllab.cli import report_error
+
+    return report_error(err, debug=getattr(args, "debug", False))
 
 
 def _config_from_args(args: argparse.Namespace):
@@ -57,6 +58,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     from dmllab.training import RunStore, config_hash, presets, run
 
     try:
+        from dmllab.training.config import check_value
+
+        check_value("run.seed", args.seed)
         cfg = _config_from_args(args)
         if getattr(args, "protocol", "standard") == "mlrc":
             return _cmd_train_mlrc(args, cfg)
@@ -65,7 +69,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             print(f"config {config_hash(cfg)} seed {args.seed}")
         result = run(cfg, seed=args.seed, store=RunStore(), progress=not args.quiet, force=args.force)
     except _USER_ERRORS as err:
-        return _fail(err)
+        return _fail(err, args)
     src = "stored result" if result.cached else f"trained in {result.wall_time_s:.1f} s"
     print(f"test ({src}; best epoch {result.best_epoch}, lr drops {result.lr_drop_epochs}):")
     _print_metrics(result.metrics)
@@ -75,22 +79,22 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def _find_weights(target: Path) -> tuple[Any, Path]:
     """(config, weights file) for a run folder of the store or a checkpoint file."""
-    import torch
-
-    from dmllab.training import ExperimentConfig, RunStore
+    from dmllab import paths
+    from dmllab.training import ExperimentConfig
+    from dmllab.training.protocol import load_checkpoint
 
     if target.is_dir():
         cfg_file = target / "config.json"
         if not cfg_file.is_file():
             raise FileNotFoundError(f"{target} is not a stored run (no config.json)")
         cfg = ExperimentConfig.from_dict(json.loads(cfg_file.read_text()))
-        seed = int(target.name.removeprefix("seed")) if target.name.startswith("seed") else cfg.run.seed
-        weights = RunStore.checkpoint_dir(cfg, seed) / "final.pt"
+        # the run's key is its folder's parent name: no need to recompute it (nor to find its dataset)
+        weights = paths.checkpoints_dir() / target.parent.name / target.name / "final.pt"
         if not weights.is_file():
             raise FileNotFoundError(f"no final model for {target} at {weights} (checkpoints are not in git)")
         return cfg, weights
     if target.is_file():
-        state = torch.load(target, map_location="cpu", weights_only=False)
+        state = load_checkpoint(target, "model file")
         if "config" in state:
             return ExperimentConfig.from_dict(state["config"]), target
         raise ValueError(f"{target} holds no config; pass a run folder or a final.pt file")
@@ -121,7 +125,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             emb, lab, _ = embed_split(model, cfg, args.split or cfg.data.test_split)
             metrics = evaluate(emb, lab, **kw)
     except _USER_ERRORS as err:
-        return _fail(err)
+        return _fail(err, args)
     _print_metrics(metrics)
     return 0
 
@@ -143,7 +147,7 @@ def cmd_presets(args: argparse.Namespace) -> int:
                 for p in profiles:
                     print("  " + presets.describe(presets.get(m, d, p)))
     except _USER_ERRORS as err:
-        return _fail(err)
+        return _fail(err, args)
     return 0
 
 

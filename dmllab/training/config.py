@@ -23,9 +23,10 @@ import dataclasses
 import hashlib
 import inspect
 import json
+import math
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -80,7 +81,7 @@ class DataConfig:
     batch_size: int = 32
     per_class: int | None = 4
     transform: str = "proxynca++"
-    num_workers: int = 0
+    num_workers: int | str = 0
     eval_batch_size: int = 128
     in_memory: bool = False
     feature_views: int = 0
@@ -519,4 +520,76 @@ def apply_overrides(cfg: ExperimentConfig, overrides: Iterable[str]) -> Experime
             raise ValueError(f"override {item!r} is not of the form key=value")
         key, text = item.split("=", 1)
         cfg = _set(cfg, key.strip(), text.strip(), coerce=True)
+    validate(cfg)
+    return cfg
+
+
+# ------------------------------------------------------------------------------------------------ validation
+class ConfigValueError(ValueError):
+    """A config value that cannot work (non-positive epochs, NaN temperature, negative seed, ...)."""
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_real(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+_POSITIVE_INT = ("a positive integer", lambda v: _is_int(v) and v > 0)
+_NON_NEGATIVE_INT = ("an integer >= 0", lambda v: _is_int(v) and v >= 0)
+_POSITIVE = ("a finite number > 0", lambda v: _is_real(v) and math.isfinite(v) and v > 0)
+_NON_NEGATIVE = ("a finite number >= 0", lambda v: _is_real(v) and math.isfinite(v) and v >= 0)
+# What each value must be, by "section.field" (mapping keys such as loss.temperature included).
+VALUE_RULES: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "schedule.epochs": _POSITIVE_INT,
+    "schedule.warmup_epochs": _NON_NEGATIVE_INT,
+    "schedule.patience": _NON_NEGATIVE_INT,
+    "schedule.factor": _POSITIVE,
+    "schedule.step_size": _POSITIVE_INT,
+    "schedule.gamma": _POSITIVE,
+    "run.seed": _NON_NEGATIVE_INT,
+    "run.eval_every": _POSITIVE_INT,
+    "data.batch_size": _POSITIVE_INT,
+    "data.eval_batch_size": _POSITIVE_INT,
+    "data.num_workers": ("an integer >= 0 or 'auto'", lambda v: v == "auto" or (_is_int(v) and v >= 0)),
+    "model.embedding_dim": _POSITIVE_INT,
+    "optim.lr": _NON_NEGATIVE,
+    "loss.temperature": _POSITIVE,
+}
+
+
+def check_value(key: str, value: Any) -> None:
+    """Check one ``section.field`` value against :data:`VALUE_RULES` (any key ending in ``temperature``
+    must be a finite number > 0; a NaN float is never accepted). Notebook parameters reuse this.
+
+    Raises:
+        ConfigValueError: naming the key, the value and what it must be.
+    """
+    rule = VALUE_RULES.get(key)
+    if rule is None and key.rsplit(".", 1)[-1].endswith("temperature"):
+        rule = _POSITIVE
+    if rule is not None and not rule[1](value):
+        raise ConfigValueError(f"{key} must be {rule[0]}, got {value!r}")
+    if isinstance(value, float) and math.isnan(value):
+        raise ConfigValueError(f"{key} is NaN; give a number")
+
+
+def validate(cfg: ExperimentConfig) -> ExperimentConfig:
+    """Reject at once a config that cannot work (every field and factory keyword through
+    :func:`check_value`); returns ``cfg``. Called by :func:`apply_overrides`, the trainer and the run store.
+
+    Raises:
+        ConfigValueError: the first bad value, naming its key.
+    """
+    for section in SECTIONS:
+        sub = getattr(cfg, section)
+        for f in fields(sub):
+            value = getattr(sub, f.name)
+            if f.name == _KWARGS_FIELD.get(section):
+                for k, v in value:
+                    check_value(f"{section}.{k}", v)
+            else:
+                check_value(f"{section}.{f.name}", value)
     return cfg

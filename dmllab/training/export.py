@@ -15,6 +15,7 @@ import torch
 from dmllab.training.config import ExperimentConfig
 from dmllab.training.protocol import RunResult
 
+
 def result_rows(
     result: RunResult,
     *,
@@ -60,7 +61,9 @@ def load_model(cfg: ExperimentConfig, weights: str | os.PathLike) -> torch.nn.Mo
         norm_position=m.norm_position if m.norm != "none" else None, l2_normalize=m.l2_normalize,
         pretrained=False, head_init=m.head_init, **dict(m.backbone_kwargs),
     )  # fmt: skip
-    state = torch.load(weights, map_location="cpu", weights_only=False)
+    from dmllab.training.protocol import load_checkpoint
+
+    state = load_checkpoint(weights, "model file")  # a named error for a corrupt file or a folder
     if "model" in state and isinstance(state["model"], dict):
         state = state["model"]
     elif "trainer" in state:

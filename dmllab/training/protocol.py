@@ -17,6 +17,7 @@ bookkeeping is re-derived from the saved history), the current stage continues a
 from __future__ import annotations
 
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,11 +110,62 @@ def stage2_plan(cfg: ExperimentConfig, best: int, drops: list[int]) -> StagePlan
     )
 
 
+class CorruptCheckpointError(ValueError):
+    """A checkpoint file cannot be read: truncated, not a torch file, a folder, or not a dmllab checkpoint."""
+
+
+def load_checkpoint(path: str | os.PathLike, what: str = "checkpoint") -> dict[str, Any]:
+    """Read a dmllab checkpoint (a dict of tensors and plain Python values) on the CPU.
+
+    ``weights_only=True``: dmllab's checkpoints hold nothing else, and no code in a file is ever run.
+
+    Raises:
+        FileNotFoundError: no such file. CorruptCheckpointError: anything that makes it unreadable, naming it.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise CorruptCheckpointError(f"{what} {path} is a folder, not a checkpoint file")
+    if not path.is_file():
+        raise FileNotFoundError(f"{what} {path} does not exist")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001  (torch raises many types for a damaged file)
+        # torch's own text may advise weights_only=False (running code from the file): never repeated here
+        raise CorruptCheckpointError(
+            f"{what} {path} is corrupt or truncated and cannot be read ({type(err).__name__})"
+        ) from err
+    if not isinstance(state, dict):
+        raise CorruptCheckpointError(f"{what} {path} holds a {type(state).__name__}, not a dmllab checkpoint")
+    return state
+
+
+def _resume_state(path: Path) -> dict[str, Any] | None:
+    """The epoch checkpoint to resume from, or None. A checkpoint that cannot be read (or lacks the keys
+    of one) is moved aside to ``<name>.corrupt`` and the run restarts from scratch, saying so."""
+    try:
+        state = load_checkpoint(path, "epoch checkpoint")
+        missing = {"config_hash", "seed", "trainer", "history", "elapsed_s"} - state.keys()
+        if missing:
+            raise CorruptCheckpointError(f"epoch checkpoint {path} lacks {sorted(missing)}")
+    except CorruptCheckpointError as err:
+        aside = path.with_name(path.name + ".corrupt")
+        os.replace(path, aside)
+        print(f"dmllab: warning: {err}; moved it to {aside}, restarting the run from scratch", file=sys.stderr)
+        return None
+    return state
+
+
 def _save_atomic(obj: Any, path: Path) -> None:
+    """torch.save to a temporary file renamed into place; on any failure (full disk) the temporary is
+    removed, so neither a partial checkpoint nor a stray file is left."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    try:
+        torch.save(obj, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def run_protocol(
@@ -135,11 +187,7 @@ def run_protocol(
     seed = cfg.run.seed if seed is None else seed
     t0 = time.perf_counter()
     ckpt_path = Path(checkpoint) if checkpoint else None
-    saved = (
-        torch.load(ckpt_path, map_location="cpu", weights_only=False)
-        if ckpt_path and ckpt_path.is_file()
-        else None
-    )
+    saved = _resume_state(ckpt_path) if ckpt_path and ckpt_path.exists() else None
     h = config_hash(cfg)
     if saved is not None and (saved["config_hash"] != h or saved["seed"] != seed):
         saved = None  # a checkpoint of another run: ignore it

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from dmllab import paths
-from dmllab.training.config import ExperimentConfig, config_hash
+from dmllab.training.config import ExperimentConfig, config_hash, validate
 from dmllab.training.protocol import RunResult, run_protocol
 
 
@@ -111,7 +111,8 @@ def _read_history(path: Path) -> list[dict]:
 
 
 def implicit_inputs(cfg: ExperimentConfig) -> dict[str, str]:
-    """Versions of inputs a config names but does not contain: the synthetic renderer behind
+    """Versions of inputs a config names but does not contain: the real dataset copy under ``data.root``
+    (:func:`dmllab.data.real.fingerprint` of its index files and image list), the synthetic renderer behind
     ``dataset="synthetic"`` and the weights behind ``pretrained=True``
     (:func:`dmllab.models.weights.weights_fingerprint`: the pre-training recipe of the SmallCNN, torchvision's
     weights file of an ImageNet backbone)."""
@@ -131,6 +132,14 @@ def implicit_inputs(cfg: ExperimentConfig) -> dict[str, str]:
     )
     if weights is not None:
         extra["weights"] = weights
+    from dmllab.data.base import DatasetNotFoundError
+    from dmllab.data.real import fingerprint, is_real_dataset
+
+    if is_real_dataset(cfg.data.dataset):  # the dataset copy actually read, not its path (data.root)
+        try:
+            extra["dataset"] = fingerprint(cfg.data.dataset, cfg.data.root)
+        except DatasetNotFoundError:
+            extra["dataset"] = "missing"  # no run can be trained (nor found) without the data
     return extra
 
 
@@ -163,15 +172,37 @@ class RunStore:
 
     @contextmanager
     def lock(self, cfg: ExperimentConfig, seed: int) -> Iterator[None]:
-        """Exclusive per-run lock (blocks while another process trains or writes the same run)."""
+        """Exclusive per-run lock (blocks while another process trains or writes the same run).
+
+        The lock file is removed when the holder leaves (and its folder, if nothing else is in it), so a
+        failed run leaves no folder holding only a lock file. That is safe because a process that acquires
+        the lock checks that the file it locked is still the one at the lock path, and starts over if not.
+        """
         d = self.root / run_key(cfg)
-        d.mkdir(parents=True, exist_ok=True)
-        with open(d / f".seed{seed}.lock", "a") as fh:
+        path = d / f".seed{seed}.lock"
+        while True:
+            d.mkdir(parents=True, exist_ok=True)
+            try:
+                fh = open(path, "a")  # noqa: SIM115  (closed below)
+            except FileNotFoundError:  # the folder was removed by the previous holder meanwhile
+                continue
             fcntl.flock(fh, fcntl.LOCK_EX)
             try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+                if os.stat(path).st_ino == os.fstat(fh.fileno()).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
+            fh.close()  # we locked a file the previous holder had already removed: try again
+        try:
+            yield
+        finally:
+            path.unlink(missing_ok=True)  # while holding the lock (see above)
+            try:
+                d.rmdir()  # only if empty: a failed first run leaves nothing behind
+            except OSError:
+                pass
+            fcntl.flock(fh, fcntl.LOCK_UN)
+            fh.close()
 
     def load(self, cfg: ExperimentConfig, seed: int) -> RunResult | None:
         """The stored result of (cfg, seed), or None."""
@@ -183,6 +214,15 @@ class RunStore:
         final.parent.mkdir(parents=True, exist_ok=True)
         tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            self._write_run(tmp, final, cfg, result)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)  # a full disk leaves no temporary folder behind
+            raise
+        return final
+
+    @staticmethod
+    def _write_run(tmp: Path, final: Path, cfg: ExperimentConfig, result: RunResult) -> None:
         tmp.mkdir()
         metrics = {
             "metrics": result.metrics, "best_epoch": result.best_epoch, "lr_drop_epochs": result.lr_drop_epochs,
@@ -200,7 +240,6 @@ class RunStore:
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, final)
-        return final
 
 
 def load_run_dir(run_dir: str | os.PathLike) -> RunResult | None:
@@ -232,7 +271,7 @@ def run(
     Hooks only see epochs that are actually trained (a stored or resumed run skips finished ones).
     """
     store = store or RunStore()
-    cfg = cfg.replace("run.seed", seed)
+    cfg = validate(cfg.replace("run.seed", seed))  # reject what cannot work before any folder is made
     with store.lock(cfg, seed):
         if not force:
             stored = store.load(cfg, seed)

@@ -44,6 +44,34 @@ _STAGE_IDS = {"stage1": 1, "stage2": 2, "single": 3, "pretrain": 4}
 class NonFiniteLossError(FloatingPointError):
     """The loss (or the embeddings feeding it) became NaN or inf; the message names stage, epoch and step."""
 
+    hint = "the training diverged: lower the learning rate (--set optim.lr=...) or keep gradient clipping on"
+
+
+def resolve_num_workers(value: int | str) -> int:
+    """``data.num_workers``: an int as given, or "auto" = one loader process per CPU core but one (at most 8),
+    from ``os.cpu_count()``."""
+    if value == "auto":
+        return max(0, min(8, (os.cpu_count() or 1) - 1))
+    return int(value)
+
+
+def check_embeddings(emb: torch.Tensor, split: str | None) -> None:
+    """Refuse embeddings no metric can be trusted on: NaN/inf, or so large that their float32 squared
+    distances overflow (|x|^2 > 3.4e38), the state of a diverged model. Raises NonFiniteEmbeddingError."""
+    from dmllab.metrics import NonFiniteEmbeddingError
+
+    where = f"split {split!r}" if split else "the evaluated split"
+    if not bool(torch.isfinite(emb).all()):
+        raise NonFiniteEmbeddingError(
+            f"the embeddings of {where} contain NaN or inf: the model diverged, the run is not stored"
+        )
+    sq = float(emb.double().square().sum(1).max()) if emb.numel() else 0.0
+    if sq > torch.finfo(torch.float32).max:
+        raise NonFiniteEmbeddingError(
+            f"the embeddings of {where} reach |x| = {sq**0.5:.3g}: their squared distances overflow float32, "
+            "the model diverged and the run is not stored; lower the learning rate or keep gradient clipping on"
+        )
+
 
 @dataclass(frozen=True)
 class StagePlan:
@@ -136,11 +164,17 @@ class Trainer:
         progress: bool = True,
         seed: int | None = None,
     ) -> None:
-        self.cfg = cfg
+        from dmllab.training.config import check_value, validate
+
+        self.cfg = validate(cfg)
         self.seed = cfg.run.seed if seed is None else seed
+        check_value("run.seed", self.seed)
         self.hooks = list(hooks)
         self.progress = progress
         self.device = torch.device(resolve_device(cfg.run.device))
+        if self.device.type == "cuda":
+            torch.backends.cudnn.benchmark = True  # fixed input sizes: let cuDNN pick its fastest kernels
+        self._persistent: dict[tuple, Any] = {}  # loaders kept across epochs (CUDA with worker processes)
         self.amp_dtype = resolve_amp(cfg.run.amp, self.device)
         cl = cfg.run.channels_last
         self.channels_last = cl == "on" or (cl == "auto" and self.device.type == "cuda")
@@ -270,10 +304,38 @@ class Trainer:
             batches.set_epoch(_STAGE_IDS.get(plan.name, 9) * 100_000 + epoch)
         else:
             batches = BatchSampler(RandomSampler(ds, generator=gen), d.batch_size, drop_last=True)
+        workers = resolve_num_workers(d.num_workers)
+        if self._persistent_workers(workers):
+            # CUDA with worker processes: one loader for the stage (its workers live across epochs); every
+            # sample is augmented from its own seed (epoch seed, position), whatever worker gets it.
+            key = ("train", plan.name, plan.train_split)
+            if key not in self._persistent:
+                holder = _EpochBatches()
+                loader = DataLoader(
+                    _SeededSamples(ds), batch_sampler=holder, num_workers=workers, pin_memory=True,
+                    persistent_workers=True, worker_init_fn=_worker_init,
+                )  # fmt: skip
+                self._persistent[key] = (loader, holder)
+            loader, holder = self._persistent[key]
+            holder.set(batches, s)
+            return loader
         return DataLoader(
-            ds, batch_sampler=batches, num_workers=d.num_workers, generator=gen, worker_init_fn=_worker_init,
+            ds, batch_sampler=batches, num_workers=workers, generator=gen, worker_init_fn=_worker_init,
             pin_memory=self.device.type == "cuda",
         )  # fmt: skip
+
+    def _persistent_workers(self, workers: int) -> bool:
+        return workers > 0 and self.device.type == "cuda"
+
+    def _sync_free_steps(self) -> bool:
+        """On CUDA without progress bar and step hooks nothing needs the loss on the host each step: the
+        finite checks and the loss sum stay on the device and are read once per epoch (no host sync per
+        step; a NaN step is then reported for its epoch, whose checkpoint is not written)."""
+        return (
+            self.device.type == "cuda"
+            and not self.progress
+            and not any(hasattr(h, "on_step_end") for h in self.hooks)
+        )
 
     def eval_loader(self, split: str) -> torch.utils.data.DataLoader:
         from torch.utils.data import DataLoader
@@ -282,7 +344,16 @@ class Trainer:
         if d.in_memory:
             return self.source(split, train=False).ordered(d.eval_batch_size)
         ds = self.dataset(split, train=False)
-        return DataLoader(ds, batch_size=d.eval_batch_size, shuffle=False, num_workers=d.num_workers)
+        workers = resolve_num_workers(d.num_workers)
+        if not self._persistent_workers(workers):
+            return DataLoader(ds, batch_size=d.eval_batch_size, shuffle=False, num_workers=workers)
+        key = ("eval", split)  # no randomness: one loader per split, its workers kept between validations
+        if key not in self._persistent:
+            self._persistent[key] = DataLoader(
+                ds, batch_size=d.eval_batch_size, shuffle=False, num_workers=workers, pin_memory=True,
+                persistent_workers=True,
+            )  # fmt: skip
+        return self._persistent[key]
 
     # ------------------------------------------------------------------------ in-memory data, frozen prefix
     def _freeze_prefix(self) -> None:
@@ -368,7 +439,6 @@ class Trainer:
 
         return _Timed(feature_batches(), self.timings, len(batches))
 
-
     # ------------------------------------------------------------------------------------------ schedule
     def _apply_schedule(self, plan: StagePlan, epoch: int) -> dict[str, float]:
         """Set group lrs, backbone freezing (warm-up) and the heated alpha for ``epoch``; return the lrs."""
@@ -439,6 +509,9 @@ class Trainer:
         sched_epoch = epoch - plan.warmup_epochs
         embedder = self.embedder()
         mixup, mix = self.build_regularizer(), None  # PS Table 5 mixup: one draw per batch
+        lazy = self._sync_free_steps()
+        bad = torch.zeros((), dtype=torch.bool, device=self.device)
+        total_t = torch.zeros((), dtype=torch.float64, device=self.device)
         for step, (images, labels) in enumerate(bar, start=1):
             images = images.to(self.device, non_blocking=True)
             if self.channels_last:
@@ -453,13 +526,20 @@ class Trainer:
                 else:
                     emb, mix = mixup.embed(embedder, images)
             where = f"stage {plan.name}, epoch {epoch} (schedule epoch {sched_epoch}), step {step}"
-            if not bool(torch.isfinite(emb).all()):
+            if lazy:
+                bad |= ~torch.isfinite(emb).all()
+            elif not bool(torch.isfinite(emb).all()):
                 raise NonFiniteLossError(
                     f"non-finite embeddings at {where}; the last good checkpoint is kept"
                 )
             loss = self.loss(emb, labels) if mix is None else mixup.loss(self.loss, emb, labels, mix)
-            value = float(loss.detach())
-            if not math.isfinite(value):
+            if lazy:
+                bad |= ~torch.isfinite(loss.detach())
+                total_t += loss.detach()
+                value = math.nan  # not read on the host (no step hook sees it)
+            else:
+                value = float(loss.detach())
+            if not lazy and not math.isfinite(value):
                 raise NonFiniteLossError(
                     f"non-finite loss ({value}) at {where}; the last good checkpoint is kept"
                 )
@@ -494,6 +574,13 @@ class Trainer:
                 bar.set_postfix(postfix)
         if count == 0:
             raise ValueError(f"no training batch in {plan.train_split!r} (fewer images than one batch?)")
+        if lazy:
+            if bool(bad):
+                raise NonFiniteLossError(
+                    f"non-finite loss or embeddings in stage {plan.name}, epoch {epoch} (schedule epoch "
+                    f"{sched_epoch}); the last good checkpoint is kept"
+                )
+            total = float(total_t)
         return total / count
 
     def evaluate(
@@ -512,13 +599,23 @@ class Trainer:
         from dmllab.metrics import embed_dataset
 
         r = self.cfg.run
-        amp = self.amp_dtype is not None
         kw = dict(metrics=tuple(metrics or r.metrics), ks=tuple(ks or r.ks), distance=r.distance)
+
+        def embed(name: str) -> tuple[torch.Tensor, torch.Tensor]:
+            # the training's precision and memory format; on CUDA the embeddings stay there for the metrics
+            emb, lab = embed_dataset(
+                self.embedder(), self.eval_loader(name), self.device, amp=self.amp_dtype is not None,
+                amp_dtype=self.amp_dtype, channels_last=self.channels_last,
+                keep_on_device=self.device.type == "cuda",
+            )  # fmt: skip
+            check_embeddings(emb, name)
+            return emb, lab
+
         if query_split is not None:
-            q, ql = embed_dataset(self.embedder(), self.eval_loader(query_split), self.device, amp=amp)
-            g, gl = embed_dataset(self.embedder(), self.eval_loader(gallery_split), self.device, amp=amp)
+            q, ql = embed(query_split)
+            g, gl = embed(gallery_split)
             return self._metrics(q, ql, kw, gallery=g, gallery_labels=gl)
-        emb, lab = embed_dataset(self.embedder(), self.eval_loader(split), self.device, amp=amp)
+        emb, lab = embed(split)
         return self._metrics(emb, lab, kw)
 
     def _metrics(
@@ -651,3 +748,42 @@ class _Timed:
             return next(self.it)
         finally:
             self.timings["data"] += time.perf_counter() - t0
+
+
+class _EpochBatches:
+    """A batch sampler whose batches are replaced every epoch (for a loader kept across epochs): yields lists
+    of ``(index, seed)`` with a distinct seed per position of the epoch."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[int]] = []
+        self.seed = 0
+
+    def set(self, batches: Iterable[Iterable[int]], seed: int) -> None:
+        self.batches = [list(b) for b in batches]
+        self.seed = seed
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __iter__(self) -> Any:
+        pos = 0
+        for batch in self.batches:
+            yield [(int(i), (self.seed * 1_000_003 + pos + k) % (2**63 - 1)) for k, i in enumerate(batch)]
+            pos += len(batch)
+
+
+class _SeededSamples(torch.utils.data.Dataset):
+    """``dataset[index]`` after seeding torch, numpy and random from the sample's own seed."""
+
+    def __init__(self, dataset: Any) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, item: tuple[int, int]) -> Any:
+        index, seed = item
+        torch.manual_seed(seed)
+        np.random.seed(seed % 2**32)
+        random.seed(seed)
+        return self.dataset[index]

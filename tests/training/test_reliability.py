@@ -1,0 +1,268 @@
+"""Issue 10: config validation, the run key of real datasets, lock and temporary-folder cleanup, corrupt
+epoch checkpoints, diverged embeddings never stored, loaders (auto workers, per-sample seeds, sync-free
+steps)."""
+
+from __future__ import annotations
+
+import errno
+import math
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from dmllab.metrics import NonFiniteEmbeddingError
+from dmllab.training import RunStore, Trainer, apply_overrides, presets, run
+from dmllab.training.config import ConfigValueError, check_value, validate
+from dmllab.training.protocol import CorruptCheckpointError, _resume_state, _save_atomic, load_checkpoint
+from dmllab.training.store import run_key
+from dmllab.training.trainer import (
+    NonFiniteLossError,
+    _EpochBatches,
+    _SeededSamples,
+    check_embeddings,
+    resolve_num_workers,
+)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
+from data_layouts import make_cub  # noqa: E402
+
+
+# ------------------------------------------------------------------------------------------------ config
+@pytest.mark.parametrize(
+    ("override", "match"),
+    [
+        ("schedule.epochs=0", r"schedule.epochs must be a positive integer, got 0"),
+        ("schedule.epochs=-3", "schedule.epochs"),
+        ("loss.temperature=nan", r"loss.temperature must be a finite number > 0, got nan"),
+        ("loss.temperature=0", "loss.temperature"),
+        ("loss.temperature=-0.1", "loss.temperature"),
+        ("run.seed=-1", r"run.seed must be an integer >= 0, got -1"),
+        ("data.num_workers=many", "data.num_workers"),
+        ("optim.lr=nan", "optim.lr"),
+    ],
+)
+def test_config_rejects_what_cannot_work(smoke_cfg, override, match):
+    with pytest.raises(ConfigValueError, match=match):
+        apply_overrides(smoke_cfg, [override])
+    assert issubclass(ConfigValueError, ValueError)
+
+
+def test_validate_is_reusable_and_called_by_the_trainer(smoke_cfg):
+    check_value("schedule.epochs", 3)
+    check_value("loss.temperature", 0.05)
+    with pytest.raises(ConfigValueError, match="loss.temperature"):
+        check_value("loss.temperature", float("inf"))
+    with pytest.raises(ConfigValueError, match="NaN"):
+        check_value("loss.margin", float("nan"))
+    bad = smoke_cfg.replace("schedule.epochs", 0)  # replace() does not validate; the trainer does
+    with pytest.raises(ConfigValueError, match="schedule.epochs"):
+        Trainer(bad, progress=False)
+    with pytest.raises(ConfigValueError, match="run.seed"):
+        Trainer(smoke_cfg, progress=False, seed=-2)
+    assert validate(smoke_cfg) is smoke_cfg
+    assert apply_overrides(smoke_cfg, ["data.num_workers=auto"]).data.num_workers == "auto"
+
+
+def test_every_preset_is_valid():
+    for m in presets.list_methods():
+        for d in presets.list_datasets():
+            validate(presets.get(m, d, "paper"))
+
+
+def test_auto_workers(monkeypatch):
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert resolve_num_workers("auto") == 1 and resolve_num_workers(3) == 3
+    monkeypatch.setattr("os.cpu_count", lambda: 64)
+    assert resolve_num_workers("auto") == 8
+    monkeypatch.setattr("os.cpu_count", lambda: None)
+    assert resolve_num_workers("auto") == 0
+
+
+# ------------------------------------------------------------------------------------------------ run key
+def test_run_key_follows_the_dataset_copy(tmp_path):
+    a = make_cub(tmp_path / "a" / "CUB_200_2011")
+    b = tmp_path / "b" / "CUB_200_2011"
+    shutil.copytree(a, b)
+    cfg = presets.get("proxynca++", "cub", "smoke")
+    ka, kb = run_key(cfg.replace("data.root", str(a))), run_key(cfg.replace("data.root", str(b)))
+    assert ka == kb  # data.root is not part of the key, the copy is
+    next((b / "images").rglob("*.jpg")).unlink()  # a partial copy under the same dataset name
+    assert run_key(cfg.replace("data.root", str(b))) != ka
+    assert run_key(cfg.replace("data.root", str(tmp_path / "none"))) != ka  # no data: a key all the same
+
+
+# ------------------------------------------------------------------------------------------------ store
+def test_failed_run_leaves_no_lock_only_folder(smoke_cfg, tmp_path, monkeypatch):
+    import dmllab.training.store as store_mod
+
+    def boom(*a, **k):
+        raise NonFiniteLossError("non-finite loss (nan) at stage stage1, epoch 1, step 1")
+
+    monkeypatch.setattr(store_mod, "run_protocol", boom)
+    store = RunStore(tmp_path / "runs")
+    with pytest.raises(NonFiniteLossError):
+        run(smoke_cfg, seed=0, store=store, progress=False)
+    assert not any((tmp_path / "runs").rglob("*"))  # neither the lock file nor its folder
+
+
+def test_lock_is_exclusive_and_reacquirable(smoke_cfg, tmp_path):
+    store = RunStore(tmp_path / "runs")
+    for _ in range(2):
+        with store.lock(smoke_cfg, 0):
+            lock = store.root / run_key(smoke_cfg) / ".seed0.lock"
+            assert lock.is_file()
+        assert not lock.exists()
+
+
+def test_full_disk_leaves_no_temporary_folder(smoke_cfg, tmp_path, monkeypatch):
+    import dmllab.training.store as store_mod
+    from dmllab.training.protocol import RunResult
+
+    calls = []
+
+    def full(path, obj):
+        calls.append(path)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        Path(path).write_text("{}")
+
+    monkeypatch.setattr(store_mod, "_write_json", full)
+    monkeypatch.setattr(store_mod, "provenance", lambda *a: {})  # no git / version look-ups: fast
+    result = RunResult({"R@1": 0.5}, [], None, [], 1.0, "abc", 0, "cpu")
+    store = RunStore(tmp_path / "runs")
+    with pytest.raises(OSError, match="No space"):
+        store.save(smoke_cfg, 0, result)
+    leftovers = [p.name for p in (tmp_path / "runs").rglob("*")]
+    assert not any(".tmp-" in n for n in leftovers) and not any(n == "seed0" for n in leftovers)
+
+
+def test_atomic_checkpoint_write_cleans_up(tmp_path, monkeypatch):
+    def failing_save(obj, path):
+        Path(path).write_bytes(b"partial")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", failing_save)
+    with pytest.raises(OSError):
+        _save_atomic({"a": 1}, tmp_path / "last.pt")
+    assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------------------------------------ checkpoints
+def test_corrupt_checkpoint_is_named_moved_aside_and_the_run_restarts(tmp_path, capsys):
+    ckpt = tmp_path / "last.pt"
+    ckpt.write_bytes(b"\x80\x02garbage, not a zip")
+    with pytest.raises(CorruptCheckpointError, match="corrupt or truncated"):
+        load_checkpoint(ckpt)
+    assert _resume_state(ckpt) is None
+    err = capsys.readouterr().err
+    assert "last.pt is corrupt" in err and "last.pt.corrupt" in err and "from scratch" in err
+    assert not ckpt.exists() and (tmp_path / "last.pt.corrupt").is_file()
+    assert "weights_only" not in err
+    torch.save({"unrelated": 1}, ckpt)
+    assert _resume_state(ckpt) is None and "lacks" in capsys.readouterr().err
+    (tmp_path / "dir.pt").mkdir()
+    with pytest.raises(CorruptCheckpointError, match="is a folder"):
+        load_checkpoint(tmp_path / "dir.pt")
+
+
+def test_run_with_corrupt_last_pt_completes(smoke_cfg, tmp_path, capsys):
+    cfg = smoke_cfg.replace("schedule.epochs", 1).replace("run.two_stage", False)
+    store = RunStore(tmp_path / "runs")
+    ckpt = store.checkpoint_dir(cfg, 0) / "last.pt"
+    ckpt.parent.mkdir(parents=True)
+    ckpt.write_bytes(b"truncated")
+    res = run(cfg, seed=0, store=store, progress=False)
+    assert not res.cached and (ckpt.parent / "last.pt.corrupt").is_file()
+    assert "restarting the run from scratch" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------ embeddings
+def test_check_embeddings_refuses_diverged_models():
+    check_embeddings(torch.randn(5, 3), "val")
+    with pytest.raises(NonFiniteEmbeddingError, match="split 'test' contain NaN"):
+        check_embeddings(torch.tensor([[1.0, math.nan]]), "test")
+    check_embeddings(torch.full((2, 2), 1e19), "test")  # |x|^2 = 2e38: still representable
+    with pytest.raises(NonFiniteEmbeddingError, match=r"reach \|x\| = 4.24e\+19.*overflow float32"):
+        check_embeddings(torch.full((2, 2), 3e19), "test")
+
+
+def test_diverged_run_is_not_stored(smoke_cfg, tmp_path):
+    cfg = smoke_cfg.replace("schedule.epochs", 1).replace("run.two_stage", False)
+
+    class Diverge:  # after the last epoch the head outputs NaN: the test evaluation must refuse it
+        def on_epoch_end(self, trainer, epoch, row):
+            with torch.no_grad():
+                for p in trainer.model.head.parameters():
+                    p.fill_(math.nan)
+
+    store = RunStore(tmp_path / "runs")
+    with pytest.raises(NonFiniteEmbeddingError):
+        run(cfg, seed=0, store=store, hooks=(Diverge(),), progress=False)
+    assert store.load(cfg, 0) is None
+    assert not [p for p in (tmp_path / "runs").rglob("*") if p.is_file()]
+
+
+# ------------------------------------------------------------------------------------------------ loaders
+def test_seeded_samples_do_not_depend_on_order():
+    class Noisy(torch.utils.data.Dataset):
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, i):
+            return i, torch.rand(()).item()
+
+    holder = _EpochBatches()
+    holder.set([[0, 1], [2, 3]], seed=7)
+    items = [it for batch in holder for it in batch]
+    assert len(holder) == 2 and len({s for _, s in items}) == 4
+    ds = _SeededSamples(Noisy())
+    forward = [ds[it] for it in items]
+    backward = [ds[it] for it in reversed(items)][::-1]
+    assert forward == backward
+    holder.set([[0, 1], [2, 3]], seed=8)
+    assert [ds[it] for b in holder for it in b] != forward
+
+
+def test_persistent_loader_is_kept_across_epochs(smoke_cfg, monkeypatch):
+    cfg = smoke_cfg.replace("data.num_workers", 1)
+    tr = Trainer(cfg, progress=False)
+    monkeypatch.setattr(Trainer, "_persistent_workers", lambda self, w: w > 0)
+    tr.setup(presets_stage(cfg))
+    a = tr.train_loader(tr.state.plan, 1)
+    first = [list(b) for b in a.batch_sampler]
+    b = tr.train_loader(tr.state.plan, 2)
+    assert a is b and a.persistent_workers and [list(x) for x in b.batch_sampler] != first
+    assert tr.eval_loader("val") is tr.eval_loader("val")
+
+
+def presets_stage(cfg):
+    from dmllab.training.protocol import stage_plans
+
+    return stage_plans(cfg)[0]
+
+
+def test_sync_free_steps_give_the_same_losses(smoke_cfg, monkeypatch):
+    cfg = smoke_cfg.replace("schedule.epochs", 1).replace("run.two_stage", False)
+
+    def mean_loss():
+        tr = Trainer(cfg, progress=False)
+        tr.setup(presets_stage(cfg))
+        return tr.train_epoch(tr.state.plan, 1)
+
+    plain = mean_loss()
+    monkeypatch.setattr(Trainer, "_sync_free_steps", lambda self: True)
+    assert mean_loss() == pytest.approx(plain, rel=1e-12)
+    monkeypatch.setattr("dmllab.training.trainer.Trainer.build_loss", _nan_loss)
+    with pytest.raises(NonFiniteLossError, match="epoch 1"):
+        mean_loss()
+
+
+def _nan_loss(self, num_classes):
+    class NaNLoss(torch.nn.Module):
+        def forward(self, emb, labels):
+            return emb.sum() * math.nan
+
+    return NaNLoss()
