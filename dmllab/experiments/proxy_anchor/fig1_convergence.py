@@ -51,6 +51,8 @@ def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
 def _curves(df: pd.DataFrame) -> pd.DataFrame:
     """val_R@1 rows with the elapsed training time of their epoch as ``param_time_s``."""
     key = ["variant", "seed", "param_epoch"]
+    if "param_epoch" not in df.columns:
+        return df.iloc[0:0].assign(param_epoch=[], param_time_s=[])
     curve = df[df["metric"] == "val_R@1"]
     time = df[df["metric"] == "elapsed_s"][key + ["value"]].rename(columns={"value": "param_time_s"})
     return curve.merge(time, on=key, how="left")
