@@ -62,7 +62,7 @@ ARTIFACT = Artifact(
         "paper": {"seeds": [0, 1, 2, 3, 4], "datasets": ["cub"], "ks": [1, 2, 4, 8, 16, 32, 64], "map_size": 64},
     },
     parameter_help={"datasets": "datasets to train on", "ks": "the swept k",
-                    "map_size": "H x W of the final feature map (k = map_size is GAP)"},  # fmt: skip
+                    "map_size": "H x W of the final feature map (k at map_size is GAP)"},  # fmt: skip
     runs=runs,
     rows=rows,
     claims=(
