@@ -32,6 +32,8 @@ PS_FULL_NAME = {"cosface": "PS + Cosface", "arcface": "PS + Arcface", "proxy_anc
 PAPER_DATASETS = ("cub", "cars", "sop", "inshop")
 REF_DATASET = {"cub": "CUB200", "cars": "CARS196", "sop": "SOP", "inshop": "In-Shop"}
 FULL_TABLE = {"cub": "Table F", "cars": "Table H", "sop": "Table J", "inshop": "Table L"}
+# the R@K columns Tables F, H, J, L print
+FULL_KS = {"cub": (1, 2, 4, 8), "cars": (1, 2, 4, 8), "sop": (1, 10, 100, 1000), "inshop": (1, 10, 20, 40)}
 MLRC_TABLE = {"cub": "Table G", "cars": "Table I", "sop": "Table K"}
 
 

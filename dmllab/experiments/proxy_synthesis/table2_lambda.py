@@ -43,10 +43,11 @@ def reference(rec: Any) -> tuple[str, ...] | None:
     if rec["metric"] != "R@1":
         return None
     ds = C.stand_in(rec)
-    if rec.get("param_generation") == "static":
+    if rec.get("param_generation") == "static" and float(rec["param_lam"]) in (0.1, 0.2, 0.3, 0.4, 0.5):
         return ("Table 2", f"(a) λ = {float(rec['param_lam']):.1f}", "R@1(%)", ds)
-    if rec.get("param_generation") == "stochastic" and float(rec["param_mu"]) == DEFAULT_MU:
-        return ("Table 2", f"(b) α = {float(rec['param_alpha']):g}", "R@1(%)", ds)
+    if (rec.get("param_generation") == "stochastic" and float(rec["param_mu"]) == DEFAULT_MU
+            and float(rec["param_alpha"]) in (0.2, 0.4, 0.8, 1.0, 1.5)):  # fmt: skip
+        return ("Table 2", f"(b) α = {float(rec['param_alpha']):.1f}", "R@1(%)", ds)
     return None
 
 

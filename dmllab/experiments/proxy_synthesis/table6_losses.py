@@ -90,7 +90,7 @@ def reference(rec: Any) -> tuple[str, ...] | None:
     metric = str(rec["metric"])
     if metric == "R@1":
         return ("Table 6", C.label(base, ps), C.REF_DATASET[ds], ds)
-    if metric.startswith("R@"):
+    if metric.startswith("R@") and metric[2:].isdigit() and int(metric[2:]) in C.FULL_KS[ds]:
         name = C.NAMES[base][1]
         row = C.PS_FULL_NAME.get(base, f"PS + {C.NAMES[base][0]}") if ps else name
         return (C.FULL_TABLE[ds], row, metric, ds)

@@ -1,0 +1,106 @@
+"""Proxy Synthesis artifacts: runs are declared without training, runs are shared where the tables share a
+config, claims evaluate on synthetic rows, and every reference key hits a printed cell."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from dmllab.experiments import registry
+from dmllab.experiments.compare import STAND_IN_DATASET, summarise
+
+IDS = ["ps_table6_losses", "ps_table1_composition", "ps_table2_lambda", "ps_table3_input_deformation",
+       "ps_fig5_embedding_deformation", "ps_table5_regularizers", "ps_tablea_cost", "ps_figd_tsne_epochs",
+       "ps_table4_mlrc"]  # fmt: skip
+# parameters that the eval-time artifacts add to their rows (deformation, split, lambda)
+COMPUTED = {"param_deformation": "cutout", "param_split": "Test", "param_lam": 0.2}
+REFERENCE = pd.read_csv("results/reference/proxy_synthesis.csv")
+
+
+def _fake_rows(artifact, profile):
+    """Rows like the artifact's, from its declared runs (smoke) with made-up values, plus computed metrics."""
+    params = artifact.params(profile, device="cpu")
+    rows = []
+    for run in artifact.planned_runs(params):
+        for metric in (*(f"R@{k}" for k in run.config.run.ks), "P@1", "RP", "MAP@R"):
+            rows.append({"variant": run.variant, "dataset": run.config.dataset, "seed": run.seed, "metric": metric,
+                         "value": 50.0 + run.seed, **COMPUTED, **{f"param_{k}": v for k, v in run.tags}})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("artifact_id", IDS)
+def test_declared_runs_and_claims(artifact_id):
+    a = registry.get(artifact_id)
+    for profile in ("smoke", "quick", "paper"):
+        runs = a.planned_runs(a.params(profile, device="cpu"))
+        assert len({r.key for r in runs}) == len(runs), "an artifact declares each run once"
+    rows = _fake_rows(a, "smoke")
+    for claim in a.claims:  # evaluates (or says it cannot decide) without raising
+        try:
+            claim.effect(rows)
+        except (KeyError, ValueError):
+            pass
+
+
+def _hits(label, row, column, dataset):
+    hit = REFERENCE[(REFERENCE["artifact"] == label) & (REFERENCE["row"] == row) & (REFERENCE["column"] == column)]
+    if len(hit) > 1:
+        hit = hit[hit["dataset"] == dataset]
+    return len(hit) >= 1
+
+
+@pytest.mark.parametrize("artifact_id", [i for i in IDS if i != "ps_tablea_cost"])
+def test_reference_keys_hit_printed_cells(artifact_id):
+    a = registry.get(artifact_id)
+    if a.reference is None:
+        return
+    for profile in ("quick", "paper"):
+        rows = _fake_rows(a, profile)
+        if rows.empty:
+            continue
+        keys = [a.reference(rec) for rec in summarise(rows).to_dict("records")]
+        keys = [k for k in keys if k is not None]
+        for key in keys:
+            label, row, column = key[:3]
+            ds = key[3] if len(key) > 3 else "cub"
+            assert _hits(label, row, column, STAND_IN_DATASET.get(ds, ds)), (profile, key)
+        if profile == "quick" and artifact_id != "ps_figd_tsne_epochs":
+            assert keys, "quick rows face printed cells"
+
+
+def test_tablea_reference():
+    a = registry.get("ps_tablea_cost")
+    for mu in (0.2, 1.0, 2.0):
+        for metric in ("loss_ms", "generation_ms"):
+            key = a.reference({"metric": metric, "param_mu": mu, "variant": "x", "dataset": "none"})
+            assert _hits(*key), key
+    assert a.reference({"metric": "generation_ms", "param_mu": 0.0}) is None
+
+
+def test_runs_are_shared_between_tables():
+    def keys(artifact_id, profile="quick"):
+        a = registry.get(artifact_id)
+        return {r.key for r in a.planned_runs(a.params(profile, device="cpu"))}
+
+    t6 = keys("ps_table6_losses")
+    for other in ("ps_table3_input_deformation", "ps_fig5_embedding_deformation"):
+        assert keys(other) <= t6, f"{other} reuses the stored Table 6 runs"
+    assert len(keys("ps_table1_composition") & t6) == 6  # M1 and PS, 3 seeds
+    assert len(keys("ps_table2_lambda") & t6) == 3  # alpha 0.4, mu 1
+    assert len(keys("ps_table5_regularizers") & t6) == 12  # baselines and PS of Softmax and Norm-softmax
+    assert len(keys("ps_figd_tsne_epochs") & t6) == 1  # the full-length run, seed 0
+
+
+def test_quick_run_budget():
+    total = set()
+    for i in IDS:
+        a = registry.get(i)
+        total |= {r.key for r in a.planned_runs(a.params("quick", device="cpu"))}
+    assert len(total) <= 66
+
+
+def test_tablea_benchmark_runs():
+    from dmllab.experiments.proxy_synthesis.tablea_cost import benchmark
+
+    m = benchmark(mu=1.0, batch=16, dim=8, classes=5, repeats=1, seed=0, device="cpu")
+    assert m["embedding_rows"] == 32 and m["proxy_rows"] == 21 and not math.isnan(m["loss_ms"])
