@@ -1,19 +1,30 @@
-"""Benchmark of dmllab's streaming evaluator (issue 2, "Performance").
+"""Benchmark of dmllab's exact Recall@K evaluator against scikit-learn, faiss-cpu and the bare matrix products
+(issues 2 and 9, "Evaluator").
 
-1. 20,000 x 256 clustered embeddings (200 classes): exact Recall@{1,10,100,1000} by dmllab versus
-   scikit-learn's ``NearestNeighbors(n_neighbors=1001, algorithm="brute")`` + recall from its neighbours,
-   on the same data in the same run. The recalls must be identical; time = best of ``--repeats``.
-2. SOP size, 60,502 x 512 and 60,502 x 2048 (11,316 classes, 5-6 images each): dmllab Recall@{1,10,100,1000}
-   time and peak RSS, and the floor: the bare chunked matrix products of the same shapes (nothing else).
+1. 20,000 x 256 clustered embeddings (200 classes): exact Recall@{1,10,100,1000} by dmllab, scikit-learn's
+   ``NearestNeighbors(n_neighbors=1001, algorithm="brute")`` and faiss-cpu's ``IndexFlatL2`` (k = 1001), recall
+   from their neighbours; time = best of ``--repeats``. The recalls must be identical.
+2. SOP size, 60,502 x 512 and 60,502 x 2048 (11,316 classes, 5-6 images each): dmllab, faiss-cpu and the
+   floors, one run each, side by side in the same invocation:
 
-Every method runs in a fresh child process (same seed, so the same data), which reports its times, its
-results and its peak RSS (VmHWM from /proc/self/status, including the imports and the data it generated;
-the RSS of children that only generate the data, or generate it and import torch + dmllab.metrics, is
-reported as ``data_only`` and ``dmllab_imports_only``). Rows go to
-results/benchmarks/evaluator.csv (columns: benchmark, n, dim, method, metric, value, unit, torch_version,
-threads, timestamp).
+   * ``bare_matmul_torch``: the chunked products X[c] @ X.T by ``torch.mm`` into a preallocated buffer
+     (1,024 rows x N, the old evaluator's only O(N^2 D) step);
+   * ``bare_matmul_numpy``: the same products by numpy's BLAS (OpenBLAS in the numpy wheels);
+   * ``bare_matmul_numpy_half``: only the tiles on and above the diagonal (X X^T is symmetric), the products
+     a leave-one-out evaluator needs at least.
 
-    python benchmarks/bench_evaluator.py            # full sizes (minutes)
+   Ratios (``dmllab_vs_faiss``, ``dmllab_vs_best_full_floor``, ``dmllab_vs_half_floor``) are written as rows.
+
+Every method runs in a fresh child process (same seed, so the same data), which reports its wall and CPU
+times, its recalls and its peak RSS (VmHWM from /proc/self/status, including the imports and the data it
+generated; ``data_only`` and ``dmllab_imports_only`` children show those parts). Threads: torch, faiss and
+OpenBLAS use ``--threads`` (default: torch's default, the number of cores). faiss-cpu is optional
+(``pip install faiss-cpu``; it is not a dependency of dmllab): without it its rows are skipped.
+
+Rows go to results/benchmarks/evaluator.csv (columns: benchmark, n, dim, method, metric, value, unit,
+torch_version, threads, load_average, command, timestamp).
+
+    python benchmarks/bench_evaluator.py            # full sizes (about 10 minutes on 2 cores)
     python benchmarks/bench_evaluator.py --quick    # small sizes, prints only unless --out is given
 """
 
@@ -22,6 +33,8 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
+import shlex
 import subprocess
 import sys
 import time
@@ -42,8 +55,11 @@ COLUMNS = [
     "unit",
     "torch_version",
     "threads",
+    "load_average",
+    "command",
     "timestamp",
 ]
+FLOORS = ("bare_matmul_torch", "bare_matmul_numpy", "bare_matmul_numpy_half")
 
 
 def make_data(n: int, dim: int, n_classes: int, noise: float = NOISE, seed: int = 0):
@@ -75,54 +91,97 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
 
 
-def sklearn_recall(x, labels, ks) -> dict[int, float]:
+def recall_from_neighbours(idx, labels, ks) -> dict[int, float]:
+    """Recall@K from (N, kmax + 1) neighbour lists that include the query itself (dropped)."""
     import numpy as np
-    from sklearn.neighbors import NearestNeighbors
 
     kmax = max(ks)
-    nn = NearestNeighbors(n_neighbors=kmax + 1, algorithm="brute").fit(x)
-    _, idx = nn.kneighbors(x)  # (N, kmax + 1), includes the query itself
-    is_self = idx == np.arange(len(x))[:, None]
+    is_self = idx == np.arange(len(idx))[:, None]
     no_self = ~is_self.any(1)
     is_self[no_self, -1] = True  # query not returned (numerical ties at 0): drop the last neighbour
-    nbrs = idx[~is_self].reshape(len(x), kmax)
+    nbrs = idx[~is_self].reshape(len(idx), kmax)
     hit = labels[nbrs] == labels[:, None]
     return {k: float(hit[:, :k].any(1).mean()) for k in ks}
 
 
-def bare_matmuls(x, chunk_size: int) -> None:
-    """The floor: the evaluator's chunked products |r|^2 - 2 q.r, nothing else."""
+def sklearn_recall(x, labels, ks) -> dict[int, float]:
+    from sklearn.neighbors import NearestNeighbors
+
+    nn = NearestNeighbors(n_neighbors=max(ks) + 1, algorithm="brute").fit(x)
+    _, idx = nn.kneighbors(x)
+    return recall_from_neighbours(idx, labels, ks)
+
+
+def faiss_recall(x, labels, ks) -> dict[int, float]:
+    import faiss
+
+    index = faiss.IndexFlatL2(x.shape[1])
+    index.add(x)
+    _, idx = index.search(x, max(ks) + 1)
+    return recall_from_neighbours(idx, labels, ks)
+
+
+def bare_matmul_torch(x, chunk: int = 1024) -> None:
     import torch
 
-    from dmllab.metrics.evaluator import distance_keys
-
     t = torch.from_numpy(x)
-    sq = (t * t).sum(1)
+    out = torch.empty(chunk, len(x))
     with torch.no_grad():
-        for start in range(0, len(t), chunk_size):
-            distance_keys(t[start : start + chunk_size], t, sq)
+        for start in range(0, len(t), chunk):
+            q = t[start : start + chunk]
+            torch.mm(q, t.T, out=out[: len(q)])
+
+
+def bare_matmul_numpy(x, chunk: int = 1024) -> None:
+    import numpy as np
+
+    out = np.empty((chunk, len(x)), dtype=x.dtype)
+    for start in range(0, len(x), chunk):
+        q = x[start : start + chunk]
+        np.matmul(q, x.T, out=out[: len(q)])
+
+
+def bare_matmul_numpy_half(x, block: int = 1024) -> None:
+    import numpy as np
+
+    buf = np.empty(block * block, dtype=x.dtype)
+    for j in range(0, len(x), block):
+        r = x[j : j + block]
+        for i in range(0, j + 1, block):
+            q = x[i : i + block]
+            np.matmul(q, r.T, out=buf[: len(q) * len(r)].reshape(len(q), len(r)))
 
 
 def worker(args) -> None:
     """Child process: generate the data, run one method ``repeats`` times, print a JSON line."""
     x, labels = make_data(args.n, args.dim, args.classes)
-    # imports happen before the clock starts; the sklearn child never imports torch
+    # imports happen before the clock starts
     if args.worker == "dmllab":
         from dmllab.metrics import recall_at_k
-    elif args.worker in ("bare_matmul", "dmllab_imports_only"):
+    elif args.worker in (*FLOORS, "dmllab_imports_only"):
         import dmllab.metrics  # noqa: F401
     elif args.worker == "sklearn_brute":
         import sklearn.neighbors  # noqa: F401
+    elif args.worker == "faiss":
+        import faiss
+
+        faiss.omp_set_num_threads(args.threads)
+    if args.worker not in ("data_only", "faiss", "sklearn_brute"):
+        import torch
+
+        torch.set_num_threads(args.threads)
     times, cpu_times, result = [], [], {}
     if args.worker not in ("data_only", "dmllab_imports_only"):
         for _ in range(args.repeats):
             t0, c0 = time.perf_counter(), time.process_time()
             if args.worker == "dmllab":
-                result = recall_at_k(x, labels, KS, chunk_size=args.chunk_size)
+                result = recall_at_k(x, labels, KS)
             elif args.worker == "sklearn_brute":
                 result = sklearn_recall(x, labels, KS)
-            elif args.worker == "bare_matmul":
-                bare_matmuls(x, args.chunk_size)
+            elif args.worker == "faiss":
+                result = faiss_recall(x, labels, KS)
+            elif args.worker in FLOORS:
+                globals()[args.worker](x)
             else:
                 raise ValueError(f"unknown worker {args.worker!r}")
             times.append(time.perf_counter() - t0)
@@ -136,10 +195,19 @@ def worker(args) -> None:
     print("RESULT " + json.dumps(out))
 
 
-def run_child(method: str, n: int, dim: int, classes: int, repeats: int, chunk_size: int) -> dict:
+def have_faiss() -> bool:
+    try:
+        import faiss  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def run_child(method: str, n: int, dim: int, classes: int, repeats: int, threads: int) -> dict:
     cmd = [sys.executable, __file__, "--worker", method, "--n", str(n), "--dim", str(dim)]
-    cmd += ["--classes", str(classes), "--repeats", str(repeats), "--chunk-size", str(chunk_size)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    cmd += ["--classes", str(classes), "--repeats", str(repeats), "--threads", str(threads)]
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"{method} failed:\n{proc.stderr}")
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
@@ -160,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="small sizes (2,000 x 64 and 6,000 x 128)")
     p.add_argument("--repeats", type=int, default=3, help="timed runs for the 20k comparison (best is kept)")
-    p.add_argument("--chunk-size", type=int, default=1024)
+    p.add_argument("--threads", type=int, default=0, help="threads for every method (default: all cores)")
     p.add_argument(
         "--out", type=Path, default=None, help=f"CSV to write (default {DEFAULT_OUT}; --quick: none)"
     )
@@ -174,69 +242,117 @@ def main(argv: list[str] | None = None) -> int:
         worker(args)
         return 0
 
+    import torch
+
+    threads = args.threads or torch.get_num_threads()
     if args.quick:
         cmp_size, sop_sizes, sop_classes = (2000, 64, 20), [(6000, 64), (6000, 128)], 1100
     else:
         cmp_size, sop_sizes, sop_classes = (20000, 256, 200), [(60502, 512), (60502, 2048)], 11316
     out_path = args.out if args.out is not None else (None if args.quick else DEFAULT_OUT)
     stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    import torch
-
-    env = dict(torch_version=torch.__version__, threads=torch.get_num_threads(), timestamp=stamp)
+    command = "python benchmarks/bench_evaluator.py " + " ".join(
+        shlex.quote(a) for a in (argv or sys.argv[1:])
+    )
+    faiss_ok = have_faiss()
+    if not faiss_ok:
+        print("faiss-cpu is not installed: its rows are skipped (pip install faiss-cpu)", flush=True)
     rows: list[dict] = []
 
+    def env() -> dict:
+        return dict(torch_version=torch.__version__, threads=threads, command=command.strip(),
+                    load_average=f"{os.getloadavg()[0]:.2f}", timestamp=stamp)  # fmt: skip
+
     def add(bench, n, dim, method, res):
-        best = min(res["times"]) if res["times"] else None
-        common = dict(benchmark=bench, n=n, dim=dim, method=method, **env)
-        if best is not None:
+        common = dict(benchmark=bench, n=n, dim=dim, method=method, **env())
+        if res["times"]:
             med = sorted(res["times"])[len(res["times"]) // 2]
-            rows.append(dict(common, metric="time_best", value=f"{best:.4f}", unit="s"))
+            rows.append(dict(common, metric="time_best", value=f"{min(res['times']):.4f}", unit="s"))
             rows.append(dict(common, metric="time_median", value=f"{med:.4f}", unit="s"))
             rows.append(dict(common, metric="cpu_time_best", value=f"{min(res['cpu_times']):.4f}", unit="s"))
         rows.append(dict(common, metric="peak_rss", value=f"{res['peak_rss_mib']:.1f}", unit="MiB"))
         for k, v in res["recall"].items():
             rows.append(dict(common, metric=f"R@{k}", value=f"{v:.6f}", unit="fraction"))
 
+    def ratio(bench, n, dim, name, a, b, metric="time_best"):
+        key = {"time_best": "times", "cpu_time_best": "cpu_times"}[metric]
+        value = min(a[key]) / min(b[key])
+        rows.append(dict(benchmark=bench, n=n, dim=dim, method=name, metric=f"ratio_{metric}",
+                         value=f"{value:.3f}", unit="x", **env()))  # fmt: skip
+        return value
+
+    identical = True
     n, dim, classes = cmp_size
-    bench = "recall_vs_sklearn"
-    print(f"[{bench}] {n} x {dim}, {classes} classes, best of {args.repeats}", flush=True)
-    results = {
-        m: run_child(m, n, dim, classes, args.repeats, args.chunk_size)
-        for m in ("data_only", "dmllab_imports_only", "dmllab", "sklearn_brute", "bare_matmul")
-    }
+    bench = "recall_vs_sklearn_faiss"
+    print(f"[{bench}] {n} x {dim}, {classes} classes, best of {args.repeats}, {threads} threads", flush=True)
+    methods = ["data_only", "dmllab_imports_only", "dmllab", "sklearn_brute", "bare_matmul_torch"]
+    methods += ["faiss"] if faiss_ok else []
+    results = {m: run_child(m, n, dim, classes, args.repeats, threads) for m in methods}
     for m, res in results.items():
         add(bench, n, dim, m, res)
-    rd, rs = results["dmllab"]["recall"], results["sklearn_brute"]["recall"]
-    print(f"  dmllab  recalls: {rd}")
-    print(f"  sklearn recalls: {rs}")
-    identical = rd == rs
-    speedup = min(results["sklearn_brute"]["times"]) / min(results["dmllab"]["times"])
-    common = dict(benchmark=bench, n=n, dim=dim, method="dmllab_vs_sklearn_brute", **env)
-    rows.append(dict(common, metric="speedup", value=f"{speedup:.3f}", unit="x"))
-    cpu_speedup = min(results["sklearn_brute"]["cpu_times"]) / min(results["dmllab"]["cpu_times"])
-    rows.append(dict(common, metric="cpu_time_speedup", value=f"{cpu_speedup:.3f}", unit="x"))
-    rows.append(dict(common, metric="identical_recalls", value=str(int(identical)), unit="bool"))
-
+    for other in ("sklearn_brute", "faiss"):
+        if other in results:
+            same = results["dmllab"]["recall"] == results[other]["recall"]
+            identical &= same
+            print(f"  dmllab {results['dmllab']['recall']}  {other} {results[other]['recall']}  same={same}")
+            ratio(bench, n, dim, f"dmllab_vs_{other}", results["dmllab"], results[other])
+            rows.append(dict(benchmark=bench, n=n, dim=dim, method=f"dmllab_vs_{other}",
+                             metric="identical_recalls", value=str(int(same)), unit="bool", **env()))  # fmt: skip
     write_csv(out_path, rows)  # after each block, so that a long run leaves its finished parts
+
     if not args.skip_sop:
         for n, dim in sop_sizes:
             bench = "sop_size"
-            print(f"[{bench}] {n} x {dim}, {sop_classes} classes", flush=True)
-            for m in ("data_only", "dmllab_imports_only", "dmllab", "bare_matmul"):
-                add(bench, n, dim, m, run_child(m, n, dim, sop_classes, 1, args.chunk_size))
+            print(f"[{bench}] {n} x {dim}, {sop_classes} classes, {threads} threads", flush=True)
+            methods = ["data_only", "dmllab_imports_only", "dmllab", *FLOORS] + (
+                ["faiss"] if faiss_ok else []
+            )
+            res = {}
+            for m in methods:
+                t0 = time.perf_counter()
+                res[m] = run_child(m, n, dim, sop_classes, 1, threads)
+                add(bench, n, dim, m, res[m])
+                print(f"  {m:<24} {time.perf_counter() - t0:8.1f} s wall (child)", flush=True)
+            best_full = min(("bare_matmul_torch", "bare_matmul_numpy"), key=lambda m: min(res[m]["times"]))
+            for metric in ("time_best", "cpu_time_best"):
+                if faiss_ok:
+                    ratio(bench, n, dim, "dmllab_vs_faiss", res["dmllab"], res["faiss"], metric)
+                ratio(
+                    bench,
+                    n,
+                    dim,
+                    f"dmllab_vs_best_full_floor({best_full})",
+                    res["dmllab"],
+                    res[best_full],
+                    metric,
+                )
+                ratio(
+                    bench,
+                    n,
+                    dim,
+                    "dmllab_vs_half_floor",
+                    res["dmllab"],
+                    res["bare_matmul_numpy_half"],
+                    metric,
+                )
+            if faiss_ok:
+                same = res["dmllab"]["recall"] == res["faiss"]["recall"]
+                identical &= same
+                rows.append(dict(benchmark=bench, n=n, dim=dim, method="dmllab_vs_faiss",
+                                 metric="identical_recalls", value=str(int(same)), unit="bool", **env()))  # fmt: skip
             write_csv(out_path, rows)
 
     print()
-    print(f"{'benchmark':<18} {'n':>6} {'dim':>5} {'method':<24} {'metric':<18} {'value':>12} unit")
+    print(f"{'benchmark':<24} {'n':>6} {'dim':>5} {'method':<44} {'metric':<20} {'value':>12} unit")
     for r in rows:
         print(
-            f"{r['benchmark']:<18} {r['n']:>6} {r['dim']:>5} {r['method']:<24} {r['metric']:<18} "
+            f"{r['benchmark']:<24} {r['n']:>6} {r['dim']:>5} {r['method']:<44} {r['metric']:<20} "
             f"{r['value']:>12} {r['unit']}"
         )
     if out_path is not None:
         print(f"wrote {len(rows)} rows to {out_path}")
     if not identical:
-        print("ERROR: dmllab and scikit-learn recalls differ", file=sys.stderr)
+        print("ERROR: the recalls of dmllab and a contender differ", file=sys.stderr)
         return 1
     return 0
 
