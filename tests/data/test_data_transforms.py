@@ -10,7 +10,8 @@ from PIL import Image
 from dmllab.data import build_transforms, list_transforms
 from dmllab.data.transforms import IMAGENET_MEAN, IMAGENET_STD
 
-SIZES = {"proxynca++": 256, "proxy_anchor": 224, "mlrc": 227, "quick": 56, "smoke": 32}
+SIZES = {"proxynca++": 256, "proxy_anchor": 224, "heated": 224, "mlrc": 227, "proxynca++227": 227, "quick": 56,
+         "quick227": 50, "smoke": 32}
 
 
 def _image(w: int, h: int, mode: str = "RGB") -> Image.Image:
