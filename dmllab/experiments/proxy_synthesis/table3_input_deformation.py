@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
-from dmllab.experiments.compare import paired, rows_from_runs
+from dmllab.experiments.compare import paired
 from dmllab.experiments.proxy_synthesis import _common as C
 
 ROW = {"cutout": "Cutout", "dropout": "Dropout", "zoom_in": "Zoom in", "zoom_out": "Zoom out",
