@@ -57,7 +57,7 @@ def paper_base(spec: DatasetSpec) -> ExperimentConfig:
             batch_size=spec.batch_size,
             per_class=spec.per_class,
             transform="proxynca++",
-            num_workers=8,
+            num_workers="auto",  # one per core minus one, at most 8 (config.resolve)
         ),
         model=ModelConfig(backbone="resnet50", pretrained=True, embedding_dim=2048),
         loss=LossConfig(name="proxynca", kwargs=pairs(temperature=1 / 9, prob=True)),
