@@ -396,3 +396,42 @@ def test_nmi_l2_clusters_the_l2_normalised_embeddings():
         evaluate(emb, labels, **kw)["NMI"]
     )
     assert l2["NMI"] > raw["NMI"] and l2["R@1"] == raw["R@1"]
+
+
+@pytest.mark.parametrize("base", ["softtriple", "virtual_softmax"])
+def test_ps_softtriple_and_virtual_softmax_bases_use_the_released_setup(base):
+    """SoftTriple (PS Tables 4, 6) and Virtual Softmax (PS Table 5) are proxy_synthesis bases: the loss with its
+    own defaults under the released PS setup (same schedule, optimiser and head as the Norm-softmax base)."""
+    cfg = presets.get("proxy_synthesis", "cub", "paper", base=base)
+    ref = presets.get("proxy_synthesis", "cub", "paper")
+    assert (cfg.loss.name, cfg.loss.kwargs, cfg.loss.synthesis) == (base, (), True)
+    assert cfg.method == f"proxy_synthesis:{base}"
+    assert presets.get(f"proxy_synthesis:{base}", "cub", "paper") == cfg
+    s, o = cfg.schedule, cfg.optim
+    assert (s.epochs, s.warmup_epochs, s.scheduler, s.milestones) == (130, 0, "multistep", (49,))
+    assert s.factor == 0.1
+    assert (o.name, o.lr, o.lr_proxies, o.eps, o.weight_decay) == ("adam", 1e-4, 1e-2, 1e-2, 1e-4)
+    assert (cfg.data.batch_size, cfg.data.per_class, cfg.model.embedding_dim) == (128, None, 512)
+    for section in ("data", "model", "optim", "schedule", "run"):
+        assert getattr(cfg, section) == getattr(ref, section), section
+
+
+@pytest.mark.parametrize("profile", ["smoke", "quick", "paper"])
+def test_ps_regularizer_option_and_input_mixup_drops_the_feature_cache(profile):
+    """PS Table 5's mixups are preset options; input mixup mixes images, so on every profile its config has no
+    cached frozen-block features (the quick profile caches them otherwise) and validates."""
+    from dmllab.training.config import validate
+
+    ps = "proxy_synthesis"
+    plain = presets.get(ps, "synthetic", profile)
+    assert (plain.loss.regularizer, plain.loss.mixup_alpha) == ("none", 0.5)
+    manifold = presets.get(ps, "synthetic", profile, regularizer="manifold_mixup", mixup_alpha=1.5)
+    assert (manifold.loss.regularizer, manifold.loss.mixup_alpha) == ("manifold_mixup", 1.5)
+    assert manifold.replace("loss.regularizer", "none").replace("loss.mixup_alpha", 0.5) == plain
+    inp = presets.get(ps, "synthetic", profile, regularizer="input_mixup")
+    assert inp.loss.regularizer == "input_mixup" and inp.data.feature_views == 0
+    back = inp.replace("data.feature_views", plain.data.feature_views).replace("loss.regularizer", "none")
+    assert back == plain
+    validate(inp)
+    with pytest.raises(ValueError, match="regularizer"):
+        presets.get(ps, "synthetic", profile, regularizer="cutmix")

@@ -3,9 +3,10 @@ row names per loss, the profile -> datasets mapping, and the stored-model helper
 
 Every PS run is built from the ``proxy_synthesis`` preset (the released setup, ``presets.get("proxy_synthesis",
 ds, profile, base=...)``); "without PS" is the *same* config with ``loss.synthesis=False``, as in the paper
-(Table 6 compares a loss with and without PS under one training setup). SoftTriple has no preset base yet: it
-is the Norm-softmax base config with ``loss.name="softtriple"`` and the loss's own defaults (K=10, scale 20,
-gamma 0.1, margin 0.01, tau 0.2: SoftTriple paper / PS supplement).
+(Table 6 compares a loss with and without PS under one training setup). SoftTriple is the preset's
+``base="softtriple"`` (the loss's own defaults, K=10, scale 20, gamma 0.1, margin 0.01, tau 0.2: SoftTriple
+paper / PS supplement); Table 5's Virtual Softmax and mixups are ``base="virtual_softmax"`` and the preset's
+``regularizer`` / ``mixup_alpha`` options.
 """
 
 from __future__ import annotations
@@ -58,16 +59,14 @@ def datasets(profile: str, paper: Sequence[str] = ("cars",)) -> list[str]:
     return list(paper) if profile == "paper" else ["synthetic"]
 
 
-def config(profile: str, dataset: str, base: str = "normsoftmax", *, ps: bool = True, **replace: Any) -> Any:
-    """The released PS setup over ``base`` (with or without PS), plus ``replace`` ({"loss.ps_mu": 2.0}; keys
-    use "__" for "." so they can be keyword arguments: ``loss__ps_mu=2.0``)."""
+def config(profile: str, dataset: str, base: str = "normsoftmax", *, ps: bool = True,
+           options: Mapping[str, Any] | None = None, **replace: Any) -> Any:  # fmt: skip
+    """The released PS setup over ``base`` (with or without PS), with the preset's ``options``
+    ({"regularizer": "manifold_mixup"}), plus ``replace`` ({"loss.ps_mu": 2.0}; keys use "__" for "." so they
+    can be keyword arguments: ``loss__ps_mu=2.0``)."""
     from dmllab.training import presets
 
-    if base == "softtriple":
-        cfg = presets.get(METHOD, dataset, profile, base="normsoftmax")
-        cfg = cfg.replace("loss.name", "softtriple").replace("loss.kwargs", ())
-    else:
-        cfg = presets.get(METHOD, dataset, profile, base=base)
+    cfg = presets.get(METHOD, dataset, profile, base=base, **(options or {}))
     cfg = cfg.replace("loss.synthesis", bool(ps))
     for key, value in replace.items():
         cfg = cfg.replace(key.replace("__", "."), value)

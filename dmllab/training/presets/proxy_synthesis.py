@@ -23,6 +23,21 @@ the authors' release, navervision/proxy-synthesis; official-code.md = /work/shar
 ResNet-50 replaces BN-Inception (not in torchvision): a documented deviation. ``base="proxy_anchor"`` keeps the
 Proxy Anchor preset (supplement: "we follow the experimental setting of (Kim et al. 2020)"; the PS text
 quotes PA's BN-Inception batch 180, the preset uses PA's ResNet-50 recipe).
+
+``base="softtriple"``: SoftTriple (Qian et al., ICCV 2019; PS Tables 4 and 6) with the loss's own defaults,
+K=10 centres per class, scale 20, gamma 0.1, margin 0.01, tau 0.2 (the SoftTriple paper's values, which the PS
+supplement uses), under the released PS setup above. ``base="virtual_softmax"``: Virtual Softmax (Chen et al.,
+NeurIPS 2018; the ``virtual_softmax`` loss's defaults), one of the regularizers PS Table 5 compares with, under
+the same setup (PS Table 5 trains it over Softmax only; the experiments turn PS off for it).
+
+``regularizer`` (PS Table 5): "none", "input_mixup" or "manifold_mixup" (``loss.regularizer``, lambda ~
+Beta(``mixup_alpha``, ``mixup_alpha``), default 0.5 as Table 5's mixup rows; :class:`dmllab.losses.Mixup`).
+Input Mixup mixes *images*, so it cannot run on the cached frozen-block features of the quick profile
+(``data.feature_views``; ``config.validate`` rejects the combination): the one place that turns the cache off
+is this method's overlay (:data:`OVERLAYS`), because the profile overlays run after the builder and the quick
+one sets ``data.feature_views`` (:func:`dmllab.training.presets.profiles.quick`); the method overlay runs
+last, on every profile, so whatever scale a profile picks, input mixup gets ``data.feature_views=0`` (the
+frozen prefix then runs on the mixed images each step).
 """
 
 from __future__ import annotations
@@ -43,7 +58,11 @@ PS_BASES = (
     "sphereface",
     "cosface",
     "arcface",
+    "softtriple",
+    "virtual_softmax",
 )
+REGULARIZERS = ("none", "input_mixup", "manifold_mixup")
+MIXUP_ALPHA = 0.5  # PS Table 5's mixup rows (Table E searches 0.3-2.0)
 LR_DECAYS = ("code", "paper")
 RELEASED_DECAY_EPOCH = 50  # README: --decay_step=50 --decay_stop=50
 RELEASED_EPOCHS = 130  # README: --epochs=130
@@ -59,12 +78,17 @@ def proxy_synthesis(
     lr_decay: str = "code",
     epochs: int | None = None,
     two_stage: bool = False,
+    regularizer: str = "none",
+    mixup_alpha: float = MIXUP_ALPHA,
 ) -> ExperimentConfig:
     """Proxy Synthesis (PS Eq. 2-5) over ``base`` in the released setup (module docstring). ``lr_decay``:
     "code" (epoch 50) or "paper" (the supplement's per-dataset epoch); ``epochs``: default 130 (Proxy Anchor
-    base: its own 60)."""
+    base: its own 60); ``regularizer`` / ``mixup_alpha``: PS Table 5's mixups (``loss.regularizer``; input
+    mixup's ``data.feature_views=0`` is set by :data:`OVERLAYS`, module docstring)."""
     if base not in PS_BASES:
         raise ValueError(f"unknown proxy_synthesis base {base!r}; valid: {', '.join(PS_BASES)}")
+    if regularizer not in REGULARIZERS:
+        raise ValueError(f"unknown regularizer {regularizer!r}; valid: {', '.join(REGULARIZERS)}")
     if lr_decay not in LR_DECAYS:
         raise ValueError(f"unknown lr_decay {lr_decay!r}; valid: {', '.join(LR_DECAYS)}")
     if base == "proxy_anchor":
@@ -108,11 +132,31 @@ def proxy_synthesis(
             run=replace(cfg.run, distance="cosine", nmi_l2=True),
         )
         cfg = fixed_schedule(cfg, spec, two_stage=two_stage)
-    return replace(cfg, loss=replace(cfg.loss, synthesis=True, ps_alpha=ps_alpha, ps_mu=ps_mu))
+    loss = replace(
+        cfg.loss,
+        synthesis=True,
+        ps_alpha=ps_alpha,
+        ps_mu=ps_mu,
+        regularizer=regularizer,
+        mixup_alpha=mixup_alpha,
+    )
+    return replace(cfg, loss=loss)
+
+
+def _feature_views(cfg: ExperimentConfig) -> int:
+    """Input mixup mixes images: no cached frozen-block features (the profile's ``data.feature_views`` else)."""
+    return 0 if cfg.loss.regularizer == "input_mixup" else cfg.data.feature_views
 
 
 # The small CNN at quick/smoke scale: lr 1e-3 (proxies x100), dmllab choice (the Proxy Anchor base too).
-OVERLAYS = {profile: {"optim.lr": 1e-3, "optim.lr_proxies": 1e-1} for profile in ("quick", "smoke")}
+SMALL_CNN_LRS = {"optim.lr": 1e-3, "optim.lr_proxies": 1e-1}
+# Every profile, after the profile's overlay: input mixup turns the feature cache off (module docstring).
+INPUT_MIXUP = {"data.feature_views": _feature_views}
+OVERLAYS = {
+    "smoke": {**SMALL_CNN_LRS, **INPUT_MIXUP},
+    "quick": {**SMALL_CNN_LRS, **INPUT_MIXUP},
+    "paper": INPUT_MIXUP,
+}
 
 METHODS = (
     Method(
