@@ -592,4 +592,9 @@ def validate(cfg: ExperimentConfig) -> ExperimentConfig:
                     check_value(f"{section}.{k}", v)
             else:
                 check_value(f"{section}.{f.name}", value)
+    if cfg.loss.regularizer == "input_mixup" and cfg.data.feature_views:
+        raise ConfigValueError(
+            "loss.regularizer=input_mixup mixes images, but data.feature_views > 0 feeds cached frozen-block "
+            "features to the loss; set data.feature_views=0 (the frozen prefix then runs on the mixed images)"
+        )
     return cfg

@@ -182,7 +182,8 @@ def run_protocol(
     Args:
         seed: overrides ``cfg.run.seed``.
         checkpoint: epoch checkpoint file (written atomically after every epoch, resumed from if present).
-        final_model: where to save the final model's state dict (for ``dmllab evaluate`` / export).
+        final_model: where to save the final model's and the loss's state dicts (``{"config", "model", "loss"}``,
+            for ``dmllab evaluate`` / export and the artifacts that read learned proxies or scales).
     """
     seed = cfg.run.seed if seed is None else seed
     t0 = time.perf_counter()
@@ -240,7 +241,9 @@ def run_protocol(
     phase["test"] += time.perf_counter() - t_test
     if final_model is not None:
         t_ckpt = time.perf_counter()
-        _save_atomic({"config": cfg.to_dict(), "model": trainer.model.state_dict()}, Path(final_model))
+        # the loss's state too: learned proxies, scales (Heated-up's alpha) and classifier weights
+        final = {"config": cfg.to_dict(), "model": trainer.model.state_dict(), "loss": trainer.loss.state_dict()}
+        _save_atomic(final, Path(final_model))
         phase["checkpoint"] += time.perf_counter() - t_ckpt
     return RunResult(
         metrics=metrics,

@@ -253,7 +253,7 @@ class Trainer:
 
     def build_regularizer(self) -> nn.Module | None:
         """``loss.regularizer``: None, or a :class:`dmllab.losses.Mixup` that mixes each training batch
-        (input_mixup: what the loader yields, i.e. cached frozen-block features when the feature cache is on)."""
+        (input_mixup: the images; :func:`dmllab.training.config.validate` rejects it with the feature cache on)."""
         lc = self.cfg.loss
         if lc.regularizer == "none":
             return None
@@ -727,8 +727,16 @@ class _FromBlock(nn.Module):
         self.model = model
         self.start = start
 
+    def backbone(self, x: torch.Tensor) -> torch.Tensor:
+        """The trainable trunk blocks on cached features -> the trunk's feature map (what manifold mixup mixes)."""
+        return self.model.backbone.forward_blocks(x, self.start)
+
+    @property
+    def head(self) -> nn.Module:
+        return self.model.head
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.model.head(self.model.backbone.forward_blocks(x, self.start))  # (B, D)
+        return self.head(self.backbone(x))  # (B, D)
 
 
 class _Timed:

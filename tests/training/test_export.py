@@ -25,6 +25,28 @@ def test_export_and_evaluate_reproduce_the_stored_test_metrics(smoke_cfg, tmp_pa
     assert f"R@1 {100 * result.metrics['R@1']:.2f}" in capsys.readouterr().out
 
 
+def test_final_model_file_holds_the_trained_loss_state(smoke_cfg, tmp_path):
+    """final.pt keeps what the loss learned (proxies here; Heated-up's alpha, a classifier) next to the model,
+    bit-identical to the loss at the end of training."""
+    import torch
+
+    from dmllab.training.protocol import run_protocol
+
+    out = tmp_path / "final.pt"
+    seen = {}
+
+    class Keep:
+        def on_epoch_end(self, trainer, epoch, metrics):
+            seen.update({k: v.clone() for k, v in trainer.loss.state_dict().items()})
+
+    run_protocol(smoke_cfg, seed=0, progress=False, final_model=out, hooks=(Keep(),))
+    state = torch.load(out, map_location="cpu", weights_only=True)
+    assert set(state) == {"config", "model", "loss"}
+    assert set(state["loss"]) == set(seen) and "proxies" in seen
+    for k, v in seen.items():
+        assert torch.equal(state["loss"][k], v)
+
+
 def test_heating_up_changes_alpha_and_lr_at_the_heat_epoch():
     cfg = presets.get("heated_softmax:HLN", "synthetic", "smoke")
     cfg = apply_overrides(cfg, ["schedule.epochs=3", "schedule.heat_epoch=3", "run.two_stage=false"])

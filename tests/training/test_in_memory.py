@@ -47,3 +47,41 @@ def test_feature_views_need_frozen_blocks(smoke_cfg):
     cfg = smoke_cfg.replace("data.in_memory", True).replace("data.feature_views", 2)
     with pytest.raises(ValueError, match="frozen_blocks"):
         run_protocol(cfg, seed=0, progress=False)
+
+
+# The quick profile's code path (in-memory images, 4 frozen blocks, cached views; issue 9) at smoke scale, for
+# every method family whose training step does something of its own: heating (alpha and lr change at an epoch),
+# Proxy Synthesis, manifold mixup (mixes the trunk's output), the classifier losses, the pair losses.
+QUICK_PATH = {"data.in_memory": True, "model.frozen_blocks": 4, "data.feature_views": 2}
+
+
+@pytest.mark.parametrize(
+    "method",
+    ["proxynca++", "heated_softmax:HLN", "proxy_synthesis", "proxy_anchor", "normsoftmax", "multi_similarity"],
+)
+def test_every_method_family_trains_on_the_quick_path(method):
+    from dmllab.training import presets
+
+    cfg = presets.get(method, "synthetic", "smoke")
+    for k, v in QUICK_PATH.items():
+        cfg = cfg.replace(k, v)
+    r = run_protocol(cfg, seed=0, progress=False)
+    assert math.isfinite(r.metrics["R@1"]) and 0.0 <= r.metrics["R@1"] <= 1.0
+
+
+def test_mixup_on_the_quick_path():
+    """Manifold mixup mixes the trunk's output (the cache is fine); input mixup mixes images, so the config
+    with cached features is rejected and runs with the frozen prefix on the mixed images instead."""
+    from dmllab.training import apply_overrides, presets
+    from dmllab.training.config import ConfigValueError
+
+    cfg = presets.get("proxy_synthesis", "synthetic", "smoke").replace("loss.synthesis", False)
+    for k, v in QUICK_PATH.items():
+        cfg = cfg.replace(k, v)
+    r = run_protocol(cfg.replace("loss.regularizer", "manifold_mixup"), seed=0, progress=False)
+    assert math.isfinite(r.metrics["R@1"])
+    with pytest.raises(ConfigValueError, match="input_mixup"):
+        apply_overrides(cfg, ["loss.regularizer=input_mixup"])
+    r = run_protocol(cfg.replace("loss.regularizer", "input_mixup").replace("data.feature_views", 0), seed=0,
+                     progress=False)  # fmt: skip
+    assert math.isfinite(r.metrics["R@1"])

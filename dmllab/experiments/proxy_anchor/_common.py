@@ -101,7 +101,7 @@ def load_trained(run: Run) -> tuple[Any, dict[str, Any]]:
 
     path = RunStore.checkpoint_dir(run.config, run.seed) / "final.pt"
     model = export.load_model(run.config, path)
-    return model, torch.load(path, map_location="cpu", weights_only=False)
+    return model, torch.load(path, map_location="cpu", weights_only=True)
 
 
 def embed_run(run: Run, split: str | None = None) -> tuple[Any, Any, Any]:
