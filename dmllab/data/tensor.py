@@ -65,6 +65,7 @@ class CropSpec:
 #: The presets with a tensor implementation (the small-image ones; the full-size presets read files).
 TENSOR_PRESETS: dict[str, CropSpec | None] = {
     "quick": CropSpec(56, 64, (0.35, 1.0)),
+    "quick227": CropSpec(50, 57, (0.35, 1.0)),
     "smoke": CropSpec(32, 36, (0.35, 1.0)),
     "none": None,
 }

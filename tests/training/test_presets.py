@@ -172,9 +172,16 @@ def test_quick_and_smoke_profiles_are_overlays_of_the_paper_config():
     assert (s.warmup_epochs, s.epochs, s.patience) == (1, 8, 2) and quick.run.device == "cpu"
     # the method's own quick overlay: small-CNN lrs; the paper's loss, head and protocol are kept
     paper = presets.get("proxynca++", "synthetic", "paper")
-    assert (quick.optim.lr, quick.optim.lr_embedding, quick.optim.lr_proxies) == (0.1, paper.optim.lr, 4e2)
+    assert (quick.optim.lr, quick.optim.lr_embedding, quick.optim.lr_proxies) == (1.0, paper.optim.lr, 4e2)
     assert quick.loss == paper.loss and (m.pooling, m.norm) == (paper.model.pooling, paper.model.norm)
-    assert quick.run.two_stage and quick.schedule.scheduler == "plateau"
+    # issue 9: one stage on trainval at a constant lr (stage 1 never plateaus and ends at its best epoch on
+    # quick), the first 4 SmallCNN blocks frozen and cached for 4 views, images in memory
+    assert not quick.run.two_stage and quick.data.train_split == "trainval" and quick.schedule.scheduler == "none"
+    assert (m.frozen_blocks, d.feature_views, d.in_memory) == (4, 4, True)
+    # image files on disk (a real dataset at the quick scale): the per-image loader, full fine-tuning
+    cub = presets.get("proxynca++", "cub", "quick")
+    assert (cub.model.frozen_blocks, cub.data.feature_views, cub.data.in_memory) == (0, 0, False)
+    assert paper.run.two_stage and paper.schedule.scheduler == "plateau"
     smoke = presets.get("proxynca++", "synthetic", "smoke")
     assert (smoke.model.pretrained, smoke.model.embedding_dim, smoke.data.batch_size, smoke.schedule.epochs) == (
         False, 16, 16, 2,

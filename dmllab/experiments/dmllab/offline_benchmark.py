@@ -26,10 +26,12 @@ def runs(params: Params) -> list[Run]:
 
 
 def evaluate_network(cfg: Any, *, seed: int) -> dict[str, float]:
-    """Test metrics (fractions) of the preset's network as built, before any metric learning."""
+    """Test metrics (fractions) of the preset's network as built, before any metric learning. The frozen-prefix
+    feature cache (a speed device of training) is off: the network is the same function without it."""
     from dmllab.training import Trainer
     from dmllab.training.trainer import seed_everything
 
+    cfg = cfg.replace("data.feature_views", 0).replace("model.frozen_blocks", 0)
     trainer = Trainer(cfg, progress=False, seed=seed)
     seed_everything(seed)
     trainer.model = trainer.build_model().to(trainer.device)

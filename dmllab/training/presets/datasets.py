@@ -31,6 +31,10 @@ class DatasetSpec:
 
     ``sized_by_profile``: the offline benchmark renders images at any size and class count, so the quick and
     smoke profiles set them (``dataset_kwargs``); real datasets and digits are used as they are.
+
+    ``images_in_memory``: the dataset holds its images as one uint8 array, so the quick profile's in-memory
+    tensor path and frozen-prefix feature cache apply (``data.in_memory``, ``model.frozen_blocks``); folders of
+    image files (the real datasets) keep the per-image loader and full fine-tuning at the quick scale.
     """
 
     name: str
@@ -55,6 +59,7 @@ class DatasetSpec:
     heated_lr: float = 4e-3
     heated_nmi: bool = True
     sized_by_profile: bool = False
+    images_in_memory: bool = False
 
 
 DATASETS: dict[str, DatasetSpec] = {
@@ -69,6 +74,7 @@ DATASETS: dict[str, DatasetSpec] = {
                           test_split=None, query_split="query", gallery_split="gallery", large=True, freeze_bn=False,
                           pa_lr_decay_step=20, pa_lr_decay_gamma=0.25, ps_decay_epoch_text=60, heated_nmi=False),
     # The offline benchmark and digits behave like CUB (class-disjoint halves), so they take CUB's facts.
-    "synthetic": DatasetSpec("synthetic", 4e-3, 4e2, 32, 4, 40, True, (1, 2, 4, 8), True, sized_by_profile=True),
+    "synthetic": DatasetSpec("synthetic", 4e-3, 4e2, 32, 4, 40, True, (1, 2, 4, 8), True, sized_by_profile=True,
+                             images_in_memory=True),
     "digits": DatasetSpec("digits", 4e-3, 4e2, 32, 4, 40, True, (1, 2, 4, 8), True),
 }  # fmt: skip

@@ -30,11 +30,16 @@ from dmllab.training.config import (
 )
 from dmllab.training.presets.datasets import DatasetSpec
 
-# The quick profile: the offline benchmark on 2 CPU cores (dmllab choice; sized so a ProxyNCA++ run takes
-# <= 3 min on 2 cores). SmallCNN width 16 pre-trained on the synthetic pre-training pool (the "synthetic-pretrain"
-# weights source), 64x64 images with 56-pixel crops, 128-d, batch 32 (8 x 4 with class-balanced batches),
-# 1 warm-up + 8 epochs, plateau patience 2, CPU.
-QUICK = dict(epochs=8, warmup=1, patience=2, batch_size=32, per_class=4, image_size=64, width=16, dim=128)
+# The quick profile: the offline benchmark on 2 CPU cores (dmllab choice). SmallCNN width 16 pre-trained on the
+# synthetic pre-training pool (the "synthetic-pretrain" weights source), 64x64 images with 56-pixel crops, 128-d,
+# batch 32 (8 x 4 with class-balanced batches), 1 warm-up + 8 epochs, plateau patience 2, CPU. Speed (issue 9,
+# chosen on the validation split by benchmarks/select_quick.py -> results/benchmarks/quick_selection.csv): the
+# images live in memory and are augmented a batch at a time (data.in_memory), the first 4 of the 6 SmallCNN blocks
+# are frozen and their output is cached for 4 augmented views per image (model.frozen_blocks, data.feature_views),
+# so only the last two blocks, the head and the proxies train; ProxyNCA++'s two-stage protocol becomes one stage on
+# trainval (see quick()).
+QUICK = dict(epochs=8, warmup=1, patience=2, batch_size=32, per_class=4, image_size=64, width=16, dim=128,
+             frozen_blocks=4, feature_views=4)  # fmt: skip
 # The smoke profile: seconds, for tests. 24 synthetic classes x 10 images at 32x32 (train 6 classes, val 6,
 # test 12), SmallCNN width 8 from scratch, 16-d, batch 16 (4 x 4), 2 epochs, no warm-up, CPU.
 SMOKE = dict(epochs=2, warmup=0, patience=1, batch_size=16, per_class=4, image_size=32, width=8, dim=16)
@@ -141,14 +146,37 @@ def _scaled(
 
 
 def quick(cfg: ExperimentConfig, spec: DatasetSpec) -> ExperimentConfig:
-    """The quick profile on a method's paper config (:data:`QUICK`): pre-trained SmallCNN, 64x64 images,
-    56-pixel crops ("quick" transform), CPU, R@K and NMI."""
+    """The quick profile on a method's paper config (:data:`QUICK`): pre-trained SmallCNN, 64x64 images with
+    56-pixel crops ("quick" transform), CPU, R@K and NMI; on a dataset held in memory (the offline benchmark,
+    ``DatasetSpec.images_in_memory``) the images are augmented a batch at a time and the SmallCNN's first
+    ``frozen_blocks`` blocks are frozen and cached for ``feature_views`` augmented views per image.
+
+    ProxyNCA++'s two-stage protocol (stage 1 on ``train`` watching ``val`` with a plateau lr rule, stage 2 on
+    ``trainval`` stopped after the stage-1 best epoch) becomes one stage on ``trainval`` for the whole schedule
+    at a constant lr after the warm-up: with this recipe stage 1 never plateaued within its 8 epochs and its
+    best epoch was the last one (results/benchmarks/quick_selection.csv, candidate b4_lr1), so stage 2 would be
+    exactly this run; stage 1 only doubled the cost (README, Deviations).
+    """
     cfg = _scaled(cfg, spec, "quick", QUICK)
-    return replace(
+    if cfg.run.two_stage and cfg.schedule.scheduler == "plateau":
+        cfg = replace(
+            cfg,
+            data=replace(cfg.data, train_split=cfg.data.trainval_split),
+            schedule=replace(cfg.schedule, scheduler="none"),
+            run=replace(cfg.run, two_stage=False),
+        )
+    cfg = replace(
         cfg,
         data=replace(cfg.data, eval_batch_size=256),
         model=replace(cfg.model, pretrained=True),
         run=replace(cfg.run, device="cpu", metrics=("recall", "nmi")),
+    )
+    if not spec.images_in_memory:  # image files on disk (real datasets): per-image loader, full fine-tuning
+        return cfg
+    return replace(
+        cfg,
+        data=replace(cfg.data, in_memory=True, feature_views=QUICK["feature_views"]),
+        model=replace(cfg.model, frozen_blocks=QUICK["frozen_blocks"]),
     )
 
 

@@ -1,0 +1,120 @@
+"""Choose the quick profile's recipe on the *validation* split (never the test split): wall time and signal of
+candidate recipes of the quick ProxyNCA++ preset.
+
+Every candidate is the quick ProxyNCA++ preset with config overrides (each states its trunk lr, frozen blocks and
+cached views, so the candidates do not move when the preset does), trained single-stage on ``train`` with the
+validation split watched every epoch and the paper's plateau rule (``run.two_stage=false data.train_split=train
+schedule.scheduler=plateau``); its signal is the validation R@1 of the last
+epoch minus the validation R@1 of the same network before any metric learning (the pre-trained-only model, same
+seed). Runs execute in this process one after the other (2 CPU cores), with a fresh run store; shared caches
+(images, pre-trained weights, feature caches) are built before the timing starts, as a study builds them once.
+
+    .venv/bin/python benchmarks/select_quick.py --seeds 2                  # -> results/benchmarks/quick_selection.csv
+    .venv/bin/python benchmarks/select_quick.py --seeds 1 --only head30,b5_8
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import time
+from pathlib import Path
+
+_MEM = ["data.in_memory=true"]
+_C4 = [*_MEM, "data.feature_views=4"]
+CANDIDATES: dict[str, list[str]] = {
+    # the quick recipe before issue 9 (full fine-tuning of the trunk at lr 0.1, PIL transforms per image)
+    "full8": ["data.in_memory=false", "model.frozen_blocks=0", "data.feature_views=0", "optim.lr=0.1"],
+    # in-memory tensor path, full fine-tuning
+    "mem8": [*_MEM, "model.frozen_blocks=0", "data.feature_views=0", "optim.lr=0.1"],
+    # the whole trunk frozen and cached: only LayerNorm + proxies train (no embedding layer at 128-d)
+    "head8": [*_MEM, "model.frozen_blocks=6", "data.feature_views=8", "optim.lr=0.1"],
+    # the first 5 blocks frozen and cached (stage 4 + head train), trunk lr 0.1 / 0.3 / 1.0
+    "b5_lr0.1": [*_C4, "model.frozen_blocks=5", "optim.lr=0.1"],
+    "b5_lr0.3": [*_C4, "model.frozen_blocks=5", "optim.lr=0.3"],
+    "b5_lr1": [*_C4, "model.frozen_blocks=5", "optim.lr=1.0"],
+    "b5_lr1_e12": [*_C4, "model.frozen_blocks=5", "optim.lr=1.0", "schedule.epochs=12"],
+    # the first 3 or 4 blocks frozen (stage 3's second block + stage 4 + head train)
+    "b3_lr0.1": [*_C4, "model.frozen_blocks=3", "optim.lr=0.1"],
+    "b4_lr0.1": [*_C4, "model.frozen_blocks=4", "optim.lr=0.1"],
+    "b4_lr0.3": [*_C4, "model.frozen_blocks=4", "optim.lr=0.3"],
+    "b4_lr1": [*_C4, "model.frozen_blocks=4", "optim.lr=1.0"],  # adopted (the quick preset since issue 9)
+    "b4_lr1_e6": [*_C4, "model.frozen_blocks=4", "optim.lr=1.0", "schedule.epochs=6"],
+    "b4_lr2": [*_C4, "model.frozen_blocks=4", "optim.lr=2.0"],
+}  # fmt: skip
+
+
+def _pretrained_val_r1(cfg, seed: int) -> float:
+    from dmllab.training import Trainer
+    from dmllab.training.protocol import stage_plans
+    from dmllab.training.trainer import seed_everything
+
+    trainer = Trainer(cfg, progress=False, seed=seed)
+    seed_everything(seed)
+    trainer.setup(stage_plans(cfg)[0])
+    return trainer.evaluate(cfg.data.val_split, metrics=("recall",), ks=(1,))["R@1"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--only", default=",".join(CANDIDATES), help=f"comma list of {', '.join(CANDIDATES)}")
+    ap.add_argument("--extra", action="append", default=[], metavar="NAME:OVERRIDE;OVERRIDE",
+                    help="an extra candidate, e.g. 'h20:model.frozen_blocks=6;data.in_memory=true;...'")
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "results/benchmarks/quick_selection.csv"))
+    args = ap.parse_args()
+    import os
+    import tempfile
+
+    os.environ.setdefault("DMLLAB_RESULTS", tempfile.mkdtemp(prefix="select-quick-"))
+    import torch
+
+    from dmllab.training import apply_overrides, presets
+    from dmllab.training.protocol import run_protocol
+
+    cands = {k: CANDIDATES[k] for k in args.only.split(",") if k}
+    for spec in args.extra:
+        name, _, ov = spec.partition(":")
+        cands[name] = [o for o in ov.split(";") if o]
+    base = presets.get("proxynca++", "synthetic", "quick")
+    rows = []
+    for seed in range(args.seeds):
+        for name, ov in cands.items():
+            cfg = apply_overrides(base, [*ov, "run.two_stage=false", "data.train_split=train", "schedule.scheduler=plateau"])
+            pre = _pretrained_val_r1(cfg, seed)
+            # warm the shared caches outside the timing (a study builds them once for all runs)
+            t0 = time.perf_counter()
+            r = run_protocol(cfg, seed=seed, progress=False)
+            wall = time.perf_counter() - t0
+            vals = [h["val_R@1"] for h in r.history if "val_R@1" in h and not h.get("warmup")]
+            t = r.extra["timings"]
+            row = {
+                "candidate": name, "seed": seed, "wall_s": wall, "epochs": cfg.schedule.epochs,
+                "val_R@1_last": vals[-1], "val_R@1_best": max(vals), "pretrained_val_R@1": pre,
+                "signal_last": vals[-1] - pre, "lr_drops": " ".join(map(str, r.lr_drop_epochs)) or "none",
+                **{f"{k}_s": t.get(k, 0.0) for k in ("setup", "data", "step", "eval", "test", "cache_build")},
+                "overrides": " ".join(ov), "torch_threads": torch.get_num_threads(),
+            }  # fmt: skip
+            rows.append(row)
+            print(f"{name:10s} seed {seed}: {wall:6.1f} s  val R@1 last {100 * vals[-1]:.2f} best "
+                  f"{100 * max(vals):.2f} pre {100 * pre:.2f}  (cache build {t.get('cache_build', 0):.1f} s)",
+                  flush=True)  # fmt: skip
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        for row in rows:
+            w.writerow({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in row.items()})
+    print(f"\nwrote {out}")
+    for name in cands:
+        rs = [r for r in rows if r["candidate"] == name]
+        sig = [100 * r["signal_last"] for r in rs]
+        v = [100 * r["val_R@1_last"] for r in rs]
+        print(f"{name:10s} median wall {statistics.median(r['wall_s'] for r in rs):6.1f} s | val R@1 {statistics.mean(v):.2f}"
+              f" sd {statistics.stdev(v) if len(v) > 1 else float('nan'):.2f} | signal {statistics.mean(sig):.2f}")
+
+
+if __name__ == "__main__":
+    main()
