@@ -4,10 +4,11 @@ alternating within each seed so that they share the machine's load (2 shared CPU
 
 Settings (config overrides on the quick preset):
 
-* ``before``: today's data path and full fine-tuning (PIL transforms per image, every trunk block trains);
-* ``inmem``: the in-memory tensor data path only (``data.in_memory=true``), same model and schedule;
-* ``frozen``: in-memory data + the first 5 SmallCNN blocks frozen and their output cached per augmented view
-  (``model.frozen_blocks=5 data.feature_views=4``): stage 4 + head train.
+* ``before``: the quick recipe before issue 9 (full fine-tuning of the SmallCNN at trunk lr 0.1, PIL transforms per
+  image, ProxyNCA++'s two-stage protocol: stage 1 on ``train`` with validation and the plateau rule, stage 2 on
+  ``trainval``);
+* ``after``: the quick preset as it is (in-memory tensor data, first 4 blocks frozen and cached for 4 augmented
+  views, trunk lr 1.0, one stage on ``trainval``; chosen on validation by ``benchmarks/select_quick.py``).
 
 Per run: wall time of the process (start-up = interpreter + imports until the run starts), the phases the
 trainer records (setup incl. model build, data, forward/backward/update, per-epoch validation, test evaluation,
@@ -15,8 +16,8 @@ checkpointing, feature-cache build), best epoch, test R@1, and the pre-trained-o
 preset's network before any metric learning, same seed). One-off caches shared by all runs (the generated
 images, the pre-trained SmallCNN, the feature cache) are built first and timed in ``oneoff`` rows.
 
-    DMLLAB_CACHE=/tmp/q_cache .venv/bin/python benchmarks/bench_quick.py --seeds 5   # -> results/benchmarks/quick.csv
-    .venv/bin/python benchmarks/bench_quick.py --seeds 1 --settings inmem,frozen       # a subset
+    .venv/bin/python benchmarks/bench_quick.py --seeds 5 --before-seeds 2   # -> results/benchmarks/quick.csv
+    .venv/bin/python benchmarks/bench_quick.py --seeds 1 --settings after               # a subset
 """
 
 from __future__ import annotations
@@ -33,10 +34,12 @@ import time
 from pathlib import Path
 
 SETTINGS: dict[str, list[str]] = {
-    "before": [],
-    "inmem": ["data.in_memory=true"],
-    "frozen": ["data.in_memory=true", "model.frozen_blocks=5", "data.feature_views=4"],
-}
+    "before": [
+        "data.in_memory=false", "model.frozen_blocks=0", "data.feature_views=0", "optim.lr=0.1",
+        "run.two_stage=true", "data.train_split=train", "schedule.scheduler=plateau",
+    ],
+    "after": [],
+}  # fmt: skip
 
 _RUN = r"""
 import json, sys, time
@@ -72,14 +75,11 @@ def _one_run(overrides: list[str], seed: int) -> dict:
 
 
 def _pretrained_r1(overrides: list[str], seed: int) -> float:
-    from dmllab.training import Trainer, apply_overrides, presets
-    from dmllab.training.trainer import seed_everything
+    from dmllab.experiments.dmllab.offline_benchmark import evaluate_network
+    from dmllab.training import apply_overrides, presets
 
     cfg = apply_overrides(presets.get("proxynca++", "synthetic", "quick"), overrides)
-    trainer = Trainer(cfg, progress=False, seed=seed)
-    seed_everything(seed)
-    trainer.model = trainer.build_model().to(trainer.device)
-    return trainer.evaluate(cfg.data.test_split, metrics=("recall",), ks=(1,))["R@1"]
+    return evaluate_network(cfg, seed=seed)["R@1"]
 
 
 def _oneoff(settings: list[str]) -> list[dict]:
@@ -94,15 +94,17 @@ def _oneoff(settings: list[str]) -> list[dict]:
     _pretrained_r1([], 0)  # generates the images and pre-trains SmallCNN if missing
     rows.append({"setting": "oneoff", "seed": "", "wall_s": time.perf_counter() - t0, "overrides": "images+weights"})
     for name in settings:
-        ov = SETTINGS[name]
-        if "data.feature_views" not in " ".join(ov):
+        cfg = apply_overrides(presets.get("proxynca++", "synthetic", "quick"), SETTINGS[name])
+        if not cfg.data.feature_views:
             continue
-        cfg = apply_overrides(presets.get("proxynca++", "synthetic", "quick"), ov)
         t0 = time.perf_counter()
         trainer = Trainer(cfg, progress=False, seed=0)
         trainer.setup(stage_plans(cfg)[0])
         d = cfg.data
-        for split, train in ((d.train_split, True), (d.trainval_split, True), (d.val_split, False), (d.test_split, False)):
+        splits = [(d.train_split, True), (d.test_split, False)]
+        if cfg.run.two_stage:
+            splits += [(d.trainval_split, True), (d.val_split, False)]
+        for split, train in splits:
             trainer.source(split, train=train)
         rows.append({
             "setting": "oneoff", "seed": "", "wall_s": time.perf_counter() - t0,
@@ -115,7 +117,9 @@ def _oneoff(settings: list[str]) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--settings", default="before,inmem,frozen", help=f"comma list of {', '.join(SETTINGS)}")
+    ap.add_argument("--settings", default="before,after", help=f"comma list of {', '.join(SETTINGS)}")
+    ap.add_argument("--before-seeds", type=int, default=None,
+                    help="seeds of the slow 'before' setting (default: --seeds); its seeds are the first ones")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "results/benchmarks/quick.csv"))
     args = ap.parse_args()
     import torch
@@ -125,6 +129,8 @@ def main() -> None:
     for seed in range(args.seeds):
         pre = _pretrained_r1([], seed)
         for name in names:
+            if name == "before" and args.before_seeds is not None and seed >= args.before_seeds:
+                continue
             r = _one_run(SETTINGS[name], seed)
             t = r["timings"]
             known = sum(t.get(k, 0.0) for k in ("setup", "data", "step", "eval", "test", "checkpoint"))
