@@ -210,6 +210,8 @@ class RunConfig:
     per-epoch validation computes recall only (cheap). ``seed`` is excluded from :func:`config_hash`.
     ``nmi_l2``: NMI clusters the L2-normalised embeddings (Heated-up Softmax Sec. 5.2: "all the features are
     l2-normalized before calculating the evaluation metric"); False = the raw embeddings (ProxyNCA++ code).
+    ``nmi_average``: the normalisation of NMI, "geometric" (the ProxyNCA++ authors' code: sqrt(H(Y) H(C)), the
+    default) or "arithmetic" (the ProxyNCA++ paper text and scikit-learn's default), "min", "max".
     """
 
     seed: int = 0
@@ -221,6 +223,7 @@ class RunConfig:
     ks: tuple[int, ...] = (1, 2, 4, 8)
     distance: str = "euclidean"
     nmi_l2: bool = False
+    nmi_average: str = "geometric"
     eval_every: int = 1
 
 
@@ -230,7 +233,7 @@ SECTIONS = ("data", "model", "loss", "optim", "schedule", "run")
 _HASH_EXCLUDED = {("data", "root"), ("data", "num_workers"), ("run", "seed")}
 # Fields added after runs were stored: left out of the hash at their default, so existing run keys stay valid.
 _HASH_OMIT_AT_DEFAULT = {("data", "in_memory"): False, ("data", "feature_views"): 0, ("model", "frozen_blocks"): 0,
-                         ("run", "nmi_l2"): False}  # fmt: skip
+                         ("run", "nmi_l2"): False, ("run", "nmi_average"): "geometric"}  # fmt: skip
 _HASH_OMIT_AT_DEFAULT.update({
     ("loss", "ps_lambda"): None, ("loss", "ps_pairing"): "sorted", ("loss", "ps_embeddings"): "both",
     ("loss", "ps_proxies"): "both", ("loss", "regularizer"): "none", ("loss", "mixup_alpha"): 0.5,
@@ -243,6 +246,7 @@ _CHOICES = {
     ("run", "amp"): ("auto", "off", "bf16", "fp16"),
     ("run", "channels_last"): ("auto", "on", "off"),
     ("run", "distance"): ("euclidean", "cosine"),
+    ("run", "nmi_average"): ("geometric", "arithmetic", "min", "max"),
     ("model", "norm_position"): ("pre", "post"),
     ("loss", "ps_pairing"): ("sorted", "random"),
     ("loss", "ps_embeddings"): ("original", "synthetic", "both"),

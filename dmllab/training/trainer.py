@@ -598,8 +598,7 @@ class Trainer:
         """
         from dmllab.metrics import embed_dataset
 
-        r = self.cfg.run
-        kw = dict(metrics=tuple(metrics or r.metrics), ks=tuple(ks or r.ks), distance=r.distance)
+        kw = self.metric_kwargs(metrics, ks)
 
         def embed(name: str) -> tuple[torch.Tensor, torch.Tensor]:
             # the training's precision and memory format; on CUDA the embeddings stay there for the metrics
@@ -618,18 +617,26 @@ class Trainer:
         emb, lab = embed(split)
         return self._metrics(emb, lab, kw)
 
+    def metric_kwargs(self, metrics: Sequence[str] | None = None, ks: Sequence[int] | None = None) -> dict[str, Any]:
+        """Keyword arguments of ``dmllab.metrics.evaluate`` from ``cfg.run`` (metrics and ks default to it)."""
+        r = self.cfg.run
+        return dict(metrics=tuple(metrics or r.metrics), ks=tuple(ks or r.ks), distance=r.distance,
+                    nmi_average=r.nmi_average)  # fmt: skip
+
     def _metrics(
         self, emb: torch.Tensor, labels: torch.Tensor, kw: dict[str, Any], **gallery: Any
     ) -> dict[str, float]:
         """``dmllab.metrics.evaluate``; with ``run.nmi_l2`` NMI clusters the L2-normalised embeddings (of the
-        queries, with a gallery), as Heated-up Softmax Sec. 5.2 states; retrieval uses ``run.distance``."""
+        queries, with a gallery), as Heated-up Softmax Sec. 5.2 states; retrieval uses ``run.distance``, NMI
+        ``run.nmi_average``."""
         from dmllab.metrics import evaluate
 
         if not (self.cfg.run.nmi_l2 and "nmi" in kw["metrics"]):
             return evaluate(emb, labels, **gallery, **kw)
         retrieval = tuple(m for m in kw["metrics"] if m != "nmi")
         out = evaluate(emb, labels, **gallery, **{**kw, "metrics": retrieval})
-        out.update(evaluate(nn.functional.normalize(emb.float(), dim=1), labels, metrics=("nmi",)))
+        out.update(evaluate(nn.functional.normalize(emb.float(), dim=1), labels, metrics=("nmi",),
+                            nmi_average=kw["nmi_average"]))
         return out
 
     def fit(self, on_checkpoint: Callable[[Trainer], None] | None = None) -> list[dict]:

@@ -75,3 +75,30 @@ def test_dict_roundtrip():
     d["optim"]["typo"] = 1
     with pytest.raises(ValueError, match="typo"):
         ExperimentConfig.from_dict(d)
+
+
+def test_nmi_average_is_an_option_kept_out_of_the_key_at_its_default():
+    """ProxyNCA++ code (geometric) vs paper text (arithmetic): run.nmi_average, honoured by the trainer."""
+    import torch
+
+    from dmllab.metrics import evaluate
+    from dmllab.training import Trainer, apply_overrides, presets
+    from dmllab.training.config import config_hash
+
+    cfg = presets.get("proxynca++", "synthetic", "smoke")
+    assert cfg.run.nmi_average == "geometric"
+    arith = apply_overrides(cfg, ["run.nmi_average=arithmetic"])
+    assert config_hash(arith) != config_hash(cfg)
+    assert config_hash(cfg) == config_hash(apply_overrides(cfg, ["run.nmi_average=geometric"]))
+    with pytest.raises(ValueError, match="invalid value 'harmonic' for run.nmi_average"):
+        apply_overrides(cfg, ["run.nmi_average=harmonic"])
+    emb, lab = torch.randn(60, 8), torch.arange(60) % 6
+    got = {}
+    for c in (cfg, arith, arith.replace("run.nmi_l2", True)):
+        t = Trainer(c, progress=False)
+        got[c] = t._metrics(emb, lab, t.metric_kwargs(("nmi",), (1,)))["NMI"]
+    want = {a: evaluate(emb, lab, metrics=("nmi",), nmi_average=a)["NMI"] for a in ("geometric", "arithmetic")}
+    assert want["geometric"] != pytest.approx(want["arithmetic"])
+    assert got[cfg] == pytest.approx(want["geometric"]) and got[arith] == pytest.approx(want["arithmetic"])
+    l2 = evaluate(torch.nn.functional.normalize(emb, dim=1), lab, metrics=("nmi",), nmi_average="arithmetic")
+    assert got[arith.replace("run.nmi_l2", True)] == pytest.approx(l2["NMI"])
