@@ -12,7 +12,6 @@ from the tidy CSVs only. One module per artifact under ``dmllab/experiments/<pap
 from __future__ import annotations
 
 import re
-
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any

@@ -27,7 +27,6 @@ is assumed to hold such ImageNet-style weights (torchvision's file, or a trunk f
 from __future__ import annotations
 
 import functools
-
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -148,7 +147,7 @@ _TORCHVISION_SPECS = {
 }
 
 
-@functools.lru_cache(maxsize=None)  # finding the enum builds the model once; run keys ask for it per run
+@functools.cache  # finding the enum builds the model once; run keys ask for it per run
 def imagenet_weights_enum(arch: str) -> type:
     """torchvision's ``WeightsEnum`` class of a torchvision backbone name (e.g. ``ResNet50_Weights``)."""
     if arch not in _TORCHVISION_SPECS:

@@ -32,7 +32,7 @@ def test_extremes_low_minus_high():
 def _artifact(**kw):
     return Artifact(
         id="pnpp_table0_test", paper="pnpp", label="Table 3", title="t", description="d",
-        parameters={p: {"seeds": [0, 1, 2]} for p in ("smoke", "quick", "paper")}, rows=lambda p, l: [],
+        parameters={p: {"seeds": [0, 1, 2]} for p in ("smoke", "quick", "paper")}, rows=lambda p, lookup: [],
         figures=(Figure(lambda t: None),), **kw,
     )  # fmt: skip
 

@@ -6,8 +6,8 @@ import types
 
 import pytest
 
-from dmllab.pipeline import notebook as nbmod
 from dmllab.experiments import Artifact, Claim, Figure
+from dmllab.pipeline import notebook as nbmod
 from dmllab.profiles import PROFILES
 
 

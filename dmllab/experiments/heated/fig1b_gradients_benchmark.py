@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
+from dmllab.experiments.base import Artifact, Figure, Params, Run, RunLookup
 from dmllab.experiments.heated import fig1_gradients as toy
 from dmllab.experiments.heated._common import classifier, embed_run, hs_config
 

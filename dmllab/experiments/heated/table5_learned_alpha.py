@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 
 from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
-from dmllab.experiments.compare import paired, per_seed, rows_from_runs
+from dmllab.experiments.compare import per_seed, rows_from_runs
 from dmllab.experiments.heated._common import classifier, hs_config, seeds_runs
 
 FIXED = 16.0

@@ -84,7 +84,7 @@ def _at_common_time(df: pd.DataFrame) -> pd.Series:
     for seed, part in c.groupby("seed"):
         budget = part.groupby("variant")["param_time_s"].max().min()
 
-        def at(curve: pd.DataFrame) -> float:
+        def at(curve: pd.DataFrame, budget: float = budget) -> float:
             done = curve[curve["param_time_s"] <= budget + 1e-9]
             return float(done["value"].iloc[-1]) if len(done) else 0.0
 
