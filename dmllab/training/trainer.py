@@ -636,7 +636,7 @@ class Trainer:
         retrieval = tuple(m for m in kw["metrics"] if m != "nmi")
         out = evaluate(emb, labels, **gallery, **{**kw, "metrics": retrieval})
         out.update(evaluate(nn.functional.normalize(emb.float(), dim=1), labels, metrics=("nmi",),
-                            nmi_average=kw["nmi_average"]))
+                            nmi_average=kw.get("nmi_average", self.cfg.run.nmi_average)))
         return out
 
     def fit(self, on_checkpoint: Callable[[Trainer], None] | None = None) -> list[dict]:
