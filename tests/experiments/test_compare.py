@@ -63,3 +63,28 @@ def test_verdict_table():
     assert table["verdict"].tolist() == ["yes", "no", "inconclusive"]
     assert table.loc[0, "95% low"] > 0 and table.loc[0, "seeds"] == 3
     assert "cannot decide" in table.loc[2, "why"]
+
+
+def test_rows_from_runs_marks_only_the_runs_declared_as_possibly_missing():
+    from types import SimpleNamespace
+
+    from dmllab.experiments.base import MissingRunError, Run
+    from dmllab.experiments.compare import rows_from_runs
+    from dmllab.training import presets
+
+    cfg = presets.get("proxynca++", "synthetic", "smoke")
+    ok, diverged = Run(cfg, 0, variant="BN"), Run(cfg, 1, variant="SM+ α")
+
+    class Lookup:
+        def result(self, run):
+            if run.seed == 1:
+                raise MissingRunError("not stored")
+            return SimpleNamespace(metrics={"R@1": 0.5}, wall_time_s=1.0, config_hash="h", device="cpu")
+
+    rows = pd.DataFrame(rows_from_runs([ok, diverged], Lookup(), may_be_missing=lambda r: r.variant == "SM+ α"))
+    assert set(rows.loc[rows["variant"] == "SM+ α", "metric"]) == {"missing_run"}
+    assert rows.loc[(rows["variant"] == "BN") & (rows["metric"] == "R@1"), "value"].item() == pytest.approx(50.0)
+    with pytest.raises(MissingRunError):
+        rows_from_runs([ok, diverged], Lookup())
+    with pytest.raises(MissingRunError):
+        rows_from_runs([ok, diverged], Lookup(), may_be_missing=lambda r: r.variant == "BN")
