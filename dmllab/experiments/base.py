@@ -150,13 +150,19 @@ class RunLookup:
         self.progress = progress
 
     def result(self, run: Run) -> RunResult:
-        """The stored :class:`RunResult` of ``run``; trains it when missing and allowed, else raises."""
-        from dmllab.training.store import RunStore
+        """The stored :class:`RunResult` of ``run``; trains it when missing and allowed, else raises
+        :class:`MissingRunError` (:class:`dmllab.training.DivergedRunError` for a run the store records as diverged)."""
+        from dmllab.training.store import DivergedRunError, RunStore
         from dmllab.training.store import run as train
 
-        stored = RunStore().load(run.config, run.seed)
+        store = RunStore()
+        stored = store.load(run.config, run.seed)
         if stored is not None:
             return stored
+        record = store.diverged(run.config, run.seed)
+        if record is not None:
+            raise DivergedRunError(f"run {run.key} ({run.variant or 'no variant'}) diverged: {record.get('error')}",
+                                   record)  # fmt: skip
         if not self.train_missing:
             raise MissingRunError(
                 f"run {run.key} ({run.config.method} on {run.config.dataset}, {run.variant or 'no variant'}) "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dmllab.experiments import stats
@@ -25,26 +25,22 @@ STAND_IN_DATASET = {"synthetic": "cub", "digits": "cub"}
 # ---------------------------------------------------------------------------------------------- rows
 
 
-def rows_from_runs(
-    runs: Sequence[Run], lookup: RunLookup, *, may_be_missing: Callable[[Run], bool] | None = None, **columns: Any
-) -> list[dict[str, Any]]:
+def rows_from_runs(runs: Sequence[Run], lookup: RunLookup, **columns: Any) -> list[dict[str, Any]]:
     """Tidy rows of the test metrics of every run (percent), labelled by its variant, tags and provenance.
 
-    ``may_be_missing(run)``: runs an artifact knows may have no stored result (a setting that diverges on a
-    profile: the run store never stores a non-finite run). Such a run, when missing, gives one row with metric
-    ``missing_run`` = 1 instead of raising :class:`MissingRunError`, so the CSV says so and the claims that need
-    it cannot decide. Every other missing run raises as before."""
-    from dmllab.experiments.base import MissingRunError
+    A run the store records as diverged (:class:`dmllab.training.DivergedRunError`: a setting whose loss or
+    embeddings became non-finite) gives one row with metric ``diverged`` = 1 and no other metric, so the CSV says
+    so and the claims that need its metrics cannot decide. A run that is simply not stored raises
+    :class:`MissingRunError`."""
     from dmllab.results import tidy
+    from dmllab.training.store import DivergedRunError
 
     rows: list[dict[str, Any]] = []
     for run in runs:
         try:
             result = lookup.result(run)
-        except MissingRunError:
-            if may_be_missing is None or not may_be_missing(run):
-                raise
-            rows += tidy({"missing_run": 1.0}, percent=False, variant=run.variant, dataset=run.config.dataset,
+        except DivergedRunError:
+            rows += tidy({"diverged": 1.0}, percent=False, variant=run.variant, dataset=run.config.dataset,
                          seed=run.seed, run_id=run.key, **run.tag, **columns)  # fmt: skip
             continue
         metrics = dict(result.metrics)

@@ -47,12 +47,14 @@ EXECUTORS = ("local", "slurm")
 
 @dataclass(frozen=True)
 class PlannedRun:
-    """One unique run of the plan: the run, the artifacts that read it, whether it is stored, its cost."""
+    """One unique run of the plan: the run, the artifacts that read it, whether it is stored (or recorded as
+    diverged: decided as well, not trained again), its cost."""
 
     run: Run
     artifacts: tuple[str, ...]
     stored: bool
     wall_s: float | None  # stored wall time, or the estimate for a missing run (None: no basis)
+    diverged: bool = False  # the store records it as diverged (dmllab.training.store, DivergedRunError)
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,11 @@ class Plan:
 
     @property
     def missing(self) -> list[PlannedRun]:
-        return [r for r in self.runs if not r.stored]
+        return [r for r in self.runs if not r.stored and not r.diverged]
+
+    @property
+    def diverged(self) -> list[PlannedRun]:
+        return [r for r in self.runs if r.diverged]
 
     @property
     def estimate_s(self) -> float | None:
@@ -113,12 +119,13 @@ def make_plan(
     planned = []
     for run, users in unique.values():
         stored = store.load(run.config, run.seed)
+        diverged = stored is None and store.diverged(run.config, run.seed) is not None
         if stored is not None:
             wall: float | None = float(stored.wall_time_s)
         else:
             same = history.get("|".join((run.config.method, run.config.dataset, run.config.profile)))
             wall = statistics.median(same) if same else (statistics.median(everything) if everything else None)
-        planned.append(PlannedRun(run, tuple(users), stored is not None, wall))
+        planned.append(PlannedRun(run, tuple(users), stored is not None, wall, diverged))
     return Plan(profile, tuple(artifacts), tuple(planned), requested, errors)
 
 
@@ -140,7 +147,7 @@ def format_plan(plan: Plan, *, jobs: int = 1, limit: int = 40) -> str:
         key = r.run.key.split("/")[0][:24]
         wall = "" if r.wall_s is None else f"{r.wall_s:6.0f}s"
         lines.append(
-            f"{key:<24} {r.run.seed:>4}  {'yes' if r.stored else 'no':<6} {wall:>7}  "
+            f"{key:<24} {r.run.seed:>4}  {'yes' if r.stored else 'div.' if r.diverged else 'no':<6} {wall:>7}  "
             f"{','.join(r.artifacts):<{width}}  {presets.describe(r.run.config)}"
         )
     if len(plan.runs) > limit:
@@ -149,7 +156,9 @@ def format_plan(plan: Plan, *, jobs: int = 1, limit: int = 40) -> str:
     lines.append("")
     lines.append(
         f"{plan.requested} runs requested by the artifacts, {len(plan.runs)} unique after de-duplication; "
-        f"{len(plan.runs) - len(plan.missing)} stored, {len(plan.missing)} to train"
+        f"{len(plan.runs) - len(plan.missing) - len(plan.diverged)} stored, "
+        + (f"{len(plan.diverged)} recorded as diverged (not retrained; --force does), " if plan.diverged else "")
+        + f"{len(plan.missing)} to train"
     )
     est = plan.estimate_s
     lines.append(
@@ -171,7 +180,7 @@ class JobResult:
     """Outcome of one training run or notebook."""
 
     name: str
-    status: str  # "ok" | "FAILED"
+    status: str  # "ok" | "diverged" (a non-finite run: an outcome, recorded in the store) | "FAILED"
     wall_s: float
     error: str = ""
     output: str | None = None  # executed notebook or the job's log
@@ -215,11 +224,15 @@ def _quiet() -> None:
 
 def train_run(run: Run) -> JobResult:
     """Train one run through the run store (a stored run is returned at once); never raises."""
+    from dmllab.metrics import NonFiniteEmbeddingError
+    from dmllab.training import NonFiniteLossError
     from dmllab.training.store import run as train
 
     start = time.perf_counter()
     try:
         train(run.config, seed=run.seed, progress=False)
+    except (NonFiniteLossError, NonFiniteEmbeddingError) as err:  # recorded by the store
+        return JobResult(run.key, "diverged", time.perf_counter() - start, f"{type(err).__name__}: {err}")
     except Exception as err:
         return JobResult(run.key, "FAILED", time.perf_counter() - start, f"{type(err).__name__}: {err}")
     return JobResult(run.key, "ok", time.perf_counter() - start)
@@ -439,7 +452,7 @@ class StudyResult:
 
     @property
     def failed(self) -> bool:
-        return any(r.status != "ok" for r in self.training + self.notebooks + self.plots) or bool(self.plan.errors)
+        return any(r.status == "FAILED" for r in self.training + self.notebooks + self.plots) or bool(self.plan.errors)
 
 
 def run_study(
@@ -464,8 +477,9 @@ def run_study(
     artifacts = registry.select(only)
     resolved_device = resolve_device(device or "auto")
     plan = make_plan(artifacts, profile, device=resolved_device, data_root=data_root)
-    say(f"plan: {len(plan.runs)} unique runs, {len(plan.runs) - len(plan.missing)} stored, "
-        f"{len(plan.missing)} to train (estimate {_duration(plan.estimate_s)})")  # fmt: skip
+    say(f"plan: {len(plan.runs)} unique runs, {len(plan.runs) - len(plan.missing) - len(plan.diverged)} stored, "
+        + (f"{len(plan.diverged)} recorded as diverged, " if plan.diverged else "")
+        + f"{len(plan.missing)} to train (estimate {_duration(plan.estimate_s)})")  # fmt: skip
 
     missing = [r.run for r in plan.missing]
     if executor == "slurm":
@@ -520,9 +534,12 @@ def format_summary(result: StudyResult) -> str:
     """Plain-text summary: one line per notebook and plotting notebook, training totals, then every failure."""
     lines = []
     ok_runs = sum(r.status == "ok" for r in result.training)
+    diverged = [r for r in result.training if r.status == "diverged"]
     lines.append(
-        f"training: {ok_runs} trained, {len(result.training) - ok_runs} failed, "
+        f"training: {ok_runs} trained, {len(diverged)} diverged, "
+        f"{len(result.training) - ok_runs - len(diverged)} failed, "
         f"{len(result.plan.runs) - len(result.plan.missing)} reused from the run store "
+        f"({len(result.plan.diverged)} of them recorded as diverged) "
         f"({sum(r.wall_s for r in result.training):.0f} s of training)"
     )
     rows = list(result.notebooks) + list(result.plots)
@@ -531,11 +548,13 @@ def format_summary(result: StudyResult) -> str:
     lines.append(f"{'-' * width}  ------  --------")
     lines += [f"{r.name:<{width}}  {'cached' if r.output == 'up to date (skipped)' else r.status:<6}  "
               f"{r.wall_s:>7.1f}s" for r in rows]  # fmt: skip
-    failed = [r for r in list(result.training) + rows if r.status != "ok"]
+    failed = [r for r in list(result.training) + rows if r.status == "FAILED"]
     lines.append(f"{len(rows) - sum(r.status != 'ok' for r in rows)} notebooks ok, "
                  f"{sum(r.status != 'ok' for r in rows)} failed; study wall time {result.wall_s:.0f} s")  # fmt: skip
     for artifact, error in result.plan.errors.items():
         lines.append(f"\nFAILED planning {artifact}: {error}")
+    for r in diverged:
+        lines.append(f"\ndiverged (recorded in the run store, its rows say `diverged`) {r.name}: {r.error}")
     for r in failed:
         where = f" (cell {r.cell})" if r.cell is not None else ""
         lines.append(f"\nFAILED {r.name}{where}: {r.error}")

@@ -9,6 +9,12 @@ serialises processes asking for the same run: the second waits and then reads th
 While training, an epoch checkpoint lives at ``checkpoints_dir()/<hash>/seed<k>/last.pt`` (atomic writes);
 a restarted run (after SIGINT or SIGKILL) resumes from it. When the run finishes the checkpoint is replaced
 by ``final.pt`` (the final model's weights, for ``dmllab evaluate`` and embedding export).
+
+A run that diverges (non-finite loss or embeddings: :class:`NonFiniteLossError`, :class:`NonFiniteEmbeddingError`)
+is an outcome of its config and seed, not a crash: the store never keeps its metrics, but records the divergence
+in ``<hash>/seed<k>/diverged.json`` (the error, provenance). Asking for that run again raises
+:class:`DivergedRunError` at once instead of training it again (``force=True`` retrains), so a study re-run
+with nothing changed does not retrain settings known to diverge, and artifacts show them as ``diverged`` rows.
 """
 
 from __future__ import annotations
@@ -30,6 +36,17 @@ from typing import Any
 from dmllab import paths
 from dmllab.training.config import ExperimentConfig, config_hash, validate
 from dmllab.training.protocol import RunResult, run_protocol
+from dmllab.training.trainer import NonFiniteLossError
+
+DIVERGED_FILE = "diverged.json"
+
+
+class DivergedRunError(NonFiniteLossError):
+    """The run is recorded in the store as diverged (``diverged.json``); ``record`` holds that record."""
+
+    def __init__(self, message: str, record: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.record = record or {}
 
 
 def _git_sha() -> str | None:
@@ -208,6 +225,28 @@ class RunStore:
         """The stored result of (cfg, seed), or None."""
         return load_run_dir(self.run_dir(cfg, seed))
 
+    def diverged(self, cfg: ExperimentConfig, seed: int) -> dict[str, Any] | None:
+        """The divergence record of (cfg, seed) (module docstring), or None."""
+        path = self.run_dir(cfg, seed) / DIVERGED_FILE
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def save_diverged(self, cfg: ExperimentConfig, seed: int, error: BaseException, wall_time_s: float) -> Path:
+        """Record that (cfg, seed) diverged with ``error`` (atomic write); returns the record's path."""
+        final = self.run_dir(cfg, seed)
+        final.mkdir(parents=True, exist_ok=True)
+        record = {
+            "error": f"{type(error).__name__}: {error}", "config_hash": config_hash(cfg), "seed": seed,
+            "method": cfg.method, "dataset": cfg.dataset, "profile": cfg.profile,
+            "provenance": provenance(cfg.run.device, wall_time_s),
+        }  # fmt: skip
+        tmp = final / f".{DIVERGED_FILE}.tmp-{os.getpid()}"
+        _write_json(tmp, record)
+        os.replace(tmp, final / DIVERGED_FILE)
+        return final / DIVERGED_FILE
+
     def save(self, cfg: ExperimentConfig, seed: int, result: RunResult) -> Path:
         """Write the run folder atomically (temporary folder + rename) and return it."""
         final = self.run_dir(cfg, seed)
@@ -269,7 +308,13 @@ def run(
     checkpoint if one exists), stored and returned. ``force`` retrains from scratch and replaces the stored run.
 
     Hooks only see epochs that are actually trained (a stored or resumed run skips finished ones).
+
+    Raises:
+        DivergedRunError: the store records this run as diverged (without ``force``: nothing is trained).
+        NonFiniteLossError, NonFiniteEmbeddingError: the run diverged now; the store records it (module docstring).
     """
+    from dmllab.metrics import NonFiniteEmbeddingError
+
     store = store or RunStore()
     cfg = validate(cfg.replace("run.seed", seed))  # reject what cannot work before any folder is made
     with store.lock(cfg, seed):
@@ -277,13 +322,26 @@ def run(
             stored = store.load(cfg, seed)
             if stored is not None:
                 return stored
+            record = store.diverged(cfg, seed)
+            if record is not None:
+                raise DivergedRunError(
+                    f"run {run_key(cfg)}/seed{seed} is recorded as diverged ({record.get('error', '?')}); "
+                    "force=True (`--force`) trains it again", record,
+                )  # fmt: skip
         ckpt_dir = store.checkpoint_dir(cfg, seed)
         if force:
             (ckpt_dir / "last.pt").unlink(missing_ok=True)
-        result = run_protocol(
-            cfg, seed=seed, hooks=hooks, progress=progress, checkpoint=ckpt_dir / "last.pt",
-            final_model=ckpt_dir / "final.pt",
-        )  # fmt: skip
+            (store.run_dir(cfg, seed) / DIVERGED_FILE).unlink(missing_ok=True)
+        start = time.perf_counter()
+        try:
+            result = run_protocol(
+                cfg, seed=seed, hooks=hooks, progress=progress, checkpoint=ckpt_dir / "last.pt",
+                final_model=ckpt_dir / "final.pt",
+            )  # fmt: skip
+        except (NonFiniteLossError, NonFiniteEmbeddingError) as err:
+            store.save_diverged(cfg, seed, err, time.perf_counter() - start)
+            (ckpt_dir / "last.pt").unlink(missing_ok=True)  # a resume would only diverge again
+            raise
         result.run_dir = str(store.save(cfg, seed, result))
         (ckpt_dir / "last.pt").unlink(missing_ok=True)
     return result

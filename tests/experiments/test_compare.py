@@ -65,26 +65,27 @@ def test_verdict_table():
     assert "cannot decide" in table.loc[2, "why"]
 
 
-def test_rows_from_runs_marks_only_the_runs_declared_as_possibly_missing():
+def test_rows_from_runs_marks_diverged_runs_and_raises_for_missing_ones():
     from types import SimpleNamespace
 
     from dmllab.experiments.base import MissingRunError, Run
     from dmllab.experiments.compare import rows_from_runs
-    from dmllab.training import presets
+    from dmllab.training import DivergedRunError, presets
 
     cfg = presets.get("proxynca++", "synthetic", "smoke")
-    ok, diverged = Run(cfg, 0, variant="BN"), Run(cfg, 1, variant="SM+ α")
+    ok, diverged, missing = Run(cfg, 0, variant="BN"), Run(cfg, 1, variant="SM+ α"), Run(cfg, 2, variant="X")
 
     class Lookup:
         def result(self, run):
             if run.seed == 1:
+                raise DivergedRunError("recorded as diverged")
+            if run.seed == 2:
                 raise MissingRunError("not stored")
             return SimpleNamespace(metrics={"R@1": 0.5}, wall_time_s=1.0, config_hash="h", device="cpu")
 
-    rows = pd.DataFrame(rows_from_runs([ok, diverged], Lookup(), may_be_missing=lambda r: r.variant == "SM+ α"))
-    assert set(rows.loc[rows["variant"] == "SM+ α", "metric"]) == {"missing_run"}
+    rows = pd.DataFrame(rows_from_runs([ok, diverged], Lookup()))
+    assert set(rows.loc[rows["variant"] == "SM+ α", "metric"]) == {"diverged"}
+    assert rows.loc[rows["variant"] == "SM+ α", "value"].tolist() == [1.0]
     assert rows.loc[(rows["variant"] == "BN") & (rows["metric"] == "R@1"), "value"].item() == pytest.approx(50.0)
     with pytest.raises(MissingRunError):
-        rows_from_runs([ok, diverged], Lookup())
-    with pytest.raises(MissingRunError):
-        rows_from_runs([ok, diverged], Lookup(), may_be_missing=lambda r: r.variant == "BN")
+        rows_from_runs([ok, missing], Lookup())

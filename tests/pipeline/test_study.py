@@ -110,3 +110,25 @@ def test_kill_9_of_the_study_leaves_no_worker(tmp_path):
     while time.time() < deadline and _processes_with(marker):
         time.sleep(0.2)
     assert _processes_with(marker) == [], "workers survived kill -9 of the study"
+
+
+def test_diverged_run_is_an_outcome_planned_as_decided(store_env, monkeypatch):
+    import dmllab.training.store as store_mod
+    from dmllab.training import NonFiniteLossError
+
+    def diverge(*a, **k):
+        raise NonFiniteLossError("non-finite loss (nan) at stage single, epoch 1, step 3")
+
+    monkeypatch.setattr(store_mod, "run_protocol", diverge)
+    a = _artifact("pnpp_table90_a", {"full": {}})
+    plan = study.make_plan([a], "smoke", device="cpu")
+    res = study.train_run(plan.missing[0].run)
+    assert res.status == "diverged" and "epoch 1, step 3" in res.error
+    again = study.make_plan([a], "smoke", device="cpu")
+    assert [r.diverged for r in again.runs] == [True, False] and len(again.missing) == 1
+    assert "1 recorded as diverged (not retrained; --force does), 1 to train" in study.format_plan(again)
+    result = study.StudyResult(again, (res,), (), (), None, 1.0)
+    assert not result.failed  # a diverged setting is a result, not a broken study
+    assert "diverged (recorded in the run store" in study.format_summary(result)
+    failed = study.StudyResult(again, (study.JobResult("x", "FAILED", 0.0, "boom"),), (), (), None, 1.0)
+    assert failed.failed

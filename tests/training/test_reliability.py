@@ -99,11 +99,11 @@ def test_failed_run_leaves_no_lock_only_folder(smoke_cfg, tmp_path, monkeypatch)
     import dmllab.training.store as store_mod
 
     def boom(*a, **k):
-        raise NonFiniteLossError("non-finite loss (nan) at stage stage1, epoch 1, step 1")
+        raise RuntimeError("out of memory")
 
     monkeypatch.setattr(store_mod, "run_protocol", boom)
     store = RunStore(tmp_path / "runs")
-    with pytest.raises(NonFiniteLossError):
+    with pytest.raises(RuntimeError):
         run(smoke_cfg, seed=0, store=store, progress=False)
     assert not any((tmp_path / "runs").rglob("*"))  # neither the lock file nor its folder
 
@@ -189,11 +189,15 @@ def test_check_embeddings_refuses_diverged_models():
         check_embeddings(torch.full((2, 2), 3e19), "test")
 
 
-def test_diverged_run_is_not_stored(smoke_cfg, tmp_path):
+def test_diverged_run_is_recorded_not_stored_and_not_retrained(smoke_cfg, tmp_path):
+    from dmllab.training import DivergedRunError
+
     cfg = smoke_cfg.replace("schedule.epochs", 1).replace("run.two_stage", False)
+    calls = []
 
     class Diverge:  # after the last epoch the head outputs NaN: the test evaluation must refuse it
         def on_epoch_end(self, trainer, epoch, row):
+            calls.append(epoch)
             with torch.no_grad():
                 for p in trainer.model.head.parameters():
                     p.fill_(math.nan)
@@ -201,8 +205,22 @@ def test_diverged_run_is_not_stored(smoke_cfg, tmp_path):
     store = RunStore(tmp_path / "runs")
     with pytest.raises(NonFiniteEmbeddingError):
         run(cfg, seed=0, store=store, hooks=(Diverge(),), progress=False)
-    assert store.load(cfg, 0) is None
-    assert not [p for p in (tmp_path / "runs").rglob("*") if p.is_file()]
+    assert store.load(cfg, 0) is None  # no metrics of a diverged model
+    files = [p.name for p in (tmp_path / "runs").rglob("*") if p.is_file()]
+    assert files == ["diverged.json"]  # only the record: no lock file, no partial run
+    record = store.diverged(cfg, 0)
+    assert record["error"].startswith("NonFiniteEmbeddingError") and record["seed"] == 0
+    assert not (store.checkpoint_dir(cfg, 0) / "last.pt").exists()  # nothing to resume from
+
+    n = len(calls)
+    with pytest.raises(DivergedRunError, match="recorded as diverged"):
+        run(cfg, seed=0, store=store, hooks=(Diverge(),), progress=False)
+    assert len(calls) == n  # asked again: raised at once, nothing trained
+    assert store.diverged(cfg, 1) is None  # another seed is another run
+
+    result = run(cfg, seed=0, store=store, progress=False, force=True)  # force retrains (here: no NaN hook)
+    assert store.load(cfg, 0) is not None and store.diverged(cfg, 0) is None
+    assert "R@1" in result.metrics
 
 
 # ------------------------------------------------------------------------------------------------ loaders
