@@ -39,7 +39,7 @@ def _print_metrics(metrics: dict[str, float]) -> None:
 
 
 def _cmd_train_mlrc(args: argparse.Namespace, cfg: Any) -> int:
-    """``--protocol mlrc``: :func:`dmllab.training.mlrc.run_mlrc` (not stored in the run store)."""
+    """``--protocol mlrc``: :func:`dmllab.training.mlrc.run_mlrc` (each fold model a run of the run store)."""
     from dmllab.training.mlrc import MLRCSettings, run_mlrc
 
     run_folds = tuple(int(f) for f in args.mlrc_run_folds.split(",")) if args.mlrc_run_folds else None
@@ -47,7 +47,7 @@ def _cmd_train_mlrc(args: argparse.Namespace, cfg: Any) -> int:
         folds=args.mlrc_folds, run_folds=run_folds, repetitions=args.mlrc_repetitions, lr=args.mlrc_lr,
         batch_size=args.mlrc_batch_size, per_class=args.mlrc_per_class, embedding_dim=args.mlrc_dim,
     )  # fmt: skip
-    res = run_mlrc(cfg, settings, seed=args.seed, progress=not args.quiet)
+    res = run_mlrc(cfg, settings, seed=args.seed, progress=not args.quiet, force=bool(getattr(args, "force", False)))
     print(f"MLRC test ({len(res.folds_trained)} of {settings.folds} folds, {settings.repetitions} repetition(s), "
           f"{res.wall_time_s:.1f} s; mean and 95% CI half-width):")  # fmt: skip
     print("  ".join(f"{k} {100 * v:.2f}+-{100 * res.ci95[k]:.2f}" for k, v in res.metrics.items()))

@@ -212,6 +212,10 @@ class RunConfig:
     l2-normalized before calculating the evaluation metric"); False = the raw embeddings (ProxyNCA++ code).
     ``nmi_average``: the normalisation of NMI, "geometric" (the ProxyNCA++ authors' code: sqrt(H(Y) H(C)), the
     default) or "arithmetic" (the ProxyNCA++ paper text and scikit-learn's default), "min", "max".
+    ``keep_best``: single stage with a validation split (e.g. an MLRC fold, :mod:`dmllab.training.mlrc`): the
+    weights (model and loss) of the epoch with the best monitored validation value (``schedule.monitor``,
+    warm-up epochs excluded) are tested and saved as the final model, instead of the last epoch's (MLRC's early
+    stopping on validation); ``best_epoch`` of the result is that epoch.
     """
 
     seed: int = 0
@@ -225,6 +229,7 @@ class RunConfig:
     nmi_l2: bool = False
     nmi_average: str = "geometric"
     eval_every: int = 1
+    keep_best: bool = False
 
 
 ANY_KEYWORD = "**"
@@ -233,7 +238,8 @@ SECTIONS = ("data", "model", "loss", "optim", "schedule", "run")
 _HASH_EXCLUDED = {("data", "root"), ("data", "num_workers"), ("run", "seed")}
 # Fields added after runs were stored: left out of the hash at their default, so existing run keys stay valid.
 _HASH_OMIT_AT_DEFAULT = {("data", "in_memory"): False, ("data", "feature_views"): 0, ("model", "frozen_blocks"): 0,
-                         ("run", "nmi_l2"): False, ("run", "nmi_average"): "geometric"}  # fmt: skip
+                         ("run", "nmi_l2"): False, ("run", "nmi_average"): "geometric",
+                         ("run", "keep_best"): False}  # fmt: skip
 _HASH_OMIT_AT_DEFAULT.update({
     ("loss", "ps_lambda"): None, ("loss", "ps_pairing"): "sorted", ("loss", "ps_embeddings"): "both",
     ("loss", "ps_proxies"): "both", ("loss", "regularizer"): "none", ("loss", "mixup_alpha"): 0.5,
@@ -600,5 +606,10 @@ def validate(cfg: ExperimentConfig) -> ExperimentConfig:
         raise ConfigValueError(
             "loss.regularizer=input_mixup mixes images, but data.feature_views > 0 feeds cached frozen-block "
             "features to the loss; set data.feature_views=0 (the frozen prefix then runs on the mixed images)"
+        )
+    if cfg.run.keep_best and cfg.run.two_stage:
+        raise ConfigValueError(
+            "run.keep_best=true keeps the best validation epoch of a single stage; the two-stage protocol already "
+            "stops stage 2 after stage 1's best epoch: set run.two_stage=false or run.keep_best=false"
         )
     return cfg

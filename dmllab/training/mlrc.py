@@ -17,12 +17,15 @@ Protocol (PS supplement C.2 "MLRC Evaluation"; MLRC Sec. 4):
 * the whole is repeated ``repetitions`` times (PS: 10) with seeds ``seed + r``; the result reports each
   repetition and the mean with a 95% t-interval half-width across repetitions.
 
-Fold models are trained by the ordinary :class:`~dmllab.training.trainer.Trainer` (one single stage of
-``schedule.epochs`` epochs with the config's scheduler, no stage 2). With ``select_best`` the weights of the
-epoch with the best monitored validation value (``schedule.monitor`` on the fold's validation classes) are
-kept, the MLRC practice of early stopping on validation; otherwise the last epoch's. Fold splits are added by
-a thin wrapper (:class:`ClassSubset`) around the ``trainval`` dataset, so no dataset class changes. The 50-trial
-hyper-parameter search of MLRC/PS is not part of this function (run it over configs).
+Every fold model is an ordinary run of the run store (:func:`fold_config`: single stage of ``schedule.epochs``
+epochs with the config's scheduler, ``data.train_split``/``data.val_split`` the fold splits of
+:mod:`dmllab.data.folds`, which the :class:`~dmllab.training.trainer.Trainer` resolves through a thin wrapper
+(:class:`ClassSubset`) of the ``trainval`` dataset). So a fold trained once is never trained again, and a study
+plans fold runs like any other (:func:`fold_runs`), sharing and de-duplicating them. With ``select_best``
+(``run.keep_best``) the weights of the epoch with the best monitored validation value (``schedule.monitor`` on
+the fold's validation classes) are kept, the MLRC practice of early stopping on validation; otherwise the last
+epoch's. :func:`aggregate` turns finished fold runs into the protocol's numbers (:func:`run_mlrc` trains and
+aggregates). The 50-trial hyper-parameter search of MLRC/PS is not part of this module (run it over configs).
 """
 
 from __future__ import annotations
@@ -36,8 +39,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from dmllab.data.folds import ClassSubset, class_folds, fold_split
 from dmllab.training.config import ExperimentConfig, config_hash
-from dmllab.training.trainer import StagePlan, Trainer
+from dmllab.training.trainer import Trainer
 
 __all__ = [
     "MLRC_METRICS",
@@ -45,8 +49,12 @@ __all__ = [
     "FoldTrainer",
     "MLRCResult",
     "MLRCSettings",
+    "aggregate",
     "class_folds",
+    "fold_config",
+    "fold_runs",
     "fold_split",
+    "fold_test_embeddings",
     "mlrc_config",
     "run_mlrc",
 ]
@@ -97,98 +105,8 @@ class MLRCResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def class_folds(num_classes: int, folds: int) -> list[list[int]]:
-    """Contiguous, class-disjoint blocks of the labels 0..num_classes-1 (sizes differ by at most one)."""
-    if folds < 2 or folds > num_classes:
-        raise ValueError(f"folds must be in [2, {num_classes}] for {num_classes} classes; got {folds}")
-    bounds = [round(i * num_classes / folds) for i in range(folds + 1)]
-    return [list(range(bounds[i], bounds[i + 1])) for i in range(folds)]
-
-
-def fold_split(fold: int, folds: int, part: str) -> str:
-    """The split name of a fold: ``"mlrc:<fold>of<folds>:train"`` or ``...:val`` (folds counted from 0)."""
-    if part not in ("train", "val"):
-        raise ValueError(f"part must be 'train' or 'val'; got {part!r}")
-    return f"mlrc:{fold}of{folds}:{part}"
-
-
-def _parse_fold_split(split: str) -> tuple[int, int, str] | None:
-    if not split.startswith("mlrc:"):
-        return None
-    _, spec, part = split.split(":")
-    fold, folds = spec.split("of")
-    return int(fold), int(folds), part
-
-
-class ClassSubset:
-    """The images of ``dataset`` whose label is in ``classes``, relabelled 0..len(classes)-1 in that order.
-
-    Follows the dataset contract (``labels``, ``num_classes``, ``class_ids``, ``(image, label)`` items) and
-    exposes ``images`` when the wrapped dataset has them (the in-memory data path).
-    """
-
-    def __init__(self, dataset: Any, classes: Sequence[int]) -> None:
-        self.dataset = dataset
-        remap = {int(c): i for i, c in enumerate(classes)}
-        self.indices = [i for i, y in enumerate(dataset.labels) if int(y) in remap]
-        self.labels = [remap[int(dataset.labels[i])] for i in self.indices]
-        self.class_ids = [dataset.class_ids[c] for c in classes]
-        self.split = f"{getattr(dataset, 'split', '?')}[{len(classes)} classes]"
-
-    @property
-    def num_classes(self) -> int:
-        return len(self.class_ids)
-
-    @property
-    def images(self) -> Any:
-        return self.dataset.images[self.indices]
-
-    def __len__(self) -> int:
-        return len(self.indices)
-
-    def __getitem__(self, index: int) -> tuple[Any, int]:
-        image, _ = self.dataset[self.indices[index]]
-        return image, self.labels[index]
-
-    def __repr__(self) -> str:
-        return f"ClassSubset({self.dataset!r}, images={len(self)}, classes={self.num_classes})"
-
-
 class FoldTrainer(Trainer):
-    """A :class:`Trainer` that also understands the fold split names of :func:`fold_split`: fold f's
-    ``train`` part is the ``trainval`` classes outside block f, its ``val`` part block f."""
-
-    def dataset(self, split: str, *, train: bool) -> Any:
-        parsed = _parse_fold_split(split)
-        if parsed is None:
-            return super().dataset(split, train=train)
-        key = (split, train)
-        if key not in self._datasets:
-            fold, folds, part = parsed
-            base = super().dataset(self.cfg.data.trainval_split, train=train)
-            blocks = class_folds(base.num_classes, folds)
-            classes = (
-                blocks[fold] if part == "val" else [c for i, b in enumerate(blocks) if i != fold for c in b]
-            )
-            self._datasets[key] = ClassSubset(base, classes)
-        return self._datasets[key]
-
-
-class _KeepBest:
-    """on_epoch_end hook: a CPU copy of the model's weights at the best monitored validation value."""
-
-    def __init__(self) -> None:
-        self.best: float | None = None
-        self.state: dict[str, torch.Tensor] | None = None
-        self.epoch: int | None = None
-
-    def on_epoch_end(self, trainer: Trainer, epoch: int, row: dict) -> None:
-        value = row.get("val_monitor")
-        if value is None or row.get("warmup"):
-            return
-        if self.best is None or value > self.best:
-            self.best, self.epoch = float(value), epoch
-            self.state = {k: v.detach().cpu().clone() for k, v in trainer.model.state_dict().items()}
+    """Kept for code written against earlier versions: :class:`Trainer` itself resolves fold split names."""
 
 
 def mlrc_config(cfg: ExperimentConfig, settings: MLRCSettings = MLRCSettings()) -> ExperimentConfig:
@@ -220,57 +138,77 @@ def _t95(n: int) -> float:
     return float(stats.t.ppf(0.975, n - 1))
 
 
-def _embed_test(trainer: Trainer, split: str) -> tuple[torch.Tensor, torch.Tensor]:
-    from dmllab.metrics import embed_dataset
+def fold_config(cfg: ExperimentConfig, settings: MLRCSettings, fold: int) -> ExperimentConfig:
+    """The run config of fold ``fold``'s model: :func:`mlrc_config`, trained on the fold's ``train`` classes,
+    validated on its ``val`` classes every epoch, the best validation epoch kept when ``settings.select_best``
+    (``run.keep_best``), tested on the test split. An ordinary run of the run store."""
+    if not 0 <= fold < settings.folds:
+        raise ValueError(f"fold must be in [0, {settings.folds}); got {fold}")
+    cfg = mlrc_config(cfg, settings)
+    return replace(
+        cfg,
+        data=replace(cfg.data, train_split=fold_split(fold, settings.folds, "train"),
+                     val_split=fold_split(fold, settings.folds, "val")),
+        run=replace(cfg.run, keep_best=settings.select_best),
+    )  # fmt: skip
 
-    return embed_dataset(trainer.model, trainer.eval_loader(split), trainer.device)
 
-
-def run_mlrc(
-    cfg: ExperimentConfig,
-    settings: MLRCSettings = MLRCSettings(),
-    *,
-    seed: int | None = None,
-    progress: bool = True,
-    hooks: tuple = (),
-) -> MLRCResult:
-    """Run the MLRC protocol for ``cfg`` (any method/loss) and return its metrics (module docstring)."""
-    from dmllab.metrics import evaluate
-
+def fold_runs(
+    cfg: ExperimentConfig, settings: MLRCSettings, seed: int
+) -> list[tuple[int, int, ExperimentConfig, int]]:
+    """``(repetition, fold, fold config, run seed)`` of every fold model of the protocol: repetition ``r`` trains
+    fold ``f`` with seed ``seed + r`` (the fold configs differ, so every pair is its own run of the store)."""
     if settings.repetitions < 1:
         raise ValueError(f"repetitions must be >= 1; got {settings.repetitions}")
-    run_folds = tuple(range(settings.folds)) if settings.run_folds is None else tuple(settings.run_folds)
-    if not run_folds or any(not 0 <= f < settings.folds for f in run_folds):
+    folds = tuple(range(settings.folds)) if settings.run_folds is None else tuple(settings.run_folds)
+    if not folds or any(not 0 <= f < settings.folds for f in folds):
         raise ValueError(f"run_folds must be folds in [0, {settings.folds}); got {settings.run_folds}")
-    cfg = mlrc_config(cfg, settings)
-    seed = cfg.run.seed if seed is None else seed
-    t0 = time.perf_counter()
-    test_split = cfg.data.test_split
-    if test_split is None:
+    if cfg.data.test_split is None:
         raise ValueError("the MLRC protocol needs a test split (query/gallery datasets are not supported)")
-    s, dist = cfg.schedule, cfg.run.distance
+    return [(r, f, fold_config(cfg, settings, f), seed + r) for r in range(settings.repetitions) for f in folds]
+
+
+def fold_test_embeddings(
+    cfg: ExperimentConfig, seed: int, *, device: str = "cpu"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Test-split embeddings and labels of a stored fold model (its ``final.pt``: the kept best epoch)."""
+    from dmllab.training.export import embed_split, load_model
+    from dmllab.training.store import RunStore
+
+    path = RunStore.checkpoint_dir(cfg, seed) / "final.pt"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"the final model of fold run {path.parent} is missing (the checkpoint cache was cleared?); train the "
+            "fold again: run_mlrc(..., force=True), `dmllab train ... --protocol mlrc --force`, or delete its folder "
+            f"{RunStore().run_dir(cfg, seed)} and re-run the study"
+        )
+    emb, labels, _ = embed_split(load_model(cfg, path), cfg, cfg.data.test_split, device=device)
+    return emb, labels
+
+
+def aggregate(
+    settings: MLRCSettings, seed: int, results: Sequence[tuple[int, int, ExperimentConfig, int, Any]],
+    *, embeddings: Any = fold_test_embeddings, wall_time_s: float = 0.0,
+) -> MLRCResult:  # fmt: skip
+    """The MLRC numbers of finished fold runs ``(repetition, fold, fold config, run seed, RunResult)``: per
+    repetition the concatenated embedding's P@1/RP/MAP@R (each fold model's test embedding L2-normalised,
+    concatenated, normalised again) and the separated ones (mean over the folds of each fold embedding's
+    values); then the mean over repetitions with a 95% t-interval half-width. ``embeddings(fold config, seed)``
+    gives a fold model's test embeddings and labels (:func:`fold_test_embeddings`: the stored final model, full
+    precision; the run's own stored test metrics may differ in the last digits where the quick profile reads
+    cached float16 features)."""
+    from dmllab.metrics import evaluate
+
     reps = []
-    for r in range(settings.repetitions):
+    for r in sorted({rep for rep, *_ in results}):
+        mine = [x for x in results if x[0] == r]
         fold_embs, per_fold, labels = [], [], None
-        for fold in run_folds:
-            val_split = fold_split(fold, settings.folds, "val")
-            plan = StagePlan(
-                "single", fold_split(fold, settings.folds, "train"), val_split, s.epochs, s.warmup_epochs,
-                s.scheduler, s.milestones,
-            )  # fmt: skip
-            keep = _KeepBest()
-            trainer = FoldTrainer(
-                cfg, hooks=(*hooks, keep) if settings.select_best else hooks, progress=progress,
-                seed=seed + r * 1000 + fold,
-            )  # fmt: skip
-            trainer.setup(plan)
-            trainer.fit()
-            if settings.select_best and keep.state is not None:
-                trainer.model.load_state_dict(keep.state)
-            emb, labels = _embed_test(trainer, test_split)
+        dist = mine[0][2].run.distance
+        for _, fold, fcfg, run_seed, res in mine:
+            emb, labels = embeddings(fcfg, run_seed)
             fold_embs.append(emb)
-            m = evaluate(emb, labels, metrics=("mlrc",), distance=dist)
-            per_fold.append({"fold": fold, "best_epoch": keep.epoch, **m})
+            m = evaluate(emb, labels, metrics=("mlrc",), distance=dist)  # the same embeddings as the concatenation
+            per_fold.append({"fold": fold, "best_epoch": res.best_epoch, **{k: m[k] for k in MLRC_METRICS}})
         concat = F.normalize(torch.cat([F.normalize(e.float(), dim=1) for e in fold_embs], dim=1), dim=1)
         cm = evaluate(concat, labels, metrics=("mlrc",), distance=dist)
         row = {f"concat_{k}": cm[k] for k in MLRC_METRICS}
@@ -286,7 +224,32 @@ def run_mlrc(
         else:
             sd = math.sqrt(sum((rep[k] - means[k]) ** 2 for rep in reps) / (n - 1))
             ci[k] = _t95(n) * sd / math.sqrt(n)
+    folds = tuple(sorted({f for _, f, *_ in results}))
     return MLRCResult(
-        metrics=means, ci95=ci, repetitions=reps, settings=settings, config_hash=config_hash(cfg), seed=seed,
-        wall_time_s=time.perf_counter() - t0, folds_trained=run_folds,
+        metrics=means, ci95=ci, repetitions=reps, settings=settings, config_hash=config_hash(results[0][2]),
+        seed=seed, wall_time_s=wall_time_s, folds_trained=folds,
     )  # fmt: skip
+
+
+def run_mlrc(
+    cfg: ExperimentConfig,
+    settings: MLRCSettings = MLRCSettings(),
+    *,
+    seed: int | None = None,
+    progress: bool = True,
+    hooks: tuple = (),
+    store: Any = None,
+    force: bool = False,
+) -> MLRCResult:
+    """Run the MLRC protocol for ``cfg`` (any method/loss) and return its metrics (module docstring). Every
+    fold model is a run of the run store (``store``, default :class:`~dmllab.training.store.RunStore`): a
+    fold already stored is read, not retrained (``force`` retrains), and a study can plan the same runs
+    (:func:`fold_runs`)."""
+    from dmllab.training.store import run as store_run
+
+    seed = cfg.run.seed if seed is None else seed
+    t0 = time.perf_counter()
+    planned = fold_runs(cfg, settings, seed)
+    done = [(r, f, fcfg, s, store_run(fcfg, seed=s, store=store, hooks=hooks, progress=progress, force=force))
+            for r, f, fcfg, s in planned]  # fmt: skip
+    return aggregate(settings, seed, done, wall_time_s=time.perf_counter() - t0)

@@ -168,6 +168,40 @@ def _save_atomic(obj: Any, path: Path) -> None:
         raise
 
 
+class KeepBest:
+    """on_epoch_end hook (``run.keep_best``): a CPU copy of the model's and the loss's weights at the best
+    monitored validation value (``val_monitor`` of the history row; warm-up epochs excluded)."""
+
+    def __init__(self) -> None:
+        self.best: float | None = None
+        self.epoch: int | None = None
+        self.state: dict[str, dict[str, torch.Tensor]] | None = None
+
+    def on_epoch_end(self, trainer: Trainer, epoch: int, row: dict) -> None:
+        value = row.get("val_monitor")
+        if value is None or row.get("warmup"):
+            return
+        if self.best is None or value > self.best:
+            self.best, self.epoch = float(value), int(row.get("sched_epoch", epoch))
+            self.state = {
+                "model": {k: v.detach().cpu().clone() for k, v in trainer.model.state_dict().items()},
+                "loss": {k: v.detach().cpu().clone() for k, v in trainer.loss.state_dict().items()},
+            }
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"best": self.best, "epoch": self.epoch, "state": self.state}
+
+    def load_state_dict(self, state: dict[str, Any] | None) -> None:
+        if state:
+            self.best, self.epoch, self.state = state["best"], state["epoch"], state["state"]
+
+    def restore(self, trainer: Trainer) -> None:
+        """Load the best epoch's weights into ``trainer`` (no-op without a validated epoch)."""
+        if self.state is not None:
+            trainer.model.load_state_dict(self.state["model"])
+            trainer.loss.load_state_dict(self.state["loss"])
+
+
 def run_protocol(
     cfg: ExperimentConfig,
     *,
@@ -198,6 +232,16 @@ def run_protocol(
         st = saved["trainer"]
         done = st.get("epoch", "?")
         print(f"resuming from {ckpt_path} ({st['plan']['name']}, after epoch {done})", flush=True)
+    keep = KeepBest() if cfg.run.keep_best else None
+    if keep is not None:
+        if cfg.run.two_stage or stage_plans(cfg)[0].eval_split is None:
+            raise ValueError(
+                "run.keep_best needs a single stage that watches a validation split (data.train_split other "
+                f"than {cfg.data.trainval_split!r}, data.val_split set)"
+            )
+        if saved is not None:
+            keep.load_state_dict(saved.get("keep_best"))
+        hooks = (*hooks, keep)
     trainer = Trainer(cfg, hooks=hooks, progress=progress, seed=seed)
     phase = {"setup": 0.0, "checkpoint": 0.0, "test": 0.0}  # seconds; the trainer times data/step/eval
 
@@ -215,6 +259,8 @@ def run_protocol(
                     "config_hash": h, "seed": seed, "trainer": tr.state_dict(), "history": prior,
                     "elapsed_s": elapsed + time.perf_counter() - t0,
                 }  # fmt: skip
+                if keep is not None:
+                    state["keep_best"] = keep.state_dict()
                 _save_atomic(state, ckpt_path)
                 phase["checkpoint"] += time.perf_counter() - t_ckpt
 
@@ -232,6 +278,9 @@ def run_protocol(
         history = history + run_stage(stage2_plan(cfg, best, drops), history)
     elif first.eval_split is not None:
         drops = trainer.lr_drop_epochs() if cfg.schedule.scheduler == "plateau" else []
+    if keep is not None:
+        keep.restore(trainer)
+        best = keep.epoch
     d = cfg.data
     t_test = time.perf_counter()
     if d.query_split is not None:

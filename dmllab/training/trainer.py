@@ -191,8 +191,19 @@ class Trainer:
 
     # ------------------------------------------------------------------------------------------ building
     def dataset(self, split: str, *, train: bool) -> Any:
-        """The ``split`` dataset with the train or test transform of ``data.transform`` (built once)."""
+        """The ``split`` dataset with the train or test transform of ``data.transform`` (built once).
+
+        A fold split name (:func:`dmllab.data.folds.fold_split`, e.g. ``"mlrc:0of4:train"``: the MLRC
+        protocol's class-disjoint folds) is the matching :class:`~dmllab.data.folds.ClassSubset` of the
+        ``trainval`` split."""
+        from dmllab.data.folds import ClassSubset, fold_classes, parse_fold_split
+
         key = (split, train)
+        parsed = parse_fold_split(split)
+        if parsed is not None and key not in self._datasets:
+            fold, folds, part = parsed
+            base = self.dataset(self.cfg.data.trainval_split, train=train)
+            self._datasets[key] = ClassSubset(base, fold_classes(base.num_classes, fold, folds, part))
         if key not in self._datasets:
             from dmllab.data import DATASETS, build_dataset, build_transforms
 

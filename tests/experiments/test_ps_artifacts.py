@@ -96,7 +96,7 @@ def test_quick_run_budget():
     for i in IDS:
         a = registry.get(i)
         total |= {r.key for r in a.planned_runs(a.params("quick", device="cpu"))}
-    assert len(total) <= 66
+    assert len(total) <= 90  # 65 runs + the 24 MLRC fold models of ps_table4_mlrc (2 x 3 seeds x 4 folds)
 
 
 def test_tablea_benchmark_runs():
@@ -104,3 +104,32 @@ def test_tablea_benchmark_runs():
 
     m = benchmark(mu=1.0, batch=16, dim=8, classes=5, repeats=1, seed=0, device="cpu")
     assert m["embedding_rows"] == 32 and m["proxy_rows"] == 21 and not math.isnan(m["loss_ms"])
+
+
+def test_table4_fold_protocol_reads_store_runs(tmp_path, monkeypatch):
+    """ps_table4_mlrc on smoke (one seed, one fold): its fold models are declared runs of the store, and the rows
+    hold the fold protocol's concatenated and separated numbers; a second pass trains nothing."""
+    for key in ("DMLLAB_RESULTS", "DMLLAB_CACHE", "DMLLAB_FIGURES"):
+        monkeypatch.setenv(key, str(tmp_path / key.lower()))
+    from dmllab.experiments.base import RunLookup
+    from dmllab.training import RunStore
+
+    a = registry.get("ps_table4_mlrc")
+    params = a.params("smoke", device="cpu", seeds=[0])
+    declared = a.planned_runs(params)
+    folds = [r for r in declared if r.config.data.train_split.startswith("mlrc:")]
+    assert len(folds) == 2 and {r.config.data.train_split for r in folds} == {"mlrc:0of4:train"}
+    assert all(r.config.run.keep_best for r in folds)
+    rows = pd.DataFrame(a.rows(params, RunLookup(train_missing=True)))
+    assert all(RunStore().load(r.config, r.seed) is not None for r in declared)
+    mlrc = rows[rows["param_protocol"] == "mlrc folds"]
+    assert set(mlrc["param_embedding"]) == {"concatenated", "separated"}
+    assert set(mlrc["metric"]) == {"P@1", "RP", "MAP@R"} and len(mlrc) == 2 * 2 * 3  # PS x embedding x metric
+    assert mlrc["value"].between(0, 100).all()
+    again = pd.DataFrame(a.rows(params, RunLookup(train_missing=False)))  # everything stored: no training
+    keys = ["variant", "param_protocol", "param_embedding", "metric"]
+
+    def tidy(df):
+        return df.sort_values(keys).reset_index(drop=True)[[*keys, "value"]]
+
+    pd.testing.assert_frame_equal(tidy(again), tidy(rows))

@@ -8,9 +8,11 @@ import torch
 from dmllab.training import apply_overrides, config_hash
 from dmllab.training.mlrc import (
     ClassSubset,
-    FoldTrainer,
     MLRCSettings,
+    aggregate,
     class_folds,
+    fold_config,
+    fold_runs,
     fold_split,
     mlrc_config,
     run_mlrc,
@@ -40,9 +42,11 @@ def test_class_subset_relabels_contiguously():
     assert [sub[i] for i in range(len(sub))] == [("img1", 0), ("img3", 1), ("img5", 0), ("img7", 1)]
 
 
-def test_fold_trainer_splits_are_class_disjoint(smoke_cfg):
+def test_trainer_fold_splits_are_class_disjoint(smoke_cfg):
+    from dmllab.training import Trainer
+
     cfg = mlrc_config(smoke_cfg, MLRCSettings(embedding_dim=8, batch_size=8, per_class=2))
-    tr = FoldTrainer(cfg, progress=False)
+    tr = Trainer(cfg, progress=False)
     base = tr.dataset(cfg.data.trainval_split, train=True)
     for fold in range(4):
         train = tr.dataset(fold_split(fold, 4, "train"), train=True)
@@ -67,6 +71,57 @@ def test_run_mlrc_smoke(smoke_cfg):
     assert rep["sep_P@1"] == pytest.approx(sum(f["P@1"] for f in rep["folds"]) / 2)
     with pytest.raises(ValueError, match="run_folds"):
         run_mlrc(smoke_cfg, MLRCSettings(run_folds=(5,)), progress=False)
+
+
+def test_fold_models_are_store_runs_trained_once(smoke_cfg, tmp_path):
+    from dmllab.training import RunStore
+
+    settings = MLRCSettings(folds=2, repetitions=2, embedding_dim=8, batch_size=8, per_class=2)
+    cfg = apply_overrides(smoke_cfg, ["schedule.epochs=2"])
+    planned = fold_runs(cfg, settings, seed=3)
+    assert [(r, f, s) for r, f, _, s in planned] == [(0, 0, 3), (0, 1, 3), (1, 0, 4), (1, 1, 4)]
+    fcfg = planned[1][2]
+    assert fcfg == fold_config(cfg, settings, 1)
+    assert (fcfg.data.train_split, fcfg.data.val_split) == ("mlrc:1of2:train", "mlrc:1of2:val")
+    assert fcfg.run.keep_best and not fcfg.run.two_stage and fcfg.run.metrics == ("mlrc",)
+
+    class Count:
+        epochs = 0
+
+        def on_epoch_end(self, trainer, epoch, row):
+            Count.epochs += 1
+
+    store = RunStore(tmp_path / "runs")
+    first = run_mlrc(cfg, settings, seed=3, progress=False, store=store, hooks=(Count(),))
+    trained = Count.epochs
+    assert trained == 4 * 2  # 4 fold runs x 2 epochs
+    assert all(store.load(c, s) is not None for _, _, c, s in planned)
+    again = run_mlrc(cfg, settings, seed=3, progress=False, store=store, hooks=(Count(),))
+    assert Count.epochs == trained  # every fold read from the store
+    assert again.metrics == pytest.approx(first.metrics)
+    for rep in first.repetitions:  # the best validation epoch (1 or 2) of each fold
+        assert all(f["best_epoch"] in (1, 2) for f in rep["folds"])
+
+
+def test_aggregate_concatenates_normalised_fold_embeddings(smoke_cfg):
+    from types import SimpleNamespace
+
+    from dmllab.metrics import evaluate
+
+    torch.manual_seed(0)
+    labels = torch.arange(12) % 4
+    embs = [torch.randn(12, 3) * 5, torch.randn(12, 3)]  # different scales: each is normalised first
+    settings = MLRCSettings(folds=2)
+    done = [(0, f, fold_config(smoke_cfg, settings, f), 0, SimpleNamespace(best_epoch=1)) for f in (0, 1)]
+    out = aggregate(settings, 0, done, embeddings=lambda c, s: (embs[int(c.data.val_split[5])], labels))
+    naive = torch.cat([e / e.norm(dim=1, keepdim=True) for e in (embs[0], embs[1])], dim=1)
+    naive = naive / naive.norm(dim=1, keepdim=True)
+    ref = evaluate(naive, labels, metrics=("mlrc",))
+    per_fold = [evaluate(embs[f], labels, metrics=("mlrc",)) for f in (0, 1)]
+    for k in ("P@1", "RP", "MAP@R"):
+        assert out.metrics[f"concat_{k}"] == pytest.approx(ref[k])
+        assert out.metrics[f"sep_{k}"] == pytest.approx((per_fold[0][k] + per_fold[1][k]) / 2)
+    assert out.ci95["concat_P@1"] == 0.0 and out.folds_trained == (0, 1)
 
 
 def test_new_loss_fields_keep_old_hashes_and_validate(smoke_cfg):

@@ -175,3 +175,48 @@ def test_stage2_drop_lag(smoke_cfg, monkeypatch, lag):
     assert s1 == pytest.approx([0.0] + [lr] * 4 + [0.1 * lr] * 2)
     # paper (lag 0): the same epochs as stage 1; authors' code (lag 1): each drop one epoch later
     assert s2 == pytest.approx([0.0] + [lr] * (4 + lag) + [0.1 * lr] * (2 - lag))
+
+
+def _single_with_val(smoke_cfg, epochs: int = 4):
+    return apply_overrides(smoke_cfg, [f"schedule.epochs={epochs}", "run.two_stage=false", "data.train_split=train",
+                                       "schedule.scheduler=none", "run.keep_best=true"])  # fmt: skip
+
+
+def test_keep_best_tests_and_saves_the_best_validation_epoch(smoke_cfg, tmp_path, monkeypatch):
+    import torch
+
+    from dmllab.training.protocol import load_checkpoint
+
+    script = [0.10, 0.40, 0.20, 0.30]  # schedule epoch 2 is the best
+    original = Trainer.evaluate
+
+    def fake(self, split=None, **kw):
+        if self.state is not None and split == self.state.plan.eval_split and len(self.state.rows) < len(script):
+            return {"R@1": script[len(self.state.rows)]}
+        return original(self, split, **kw)
+
+    monkeypatch.setattr(Trainer, "evaluate", fake)
+    snapshots = {}
+
+    class Snap:
+        def on_epoch_end(self, trainer, epoch, row):
+            snapshots[epoch] = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
+
+    cfg = _single_with_val(smoke_cfg)
+    res = run_protocol(cfg, seed=0, hooks=(Snap(),), progress=False, final_model=tmp_path / "final.pt")
+    assert res.best_epoch == 2
+    final = load_checkpoint(tmp_path / "final.pt")["model"]
+    assert all(torch.equal(final[k], snapshots[2][k]) for k in final)
+    assert not all(torch.equal(final[k], snapshots[4][k]) for k in final)  # not the last epoch's weights
+    last = run_protocol(cfg.replace("run.keep_best", False), seed=0, progress=False, final_model=tmp_path / "l.pt")
+    assert last.best_epoch is None
+
+
+def test_keep_best_needs_a_single_stage_with_validation(smoke_cfg):
+    from dmllab.training.config import ConfigValueError
+
+    with pytest.raises(ConfigValueError, match="keep_best"):
+        apply_overrides(smoke_cfg, ["run.keep_best=true"])  # two-stage preset
+    no_val = apply_overrides(smoke_cfg, ["run.two_stage=false", "run.keep_best=true", "data.train_split=trainval"])
+    with pytest.raises(ValueError, match="keep_best needs a single stage"):
+        run_protocol(no_val, progress=False)
