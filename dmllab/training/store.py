@@ -339,8 +339,7 @@ def run(
                 final_model=ckpt_dir / "final.pt",
             )  # fmt: skip
         except (NonFiniteLossError, NonFiniteEmbeddingError) as err:
-            store.save_diverged(cfg, seed, err, time.perf_counter() - start)
-            (ckpt_dir / "last.pt").unlink(missing_ok=True)  # a resume would only diverge again
+            store.save_diverged(cfg, seed, err, time.perf_counter() - start)  # last good checkpoint kept
             raise
         result.run_dir = str(store.save(cfg, seed, result))
         (ckpt_dir / "last.pt").unlink(missing_ok=True)
