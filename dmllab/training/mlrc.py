@@ -41,12 +41,10 @@ import torch.nn.functional as F
 
 from dmllab.data.folds import ClassSubset, class_folds, fold_split
 from dmllab.training.config import ExperimentConfig, config_hash
-from dmllab.training.trainer import Trainer
 
 __all__ = [
     "MLRC_METRICS",
     "ClassSubset",
-    "FoldTrainer",
     "MLRCResult",
     "MLRCSettings",
     "aggregate",
@@ -103,10 +101,6 @@ class MLRCResult:
     wall_time_s: float
     folds_trained: tuple[int, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-class FoldTrainer(Trainer):
-    """Kept for code written against earlier versions: :class:`Trainer` itself resolves fold split names."""
 
 
 def mlrc_config(cfg: ExperimentConfig, settings: MLRCSettings = MLRCSettings()) -> ExperimentConfig:
