@@ -169,20 +169,21 @@ def _save_atomic(obj: Any, path: Path) -> None:
 
 
 class KeepBest:
-    """on_epoch_end hook (``run.keep_best``): a CPU copy of the model's and the loss's weights at the best
-    monitored validation value (``val_monitor`` of the history row; warm-up epochs excluded)."""
+    """``run.keep_best``: a CPU copy of the model's and the loss's weights at the best monitored validation value
+    (``val_monitor`` of the history row; warm-up epochs excluded). :func:`run_protocol` calls :meth:`observe`
+    after each epoch, before that epoch's checkpoint is written, so a resumed run keeps its best epoch."""
 
     def __init__(self) -> None:
         self.best: float | None = None
         self.epoch: int | None = None
         self.state: dict[str, dict[str, torch.Tensor]] | None = None
 
-    def on_epoch_end(self, trainer: Trainer, epoch: int, row: dict) -> None:
+    def observe(self, trainer: Trainer, row: dict) -> None:
         value = row.get("val_monitor")
         if value is None or row.get("warmup"):
             return
         if self.best is None or value > self.best:
-            self.best, self.epoch = float(value), int(row.get("sched_epoch", epoch))
+            self.best, self.epoch = float(value), int(row["sched_epoch"])
             self.state = {
                 "model": {k: v.detach().cpu().clone() for k, v in trainer.model.state_dict().items()},
                 "loss": {k: v.detach().cpu().clone() for k, v in trainer.loss.state_dict().items()},
@@ -241,7 +242,6 @@ def run_protocol(
             )
         if saved is not None:
             keep.load_state_dict(saved.get("keep_best"))
-        hooks = (*hooks, keep)
     trainer = Trainer(cfg, hooks=hooks, progress=progress, seed=seed)
     phase = {"setup": 0.0, "checkpoint": 0.0, "test": 0.0}  # seconds; the trainer times data/step/eval
 
@@ -253,6 +253,8 @@ def run_protocol(
         phase["setup"] += time.perf_counter() - t_setup
 
         def on_checkpoint(tr: Trainer) -> None:
+            if keep is not None:  # before the checkpoint, so that it holds this epoch's best state too
+                keep.observe(tr, tr.state.rows[-1])
             if ckpt_path is not None:
                 t_ckpt = time.perf_counter()
                 state = {

@@ -212,6 +212,40 @@ def test_keep_best_tests_and_saves_the_best_validation_epoch(smoke_cfg, tmp_path
     assert last.best_epoch is None
 
 
+def test_keep_best_survives_a_resume(smoke_cfg, tmp_path, monkeypatch):
+    import torch
+
+    from dmllab.training.protocol import load_checkpoint
+
+    script = [0.10, 0.40, 0.20, 0.30]  # the best epoch (2) is the one the crash follows
+    original = Trainer.evaluate
+
+    def fake(self, split=None, **kw):
+        if self.state is not None and split == self.state.plan.eval_split and len(self.state.rows) < len(script):
+            return {"R@1": script[len(self.state.rows)]}
+        return original(self, split, **kw)
+
+    monkeypatch.setattr(Trainer, "evaluate", fake)
+    snapshots = {}
+
+    class SnapThenCrash:
+        def on_epoch_end(self, trainer, epoch, row):
+            snapshots[epoch] = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
+            if epoch == 2 and not getattr(self, "resumed", False):
+                raise KeyboardInterrupt("simulated crash after epoch 2's checkpoint")
+
+    cfg = _single_with_val(smoke_cfg)
+    kw = dict(seed=0, progress=False, checkpoint=tmp_path / "last.pt", final_model=tmp_path / "final.pt")
+    hook = SnapThenCrash()
+    with pytest.raises(KeyboardInterrupt):
+        run_protocol(cfg, hooks=(hook,), **kw)
+    hook.resumed = True
+    res = run_protocol(cfg, hooks=(hook,), **kw)
+    assert res.best_epoch == 2
+    final = load_checkpoint(tmp_path / "final.pt")["model"]
+    assert all(torch.equal(final[k], snapshots[2][k]) for k in final)
+
+
 def test_keep_best_needs_a_single_stage_with_validation(smoke_cfg):
     from dmllab.training.config import ConfigValueError
 
