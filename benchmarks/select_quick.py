@@ -11,6 +11,12 @@ seed). Runs execute in this process one after the other (2 CPU cores), with a fr
 
     .venv/bin/python benchmarks/select_quick.py --seeds 2                  # -> results/benchmarks/quick_selection.csv
     .venv/bin/python benchmarks/select_quick.py --seeds 1 --only head30,b5_8
+
+Fewer epochs with an lr drop (the ``b*_e*_d*`` candidates, measured after the preset was adopted):
+
+    .venv/bin/python benchmarks/select_quick.py --seeds 2 \
+        --only b4_lr1,b4_lr1_e4_d3,b4_lr1_e5_d4,b4_lr1_e6_d5,b4_lr1_e6_d4,b4_lr1_e8_d6,b5_lr1_e6_d5 \
+        --out results/benchmarks/quick_selection_schedules.csv
 """
 
 from __future__ import annotations
@@ -42,6 +48,12 @@ CANDIDATES: dict[str, list[str]] = {
     "b4_lr1": [*_C4, "model.frozen_blocks=4", "optim.lr=1.0"],  # adopted (the quick preset since issue 9)
     "b4_lr1_e6": [*_C4, "model.frozen_blocks=4", "optim.lr=1.0", "schedule.epochs=6"],
     "b4_lr2": [*_C4, "model.frozen_blocks=4", "optim.lr=2.0"],
+    # fewer epochs with one lr drop (x0.1) before the last epoch(s), instead of a constant lr
+    **{
+        f"b{b}_lr1_e{e}_d{d}": [*_C4, f"model.frozen_blocks={b}", "optim.lr=1.0", f"schedule.epochs={e}",
+                                "schedule.scheduler=multistep", f"schedule.milestones={d}", "schedule.factor=0.1"]
+        for b, e, d in ((4, 4, 3), (4, 5, 4), (4, 6, 5), (4, 6, 4), (4, 8, 6), (5, 6, 5))
+    },
 }  # fmt: skip
 
 
@@ -81,7 +93,8 @@ def main() -> None:
     rows = []
     for seed in range(args.seeds):
         for name, ov in cands.items():
-            cfg = apply_overrides(base, [*ov, "run.two_stage=false", "data.train_split=train", "schedule.scheduler=plateau"])
+            # the protocol first, so that a candidate may set its own scheduler (the schedule candidates)
+            cfg = apply_overrides(base, ["run.two_stage=false", "data.train_split=train", "schedule.scheduler=plateau", *ov])
             pre = _pretrained_val_r1(cfg, seed)
             # warm the shared caches outside the timing (a study builds them once for all runs)
             t0 = time.perf_counter()
