@@ -153,9 +153,29 @@ def no_augmentation(train: bool) -> Callable[[Any], Any]:
     return _compose([], "v2")
 
 
-def build_transforms(preset: str, train: bool) -> Callable[[Any], Any]:
-    """The train (``train=True``) or test transform of a preset; unknown presets raise listing the valid ones."""
-    return TRANSFORMS.get(preset)(train)
+class LazyTransform:
+    """A preset's transform built on its first call: importing torchvision costs about 2 s of a quick run's
+    start, and a dataset held in memory (``data.in_memory``) is augmented a batch at a time by
+    :mod:`dmllab.data.tensor`, so its per-image transform is never called."""
+
+    def __init__(self, preset: str, train: bool) -> None:
+        TRANSFORMS.get(preset)  # an unknown preset raises now, listing the valid ones
+        self.preset, self.train = preset, train
+        self._fn: Callable[[Any], Any] | None = None
+
+    def __call__(self, image: Any) -> Any:
+        if self._fn is None:
+            self._fn = TRANSFORMS.get(self.preset)(self.train)
+        return self._fn(image)
+
+    def __repr__(self) -> str:
+        return f"LazyTransform({self.preset!r}, train={self.train})"
+
+
+def build_transforms(preset: str, train: bool, *, lazy: bool = False) -> Callable[[Any], Any]:
+    """The train (``train=True``) or test transform of a preset; unknown presets raise listing the valid ones.
+    ``lazy``: a :class:`LazyTransform` (the same transform, built on its first call)."""
+    return LazyTransform(preset, train) if lazy else TRANSFORMS.get(preset)(train)
 
 
 def list_transforms() -> list[str]:

@@ -208,7 +208,7 @@ class Trainer:
             from dmllab.data import DATASETS, build_dataset, build_transforms
 
             d = self.cfg.data
-            transform = build_transforms(d.transform, train=train)
+            transform = build_transforms(d.transform, train=train, lazy=True)  # no torchvision import in memory
             kw = dict(d.dataset_kwargs)
             if "progress" in inspect.signature(DATASETS.get(d.dataset)).parameters:
                 kw["progress"] = self.progress

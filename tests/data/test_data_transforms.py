@@ -60,3 +60,12 @@ def test_train_transform_is_random_and_flips() -> None:
     img = _image(64, 64)
     outs = [tf(img) for _ in range(4)]
     assert any(not torch.equal(outs[0], o) for o in outs[1:])
+
+
+def test_lazy_transform_is_the_same_transform() -> None:
+    img = _image(80, 70)
+    eager, lazy = build_transforms("quick", train=False), build_transforms("quick", train=False, lazy=True)
+    assert torch.equal(lazy(img), eager(img))
+    assert "quick" in repr(lazy)
+    with pytest.raises(KeyError, match="valid transform preset names"):
+        build_transforms("imagenet", train=True, lazy=True)  # an unknown preset fails at once, not on first use

@@ -85,3 +85,40 @@ def test_mixup_on_the_quick_path():
     r = run_protocol(cfg.replace("loss.regularizer", "input_mixup").replace("data.feature_views", 0), seed=0,
                      progress=False)  # fmt: skip
     assert math.isfinite(r.metrics["R@1"])
+
+
+def test_cached_feature_run_never_imports_torchvision(smoke_cfg):
+    """A run on cached frozen-block features (the quick path once its cache exists) neither builds its per-image
+    transform nor imports torchvision for the provenance (about 2 s of a quick run's start); the recorded
+    version is still torchvision's full version string. The cache is built here first (its augmentation uses
+    torchvision's roi_align); the run is checked in a fresh interpreter, since this session imports torchvision."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    overrides = {"schedule.epochs": 1, "data.in_memory": True, "model.frozen_blocks": 4, "data.feature_views": 2}
+    cfg = smoke_cfg
+    for k, v in overrides.items():
+        cfg = cfg.replace(k, v)
+    run_protocol(cfg, seed=0, progress=False)  # builds the feature cache
+    code = (
+        "import json, sys\n"
+        "from dmllab.training import presets\n"
+        "from dmllab.training.store import RunStore, run\n"
+        "cfg = presets.get('proxynca++', 'synthetic', 'smoke')\n"
+        f"for k, v in {overrides!r}.items():\n"
+        "    cfg = cfg.replace(k, v)\n"
+        "store = RunStore()\n"
+        "run(cfg, seed=0, store=store, progress=False, force=True)\n"
+        "imported = 'torchvision' in sys.modules\n"
+        "prov = json.loads((store.run_dir(cfg, 0) / 'provenance.json').read_text())\n"
+        "import torchvision\n"
+        "print(json.dumps({'imported': imported, 'recorded': prov['versions']['torchvision'],\n"
+        "                  'actual': torchvision.__version__}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["imported"] is False
+    assert got["recorded"] == got["actual"]
