@@ -16,6 +16,11 @@ checkpointing, feature-cache build), best epoch, test R@1, and the pre-trained-o
 preset's network before any metric learning, same seed). One-off caches shared by all runs (the generated
 images, the pre-trained SmallCNN, the feature cache) are built first and timed in ``oneoff`` rows.
 
+``floor`` rows: the imports a fresh ``dmllab train`` process cannot avoid, each timed in fresh interpreters
+(median of 3, the interpreter's own start subtracted): torch; torch._dynamo, which the first ``torch.optim``
+optimiser imports (torch's ``_disable_dynamo`` wrapper on ``Optimizer.__init__``); scikit-learn's KMeans and
+NMI (the quick profile's NMI); torchvision (no longer imported by a quick run on cached features).
+
     .venv/bin/python benchmarks/bench_quick.py --seeds 5 --before-seeds 2   # -> results/benchmarks/quick.csv
     .venv/bin/python benchmarks/bench_quick.py --seeds 1 --settings after               # a subset
 """
@@ -82,6 +87,40 @@ def _pretrained_r1(overrides: list[str], seed: int) -> float:
     return evaluate_network(cfg, seed=seed)["R@1"]
 
 
+FLOOR: dict[str, str] = {
+    "interpreter": "pass",
+    "import torch": "import torch",
+    "torch.optim first optimiser (imports torch._dynamo)": "import torch; torch.optim.Adam([torch.zeros(1, requires_grad=True)])",
+    "import sklearn KMeans + NMI": "import sklearn.cluster, sklearn.metrics",
+    "import torchvision": "import torchvision",
+}  # fmt: skip
+
+
+def _floor(repeats: int = 3) -> list[dict]:
+    """Wall time of each :data:`FLOOR` statement in fresh interpreters (median of ``repeats``); every row but
+    the interpreter's subtracts the wall of what it builds on (the interpreter; torch for the optimiser and
+    torchvision), so the rows add up to about a fresh process's import floor (numpy counts in torch's and
+    scikit-learn's rows)."""
+
+    def median_wall(code: str) -> float:
+        walls = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+            walls.append(time.perf_counter() - t0)
+        return statistics.median(walls)
+
+    walls = {name: median_wall(code) for name, code in FLOOR.items()}
+    base = {
+        "interpreter": 0.0,
+        "import torch": walls["interpreter"],
+        "torch.optim first optimiser (imports torch._dynamo)": walls["import torch"],
+        "import sklearn KMeans + NMI": walls["interpreter"],
+        "import torchvision": walls["import torch"],  # torchvision imports torch
+    }
+    return [{"setting": "floor", "seed": "", "wall_s": walls[n] - base[n], "overrides": n} for n in FLOOR]
+
+
 def _oneoff(settings: list[str]) -> list[dict]:
     """Build the shared caches once (images, pre-trained weights, feature caches) and time them."""
     import torch
@@ -125,7 +164,10 @@ def main() -> None:
     import torch
 
     names = args.settings.split(",")
-    rows = _oneoff(names)
+    rows = _floor()
+    for r in rows:
+        print(f"floor  {r['overrides']}: {r['wall_s']:.2f} s", flush=True)
+    rows += _oneoff(names)
     for seed in range(args.seeds):
         pre = _pretrained_r1([], seed)
         for name in names:
