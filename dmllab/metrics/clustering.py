@@ -118,11 +118,9 @@ def _kmeans_pp(x: Tensor, x_sq: Tensor, k: int, gen: torch.Generator, n_local_tr
     for _ in range(1, k):
         total = d2.sum()
         if float(total) <= 0:  # every point coincides with a centre: take any not chosen yet
-            nxt = int(torch.randint(n, (1,), generator=gen, device=x.device))
-            idx.append(nxt)
-            d2 = torch.minimum(d2, (x_sq + x_sq[nxt] - 2.0 * (x @ x[nxt])).clamp_(min=0))
-            continue
-        cand = torch.multinomial(d2 / total, n_local_trials, replacement=True, generator=gen)  # (T,)
+            cand = torch.randint(n, (1,), generator=gen, device=x.device)
+        else:
+            cand = torch.multinomial(d2 / total, n_local_trials, replacement=True, generator=gen)  # (T,)
         # D^2 of every point to each candidate, (T, N), then the potential each candidate would leave
         cand_d2 = (x_sq.unsqueeze(0) + x_sq[cand].unsqueeze(1) - 2.0 * (x[cand] @ x.T)).clamp_(min=0)
         cand_d2 = torch.minimum(cand_d2, d2.unsqueeze(0))
