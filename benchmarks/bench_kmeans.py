@@ -11,11 +11,11 @@ at 1 torch / BLAS thread.
 from __future__ import annotations
 
 import argparse
-import csv
 import time
 from pathlib import Path
 
 import numpy as np
+from benchutil import write_csv
 
 CASES = [  # N, classes, dim, spread of the class centres
     (5000, 100, 128, 0.6),
@@ -66,13 +66,7 @@ def main() -> None:
                 rows.append(row)
                 print(f"{n} x {dim}, {k} classes, spread {spread}: {name:24s} NMI {row['nmi']:.4f} "
                       f"inertia x{row['inertia_vs_sklearn']:.4f} {wall:.2f} s", flush=True)  # fmt: skip
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        for row in rows:
-            w.writerow({key: (f"{v:.4f}" if isinstance(v, float) else v) for key, v in row.items()})
+    out = write_csv(args.out, rows)
     print(f"wrote {out}")
 
 

@@ -28,7 +28,6 @@ NMI (the quick profile's NMI); torchvision (no longer imported by a quick run on
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import statistics
@@ -37,6 +36,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchutil import write_csv
 
 SETTINGS: dict[str, list[str]] = {
     "before": [
@@ -185,13 +186,7 @@ def main() -> None:
             rows.append(row)
             print(f"{name:7s} seed {seed}: wall {row['wall_s']:.1f} s, test R@1 {100 * row['test_R@1']:.2f} "
                   f"(pre-trained only {100 * pre:.2f})", flush=True)  # fmt: skip
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=FIELDS)
-        w.writeheader()
-        for row in rows:
-            w.writerow({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in row.items()})
+    out = write_csv(args.out, rows, FIELDS)
     print(f"\nwrote {out}")
     for name in names:
         rs = [r for r in rows if r["setting"] == name]

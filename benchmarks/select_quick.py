@@ -22,10 +22,11 @@ Fewer epochs with an lr drop (the ``b*_e*_d*`` candidates, measured after the pr
 from __future__ import annotations
 
 import argparse
-import csv
 import statistics
 import time
 from pathlib import Path
+
+from benchutil import write_csv
 
 _MEM = ["data.in_memory=true"]
 _C4 = [*_MEM, "data.feature_views=4"]
@@ -113,13 +114,7 @@ def main() -> None:
             print(f"{name:10s} seed {seed}: {wall:6.1f} s  val R@1 last {100 * vals[-1]:.2f} best "
                   f"{100 * max(vals):.2f} pre {100 * pre:.2f}  (cache build {t.get('cache_build', 0):.1f} s)",
                   flush=True)  # fmt: skip
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        for row in rows:
-            w.writerow({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in row.items()})
+    out = write_csv(args.out, rows)
     print(f"\nwrote {out}")
     for name in cands:
         rs = [r for r in rows if r["candidate"] == name]
