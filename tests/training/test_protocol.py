@@ -182,12 +182,8 @@ def _single_with_val(smoke_cfg, epochs: int = 4):
                                        "schedule.scheduler=none", "run.keep_best=true"])  # fmt: skip
 
 
-def test_keep_best_tests_and_saves_the_best_validation_epoch(smoke_cfg, tmp_path, monkeypatch):
-    import torch
-
-    from dmllab.training.protocol import load_checkpoint
-
-    script = [0.10, 0.40, 0.20, 0.30]  # schedule epoch 2 is the best
+def _script_validation(monkeypatch, script: list[float]) -> None:
+    """The stage's validation R@1 of epoch ``i`` is ``script[i - 1]`` (other evaluations run for real)."""
     original = Trainer.evaluate
 
     def fake(self, split=None, **kw):
@@ -196,6 +192,15 @@ def test_keep_best_tests_and_saves_the_best_validation_epoch(smoke_cfg, tmp_path
         return original(self, split, **kw)
 
     monkeypatch.setattr(Trainer, "evaluate", fake)
+
+
+def test_keep_best_tests_and_saves_the_best_validation_epoch(smoke_cfg, tmp_path, monkeypatch):
+    import torch
+
+    from dmllab.training.protocol import load_checkpoint
+
+    script = [0.10, 0.40, 0.20, 0.30]  # schedule epoch 2 is the best
+    _script_validation(monkeypatch, script)
     snapshots = {}
 
     class Snap:
@@ -218,14 +223,7 @@ def test_keep_best_survives_a_resume(smoke_cfg, tmp_path, monkeypatch):
     from dmllab.training.protocol import load_checkpoint
 
     script = [0.10, 0.40, 0.20, 0.30]  # the best epoch (2) is the one the crash follows
-    original = Trainer.evaluate
-
-    def fake(self, split=None, **kw):
-        if self.state is not None and split == self.state.plan.eval_split and len(self.state.rows) < len(script):
-            return {"R@1": script[len(self.state.rows)]}
-        return original(self, split, **kw)
-
-    monkeypatch.setattr(Trainer, "evaluate", fake)
+    _script_validation(monkeypatch, script)
     snapshots = {}
 
     class SnapThenCrash:
