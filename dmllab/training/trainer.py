@@ -582,7 +582,7 @@ class Trainer:
                 }
                 if "val_R@1" in last:
                     postfix["val R@1"] = f"{100 * last['val_R@1']:.1f}"
-                bar.set_postfix(postfix)
+                bar.set_postfix(postfix, refresh=False)  # shown at tqdm's own rate, not redrawn every step
         if count == 0:
             raise ValueError(f"no training batch in {plan.train_split!r} (fewer images than one batch?)")
         if lazy:
