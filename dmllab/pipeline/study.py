@@ -35,7 +35,7 @@ from typing import Any
 from dmllab import paths
 from dmllab.experiments import registry
 from dmllab.experiments.base import Artifact, Run
-from dmllab.profiles import PROFILES, resolve_device
+from dmllab.profiles import PROFILES, TYPICAL_RUN_S, resolve_device
 
 KERNEL_NAME = "python3"
 _FALLBACK_KERNEL = "dmllab-python"
@@ -64,6 +64,7 @@ class Plan:
     runs: tuple[PlannedRun, ...]
     requested: int  # runs declared by the artifacts before de-duplication
     errors: Mapping[str, str] = field(default_factory=dict)  # artifact -> why its runs could not be listed
+    typical_s: float | None = None  # the TYPICAL_RUN_S value a missing run's estimate fell back to, if any
 
     @property
     def missing(self) -> list[PlannedRun]:
@@ -115,24 +116,44 @@ def make_plan(
         for run in runs:
             unique.setdefault(run.key, (run, []))[1].append(artifact.id)
     history = _stored_wall_times()
-    everything = [w for ws in history.values() for w in ws]
-    planned = []
+    by_profile: dict[str, list[float]] = {}
+    for key, walls in history.items():
+        by_profile.setdefault(key.rsplit("|", 1)[-1], []).extend(walls)
+    planned, typical = [], None
     for run, users in unique.values():
         stored = store.load(run.config, run.seed)
         diverged = stored is None and store.diverged(run.config, run.seed) is not None
         if stored is not None:
             wall: float | None = float(stored.wall_time_s)
-        else:
-            same = history.get("|".join((run.config.method, run.config.dataset, run.config.profile)))
-            wall = statistics.median(same) if same else (statistics.median(everything) if everything else None)
+        else:  # the median of the same method, else of the same profile, else the profile's typical run
+            c = run.config
+            basis = history.get("|".join((c.method, c.dataset, c.profile))) or by_profile.get(c.profile)
+            wall = statistics.median(basis) if basis else TYPICAL_RUN_S.get(c.profile)
+            if not basis and wall is not None:
+                typical = wall
         planned.append(PlannedRun(run, tuple(users), stored is not None, wall, diverged))
-    return Plan(profile, tuple(artifacts), tuple(planned), requested, errors)
+    return Plan(profile, tuple(artifacts), tuple(planned), requested, errors, typical_s=typical)
 
 
 def _duration(seconds: float | None) -> str:
     if seconds is None:
         return "unknown (no stored run to estimate from)"
     return f"{seconds / 60:.1f} min" if seconds >= 90 else f"{seconds:.0f} s"
+
+
+def _estimate(plan: Plan, jobs: int) -> str:
+    """The plan's training estimate as text: compute, wall with ``jobs``, and its basis when it is a typical run."""
+    est = plan.estimate_s
+    return (
+        f"{_duration(est)} of compute"
+        + (f", about {_duration(est / max(1, jobs))} with {jobs} jobs" if est and jobs > 1 else "")
+        + (
+            f" (no stored {plan.profile} run yet: {plan.typical_s:.0f} s per run, the typical {plan.profile} run "
+            "on one CPU thread, dmllab.profiles.TYPICAL_RUN_S)"
+            if plan.typical_s is not None
+            else ""
+        )
+    )
 
 
 def format_plan(plan: Plan, *, jobs: int = 1, limit: int = 40) -> str:
@@ -160,11 +181,7 @@ def format_plan(plan: Plan, *, jobs: int = 1, limit: int = 40) -> str:
         + (f"{len(plan.diverged)} recorded as diverged (not retrained; --force does), " if plan.diverged else "")
         + f"{len(plan.missing)} to train"
     )
-    est = plan.estimate_s
-    lines.append(
-        f"estimated training time of the missing runs: {_duration(est)} of compute"
-        + (f", about {_duration(est / max(1, jobs))} with {jobs} jobs" if est and jobs > 1 else "")
-    )
+    lines.append(f"estimated training time of the missing runs: {_estimate(plan, jobs)}")
     if toys:
         lines.append(f"artifacts without training runs (computed in their notebooks): {', '.join(toys)}")
     for artifact, error in plan.errors.items():
@@ -479,7 +496,7 @@ def run_study(
     plan = make_plan(artifacts, profile, device=resolved_device, data_root=data_root)
     say(f"plan: {len(plan.runs)} unique runs, {len(plan.runs) - len(plan.missing) - len(plan.diverged)} stored, "
         + (f"{len(plan.diverged)} recorded as diverged, " if plan.diverged else "")
-        + f"{len(plan.missing)} to train (estimate {_duration(plan.estimate_s)})")  # fmt: skip
+        + f"{len(plan.missing)} to train (estimate {_estimate(plan, jobs)})")  # fmt: skip
 
     missing = [r.run for r in plan.missing]
     if executor == "slurm":

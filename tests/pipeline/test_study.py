@@ -132,3 +132,29 @@ def test_diverged_run_is_an_outcome_planned_as_decided(store_env, monkeypatch):
     assert "diverged (recorded in the run store" in study.format_summary(result)
     failed = study.StudyResult(again, (study.JobResult("x", "FAILED", 0.0, "boom"),), (), (), None, 1.0)
     assert failed.failed
+
+
+def test_plan_estimates_from_the_same_profile_else_its_typical_run(store_env, monkeypatch):
+    """A run of another profile is no basis (a stored smoke run says nothing of a quick run's cost); with no
+    stored run of the profile the estimate is the profile's typical run, and the plan says so."""
+    from dmllab.profiles import TYPICAL_RUN_S
+
+    def runs(params):
+        return [Run(presets.get("proxynca++", "synthetic", params.profile), seed) for seed in params.seeds]
+
+    a = Artifact(
+        id="pnpp_table92_c", paper="pnpp", label="Table 0", title="c", description="test",
+        parameters={p: {"seeds": [0, 1]} for p in ("smoke", "quick", "paper")}, runs=runs,
+        rows=lambda p, lookup: [], figures=(Figure(lambda t: None),),
+    )  # fmt: skip
+    smoke = study.make_plan([a], "smoke", device="cpu")
+    assert smoke.estimate_s is None and smoke.typical_s is None  # TYPICAL_RUN_S["smoke"] is None
+    assert study.train_run(smoke.missing[0].run).status == "ok"
+    quick = study.make_plan([a], "quick", device="cpu")
+    assert len(quick.missing) == 2 and quick.typical_s == TYPICAL_RUN_S["quick"]
+    assert quick.estimate_s == pytest.approx(2 * TYPICAL_RUN_S["quick"])
+    assert "no stored quick run yet: 42 s per run" in study.format_plan(quick, jobs=2)
+    monkeypatch.setitem(TYPICAL_RUN_S, "quick", None)
+    assert study.make_plan([a], "quick", device="cpu").estimate_s is None  # no basis at all
+    again = study.make_plan([a], "smoke", device="cpu")  # a stored smoke run: the basis, not a typical run
+    assert again.typical_s is None and again.estimate_s == pytest.approx(again.runs[0].wall_s)
