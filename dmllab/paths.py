@@ -6,6 +6,7 @@ Every location can be moved with an environment variable, which the tests use to
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 _REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -14,6 +15,18 @@ _REPO_ROOT = Path(__file__).resolve().parent.parent
 def repo_root() -> Path:
     """The checkout that holds the ``dmllab`` package (results/ and figures/ live here)."""
     return _REPO_ROOT
+
+
+def git_sha() -> str | None:
+    """The checkout's commit (``git rev-parse HEAD``), None outside a git checkout or without git (provenance)."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(_REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    sha = out.stdout.strip()
+    return sha if out.returncode == 0 and sha else None
 
 
 def cache_dir() -> Path:

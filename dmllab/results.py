@@ -20,7 +20,6 @@ from __future__ import annotations
 import datetime as _dt
 import fcntl
 import os
-import subprocess
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -29,7 +28,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dmllab.paths import repo_root
+from dmllab.paths import git_sha
 
 if TYPE_CHECKING:  # pandas is imported lazily: ``import dmllab`` must stay cheap.
     import pandas as pd
@@ -94,22 +93,6 @@ def columns_in_order(columns: Iterable[str]) -> list[str]:
 
 
 @lru_cache(maxsize=1)
-def _git_sha() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=repo_root(),
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    sha = out.stdout.strip()
-    return sha if out.returncode == 0 and sha else "unknown"
-
-
 def _version(distribution: str) -> str:
     try:
         return metadata.version(distribution)
@@ -122,7 +105,7 @@ def provenance(device: str | None = None) -> dict[str, str]:
 
     ``config_hash`` and ``run_id`` are left empty; results that come from a stored training run fill them in.
     """
-    prov = {"git_sha": _git_sha()}
+    prov = {"git_sha": git_sha() or "unknown"}
     prov.update({col: _version(dist) for col, dist in _VERSION_PACKAGES.items()})
     prov["device"] = "" if device is None else str(device)
     prov["timestamp"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")

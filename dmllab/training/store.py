@@ -26,7 +26,6 @@ import json
 import os
 import platform
 import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -47,19 +46,6 @@ class DivergedRunError(NonFiniteLossError):
     def __init__(self, message: str, record: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.record = record or {}
-
-
-def _git_sha() -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(paths.repo_root()), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
 
 
 def _package_version(name: str) -> str | None:
@@ -105,7 +91,7 @@ def provenance(device: str | None = None, wall_time_s: float | None = None) -> d
     if pml is not None:
         versions["pytorch_metric_learning"] = pml
     return {
-        "git_sha": _git_sha(),
+        "git_sha": paths.git_sha(),
         "versions": versions,
         "python": platform.python_version(),
         "device": device,
