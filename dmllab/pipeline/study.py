@@ -75,6 +75,11 @@ class Plan:
         return [r for r in self.runs if r.diverged]
 
     @property
+    def stored(self) -> list[PlannedRun]:
+        """Runs the store holds with their results (diverged ones are decided too, but not counted here)."""
+        return [r for r in self.runs if r.stored]
+
+    @property
     def estimate_s(self) -> float | None:
         """Estimated training time of the missing runs (sum of estimates), None without a basis."""
         costs = [r.wall_s for r in self.missing]
@@ -177,7 +182,7 @@ def format_plan(plan: Plan, *, jobs: int = 1, limit: int = 40) -> str:
     lines.append("")
     lines.append(
         f"{plan.requested} runs requested by the artifacts, {len(plan.runs)} unique after de-duplication; "
-        f"{len(plan.runs) - len(plan.missing) - len(plan.diverged)} stored, "
+        f"{len(plan.stored)} stored, "
         + (f"{len(plan.diverged)} recorded as diverged (not retrained; --force does), " if plan.diverged else "")
         + f"{len(plan.missing)} to train"
     )
@@ -494,7 +499,7 @@ def run_study(
     artifacts = registry.select(only)
     resolved_device = resolve_device(device or "auto")
     plan = make_plan(artifacts, profile, device=resolved_device, data_root=data_root)
-    say(f"plan: {len(plan.runs)} unique runs, {len(plan.runs) - len(plan.missing) - len(plan.diverged)} stored, "
+    say(f"plan: {len(plan.runs)} unique runs, {len(plan.stored)} stored, "
         + (f"{len(plan.diverged)} recorded as diverged, " if plan.diverged else "")
         + f"{len(plan.missing)} to train (estimate {_estimate(plan, jobs)})")  # fmt: skip
 
