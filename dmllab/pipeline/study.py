@@ -471,6 +471,8 @@ class StudyResult:
     plots: tuple[JobResult, ...]
     report: Path | None
     wall_s: float
+    # Wall time of each step, in order (plan, train, notebooks, plots, report), seconds.
+    phase_s: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
@@ -496,12 +498,20 @@ def run_study(
         raise ValueError(f"unknown executor {executor!r}; valid executors: {', '.join(EXECUTORS)}")
     _quiet()
     start = time.perf_counter()
+    phase_s: dict[str, float] = {}
+    mark = [start]
+
+    def lap(name: str) -> None:
+        now = time.perf_counter()
+        phase_s[name], mark[0] = now - mark[0], now
+
     artifacts = registry.select(only)
     resolved_device = resolve_device(device or "auto")
     plan = make_plan(artifacts, profile, device=resolved_device, data_root=data_root)
     say(f"plan: {len(plan.runs)} unique runs, {len(plan.stored)} stored, "
         + (f"{len(plan.diverged)} recorded as diverged, " if plan.diverged else "")
         + f"{len(plan.missing)} to train (estimate {_estimate(plan, jobs)})")  # fmt: skip
+    lap("plan")
 
     missing = [r.run for r in plan.missing]
     if executor == "slurm":
@@ -509,6 +519,7 @@ def run_study(
     else:
         training = _run_pool(missing, train_run, lambda r: r.key, jobs=jobs, desc=f"train ({profile})",
                              progress=progress)  # fmt: skip
+    lap("train")
 
     nb_dir = Path(notebooks_dir) if notebooks_dir is not None else default_notebooks()
     out_dir = Path(executed_dir) if executed_dir is not None else paths.results_dir() / "executed" / profile
@@ -533,6 +544,7 @@ def run_study(
         if res.status == "ok":
             job.output.with_suffix(".stamp").write_text(stamp)
     notebooks = sorted(skipped + ran, key=lambda r: [a.id for a in artifacts].index(r.name))
+    lap("notebooks")
 
     rerun = {a.paper for a in artifacts if a.id in {r.name for r in ran}}
     papers = [p for p in dict.fromkeys(a.paper for a in artifacts) if (nb_dir / f"plots_{p}.ipynb").exists()]
@@ -544,12 +556,15 @@ def run_study(
         if force or p in rerun or not figures_there:
             plot_jobs.append(job)
     plots = _run_pool(plot_jobs, _call, lambda j: j.notebook.stem, jobs=jobs, desc="plots", progress=progress)
+    lap("plots")
     built = None
     if report:
         from dmllab.pipeline.report import build_report
 
         built = build_report(profile)
-    return StudyResult(plan, tuple(training), tuple(notebooks), tuple(plots), built, time.perf_counter() - start)
+    lap("report")
+    return StudyResult(plan, tuple(training), tuple(notebooks), tuple(plots), built, time.perf_counter() - start,
+                       phase_s)  # fmt: skip
 
 
 def format_summary(result: StudyResult) -> str:
@@ -573,6 +588,8 @@ def format_summary(result: StudyResult) -> str:
     failed = [r for r in list(result.training) + rows if r.status == "FAILED"]
     lines.append(f"{len(rows) - sum(r.status != 'ok' for r in rows)} notebooks ok, "
                  f"{sum(r.status != 'ok' for r in rows)} failed; study wall time {result.wall_s:.0f} s")  # fmt: skip
+    if result.phase_s:
+        lines.append("steps: " + ", ".join(f"{k} {v:.0f} s" for k, v in result.phase_s.items()))
     for artifact, error in result.plan.errors.items():
         lines.append(f"\nFAILED planning {artifact}: {error}")
     for r in diverged:

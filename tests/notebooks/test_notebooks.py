@@ -59,6 +59,11 @@ def test_study_trains_then_notebooks_only_read(smoke_study):
     assert not failed, study.format_summary(smoke_study)
     assert {r.name for r in smoke_study.plots} == {"plots_pnpp", "plots_heated", "plots_proxy_synthesis",
                                                     "plots_dmllab"}  # fmt: skip
+    steps = smoke_study.phase_s
+    assert list(steps) == ["plan", "train", "notebooks", "plots", "report"] and min(steps.values()) >= 0
+    assert sum(steps.values()) <= smoke_study.wall_s <= sum(steps.values()) + 1.0
+    assert steps["train"] >= max(r.wall_s for r in smoke_study.training)  # the pool's wall holds every run
+    assert "steps: plan " in study.format_summary(smoke_study)
 
 
 @pytest.mark.parametrize("aid", STUDIED.split(","))

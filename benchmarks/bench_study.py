@@ -1,0 +1,145 @@
+"""``make study`` on a fresh machine, then again with nothing changed: the wall time of each step, and whether the
+fresh machine reproduces the committed result CSVs.
+
+A fresh machine is simulated by empty folders, under ``--workdir``, for everything the study reads or writes
+besides the checkout's sources: the cache (``$DMLLAB_CACHE``: the generated benchmark images, the pre-trained
+SmallCNN, the frozen-prefix feature caches, all built again), the run store and the result CSVs
+(``$DMLLAB_RESULTS``) and the figures (``$DMLLAB_FIGURES``). Each pass is a fresh process that runs what
+``make study`` runs (``dmllab study --profile quick --jobs 2``: :func:`dmllab.pipeline.study.run_study`) and
+reports its steps (plan, train, notebooks, plots, report). Pass ``from_empty`` trains every run; pass
+``unchanged`` repeats it with nothing changed.
+
+``results/benchmarks/study.csv``: one row per pass (process wall, the study's steps, runs trained / reused /
+diverged / failed, the mean wall of one training run on its share of the cores, notebooks run / cached / failed).
+``results/benchmarks/study_reproduce.csv``: one row per result CSV of the study, compared with the committed file
+of the same name in ``results/`` (every column but ``git_sha`` and ``timestamp``): rows, rows that differ, the
+columns where they differ.
+
+    .venv/bin/python benchmarks/bench_study.py                       # the whole quick study (about 1.5 h on 2 cores)
+    .venv/bin/python benchmarks/bench_study.py --only pnpp_fig3 --out /tmp/study.csv   # a subset, to try it
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchutil import write_csv
+
+REPO = Path(__file__).resolve().parent.parent
+# Provenance that differs between any two executions by design; every other column must match.
+VOLATILE = ("git_sha", "timestamp")
+
+_RUN = r"""
+import json, sys
+from dmllab.pipeline.study import format_summary, run_study
+res = run_study(sys.argv[1], only=sys.argv[2] or None, jobs=int(sys.argv[3]), say=lambda s: print(s, file=sys.stderr))
+print(format_summary(res), file=sys.stderr)
+runs = [r.wall_s for r in res.training if r.status in ("ok", "diverged")]
+nb = list(res.notebooks) + list(res.plots)
+print("RESULT " + json.dumps({
+    "study_s": res.wall_s, "steps": dict(res.phase_s), "runs": len(res.plan.runs),
+    "trained": sum(r.status == "ok" for r in res.training),
+    "diverged": sum(r.status == "diverged" for r in res.training) + len(res.plan.diverged),
+    "failed": sum(r.status == "FAILED" for r in res.training),
+    "reused": len(res.plan.runs) - len(res.plan.missing),
+    "run_mean_s": sum(runs) / len(runs) if runs else None,
+    "notebooks_run": sum(r.output != "up to date (skipped)" for r in nb),
+    "notebooks_cached": sum(r.output == "up to date (skipped)" for r in nb),
+    "notebooks_failed": sum(r.status == "FAILED" for r in nb)}))
+"""
+
+FIELDS = ["pass", "wall_s", "study_s", "plan_s", "train_s", "notebooks_s", "plots_s", "report_s", "runs", "trained",
+          "reused", "diverged", "failed", "run_mean_s", "notebooks_run", "notebooks_cached", "notebooks_failed",
+          "profile", "only", "jobs", "cpu_count"]  # fmt: skip
+
+
+def one_pass(name: str, env: dict[str, str], profile: str, only: str, jobs: int) -> dict:
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", _RUN, profile, only, str(jobs)], env=env, cwd=REPO,
+                          stdout=subprocess.PIPE, text=True, check=False)  # fmt: skip
+    wall = time.perf_counter() - start
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    if proc.returncode != 0 or line is None:
+        raise SystemExit(f"the {name} pass failed (exit {proc.returncode}); its output is above")
+    r = json.loads(line[len("RESULT ") :])
+    steps = r.pop("steps")
+    row = {"pass": name, "wall_s": wall, "study_s": r.pop("study_s")}
+    row.update({f"{k}_s": float(v) for k, v in steps.items()})
+    row.update(r)
+    row.update(profile=profile, only=only, jobs=jobs, cpu_count=os.cpu_count())
+    return row
+
+
+def compare_csvs(fresh: Path, committed: Path) -> list[dict]:
+    """Each result CSV of ``fresh`` against the file of the same name in ``committed`` (all but :data:`VOLATILE`)."""
+    import pandas as pd
+
+    rows = []
+    for path in sorted(fresh.glob("*.csv")):
+        mine = pd.read_csv(path, dtype=str, keep_default_na=False)
+        ref_path = committed / path.name
+        if not ref_path.exists():
+            rows.append({"csv": path.name, "rows": len(mine), "committed_rows": 0, "differing_rows": len(mine),
+                         "differing_columns": "(no committed file)"})  # fmt: skip
+            continue
+        ref = pd.read_csv(ref_path, dtype=str, keep_default_na=False)
+        cols = [c for c in mine.columns if c not in VOLATILE]
+        if list(ref.columns) != list(mine.columns) or len(ref) != len(mine):
+            rows.append({"csv": path.name, "rows": len(mine), "committed_rows": len(ref),
+                         "differing_rows": max(len(mine), len(ref)), "differing_columns": "(shape or columns)"})
+            continue  # fmt: skip
+        diff = mine[cols].ne(ref[cols])
+        rows.append({"csv": path.name, "rows": len(mine), "committed_rows": len(ref),
+                     "differing_rows": int(diff.any(axis=1).sum()),
+                     "differing_columns": " ".join(c for c in cols if diff[c].any())})  # fmt: skip
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--profile", default="quick")
+    ap.add_argument("--jobs", type=int, default=2, help="as make study (JOBS=2)")
+    ap.add_argument("--only", default="", help="artifact ids or prefixes, comma-separated (default: all)")
+    ap.add_argument("--workdir", default=None, help="the fresh machine's folders (default: a temporary folder)")
+    ap.add_argument("--keep", action="store_true", help="keep --workdir afterwards (the run store, figures, ...)")
+    ap.add_argument("--out", default=str(REPO / "results" / "benchmarks" / "study.csv"))
+    ap.add_argument("--reproduce-out", default=None, help="default: study_reproduce.csv next to --out")
+    args = ap.parse_args()
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="dmllab-study-"))
+    if work.exists() and any(work.iterdir()):
+        raise SystemExit(f"--workdir {work} is not empty; a fresh machine starts from empty folders")
+    env = dict(os.environ, DMLLAB_CACHE=str(work / "cache"), DMLLAB_RESULTS=str(work / "results"),
+               DMLLAB_FIGURES=str(work / "figures"), PYTHONPATH=str(REPO))  # fmt: skip
+    try:
+        rows = [one_pass(name, env, args.profile, args.only, args.jobs) for name in ("from_empty", "unchanged")]
+        out = write_csv(args.out, rows, FIELDS)
+        repro = compare_csvs(work / "results", REPO / "results")
+        rout = Path(args.reproduce_out) if args.reproduce_out else out.with_name(out.stem + "_reproduce.csv")
+        write_csv(rout, repro, ["csv", "rows", "committed_rows", "differing_rows", "differing_columns"])
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    for r in rows:
+        print(f"{r['pass']}: {r['wall_s']:.0f} s (" + ", ".join(f"{k[:-2]} {r[k]:.0f} s" for k in FIELDS[3:8])
+              + f"); {r['trained']} trained, {r['reused']} reused, {r['notebooks_run']} notebooks run")
+    same = sum(r["differing_rows"] == 0 for r in repro)
+    print(f"{same} of {len(repro)} result CSVs identical to the committed ones (all but {', '.join(VOLATILE)})")
+    for r in repro:
+        if r["differing_rows"] and r["differing_columns"].startswith("("):
+            print(f"  {r['csv']}: {r['rows']} rows vs {r['committed_rows']} committed {r['differing_columns']}")
+        elif r["differing_rows"]:
+            print(f"  {r['csv']}: {r['differing_rows']} of {r['rows']} rows differ in {r['differing_columns']}")
+    print(f"-> {out}, {rout}")
+
+
+if __name__ == "__main__":
+    main()
