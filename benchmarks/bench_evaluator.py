@@ -41,6 +41,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from benchutil import child_result
+
 KS = (1, 10, 100, 1000)
 NOISE = 3.5
 REPO = Path(__file__).resolve().parent.parent
@@ -210,8 +212,7 @@ def run_child(method: str, n: int, dim: int, classes: int, repeats: int, threads
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"{method} failed:\n{proc.stderr}")
-    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT ") :])
+    return child_result(proc.stdout)
 
 
 def write_csv(path: Path | None, rows: list[dict]) -> None:

@@ -37,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchutil import write_csv
+from benchutil import child_result, write_csv
 
 SETTINGS: dict[str, list[str]] = {
     "before": [
@@ -76,8 +76,7 @@ def _one_run(overrides: list[str], seed: int) -> dict:
         wall = time.perf_counter() - t0
     if out.returncode != 0:
         raise RuntimeError(f"run failed ({overrides}, seed {seed}):\n{out.stderr[-3000:]}")
-    line = next(ln for ln in out.stdout.splitlines() if ln.startswith("RESULT "))
-    return {**json.loads(line[7:]), "wall_s": wall}
+    return {**child_result(out.stdout), "wall_s": wall}
 
 
 def _pretrained_r1(overrides: list[str], seed: int) -> float:

@@ -22,7 +22,6 @@ columns where they differ.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -31,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchutil import write_csv
+from benchutil import child_result, write_csv
 
 REPO = Path(__file__).resolve().parent.parent
 # Provenance that differs between any two executions by design; every other column must match.
@@ -66,10 +65,9 @@ def one_pass(name: str, env: dict[str, str], profile: str, only: str, jobs: int)
     proc = subprocess.run([sys.executable, "-c", _RUN, profile, only, str(jobs)], env=env, cwd=REPO,
                           stdout=subprocess.PIPE, text=True, check=False)  # fmt: skip
     wall = time.perf_counter() - start
-    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
-    if proc.returncode != 0 or line is None:
+    if proc.returncode != 0:
         raise SystemExit(f"the {name} pass failed (exit {proc.returncode}); its output is above")
-    r = json.loads(line[len("RESULT ") :])
+    r = child_result(proc.stdout)
     steps = r.pop("steps")
     row = {"pass": name, "wall_s": wall, "study_s": r.pop("study_s")}
     row.update({f"{k}_s": float(v) for k, v in steps.items()})

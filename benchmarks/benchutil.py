@@ -1,8 +1,10 @@
-"""The benchmark scripts' CSV writer (imported by the scripts as ``benchutil``: they run as ``python benchmarks/x.py``)."""
+"""What the benchmark scripts share (imported as ``benchutil``: they run as ``python benchmarks/x.py``): the CSV
+writer, and reading the result a measured child process prints as its last ``RESULT {json}`` line."""
 
 from __future__ import annotations
 
 import csv
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,3 +21,15 @@ def write_csv(out: str | Path, rows: Sequence[Mapping[str, Any]], fields: Sequen
         for row in rows:
             w.writerow({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in row.items()})
     return out
+
+
+def child_result(stdout: str) -> dict[str, Any]:
+    """The JSON of the last ``RESULT {...}`` line of a child process's ``stdout``.
+
+    Raises:
+        RuntimeError: the child printed no such line.
+    """
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("RESULT ")]
+    if not lines:
+        raise RuntimeError(f"the child process printed no RESULT line; its last output: {stdout[-2000:]!r}")
+    return json.loads(lines[-1][len("RESULT ") :])
