@@ -14,13 +14,16 @@ identifies those weights for the run store.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
-from collections.abc import Callable, Mapping
+import random
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -254,6 +257,19 @@ def weights_source(backbone: str) -> tuple[str, WeightsSource]:
     raise KeyError(f"no pre-trained weights source for backbone {backbone!r} (sources: {served})")
 
 
+@contextlib.contextmanager
+def _random_state_kept() -> Iterator[None]:
+    """Restore torch's CPU generator (and CUDA's, if initialised), numpy's and ``random``'s state on exit."""
+    py, npy = random.getstate(), np.random.get_state()
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+    with torch.random.fork_rng(devices=devices):
+        try:
+            yield
+        finally:
+            random.setstate(py)
+            np.random.set_state(npy)
+
+
 def resolve_weights(
     backbone: str,
     *,
@@ -268,13 +284,19 @@ def resolve_weights(
 
     A path is passed to the backbone as ``weights_path`` (with ``pretrained=False``); an enum member means
     "build with ``pretrained=True``".
+
+    The provider runs with the caller's random state kept (torch, numpy, ``random``): producing the weights
+    first (the SmallCNN pre-training seeds and draws) must not change what the caller draws next, e.g. the
+    head's and the proxies' initialisation of the run that asked. Otherwise the run that happens to pre-train
+    on a fresh machine would differ from the same run with the weights already there.
     """
     if weights_path is not None:
         return weights_path
     if not pretrained:
         return None
     _, source = weights_source(backbone)
-    return _callable(source.provide)(backbone, dict(backbone_kwargs or {}), progress=progress)
+    with _random_state_kept():
+        return _callable(source.provide)(backbone, dict(backbone_kwargs or {}), progress=progress)
 
 
 def weights_fingerprint(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 
 import pytest
+import torch
 
 from dmllab.models import list_backbones
 from dmllab.models.weights import WEIGHTS_SOURCES, resolve_weights, weights_fingerprint, weights_source
@@ -98,3 +99,26 @@ def test_no_import_cycle_and_no_smallcnn_branch_in_trainer_or_store():
     assert "dmllab.training.trainer" in _imports(Path(pretrain.__file__), top_level_only=True)
     assert "smallcnn" not in inspect.getsource(trainer.Trainer.build_model)
     assert "smallcnn" not in inspect.getsource(store.implicit_inputs)
+
+
+def test_a_provider_leaves_the_callers_random_state_as_it_was(monkeypatch, tmp_path):
+    import random
+
+    import numpy as np
+
+    import dmllab.training.pretrain as pretrain
+
+    def reseeds(width=16, *, progress=True, **kw):
+        torch.manual_seed(0), np.random.seed(0), random.seed(0)
+        torch.rand(5), np.random.rand(5), random.random()
+        return tmp_path / "w.pt"
+
+    def draws():
+        return torch.rand(3).tolist(), np.random.rand(3).tolist(), random.random()
+
+    monkeypatch.setattr(pretrain, "ensure_pretrained_smallcnn", reseeds)
+    torch.manual_seed(7), np.random.seed(7), random.seed(7)
+    expected = draws()
+    torch.manual_seed(7), np.random.seed(7), random.seed(7)
+    resolve_weights("smallcnn", pretrained=True, progress=False)
+    assert draws() == expected
