@@ -222,7 +222,8 @@ def replace_experiment(
     """Replace the rows of one experiment (and, if given, one profile) in ``path``; keep all other rows.
 
     Re-running a notebook therefore replaces its own numbers instead of piling up duplicates, while the
-    rows of other experiments or profiles in the same file stay.
+    rows of other experiments or profiles in the same file stay. A ``param_*`` column that only the replaced
+    rows filled goes with them (the file keeps no column that no row uses).
     """
     rows = _normalise_rows(rows, provenance(device))
     for row in rows:
@@ -240,7 +241,9 @@ def replace_experiment(
         drop = existing["experiment"] == experiment
         if profile is not None:
             drop &= existing["profile"] == profile
-        return pd.concat([existing[~drop], new], ignore_index=True)
+        kept = existing[~drop]
+        stale = [c for c in kept.columns if c.startswith(PARAM_PREFIX) and c not in new and kept[c].isna().all()]
+        return pd.concat([kept.drop(columns=stale), new], ignore_index=True)
 
     _update(path, change)
 
@@ -265,6 +268,16 @@ def read_rows(path: str | os.PathLike) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------------------------------ row builders
+# Metrics that are durations (``wall_time_s``, ``elapsed_s``, ``loss_ms``, ...): they differ between any two
+# executions, unlike every other value, which the same seed, device and thread count reproduce exactly.
+TIMING_SUFFIXES: tuple[str, ...] = ("_s", "_ms")
+
+
+def is_timing(metric: str) -> bool:
+    """Whether ``metric`` is a duration (:data:`TIMING_SUFFIXES`)."""
+    return str(metric).endswith(TIMING_SUFFIXES)
+
+
 # Metrics stored in percent, as the papers print them (every dmllab.metrics output is a fraction in [0, 1]).
 PERCENT_PREFIXES: tuple[str, ...] = ("R@", "NMI", "P@", "RP", "MAP@R", "accuracy")
 

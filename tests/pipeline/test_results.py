@@ -120,6 +120,21 @@ def test_replace_experiment_keeps_other_rows(tmp_path):
         results.replace_experiment(path, "exp", [_row(1, experiment="other")])
 
 
+def test_replace_experiment_drops_a_parameter_column_only_the_replaced_rows_used(tmp_path):
+    path = tmp_path / "r.csv"
+    results.write_rows(path, [_row(0, param_old=1), _row(1, experiment="other", param_kept=2), _row(2)])
+    results.replace_experiment(path, "exp", [_row(3, param_new=3)])
+    df = results.read_rows(path)
+    assert "param_old" not in df and {"param_kept", "param_new"} <= set(df.columns)
+    results.replace_experiment(path, "exp", [_row(4, param_kept=5)])  # a column other rows still use stays
+    assert "param_kept" in results.read_rows(path) and "param_new" not in results.read_rows(path)
+
+
+def test_timing_metrics_are_the_durations():
+    assert all(map(results.is_timing, ["wall_time_s", "elapsed_s", "loss_ms", "generation_ms"]))
+    assert not any(map(results.is_timing, ["R@1", "NMI", "diverged", "accuracy", "val_R@1", "norm_mean"]))
+
+
 def _append_many(path: str, worker: int, n: int) -> None:
     for i in range(n):
         results.write_rows(path, [_row(worker * 1000 + i, variant=f"w{worker}", param_note="x" * 200)])
