@@ -12,9 +12,10 @@ PROFILES: tuple[str, ...] = ("smoke", "quick", "paper")
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "mps")
 
 #: Typical wall time of one training run per profile, the study plan's estimate for a run when the run store
-#: holds no run of that profile yet (a fresh machine); None: no basis. quick: the mean of the 365 stored runs of
-#: the quick study (15,213 s; each run on 1 torch thread of a 2-job study on 2 CPU cores; README, Quickstart).
-TYPICAL_RUN_S: dict[str, float | None] = {"smoke": None, "quick": 41.7, "paper": None}
+#: holds no run of that profile yet (a fresh machine); None: no basis. quick: the mean of the 365 runs that the
+#: quick study trained on a fresh machine (each on 1 torch thread of a 2-job study on 2 CPU cores;
+#: ``benchmarks/bench_study.py`` -> ``results/benchmarks/study.csv``, ``run_mean_s``; README, Quickstart).
+TYPICAL_RUN_S: dict[str, float | None] = {"smoke": None, "quick": 25.9, "paper": None}
 
 
 def resolve_device(device: str) -> str:
