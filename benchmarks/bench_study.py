@@ -12,8 +12,9 @@ reports its steps (plan, train, notebooks, plots, report). Pass ``from_empty`` t
 ``results/benchmarks/study.csv``: one row per pass (process wall, the study's steps, runs trained / reused /
 diverged / failed, the mean wall of one training run on its share of the cores, notebooks run / cached / failed).
 ``results/benchmarks/study_reproduce.csv``: one row per result CSV of the study, compared with the committed file
-of the same name in ``results/`` (every column but ``git_sha`` and ``timestamp``): rows, rows that differ, the
-columns where they differ.
+of the same name in ``results/`` (every column but ``git_sha`` and ``timestamp``; rows of durations such as
+``wall_time_s`` are counted, not compared): rows, rows that differ, their metrics, the columns where they differ.
+``--compare-only --workdir W`` repeats only the comparison for a study kept with ``--keep``.
 
     .venv/bin/python benchmarks/bench_study.py                       # the whole quick study (about 1.5 h on 2 cores)
     .venv/bin/python benchmarks/bench_study.py --only pnpp_fig3 --out /tmp/study.csv   # a subset, to try it
@@ -77,28 +78,38 @@ def one_pass(name: str, env: dict[str, str], profile: str, only: str, jobs: int)
 
 
 def compare_csvs(fresh: Path, committed: Path) -> list[dict]:
-    """Each result CSV of ``fresh`` against the file of the same name in ``committed`` (all but :data:`VOLATILE`)."""
+    """Each result CSV of ``fresh`` against the file of the same name in ``committed``: every column but
+    :data:`VOLATILE`, on the rows whose metric is not a duration (:func:`dmllab.results.is_timing`, counted apart)."""
     import pandas as pd
+
+    from dmllab.results import is_timing
 
     rows = []
     for path in sorted(fresh.glob("*.csv")):
         mine = pd.read_csv(path, dtype=str, keep_default_na=False)
-        ref_path = committed / path.name
-        if not ref_path.exists():
-            rows.append({"csv": path.name, "rows": len(mine), "committed_rows": 0, "differing_rows": len(mine),
-                         "differing_columns": "(no committed file)"})  # fmt: skip
+        row = {"csv": path.name, "rows": len(mine), "committed_rows": 0, "timing_rows": 0, "differing_rows": len(mine),
+               "differing_metrics": "", "differing_columns": "(no committed file)"}  # fmt: skip
+        rows.append(row)
+        if not (committed / path.name).exists():
             continue
-        ref = pd.read_csv(ref_path, dtype=str, keep_default_na=False)
+        ref = pd.read_csv(committed / path.name, dtype=str, keep_default_na=False)
+        row["committed_rows"] = len(ref)
+        if set(ref.columns) != set(mine.columns) or len(ref) != len(mine):
+            extra = sorted(set(ref.columns) ^ set(mine.columns))
+            row["differing_columns"] = "(columns " + " ".join(extra) + ")" if extra else "(rows)"
+            continue
+        timing = mine["metric"].map(is_timing) if "metric" in mine else pd.Series(False, index=mine.index)
         cols = [c for c in mine.columns if c not in VOLATILE]
-        if list(ref.columns) != list(mine.columns) or len(ref) != len(mine):
-            rows.append({"csv": path.name, "rows": len(mine), "committed_rows": len(ref),
-                         "differing_rows": max(len(mine), len(ref)), "differing_columns": "(shape or columns)"})
-            continue  # fmt: skip
-        diff = mine[cols].ne(ref[cols])
-        rows.append({"csv": path.name, "rows": len(mine), "committed_rows": len(ref),
-                     "differing_rows": int(diff.any(axis=1).sum()),
-                     "differing_columns": " ".join(c for c in cols if diff[c].any())})  # fmt: skip
+        diff = mine[cols].ne(ref[cols]) & ~timing.to_numpy()[:, None]
+        differs = diff.any(axis=1)
+        row.update(timing_rows=int(timing.sum()), differing_rows=int(differs.sum()),
+                   differing_metrics=" ".join(sorted(set(mine.loc[differs, "metric"]))) if "metric" in mine else "",
+                   differing_columns=" ".join(c for c in cols if diff[c].any()))  # fmt: skip
     return rows
+
+
+REPRO_FIELDS = ["csv", "rows", "committed_rows", "timing_rows", "differing_rows", "differing_metrics",
+                "differing_columns"]  # fmt: skip
 
 
 def main() -> None:
@@ -110,7 +121,14 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep --workdir afterwards (the run store, figures, ...)")
     ap.add_argument("--out", default=str(REPO / "results" / "benchmarks" / "study.csv"))
     ap.add_argument("--reproduce-out", default=None, help="default: study_reproduce.csv next to --out")
+    ap.add_argument("--compare-only", action="store_true",
+                    help="no study: compare the CSVs of an earlier --workdir ... --keep with the committed ones")
     args = ap.parse_args()
+    rout = Path(args.reproduce_out or Path(args.out).with_name(Path(args.out).stem + "_reproduce.csv"))
+    if args.compare_only:
+        if not args.workdir or not (Path(args.workdir) / "results").is_dir():
+            raise SystemExit("--compare-only needs the --workdir of an earlier run kept with --keep")
+        return report_reproduction(compare_csvs(Path(args.workdir) / "results", REPO / "results"), rout)
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="dmllab-study-"))
     if work.exists() and any(work.iterdir()):
@@ -121,22 +139,29 @@ def main() -> None:
         rows = [one_pass(name, env, args.profile, args.only, args.jobs) for name in ("from_empty", "unchanged")]
         out = write_csv(args.out, rows, FIELDS)
         repro = compare_csvs(work / "results", REPO / "results")
-        rout = Path(args.reproduce_out) if args.reproduce_out else out.with_name(out.stem + "_reproduce.csv")
-        write_csv(rout, repro, ["csv", "rows", "committed_rows", "differing_rows", "differing_columns"])
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     for r in rows:
         print(f"{r['pass']}: {r['wall_s']:.0f} s (" + ", ".join(f"{k[:-2]} {r[k]:.0f} s" for k in FIELDS[3:8])
               + f"); {r['trained']} trained, {r['reused']} reused, {r['notebooks_run']} notebooks run")
+    print(f"-> {out}")
+    report_reproduction(repro, rout)
+
+
+def report_reproduction(repro: list[dict], out: Path) -> None:
+    write_csv(out, repro, REPRO_FIELDS)
     same = sum(r["differing_rows"] == 0 for r in repro)
-    print(f"{same} of {len(repro)} result CSVs identical to the committed ones (all but {', '.join(VOLATILE)})")
+    timing = sum(r["timing_rows"] for r in repro)
+    print(f"{same} of {len(repro)} result CSVs identical to the committed ones (all columns but "
+          f"{', '.join(VOLATILE)}; {timing} rows of durations not compared)")  # fmt: skip
     for r in repro:
         if r["differing_rows"] and r["differing_columns"].startswith("("):
-            print(f"  {r['csv']}: {r['rows']} rows vs {r['committed_rows']} committed {r['differing_columns']}")
+            print(f"  {r['csv']}: {r['rows']} rows vs {r['committed_rows']} committed, {r['differing_columns']}")
         elif r["differing_rows"]:
-            print(f"  {r['csv']}: {r['differing_rows']} of {r['rows']} rows differ in {r['differing_columns']}")
-    print(f"-> {out}, {rout}")
+            print(f"  {r['csv']}: {r['differing_rows']} of {r['rows']} rows differ ({r['differing_metrics']}) "
+                  f"in {r['differing_columns']}")  # fmt: skip
+    print(f"-> {out}")
 
 
 if __name__ == "__main__":
