@@ -14,20 +14,18 @@ identifies those weights for the run store.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import os
-import random
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
 from dmllab.registry import Registry
+from dmllab.rng import random_state_kept
 
 __all__ = [
     "CLASSIFIER_HEAD_PREFIXES",
@@ -257,19 +255,6 @@ def weights_source(backbone: str) -> tuple[str, WeightsSource]:
     raise KeyError(f"no pre-trained weights source for backbone {backbone!r} (sources: {served})")
 
 
-@contextlib.contextmanager
-def _random_state_kept() -> Iterator[None]:
-    """Restore torch's CPU generator (and CUDA's, if initialised), numpy's and ``random``'s state on exit."""
-    py, npy = random.getstate(), np.random.get_state()
-    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
-    with torch.random.fork_rng(devices=devices):
-        try:
-            yield
-        finally:
-            random.setstate(py)
-            np.random.set_state(npy)
-
-
 def resolve_weights(
     backbone: str,
     *,
@@ -295,7 +280,7 @@ def resolve_weights(
     if not pretrained:
         return None
     _, source = weights_source(backbone)
-    with _random_state_kept():
+    with random_state_kept():
         return _callable(source.provide)(backbone, dict(backbone_kwargs or {}), progress=progress)
 
 

@@ -207,8 +207,13 @@ def read_tables(artifact: Artifact, profile: str) -> dict[str, pd.DataFrame]:
 
 
 def draw_figures(artifact: Artifact, profile: str, *, save: bool = False) -> list[Figure]:
-    """Every figure of ``artifact`` drawn from its CSVs; with ``save`` written to ``figures/<id><suffix>``."""
+    """Every figure of ``artifact`` drawn from its CSVs; with ``save`` written to ``figures/<id><suffix>``.
+
+    Each figure is drawn with numpy's global generator seeded 0 (and the caller's random state restored after):
+    seaborn's strip-plot jitter draws from it unseeded, and the same CSV must give the same picture whatever
+    ran before in the process."""
     from dmllab.plots import save_figure, set_theme
+    from dmllab.rng import random_state_kept
 
     set_theme()
     tables = read_tables(artifact, profile)
@@ -219,7 +224,8 @@ def draw_figures(artifact: Artifact, profile: str, *, save: bool = False) -> lis
         )
     figs = []
     for figure in artifact.figures:
-        fig = figure.draw(tables)
+        with random_state_kept(numpy_seed=0):
+            fig = figure.draw(tables)
         if save:
             prefix = paths.profile_figures_dir(profile) / f"{artifact.id}{figure.suffix}"
             save_figure(fig, prefix)
