@@ -153,7 +153,7 @@ def test_plan_estimates_from_the_same_profile_else_its_typical_run(store_env, mo
     quick = study.make_plan([a], "quick", device="cpu")
     assert len(quick.missing) == 2 and quick.typical_s == TYPICAL_RUN_S["quick"]
     assert quick.estimate_s == pytest.approx(2 * TYPICAL_RUN_S["quick"])
-    assert "no stored quick run yet: 42 s per run" in study.format_plan(quick, jobs=2)
+    assert f"no stored quick run yet: {study._duration(TYPICAL_RUN_S['quick'])} per run" in study.format_plan(quick, jobs=2)
     monkeypatch.setitem(TYPICAL_RUN_S, "quick", None)
     assert study.make_plan([a], "quick", device="cpu").estimate_s is None  # no basis at all
     again = study.make_plan([a], "smoke", device="cpu")  # a stored smoke run: the basis, not a typical run
