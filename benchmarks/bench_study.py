@@ -51,8 +51,8 @@ print("RESULT " + json.dumps({
     "failed": sum(r.status == "FAILED" for r in res.training),
     "reused": len(res.plan.runs) - len(res.plan.missing),
     "run_mean_s": sum(runs) / len(runs) if runs else None,
-    "notebooks_run": sum(r.output != "up to date (skipped)" for r in nb),
-    "notebooks_cached": sum(r.output == "up to date (skipped)" for r in nb),
+    "notebooks_run": sum(not r.cached for r in nb),
+    "notebooks_cached": sum(r.cached for r in nb),
     "notebooks_failed": sum(r.status == "FAILED" for r in nb)}))
 """
 

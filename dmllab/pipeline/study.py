@@ -197,6 +197,9 @@ def format_plan(plan: Plan, *, jobs: int = 1, limit: int = 40) -> str:
 # ------------------------------------------------------------------------------------------------ train
 
 
+SKIPPED = "up to date (skipped)"  # JobResult.output of a notebook whose stamp is current
+
+
 @dataclass(frozen=True)
 class JobResult:
     """Outcome of one training run or notebook."""
@@ -207,6 +210,11 @@ class JobResult:
     error: str = ""
     output: str | None = None  # executed notebook or the job's log
     cell: int | None = None
+
+    @property
+    def cached(self) -> bool:
+        """A notebook skipped because its inputs are unchanged since its last successful execution."""
+        return self.output == SKIPPED
 
 
 def _die_with_parent() -> None:
@@ -535,7 +543,7 @@ def run_study(
         job = _NotebookJob(nb_dir / f"{a.id}.ipynb", out_dir / f"{a.id}.ipynb", params, kernel)
         stamp = _stamp(code, job, [r.run.key for r in plan.runs if a.id in r.artifacts])
         if not force and _up_to_date(job, stamp, a.id):
-            skipped.append(JobResult(a.id, "ok", 0.0, output="up to date (skipped)"))
+            skipped.append(JobResult(a.id, "ok", 0.0, output=SKIPPED))
         else:
             nb_jobs.append((job, stamp))
     ran = _run_pool([j for j, _ in nb_jobs], _call, lambda j: j.notebook.stem, jobs=jobs,
@@ -583,7 +591,7 @@ def format_summary(result: StudyResult) -> str:
     width = max([len("notebook")] + [len(r.name) for r in rows])
     lines.append(f"{'notebook':<{width}}  {'status':<6}  {'wall':>8}")
     lines.append(f"{'-' * width}  ------  --------")
-    lines += [f"{r.name:<{width}}  {'cached' if r.output == 'up to date (skipped)' else r.status:<6}  "
+    lines += [f"{r.name:<{width}}  {'cached' if r.cached else r.status:<6}  "
               f"{r.wall_s:>7.1f}s" for r in rows]  # fmt: skip
     failed = [r for r in list(result.training) + rows if r.status == "FAILED"]
     lines.append(f"{len(rows) - sum(r.status != 'ok' for r in rows)} notebooks ok, "
