@@ -14,7 +14,9 @@ diverged / failed, the mean wall of one training run on its share of the cores, 
 ``results/benchmarks/study_reproduce.csv``: one row per result CSV of the study, compared with the committed file
 of the same name in ``results/`` (every column but ``git_sha`` and ``timestamp``; rows of durations such as
 ``wall_time_s`` are counted, not compared): rows, rows that differ, their metrics, the columns where they differ.
-``--compare-only --workdir W`` repeats only the comparison for a study kept with ``--keep``.
+``results/benchmarks/study_figures.csv``: one row per PNG figure, compared pixel by pixel with the committed one
+(a figure that plots durations differs by design). ``--compare-only --workdir W`` repeats only the
+comparisons for a study kept with ``--keep``.
 
     .venv/bin/python benchmarks/bench_study.py                       # the whole quick study (about 1.5 h on 2 cores)
     .venv/bin/python benchmarks/bench_study.py --only pnpp_fig3 --out /tmp/study.csv   # a subset, to try it
@@ -108,6 +110,33 @@ def compare_csvs(fresh: Path, committed: Path) -> list[dict]:
     return rows
 
 
+def compare_figures(fresh: Path, committed: Path) -> list[dict]:
+    """Each PNG figure of ``fresh`` against the committed file of the same name in ``committed``, pixel by pixel
+    (decoded RGBA: the files' bytes may differ in metadata only). A figure that plots durations differs by design."""
+    import numpy as np
+    from PIL import Image
+
+    rows = []
+    for path in sorted(fresh.glob("*.png")):
+        row = {"figure": path.name, "identical": False, "differing_pixels": "", "max_abs_diff": "",
+               "note": "(no committed file)"}  # fmt: skip
+        rows.append(row)
+        if not (committed / path.name).exists():
+            continue
+        mine = np.asarray(Image.open(path).convert("RGBA"), dtype=np.int16)
+        ref = np.asarray(Image.open(committed / path.name).convert("RGBA"), dtype=np.int16)
+        if mine.shape != ref.shape:
+            row["note"] = f"(size {mine.shape[1]}x{mine.shape[0]} vs {ref.shape[1]}x{ref.shape[0]})"
+            continue
+        diff = np.abs(mine - ref).max(axis=2)
+        row.update(identical=not diff.any(), differing_pixels=int((diff > 0).sum()), max_abs_diff=int(diff.max()),
+                   note="")  # fmt: skip
+    return rows
+
+
+FIGURE_FIELDS = ["figure", "identical", "differing_pixels", "max_abs_diff", "note"]
+
+
 REPRO_FIELDS = ["csv", "rows", "committed_rows", "timing_rows", "differing_rows", "differing_metrics",
                 "differing_columns"]  # fmt: skip
 
@@ -122,13 +151,17 @@ def main() -> None:
     ap.add_argument("--out", default=str(REPO / "results" / "benchmarks" / "study.csv"))
     ap.add_argument("--reproduce-out", default=None, help="default: study_reproduce.csv next to --out")
     ap.add_argument("--compare-only", action="store_true",
-                    help="no study: compare the CSVs of an earlier --workdir ... --keep with the committed ones")
+                    help="no study: compare the CSVs and figures of an earlier --workdir ... --keep with the committed ones")
     args = ap.parse_args()
     rout = Path(args.reproduce_out or Path(args.out).with_name(Path(args.out).stem + "_reproduce.csv"))
+    fout = rout.with_name(rout.stem.replace("_reproduce", "") + "_figures.csv")
     if args.compare_only:
         if not args.workdir or not (Path(args.workdir) / "results").is_dir():
             raise SystemExit("--compare-only needs the --workdir of an earlier run kept with --keep")
-        return report_reproduction(compare_csvs(Path(args.workdir) / "results", REPO / "results"), rout)
+        work = Path(args.workdir)
+        report_reproduction(compare_csvs(work / "results", REPO / "results"), rout)
+        report_figures(compare_figures(work / "figures", REPO / "figures"), fout)
+        return
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="dmllab-study-"))
     if work.exists() and any(work.iterdir()):
@@ -139,6 +172,7 @@ def main() -> None:
         rows = [one_pass(name, env, args.profile, args.only, args.jobs) for name in ("from_empty", "unchanged")]
         out = write_csv(args.out, rows, FIELDS)
         repro = compare_csvs(work / "results", REPO / "results")
+        figs = compare_figures(work / "figures", REPO / "figures")
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -147,6 +181,20 @@ def main() -> None:
               + f"); {r['trained']} trained, {r['reused']} reused, {r['notebooks_run']} notebooks run")
     print(f"-> {out}")
     report_reproduction(repro, rout)
+    report_figures(figs, fout)
+
+
+def report_figures(rows: list[dict], out: Path) -> None:
+    if not rows:
+        print("no PNG figures to compare")
+        return
+    write_csv(out, rows, FIGURE_FIELDS)
+    same = sum(r["identical"] for r in rows)
+    print(f"{same} of {len(rows)} PNG figures pixel-identical to the committed ones")
+    for r in rows:
+        if not r["identical"]:
+            print(f"  {r['figure']}: {r['note'] or str(r['differing_pixels']) + ' pixels differ'}")
+    print(f"-> {out}")
 
 
 def report_reproduction(repro: list[dict], out: Path) -> None:
