@@ -16,7 +16,7 @@ From these and the measured study (``results/benchmarks/study.csv``, ``bench_stu
 of one run, the share of the study's training time that this compute explains, and the factor by which a
 run's FLOPs must shrink to meet each target even if every step ran at the sgemm ceiling.
 
-    .venv/bin/python benchmarks/bench_roofline.py    # -> results/benchmarks/roofline.csv (about 2 minutes)
+    .venv/bin/python benchmarks/bench_roofline.py    # -> results/benchmarks/roofline.csv (about 20 s)
 """
 
 from __future__ import annotations
@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         explained = runs * run_train_s / jobs
         add("study_train_share_explained", explained / study["train_s"], "ratio",
-            "runs x estimated training compute / jobs over the measured training phase (rest: evaluation, set-up)")  # fmt: skip
+            "runs x steps x step time / jobs over the measured training phase (warm-up steps as full; no evaluation, set-up)")  # fmt: skip
         add("study_other_phases_s", other, "s", "plan + notebooks + plots + report")
         budget = STUDY_TARGET_S - other
         add("study_train_budget_s", budget, "s", "30 min minus the other phases")
