@@ -135,7 +135,11 @@ class DeformedTransform:
         self.std = torch.tensor(IMAGENET_STD)[:, None, None]
 
     def __call__(self, image: Any) -> torch.Tensor:
-        x = self.transform(image) * self.std + self.mean  # (3, H, W) in [0, 1]
+        return self.apply(self.transform(image))
+
+    def apply(self, view: torch.Tensor) -> torch.Tensor:
+        """Deform an already transformed (normalised) view (3, H, W): what ``__call__`` does after ``transform``."""
+        x = view * self.std + self.mean  # (3, H, W) in [0, 1]
         x = self.deform(x).clamp(0.0, 1.0)
         return (x - self.mean) / self.std
 

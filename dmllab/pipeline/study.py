@@ -440,6 +440,14 @@ def _call(job: _NotebookJob) -> JobResult:
     return job()
 
 
+def _last_duration(executed: Path) -> float:
+    """Seconds the notebook took at its last execution into ``executed`` (papermill's metadata); 0 if unknown."""
+    try:
+        return float(json.loads(executed.read_text())["metadata"]["papermill"]["duration"] or 0.0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0.0
+
+
 # ---------------------------------------------------------------------------------------------- the study
 
 
@@ -546,6 +554,7 @@ def run_study(
             skipped.append(JobResult(a.id, "ok", 0.0, output=SKIPPED))
         else:
             nb_jobs.append((job, stamp))
+    nb_jobs.sort(key=lambda js: -_last_duration(js[0].output))  # longest first: the last one ends sooner
     ran = _run_pool([j for j, _ in nb_jobs], _call, lambda j: j.notebook.stem, jobs=jobs,
                     desc=f"notebooks ({profile})", progress=progress)  # fmt: skip
     for (job, stamp), res in zip(nb_jobs, ran):

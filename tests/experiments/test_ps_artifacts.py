@@ -133,3 +133,31 @@ def test_table4_fold_protocol_reads_store_runs(tmp_path, monkeypatch):
         return df.sort_values(keys).reset_index(drop=True)[[*keys, "value"]]
 
     pd.testing.assert_frame_equal(tidy(again), tidy(rows))
+
+
+@pytest.mark.parametrize("name", ["none", "cutout", "rotation", "gaussian_noise"])
+def test_table3_cached_views_give_the_per_image_deformed_batches(name):
+    """PS Table 3 on an in-memory dataset deforms once-computed test views; under the same seed its loader yields
+    the very tensors of the per-image DeformedTransform loader (same draws, same order)."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    from dmllab.data import build_dataset, build_transforms
+    from dmllab.data.deform import DeformedTransform
+    from dmllab.experiments.proxy_synthesis import table3_input_deformation as T
+    from dmllab.training import presets
+
+    d = presets.get("normsoftmax", "synthetic", "smoke").data
+    kw = tuple(sorted(dict(d.dataset_kwargs).items()))
+    test = build_transforms(d.transform, train=False)
+    views, labels = T._test_views(d.dataset, d.root, d.test_split, kw, d.transform)
+    deformed = None if name == "none" else DeformedTransform(test, name)
+    per_image = build_dataset(d.dataset, d.root, d.test_split, transform=deformed or test, **dict(kw))
+    cached = T._Views(views, labels, deformed.apply if deformed else None)
+    out = []
+    for ds in (per_image, cached):
+        torch.manual_seed(3)
+        out.append(list(DataLoader(ds, batch_size=16, shuffle=False, num_workers=0)))
+    assert len(out[0]) == len(out[1]) > 1
+    for (xa, ya), (xb, yb) in zip(*out):
+        assert torch.equal(xa, xb) and torch.equal(ya, yb)

@@ -158,3 +158,41 @@ def test_plan_estimates_from_the_same_profile_else_its_typical_run(store_env, mo
     assert study.make_plan([a], "quick", device="cpu").estimate_s is None  # no basis at all
     again = study.make_plan([a], "smoke", device="cpu")  # a stored smoke run: the basis, not a typical run
     assert again.typical_s is None and again.estimate_s == pytest.approx(again.runs[0].wall_s)
+
+
+def test_last_duration_reads_papermills_metadata(tmp_path):
+    import json
+
+    nb = tmp_path / "a.ipynb"
+    assert study._last_duration(nb) == 0.0  # never executed here
+    nb.write_text(json.dumps({"metadata": {"papermill": {"duration": 12.5}}}))
+    assert study._last_duration(nb) == 12.5
+    for bad in ("{not json", json.dumps({"metadata": {}}), json.dumps({"metadata": {"papermill": {"duration": None}}})):
+        nb.write_text(bad)
+        assert study._last_duration(nb) == 0.0
+
+
+def test_notebooks_start_longest_first_by_their_last_execution(store_env, tmp_path, monkeypatch):
+    """The notebook phase submits the notebooks that took longest last time first (unknown ones after, in
+    artifact order), so that a long notebook does not start last and run alone."""
+    import json
+
+    executed = tmp_path / "executed"
+    executed.mkdir()
+    ids = ["pnpp_table1_settings", "pnpp_fig3_two_moons", "ps_fig2_gaussian"]
+    (executed / "ps_fig2_gaussian.ipynb").write_text(json.dumps({"metadata": {"papermill": {"duration": 30.0}}}))
+    (executed / "pnpp_fig3_two_moons.ipynb").write_text(json.dumps({"metadata": {"papermill": {"duration": 5.0}}}))
+    submitted = {}
+
+    def fake_pool(items, fn, name, *, jobs, desc, progress):
+        submitted[desc.split(" ")[0]] = [name(i) for i in items]
+        return [study.JobResult(name(i), "ok", 0.0, output="x") for i in items]
+
+    monkeypatch.setattr(study, "_run_pool", fake_pool)
+    monkeypatch.setattr(study, "ensure_kernel", lambda: "python3")
+    result = study.run_study("smoke", only=",".join(ids), jobs=2, device="cpu", progress=False, report=False,
+                             executed_dir=executed, say=lambda s: None)  # fmt: skip
+    assert submitted["notebooks"] == ["ps_fig2_gaussian", "pnpp_fig3_two_moons", "pnpp_table1_settings"]
+    from dmllab.experiments import registry
+
+    assert [r.name for r in result.notebooks] == [a.id for a in registry.select(",".join(ids))]  # artifact order

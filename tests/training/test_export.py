@@ -65,3 +65,36 @@ def test_heating_up_changes_alpha_and_lr_at_the_heat_epoch():
     lr = cfg.optim.lr
     assert watch.seen[1] == (16.0, lr) and watch.seen[2] == (16.0, lr)
     assert watch.seen[3] == (pytest.approx(4.0), pytest.approx(0.1 * lr))
+
+
+def test_embed_split_with_a_frozen_prefix_is_the_full_forward_bit_for_bit(smoke_cfg):
+    """The quick path's memoised frozen prefix (export.embed_split) gives exactly the model's own forward on the
+    test view, for two models sharing the prefix (the second reads the memo), and leaves the model in eval mode."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    from dmllab.data import build_dataset, build_transforms
+    from dmllab.models import build_model
+    from dmllab.training import export
+
+    cfg = smoke_cfg.replace("data.in_memory", True).replace("model.frozen_blocks", 3)
+    d, m = cfg.data, cfg.model
+    torch.manual_seed(0)
+    models = [build_model(backbone=m.backbone, embedding_dim=m.embedding_dim, pooling=m.pooling,
+                          **dict(m.backbone_kwargs)).eval() for _ in range(2)]  # fmt: skip
+    models[1].backbone.load_state_dict(models[0].backbone.state_dict())  # same prefix ...
+    with torch.no_grad():
+        for p in models[1].backbone.blocks()[3].parameters():  # ... different trained blocks
+            p.add_(0.1)
+    export._PREFIX_MEMO.clear()
+    ds = build_dataset(d.dataset, d.root, "test", transform=build_transforms(d.transform, train=False),
+                       **dict(d.dataset_kwargs))  # fmt: skip
+    for model in models:
+        with torch.no_grad():
+            ref = torch.cat([model(x) for x, _ in DataLoader(ds, batch_size=d.eval_batch_size)])
+        emb, labels, _ = export.embed_split(model, cfg, "test")
+        assert torch.equal(emb, ref)
+        assert torch.equal(labels, torch.as_tensor(list(ds.labels)))
+        assert not model.training
+        assert len(export._PREFIX_MEMO) == 1  # the second model reused the first one's prefix output
+    assert not torch.equal(*(export.embed_split(mm, cfg, "test")[0] for mm in models))

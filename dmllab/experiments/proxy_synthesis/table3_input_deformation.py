@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
@@ -19,8 +20,41 @@ def runs(params: Params) -> list[Run]:
     return C.loss_runs(params, ["normsoftmax"], C.datasets(params.profile, params["datasets"]))
 
 
+@lru_cache(maxsize=2)
+def _test_views(dataset: str, root: str | None, split: str, kwargs: tuple, preset: str) -> tuple[Any, list[int]]:
+    """The undeformed test views (N, 3, H, W) and labels of a split, computed once per process (every run and
+    deformation of the table starts from them)."""
+    import torch
+
+    from dmllab.data import build_dataset, build_transforms
+
+    ds = build_dataset(dataset, root, split, transform=build_transforms(preset, train=False), **dict(kwargs))
+    items = [ds[i] for i in range(len(ds))]
+    return torch.stack([x for x, _ in items]), [int(y) for _, y in items]
+
+
+class _Views:
+    """``(deform(view_i), label_i)`` per index: the test dataset with ``deform`` (None: none) applied to the cached
+    view."""
+
+    def __init__(self, views: Any, labels: list[int], deform: Any) -> None:
+        self.views, self.labels, self.deform = views, labels, deform
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, i: int) -> tuple[Any, int]:
+        view = self.views[i]
+        return (view if self.deform is None else self.deform(view)), self.labels[i]
+
+
 def deformed_recall(run: Run, name: str, *, seed: int, sigma_scale: bool) -> dict[str, float]:
-    """Test metrics (fractions) of the stored model of ``run`` with the test images deformed by ``name``."""
+    """Test metrics (fractions) of the stored model of ``run`` with the test images deformed by ``name``.
+
+    Each image's deformation is drawn in image order from torch's global generator seeded with ``seed``, after
+    the test transform (:class:`dmllab.data.deform.DeformedTransform`). On an in-memory dataset (the quick
+    profile) the undeformed views are computed once per process and shared by every run and deformation (the
+    same tensors, so the same numbers); image files are transformed per image as they are read."""
     import torch
     from torch.utils.data import DataLoader
 
@@ -30,16 +64,24 @@ def deformed_recall(run: Run, name: str, *, seed: int, sigma_scale: bool) -> dic
 
     cfg, d = run.config, run.config.data
     test = build_transforms(d.transform, train=False)
+    if d.in_memory:
+        views, labels = _test_views(d.dataset, d.root, d.test_split, tuple(sorted(dict(d.dataset_kwargs).items())),
+                                    d.transform)  # fmt: skip
+        size = views.shape[-1]
+    else:
+        size = build_dataset(d.dataset, d.root, d.test_split, transform=test, **dict(d.dataset_kwargs))[0][0].shape[-1]
     kwargs: dict[str, Any] = {}
     if name == "gaussian_blur" and sigma_scale:  # C.3's sigma 3 at 224 pixels, rescaled to the crop size
-        size = build_dataset(d.dataset, d.root, d.test_split, transform=test, **dict(d.dataset_kwargs))[0][0].shape[-1]
         kwargs["sigma"] = 3.0 * size / 224
-    transform = test if name == "none" else DeformedTransform(test, name, **kwargs)
-    ds = build_dataset(d.dataset, d.root, d.test_split, transform=transform, **dict(d.dataset_kwargs))
+    deformed = None if name == "none" else DeformedTransform(test, name, **kwargs)
+    if d.in_memory:
+        ds: Any = _Views(views, labels, deformed.apply if deformed is not None else None)
+    else:
+        ds = build_dataset(d.dataset, d.root, d.test_split, transform=deformed or test, **dict(d.dataset_kwargs))
     torch.manual_seed(seed)  # the deformations draw from torch's global generator (num_workers=0)
     loader = DataLoader(ds, batch_size=d.eval_batch_size, shuffle=False, num_workers=0)
-    emb, labels = embed_dataset(C.load_stored(run), loader, "cpu")
-    return evaluate(emb, labels, metrics=("recall",), ks=(1,), distance=cfg.run.distance)
+    emb, labels_t = embed_dataset(C.load_stored(run), loader, "cpu")
+    return evaluate(emb, labels_t, metrics=("recall",), ks=(1,), distance=cfg.run.distance)
 
 
 def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
