@@ -161,3 +161,26 @@ def test_table3_cached_views_give_the_per_image_deformed_batches(name):
     assert len(out[0]) == len(out[1]) > 1
     for (xa, ya), (xb, yb) in zip(*out):
         assert torch.equal(xa, xb) and torch.equal(ya, yb)
+
+
+@pytest.mark.parametrize("name", ["none", "dropout", "gaussian_blur"])
+def test_table3_deformed_recall_is_the_same_on_both_data_paths(name, monkeypatch):
+    """deformed_recall gives the same R@1 whether the test views are cached (in-memory dataset, the quick profile)
+    or transformed per image as they are read (image files, the paper profile), for the same model and seed."""
+    import torch
+
+    from dmllab.experiments import Run
+    from dmllab.experiments.proxy_synthesis import _common as C
+    from dmllab.experiments.proxy_synthesis import table3_input_deformation as T
+    from dmllab.models import build_model
+    from dmllab.training import presets
+
+    cfg = presets.get("normsoftmax", "synthetic", "smoke")
+    torch.manual_seed(0)
+    m = cfg.model
+    model = build_model(backbone=m.backbone, embedding_dim=m.embedding_dim, pooling=m.pooling,
+                        **dict(m.backbone_kwargs)).eval()  # fmt: skip
+    monkeypatch.setattr(C, "load_stored", lambda run: model)
+    got = [T.deformed_recall(Run(cfg.replace("data.in_memory", mem), 1), name, seed=1, sigma_scale=True)
+           for mem in (False, True)]  # fmt: skip
+    assert got[0] == got[1] and 0.0 < got[0]["R@1"] <= 1.0

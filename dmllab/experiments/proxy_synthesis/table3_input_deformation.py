@@ -67,11 +67,10 @@ def deformed_recall(run: Run, name: str, *, seed: int, sigma_scale: bool) -> dic
     if d.in_memory:
         views, labels = _test_views(d.dataset, d.root, d.test_split, tuple(sorted(dict(d.dataset_kwargs).items())),
                                     d.transform)  # fmt: skip
-        size = views.shape[-1]
-    else:
-        size = build_dataset(d.dataset, d.root, d.test_split, transform=test, **dict(d.dataset_kwargs))[0][0].shape[-1]
     kwargs: dict[str, Any] = {}
     if name == "gaussian_blur" and sigma_scale:  # C.3's sigma 3 at 224 pixels, rescaled to the crop size
+        size = views.shape[-1] if d.in_memory else build_dataset(
+            d.dataset, d.root, d.test_split, transform=test, **dict(d.dataset_kwargs))[0][0].shape[-1]  # fmt: skip
         kwargs["sigma"] = 3.0 * size / 224
     deformed = None if name == "none" else DeformedTransform(test, name, **kwargs)
     if d.in_memory:
