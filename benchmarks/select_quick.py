@@ -9,14 +9,12 @@ epoch minus the validation R@1 of the same network before any metric learning (t
 seed). Runs execute in this process one after the other (2 CPU cores), with a fresh run store; shared caches
 (images, pre-trained weights, feature caches) are built before the timing starts, as a study builds them once.
 
-    .venv/bin/python benchmarks/select_quick.py --seeds 2                  # -> results/benchmarks/quick_selection.csv
-    .venv/bin/python benchmarks/select_quick.py --seeds 1 --only head30,b5_8
+    .venv/bin/python benchmarks/select_quick.py --seeds 2                     # -> results/benchmarks/quick_selection.csv
+    .venv/bin/python benchmarks/select_quick.py --seeds 1 --only head8,b5_lr1 --out /tmp/q.csv   # a subset
 
 Fewer epochs with an lr drop (the ``b*_e*_d*`` candidates, measured after the preset was adopted):
 
-    .venv/bin/python benchmarks/select_quick.py --seeds 2 \
-        --only b4_lr1,b4_lr1_e4_d3,b4_lr1_e5_d4,b4_lr1_e6_d5,b4_lr1_e6_d4,b4_lr1_e8_d6,b5_lr1_e6_d5 \
-        --out results/benchmarks/quick_selection_schedules.csv
+    .venv/bin/python benchmarks/select_quick.py --seeds 2 --group schedules   # -> quick_selection_schedules.csv
 """
 
 from __future__ import annotations
@@ -30,6 +28,8 @@ from benchutil import write_csv
 
 _MEM = ["data.in_memory=true"]
 _C4 = [*_MEM, "data.feature_views=4"]
+#: The candidate adopted as the quick preset (its overrides give the preset's recipe).
+ADOPTED = "b4_lr1"
 CANDIDATES: dict[str, list[str]] = {
     # the quick recipe before issue 9 (full fine-tuning of the trunk at lr 0.1, PIL transforms per image)
     "full8": ["data.in_memory=false", "model.frozen_blocks=0", "data.feature_views=0", "optim.lr=0.1"],
@@ -46,16 +46,21 @@ CANDIDATES: dict[str, list[str]] = {
     "b3_lr0.1": [*_C4, "model.frozen_blocks=3", "optim.lr=0.1"],
     "b4_lr0.1": [*_C4, "model.frozen_blocks=4", "optim.lr=0.1"],
     "b4_lr0.3": [*_C4, "model.frozen_blocks=4", "optim.lr=0.3"],
-    "b4_lr1": [*_C4, "model.frozen_blocks=4", "optim.lr=1.0"],  # adopted (the quick preset since issue 9)
+    ADOPTED: [*_C4, "model.frozen_blocks=4", "optim.lr=1.0"],  # the quick preset since issue 9
     "b4_lr1_e6": [*_C4, "model.frozen_blocks=4", "optim.lr=1.0", "schedule.epochs=6"],
     "b4_lr2": [*_C4, "model.frozen_blocks=4", "optim.lr=2.0"],
-    # fewer epochs with one lr drop (x0.1) before the last epoch(s), instead of a constant lr
-    **{
-        f"b{b}_lr1_e{e}_d{d}": [*_C4, f"model.frozen_blocks={b}", "optim.lr=1.0", f"schedule.epochs={e}",
-                                "schedule.scheduler=multistep", f"schedule.milestones={d}", "schedule.factor=0.1"]
-        for b, e, d in ((4, 4, 3), (4, 5, 4), (4, 6, 5), (4, 6, 4), (4, 8, 6), (5, 6, 5))
-    },
+}
+#: Fewer epochs with one lr drop (x0.1) before the last epoch(s), instead of a constant lr.
+SCHEDULE_CANDIDATES: dict[str, list[str]] = {
+    f"b{b}_lr1_e{e}_d{d}": [*_C4, f"model.frozen_blocks={b}", "optim.lr=1.0", f"schedule.epochs={e}",
+                            "schedule.scheduler=multistep", f"schedule.milestones={d}", "schedule.factor=0.1"]
+    for b, e, d in ((4, 4, 3), (4, 5, 4), (4, 6, 5), (4, 6, 4), (4, 8, 6), (5, 6, 5))
 }  # fmt: skip
+#: The candidate groups, each measured in one run into its own CSV (the preset's recipe in both, side by side).
+GROUPS: dict[str, tuple[list[str], str]] = {
+    "recipes": (list(CANDIDATES), "quick_selection.csv"),
+    "schedules": ([ADOPTED, *SCHEDULE_CANDIDATES], "quick_selection_schedules.csv"),
+}
 
 
 def _pretrained_val_r1(cfg, seed: int) -> float:
@@ -72,11 +77,21 @@ def _pretrained_val_r1(cfg, seed: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=2)
-    ap.add_argument("--only", default=",".join(CANDIDATES), help=f"comma list of {', '.join(CANDIDATES)}")
+    ap.add_argument("--group", choices=GROUPS, default="recipes", help="the candidates (and default --out)")
+    ap.add_argument("--only", default=None, help="comma list of candidates instead of the group's: "
+                    f"{', '.join([*CANDIDATES, *SCHEDULE_CANDIDATES])}")
     ap.add_argument("--extra", action="append", default=[], metavar="NAME:OVERRIDE;OVERRIDE",
                     help="an extra candidate, e.g. 'h20:model.frozen_blocks=6;data.in_memory=true;...'")
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "results/benchmarks/quick_selection.csv"))
+    ap.add_argument("--out", default=None, help="the CSV (default: results/benchmarks/<the group's CSV>)")
     args = ap.parse_args()
+    names, csv_name = GROUPS[args.group]
+    if args.only is not None:
+        names = [k for k in args.only.split(",") if k]
+    known = {**CANDIDATES, **SCHEDULE_CANDIDATES}
+    unknown = [k for k in names if k not in known]
+    if unknown:
+        ap.error(f"unknown candidate(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    out_csv = args.out or str(Path(__file__).resolve().parent.parent / "results" / "benchmarks" / csv_name)
     import os
     import tempfile
 
@@ -86,7 +101,7 @@ def main() -> None:
     from dmllab.training import apply_overrides, presets
     from dmllab.training.protocol import run_protocol
 
-    cands = {k: CANDIDATES[k] for k in args.only.split(",") if k}
+    cands = {k: known[k] for k in names}
     for spec in args.extra:
         name, _, ov = spec.partition(":")
         cands[name] = [o for o in ov.split(";") if o]
@@ -114,7 +129,7 @@ def main() -> None:
             print(f"{name:10s} seed {seed}: {wall:6.1f} s  val R@1 last {100 * vals[-1]:.2f} best "
                   f"{100 * max(vals):.2f} pre {100 * pre:.2f}  (cache build {t.get('cache_build', 0):.1f} s)",
                   flush=True)  # fmt: skip
-    out = write_csv(args.out, rows)
+    out = write_csv(out_csv, rows)
     print(f"\nwrote {out}")
     for name in cands:
         rs = [r for r in rows if r["candidate"] == name]

@@ -22,8 +22,10 @@ from pathlib import Path
 from benchutil import write_csv
 
 SMALL = 32
+#: The quick preset's recipe at its own size (64-px images, 56-px crops), the reference of the small candidates.
+REFERENCE = "s64_b4_lr1"
 CANDIDATES: dict[str, list[str]] = {
-    "s64_b4_lr1": ["optim.lr=1.0"],  # the quick preset's recipe (64-px images, 56-px crops)
+    REFERENCE: ["optim.lr=1.0"],  # the quick preset's recipe (64-px images, 56-px crops)
     "s32_b4_lr1": ["optim.lr=1.0"],
     "s32_b4_lr0.3": ["optim.lr=0.3"],
     "s32_b3_lr1": ["optim.lr=1.0", "model.frozen_blocks=3"],
