@@ -10,8 +10,8 @@ Inputs (written by earlier benchmark runs, see the README):
   (plan, notebooks, plots, report).
 
 Per candidate (medians over its seeds): ``fixed_s``, the set-up and the test evaluation (R@K + NMI) of a run, and
-``train_s``, its data and forward/backward/update time (a selection run's per-epoch validation is left out: study
-runs train on ``trainval`` without it). ``relative_train`` divides ``train_s`` by the preset's **in the same CSV**
+``train_steps_s``, its data and forward/backward/update time (a selection run's per-epoch validation is left out: study
+runs train on ``trainval`` without it). ``relative_train`` divides ``train_steps_s`` by the preset's **in the same CSV**
 (measured side by side in one run). The study's mean run (``run_mean_s`` of ``study.csv``) is split the same way,
 into the preset's ``fixed_s`` and the rest, its training steps; a candidate's study run then takes
 
@@ -84,7 +84,7 @@ def tradeoff(selection: dict[str, list[dict[str, str]]], study: dict[str, str]) 
             projected = other_s + train_s * run_s / run_mean_s
             out.append({
                 "source": source, "candidate": cand, "preset": cand == refs[0], "seeds": len(rs),
-                "validation_signal": signal, "fixed_s": fixed, "train_s": train_part, "relative_train": rel,
+                "validation_signal": signal, "fixed_s": fixed, "train_steps_s": train_part, "relative_train": rel,
                 "projected_run_s": run_s, "projected_study_min": projected / 60,
                 "meets_30_min": projected <= STUDY_TARGET_S,
                 "overrides": rs[0]["overrides"] if signal is not None else "the preset's set-up and test evaluation only",
