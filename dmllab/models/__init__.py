@@ -11,7 +11,7 @@ from dmllab.models.backbones import (
     list_backbones,
 )
 from dmllab.models.heads import HEAD_INITS, NORM_POSITIONS, NORMS, EmbeddingHead, ScaledBatchNorm1d
-from dmllab.models.net import EmbeddingNet, build_model, freeze_batchnorm, unfreeze_batchnorm
+from dmllab.models.net import EmbeddingNet, EmbeddingTail, build_model, freeze_batchnorm, unfreeze_batchnorm
 from dmllab.models.pooling import (
     POOLINGS,
     GlobalAvgMaxPool2d,
@@ -36,6 +36,7 @@ __all__ = [
     "SmallCNN",
     "EmbeddingHead",
     "EmbeddingNet",
+    "EmbeddingTail",
     "ScaledBatchNorm1d",
     "GlobalAvgPool2d",
     "GlobalMaxPool2d",

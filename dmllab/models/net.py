@@ -11,7 +11,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from dmllab.models.backbones import build_backbone
 from dmllab.models.heads import EmbeddingHead
 
-__all__ = ["EmbeddingNet", "build_model", "freeze_batchnorm", "unfreeze_batchnorm"]
+__all__ = ["EmbeddingNet", "EmbeddingTail", "build_model", "freeze_batchnorm", "unfreeze_batchnorm"]
 
 
 def _batchnorm_layers(module: nn.Module) -> list[_BatchNorm]:
@@ -92,6 +92,39 @@ class EmbeddingNet(nn.Module):
         Frozen parameters (requires_grad False) are included; optimisers skip parameters without gradient.
         """
         return {"backbone": list(self.backbone.parameters()), "embedding": list(self.head.parameters())}
+
+
+class EmbeddingTail(nn.Module):
+    """Cached frozen-prefix features (B, C, h, w) -> embeddings (B, D): ``model``'s trunk from block ``start`` on
+    (``backbone.forward_blocks``, e.g. :class:`~dmllab.models.SmallCNN`), then its head. With the first ``start``
+    blocks frozen, ``tail(backbone.forward_blocks(x, 0, start)) == model(x)``. Holds the model (not a copy):
+    training the tail trains the model.
+
+    Args:
+        model: an :class:`EmbeddingNet` whose backbone has ``forward_blocks``.
+        start: the first trunk block the tail runs (the number of frozen, cached blocks).
+    """
+
+    def __init__(self, model: nn.Module, start: int) -> None:
+        super().__init__()
+        if not hasattr(model.backbone, "forward_blocks"):
+            raise ValueError(
+                f"EmbeddingTail needs a backbone with blocks (smallcnn), got {type(model.backbone).__name__}"
+            )
+        self.model = model
+        self.start = start
+
+    def backbone(self, x: torch.Tensor) -> torch.Tensor:
+        """The trunk blocks from ``start`` on cached features -> the trunk's feature map (what manifold mixup
+        mixes)."""
+        return self.model.backbone.forward_blocks(x, self.start)
+
+    @property
+    def head(self) -> nn.Module:
+        return self.model.head
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.backbone(x))  # (B, D)
 
 
 def build_model(

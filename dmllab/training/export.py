@@ -131,12 +131,12 @@ def embed_split(
         emb, labels = embed_dataset(model, loader, device)
         return emb, labels, ds
     from dmllab.data.tensor import dataset_fingerprint, tensor_digest
-    from dmllab.training.trainer import _FromBlock
+    from dmllab.models import EmbeddingTail
 
     prefix = [t for b in model.backbone.blocks()[:blocks] for t in b.state_dict().values()]
     key = (tensor_digest(prefix), dataset_fingerprint(ds), d.transform, d.eval_batch_size, str(device))
     feats, labels = _prefix_batches(model, loader, blocks, key, device)
-    tail = _FromBlock(model, blocks).train(model.training)  # embed_dataset restores the wrapper's mode
+    tail = EmbeddingTail(model, blocks).train(model.training)  # embed_dataset restores the wrapper's mode
     emb, labels = embed_dataset(tail, zip(feats, labels), device)
     return emb, labels, ds
 

@@ -414,9 +414,11 @@ class Trainer:
 
     def embedder(self) -> nn.Module:
         """The module mapping a batch of the loaders to embeddings: the model, or with cached features the
-        trainable blocks + head (:class:`_FromBlock`)."""
+        trainable blocks + head (:class:`dmllab.models.EmbeddingTail`)."""
         if self.cfg.data.in_memory and self._uses_feature_cache():
-            return _FromBlock(self.model, self.cfg.model.frozen_blocks)
+            from dmllab.models.net import EmbeddingTail
+
+            return EmbeddingTail(self.model, self.cfg.model.frozen_blocks)
         return self.model
 
     def _tensor_batches(self, plan: StagePlan, epoch: int) -> Any:
@@ -734,27 +736,6 @@ class Trainer:
             self.scaler.load_state_dict(state["scaler"])
         self.state.epoch = int(state["epoch"])
         self.state.rows = list(state["rows"])
-
-
-class _FromBlock(nn.Module):
-    """Cached frozen-prefix features (B, C, h, w) -> embeddings (B, D): the model's trunk from block ``start``
-    on, then its head. Holds the model (not a copy): training it trains the model."""
-
-    def __init__(self, model: nn.Module, start: int) -> None:
-        super().__init__()
-        self.model = model
-        self.start = start
-
-    def backbone(self, x: torch.Tensor) -> torch.Tensor:
-        """The trainable trunk blocks on cached features -> the trunk's feature map (what manifold mixup mixes)."""
-        return self.model.backbone.forward_blocks(x, self.start)
-
-    @property
-    def head(self) -> nn.Module:
-        return self.model.head
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.backbone(x))  # (B, D)
 
 
 class _Timed:

@@ -7,6 +7,7 @@ from torch import nn
 from dmllab.models import (
     EmbeddingHead,
     EmbeddingNet,
+    EmbeddingTail,
     GlobalKMaxPool2d,
     ScaledBatchNorm1d,
     SmallCNN,
@@ -51,6 +52,30 @@ def test_forward_is_head_of_backbone():
     with torch.no_grad():
         torch.testing.assert_close(net(x), net.head(net.backbone(x)))
     assert isinstance(net.head.post_norm, ScaledBatchNorm1d)
+
+
+@pytest.mark.parametrize("start", [0, 3, 6])
+def test_embedding_tail_on_prefix_features_is_the_model(start):
+    net = _small_net(norm="layernorm")
+    net.backbone.freeze_blocks(start)
+    net.train()  # the frozen prefix stays in eval mode, the tail's BN uses batch statistics in both paths
+    x = torch.randn(4, 3, 56, 56)
+    tail = EmbeddingTail(net, start)
+    with torch.no_grad():
+        feats = net.backbone.forward_blocks(x, 0, start)
+        torch.testing.assert_close(tail(feats), net(x), rtol=0, atol=0)
+    assert tail.head is net.head
+    tail(feats).sum().backward()  # training the tail trains the model itself
+    trainable = [p for b in net.backbone.blocks()[start:] for p in b.parameters()] + list(net.head.parameters())
+    assert all(p.grad is not None for p in trainable)
+    assert all(p.grad is None for b in net.backbone.blocks()[:start] for p in b.parameters())
+
+
+def test_embedding_tail_needs_a_blocked_backbone():
+    net = _small_net()
+    net.backbone = nn.Conv2d(3, 32, 3)  # no forward_blocks
+    with pytest.raises(ValueError, match="backbone with blocks"):
+        EmbeddingTail(net, 2)
 
 
 def test_frozen_bn_stays_frozen_after_train():
