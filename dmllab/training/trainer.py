@@ -416,7 +416,7 @@ class Trainer:
         """The module mapping a batch of the loaders to embeddings: the model, or with cached features the
         trainable blocks + head (:class:`dmllab.models.EmbeddingTail`)."""
         if self.cfg.data.in_memory and self._uses_feature_cache():
-            from dmllab.models.net import EmbeddingTail
+            from dmllab.models import EmbeddingTail
 
             return EmbeddingTail(self.model, self.cfg.model.frozen_blocks)
         return self.model
