@@ -15,6 +15,10 @@ seed). Runs execute in this process one after the other (2 CPU cores), with a fr
 Fewer epochs with an lr drop (the ``b*_e*_d*`` candidates, measured after the preset was adopted):
 
     .venv/bin/python benchmarks/select_quick.py --seeds 2 --group schedules   # -> quick_selection_schedules.csv
+
+Smaller class-balanced batches (``bs*_e*_lr*``: batch 16 or 8, fewer epochs):
+
+    .venv/bin/python benchmarks/select_quick.py --seeds 2 --group batch       # -> quick_selection_batch.csv
 """
 
 from __future__ import annotations
@@ -56,10 +60,17 @@ SCHEDULE_CANDIDATES: dict[str, list[str]] = {
                             "schedule.scheduler=multistep", f"schedule.milestones={d}", "schedule.factor=0.1"]
     for b, e, d in ((4, 4, 3), (4, 5, 4), (4, 6, 5), (4, 6, 4), (4, 8, 6), (5, 6, 5))
 }  # fmt: skip
+#: Smaller class-balanced batches (4 images per class, so 4 or 2 classes a batch): more updates for the same FLOPs,
+#: with fewer epochs to spend fewer FLOPs; ``bs16_e8`` is the preset's schedule at batch 16.
+BATCH_CANDIDATES: dict[str, list[str]] = {
+    f"bs{b}_e{e}_lr{lr}": [*_C4, "model.frozen_blocks=4", f"optim.lr={lr}", f"data.batch_size={b}", f"schedule.epochs={e}"]
+    for b, e, lr in ((16, 8, 0.5), (16, 6, 0.5), (16, 4, 0.5), (16, 4, 1.0), (16, 3, 0.5), (8, 2, 0.3))
+}  # fmt: skip
 #: The candidate groups, each measured in one run into its own CSV (the preset's recipe in both, side by side).
 GROUPS: dict[str, tuple[list[str], str]] = {
     "recipes": (list(CANDIDATES), "quick_selection.csv"),
     "schedules": ([ADOPTED, *SCHEDULE_CANDIDATES], "quick_selection_schedules.csv"),
+    "batch": ([ADOPTED, *BATCH_CANDIDATES], "quick_selection_batch.csv"),
 }
 
 
@@ -79,7 +90,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--group", choices=GROUPS, default="recipes", help="the candidates (and default --out)")
     ap.add_argument("--only", default=None, help="comma list of candidates instead of the group's: "
-                    f"{', '.join([*CANDIDATES, *SCHEDULE_CANDIDATES])}")
+                    f"{', '.join([*CANDIDATES, *SCHEDULE_CANDIDATES, *BATCH_CANDIDATES])}")
     ap.add_argument("--extra", action="append", default=[], metavar="NAME:OVERRIDE;OVERRIDE",
                     help="an extra candidate, e.g. 'h20:model.frozen_blocks=6;data.in_memory=true;...'")
     ap.add_argument("--out", default=None, help="the CSV (default: results/benchmarks/<the group's CSV>)")
@@ -87,7 +98,7 @@ def main() -> None:
     names, csv_name = GROUPS[args.group]
     if args.only is not None:
         names = [k for k in args.only.split(",") if k]
-    known = {**CANDIDATES, **SCHEDULE_CANDIDATES}
+    known = {**CANDIDATES, **SCHEDULE_CANDIDATES, **BATCH_CANDIDATES}
     unknown = [k for k in names if k not in known]
     if unknown:
         ap.error(f"unknown candidate(s) {', '.join(unknown)}; known: {', '.join(known)}")
