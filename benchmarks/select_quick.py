@@ -66,6 +66,8 @@ BATCH_CANDIDATES: dict[str, list[str]] = {
     f"bs{b}_e{e}_lr{lr}": [*_C4, "model.frozen_blocks=4", f"optim.lr={lr}", f"data.batch_size={b}", f"schedule.epochs={e}"]
     for b, e, lr in ((16, 8, 0.5), (16, 6, 0.5), (16, 4, 0.5), (16, 4, 1.0), (16, 3, 0.5), (8, 2, 0.3))
 }  # fmt: skip
+#: Every named candidate (what ``--only`` may name).
+KNOWN: dict[str, list[str]] = {**CANDIDATES, **SCHEDULE_CANDIDATES, **BATCH_CANDIDATES}
 #: The candidate groups, each measured in one run into its own CSV (the preset's recipe in both, side by side).
 GROUPS: dict[str, tuple[list[str], str]] = {
     "recipes": (list(CANDIDATES), "quick_selection.csv"),
@@ -90,7 +92,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--group", choices=GROUPS, default="recipes", help="the candidates (and default --out)")
     ap.add_argument("--only", default=None, help="comma list of candidates instead of the group's: "
-                    f"{', '.join([*CANDIDATES, *SCHEDULE_CANDIDATES, *BATCH_CANDIDATES])}")
+                    f"{', '.join(KNOWN)}")
     ap.add_argument("--extra", action="append", default=[], metavar="NAME:OVERRIDE;OVERRIDE",
                     help="an extra candidate, e.g. 'h20:model.frozen_blocks=6;data.in_memory=true;...'")
     ap.add_argument("--out", default=None, help="the CSV (default: results/benchmarks/<the group's CSV>)")
@@ -98,10 +100,9 @@ def main() -> None:
     names, csv_name = GROUPS[args.group]
     if args.only is not None:
         names = [k for k in args.only.split(",") if k]
-    known = {**CANDIDATES, **SCHEDULE_CANDIDATES, **BATCH_CANDIDATES}
-    unknown = [k for k in names if k not in known]
+    unknown = [k for k in names if k not in KNOWN]
     if unknown:
-        ap.error(f"unknown candidate(s) {', '.join(unknown)}; known: {', '.join(known)}")
+        ap.error(f"unknown candidate(s) {', '.join(unknown)}; known: {', '.join(KNOWN)}")
     out_csv = args.out or str(Path(__file__).resolve().parent.parent / "results" / "benchmarks" / csv_name)
     import os
     import tempfile
@@ -112,7 +113,7 @@ def main() -> None:
     from dmllab.training import apply_overrides, presets
     from dmllab.training.protocol import run_protocol
 
-    cands = {k: known[k] for k in names}
+    cands = {k: KNOWN[k] for k in names}
     for spec in args.extra:
         name, _, ov = spec.partition(":")
         cands[name] = [o for o in ov.split(";") if o]
