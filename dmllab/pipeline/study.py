@@ -389,11 +389,31 @@ def ensure_kernel() -> str:
     return _FALLBACK_KERNEL
 
 
+KERNEL_START_TIMEOUT_S = 120
+KERNEL_START_ATTEMPTS = 3
+
+
+def _cells_ran(output: Path) -> bool:
+    """Whether any code cell of the (partly) executed notebook at ``output`` started executing."""
+    try:
+        cells = json.loads(output.read_text())["cells"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return any(c.get("cell_type") == "code" and c.get("execution_count") is not None for c in cells)
+
+
 def execute_notebook(
     notebook: str | os.PathLike, output: str | os.PathLike, parameters: Mapping[str, Any], *,
     kernel_name: str = KERNEL_NAME, cwd: str | os.PathLike | None = None,
+    start_timeout: float = KERNEL_START_TIMEOUT_S, attempts: int = KERNEL_START_ATTEMPTS,
 ) -> JobResult:  # fmt: skip
-    """Execute one notebook with papermill; never raises for a failing cell (the result says FAILED)."""
+    """Execute one notebook with papermill; never raises for a failing cell (the result says FAILED).
+
+    A kernel that does not come up (no reply to ``kernel_info`` within ``start_timeout`` s, or death before it:
+    jupyter_client's ports can collide between kernels launched at the same moment by parallel workers,
+    nteract/papermill#239) is retried with a fresh kernel, up to ``attempts`` launches in all, but only while no
+    cell has run, so a retry never repeats a side effect. Any other failure is reported at once.
+    """
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
@@ -401,18 +421,26 @@ def execute_notebook(
     notebook, output = Path(notebook), Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    try:
-        papermill.execute_notebook(
-            str(notebook), str(output), parameters=dict(parameters), kernel_name=kernel_name, progress_bar=False,
-            log_output=False, cwd=str(cwd if cwd is not None else paths.repo_root()),
-        )  # fmt: skip
-    except PapermillExecutionError as err:
-        return JobResult(notebook.stem, "FAILED", time.perf_counter() - start, f"{err.ename}: {err.evalue}",
-                         str(output), err.exec_count)  # fmt: skip
-    except Exception as err:  # kernel death, bad notebook JSON, ...: reported, never fatal to the study
-        return JobResult(notebook.stem, "FAILED", time.perf_counter() - start, f"{type(err).__name__}: {err}",
-                         str(output))  # fmt: skip
-    return JobResult(notebook.stem, "ok", time.perf_counter() - start, output=str(output))
+    for attempt in range(1, attempts + 1):
+        try:
+            papermill.execute_notebook(
+                str(notebook), str(output), parameters=dict(parameters), kernel_name=kernel_name,
+                progress_bar=False, log_output=False, start_timeout=start_timeout,
+                cwd=str(cwd if cwd is not None else paths.repo_root()),
+            )  # fmt: skip
+        except PapermillExecutionError as err:
+            return JobResult(notebook.stem, "FAILED", time.perf_counter() - start, f"{err.ename}: {err.evalue}",
+                             str(output), err.exec_count)  # fmt: skip
+        except Exception as err:  # kernel death, bad notebook JSON, ...: reported, never fatal to the study
+            if attempt < attempts and isinstance(err, RuntimeError) and not _cells_ran(output):
+                print(f"{notebook.stem}: the kernel did not start ({err}); launching a fresh one "
+                      f"(attempt {attempt + 1} of {attempts})", file=sys.stderr)  # fmt: skip
+                continue
+            tries = f" (after {attempt} kernel launches)" if attempt > 1 else ""
+            return JobResult(notebook.stem, "FAILED", time.perf_counter() - start,
+                             f"{type(err).__name__}: {err}{tries}", str(output))  # fmt: skip
+        return JobResult(notebook.stem, "ok", time.perf_counter() - start, output=str(output))
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 @dataclass(frozen=True)
