@@ -19,6 +19,10 @@ Fewer epochs with an lr drop (the ``b*_e*_d*`` candidates, measured after the pr
 Smaller class-balanced batches (``bs*_e*_lr*``: batch 16 or 8, fewer epochs):
 
     .venv/bin/python benchmarks/select_quick.py --seeds 2 --group batch       # -> quick_selection_batch.csv
+
+A smaller offline benchmark (``nc100_e*``: 100 classes; ``ipc25_e*``: 20-30 images per class):
+
+    .venv/bin/python benchmarks/select_quick.py --seeds 2 --group small       # -> quick_selection_small.csv
 """
 
 from __future__ import annotations
@@ -66,13 +70,24 @@ BATCH_CANDIDATES: dict[str, list[str]] = {
     f"bs{b}_e{e}_lr{lr}": [*_C4, "model.frozen_blocks=4", f"optim.lr={lr}", f"data.batch_size={b}", f"schedule.epochs={e}"]
     for b, e, lr in ((16, 8, 0.5), (16, 6, 0.5), (16, 4, 0.5), (16, 4, 1.0), (16, 3, 0.5), (8, 2, 0.3))
 }  # fmt: skip
+#: A smaller offline benchmark (the preset's recipe): half the classes (``nc100``: 100 instead of 200, so 25 train
+#: and 25 validation classes) or about half the images per class (``ipc25``: 20-30 instead of 40-60), at the
+#: preset's 8 epochs (half the training steps) or more epochs (the same steps). Its validation gallery is smaller,
+#: so its R@1 levels are not those of the preset; the signal (trained minus pre-trained only, same gallery) is.
+SMALL_CANDIDATES: dict[str, list[str]] = {
+    f"{name}_e{e}": [*_C4, "model.frozen_blocks=4", "optim.lr=1.0", kw, f"schedule.epochs={e}"]
+    for name, kw, e in (("nc100", "data.num_classes=100", 8), ("nc100", "data.num_classes=100", 12),
+                        ("nc100", "data.num_classes=100", 16), ("ipc25", "data.images_per_class=20,30", 8),
+                        ("ipc25", "data.images_per_class=20,30", 16))
+}  # fmt: skip
 #: Every named candidate (what ``--only`` may name).
-KNOWN: dict[str, list[str]] = {**CANDIDATES, **SCHEDULE_CANDIDATES, **BATCH_CANDIDATES}
+KNOWN: dict[str, list[str]] = {**CANDIDATES, **SCHEDULE_CANDIDATES, **BATCH_CANDIDATES, **SMALL_CANDIDATES}
 #: The candidate groups, each measured in one run into its own CSV (the preset's recipe in both, side by side).
 GROUPS: dict[str, tuple[list[str], str]] = {
     "recipes": (list(CANDIDATES), "quick_selection.csv"),
     "schedules": ([ADOPTED, *SCHEDULE_CANDIDATES], "quick_selection_schedules.csv"),
     "batch": ([ADOPTED, *BATCH_CANDIDATES], "quick_selection_batch.csv"),
+    "small": ([ADOPTED, *SMALL_CANDIDATES], "quick_selection_small.csv"),
 }
 
 
