@@ -30,8 +30,11 @@ def git_sha() -> str | None:
 
 
 def cache_dir() -> Path:
-    """Generated data, pre-trained weights and checkpoints: ``$DMLLAB_CACHE`` or ``~/.cache/dmllab``."""
-    return Path(os.environ.get("DMLLAB_CACHE", Path.home() / ".cache" / "dmllab")).expanduser()
+    """Generated data, pre-trained weights and checkpoints: ``$DMLLAB_CACHE`` or ``~/.cache/dmllab``; its
+    ``native/`` subfolder with ``DMLLAB_CPU_ISA=native`` (:mod:`dmllab.numerics`: what the machine's own CPU
+    kernels build never mixes with what the pinned ones build)."""
+    base = Path(os.environ.get("DMLLAB_CACHE", Path.home() / ".cache" / "dmllab")).expanduser()
+    return base / "native" if _native() else base
 
 
 def results_dir() -> Path:
@@ -40,8 +43,14 @@ def results_dir() -> Path:
 
 
 def runs_dir() -> Path:
-    """The run store: ``<results>/runs``."""
-    return results_dir() / "runs"
+    """The run store: ``<results>/runs`` (``<results>/runs-native`` with ``DMLLAB_CPU_ISA=native``)."""
+    return results_dir() / ("runs-native" if _native() else "runs")
+
+
+def _native() -> bool:
+    from dmllab.numerics import cpu_isa_mode
+
+    return cpu_isa_mode() == "native"
 
 
 def figures_dir() -> Path:

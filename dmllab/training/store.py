@@ -27,6 +27,7 @@ import os
 import platform
 import shutil
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -80,6 +81,7 @@ def provenance(device: str | None = None, wall_time_s: float | None = None) -> d
     import torch
 
     import dmllab
+    from dmllab.numerics import cpu_kernels
 
     versions = {
         "dmllab": dmllab.__version__,
@@ -97,6 +99,7 @@ def provenance(device: str | None = None, wall_time_s: float | None = None) -> d
         "device": device,
         # CPU kernels reduce in a thread-count-dependent order: identical metrics need the same thread count.
         "torch_threads": torch.get_num_threads(),
+        **cpu_kernels(),  # cpu_isa, cpu_capability: other CPU kernels give other last bits (dmllab.numerics)
         "cuda": torch.version.cuda if torch.cuda.is_available() else None,
         "gpu": torch.cuda.get_device_name(0) if (device or "").startswith("cuda") else None,
         "wall_time_s": wall_time_s,
@@ -322,9 +325,13 @@ def run(
         NonFiniteLossError, NonFiniteEmbeddingError: the run diverged now; the store records it (module docstring).
     """
     from dmllab.metrics import NonFiniteEmbeddingError
+    from dmllab.numerics import late_pin_message
 
     store = store or RunStore()
     cfg = validate(cfg.replace("run.seed", seed))  # reject what cannot work before any folder is made
+    late = late_pin_message() if not str(cfg.run.device).startswith("cuda") else None
+    if late:
+        warnings.warn(late, RuntimeWarning, stacklevel=2)
     with store.lock(cfg, seed):
         if not force:
             stored = store.load(cfg, seed)

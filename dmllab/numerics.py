@@ -1,0 +1,121 @@
+"""The same float32 bits on every x86-64 CPU: torch's CPU kernels pinned to one instruction set (dmllab choice).
+
+torch and numpy pick the instruction set of their CPU kernels at run time, from the machine: ATen's vectorised
+kernels (element-wise ops, reductions: ``ATEN_CPU_CAPABILITY``), oneDNN's convolutions (``ONEDNN_MAX_CPU_ISA``) and
+numpy's dispatched loops (``NPY_DISABLE_CPU_FEATURES``). An AVX-512 CPU sums in another order (and rounds some
+functions otherwise) than an AVX2 one, so the same seed gives other last bits, and training turns them into other
+metrics: on an AVX-512 machine (AMD EPYC, family 26) the quick ProxyNCA++ run of seed 0 gave test R@1 44.57 and the
+pre-trained-only network 25.35 natively, against 44.95 and 25.89 (the committed values, from an AVX2 machine) with
+torch's kernels pinned to AVX2 (README, "Same numbers on other CPUs").
+
+:func:`pin_cpu_isa` pins all three to AVX2, which every x86-64 CPU of the last decade runs, so the quick study on a
+fresh machine reproduces the committed result CSVs bit for bit (with the same thread count: see
+:func:`dmllab.training.store.provenance`). It has to run before torch's first CPU kernel and before numpy is
+imported: ``import dmllab`` calls it, which the CLI, the study's workers and the notebooks do first.
+``DMLLAB_CPU_ISA=native`` leaves the choice to the machine (faster on AVX-512 CPUs; its numbers are not comparable
+bit for bit with the committed ones). A variable the user set wins. No effect off x86-64 or on a GPU.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from collections.abc import MutableMapping
+from importlib import metadata
+
+CPU_ISA_VAR = "DMLLAB_CPU_ISA"
+CPU_ISA_MODES = ("avx2", "native")
+#: What ``DMLLAB_CPU_ISA=avx2`` (the default) sets for torch, where the user has not set it.
+PINNED_ENV: dict[str, str] = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+NUMPY_VAR = "NPY_DISABLE_CPU_FEATURES"
+# numpy's dispatch targets above AVX2, by the names of numpy >= 2.4 (x86-64 microarchitecture levels) and before.
+_NUMPY_ABOVE_AVX2 = {
+    "2.4": "X86_V4 AVX512_ICL AVX512_SPR",
+    "old": "AVX512F AVX512CD AVX512_KNL AVX512_KNM AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL AVX512_SPR",
+}
+#: The variables of :func:`pinned_env` that dmllab set (not the user), comma-separated: a child process started
+#: with ``DMLLAB_CPU_ISA=native`` by a pinned one drops them again.
+PINNED_MARKER = "DMLLAB_PINNED_ENV"
+_X86 = ("x86_64", "amd64", "x64")
+
+
+def cpu_isa_mode(environ: MutableMapping[str, str] = os.environ) -> str:
+    """``$DMLLAB_CPU_ISA`` (default "avx2"), checked.
+
+    Raises:
+        ValueError: another value, naming the valid ones.
+    """
+    mode = environ.get(CPU_ISA_VAR, "avx2").strip().lower()
+    if mode not in CPU_ISA_MODES:
+        raise ValueError(f"{CPU_ISA_VAR}={environ[CPU_ISA_VAR]!r}: valid values are {', '.join(CPU_ISA_MODES)}")
+    return mode
+
+
+def pinned_env(numpy_version: str | None = None) -> dict[str, str]:
+    """What the pin sets: :data:`PINNED_ENV` and numpy's dispatch targets above AVX2, named as the installed numpy
+    (``numpy_version``, default read from its metadata without importing it) names them."""
+    if numpy_version is None:
+        try:
+            numpy_version = metadata.version("numpy")
+        except metadata.PackageNotFoundError:
+            numpy_version = "0"
+    major, minor = (int(p) if p.isdigit() else 0 for p in (numpy_version.split(".") + ["0"])[:2])
+    names = _NUMPY_ABOVE_AVX2["2.4" if (major, minor) >= (2, 4) else "old"]
+    return {**PINNED_ENV, NUMPY_VAR: names}
+
+
+def pin_cpu_isa(environ: MutableMapping[str, str] = os.environ, machine: str | None = None) -> dict[str, str]:
+    """Set :func:`pinned_env` in ``environ`` where unset (mode "avx2" on x86-64); returns what it set. In mode
+    "native", drop what a pinned parent process set (:data:`PINNED_MARKER`), so the machine picks again."""
+    pinned = pinned_env()
+    if cpu_isa_mode(environ) == "native":
+        for key in filter(None, environ.pop(PINNED_MARKER, "").split(",")):
+            if environ.get(key) == pinned.get(key):
+                del environ[key]
+        return {}
+    if (machine or platform.machine()).lower() not in _X86:
+        return {}
+    added = {k: v for k, v in pinned.items() if k not in environ}
+    environ.update(added)
+    if added:
+        environ[PINNED_MARKER] = ",".join(filter(None, [*environ.get(PINNED_MARKER, "").split(","), *added]))
+    return added
+
+
+def numpy_simd() -> str:
+    """numpy's dispatch targets enabled in this process and found on the CPU (e.g. "X86_V3"), space-separated."""
+    import numpy
+
+    found = getattr(numpy.__config__, "CONFIG", {}).get("SIMD Extensions", {}).get("found", [])
+    return " ".join(found)
+
+
+def cpu_kernels() -> dict[str, str]:
+    """This process's CPU kernels, for the provenance: ``cpu_isa`` (the mode), ``cpu_capability`` (ATen's) and
+    ``numpy_simd`` (:func:`numpy_simd`)."""
+    import torch
+
+    return {"cpu_isa": cpu_isa_mode(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "numpy_simd": numpy_simd()}  # fmt: skip
+
+
+def late_pin_message() -> str | None:
+    """Why this process's CPU numbers will differ from the pinned ones, or None: the pin asked for AVX2 but torch
+    or numpy run wider kernels, because torch ran a CPU kernel or numpy was imported before ``import dmllab``."""
+    import torch
+
+    late = []
+    if os.environ.get("ATEN_CPU_CAPABILITY") == PINNED_ENV["ATEN_CPU_CAPABILITY"]:
+        cap = torch.backends.cpu.get_cpu_capability()
+        if cap.startswith("AVX512"):
+            late.append(f"torch's CPU kernels run {cap} (torch ran a CPU kernel before `import dmllab`)")
+    if os.environ.get(NUMPY_VAR) == pinned_env()[NUMPY_VAR]:
+        wide = [t for t in numpy_simd().split() if t in os.environ[NUMPY_VAR].split()]
+        if wide:
+            late.append(f"numpy runs {' '.join(wide)} loops (numpy was imported before `import dmllab`)")
+    if not late:
+        return None
+    return (
+        f"{'; '.join(late)}, not the AVX2 that dmllab pins (dmllab.numerics). This run's numbers will not match the "
+        f"committed ones bit for bit; import dmllab first, or set {CPU_ISA_VAR}=native to say that you mean it."
+    )
