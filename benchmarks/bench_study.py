@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchutil import child_result, write_csv
+from benchutil import child_result, machine, write_csv
 
 REPO = Path(__file__).resolve().parent.parent
 # Provenance that differs between any two executions by design; every other column must match.
@@ -60,7 +60,7 @@ print("RESULT " + json.dumps({
 
 FIELDS = ["pass", "wall_s", "study_s", "plan_s", "train_s", "notebooks_s", "plots_s", "report_s", "runs", "trained",
           "reused", "diverged", "failed", "run_mean_s", "notebooks_run", "notebooks_cached", "notebooks_failed",
-          "profile", "only", "jobs", "cpu_count"]  # fmt: skip
+          "profile", "only", "jobs", "cpu_count", "cpu", "cpu_isa"]  # fmt: skip
 
 
 def one_pass(name: str, env: dict[str, str], profile: str, only: str, jobs: int) -> dict:
@@ -75,7 +75,9 @@ def one_pass(name: str, env: dict[str, str], profile: str, only: str, jobs: int)
     row = {"pass": name, "wall_s": wall, "study_s": r.pop("study_s")}
     row.update({f"{k}_s": float(v) for k, v in steps.items()})
     row.update(r)
-    row.update(profile=profile, only=only, jobs=jobs, cpu_count=os.cpu_count())
+    from dmllab.numerics import cpu_isa_mode
+
+    row.update(profile=profile, only=only, jobs=jobs, cpu_count=os.cpu_count(), cpu=machine(), cpu_isa=cpu_isa_mode(env))
     return row
 
 

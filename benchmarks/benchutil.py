@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import platform
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,3 +35,21 @@ def child_result(stdout: str) -> dict[str, Any]:
     if not lines:
         raise RuntimeError(f"the child process printed no RESULT line; its last output: {stdout[-2000:]!r}")
     return json.loads(lines[-1][len("RESULT ") :])
+
+
+def machine() -> str:
+    """The CPU a benchmark ran on, for its CSV: model name, family/model numbers and flags that pick kernels, and
+    the logical CPU count (e.g. ``AMD EPYC (family 26 model 2), avx2 avx512f avx512_bf16, 2 CPUs``). Timings and,
+    with ``DMLLAB_CPU_ISA=native``, the last bits of the metrics depend on it (dmllab.numerics)."""
+    info: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                info.setdefault(key.strip(), value.strip())
+    except OSError:
+        return f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs"
+    flags = set(info.get("flags", "").split())
+    kept = " ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile") if f in flags)
+    name = info.get("model name", platform.machine())
+    return f"{name} (family {info.get('cpu family', '?')} model {info.get('model', '?')}), {kept}, {os.cpu_count()} CPUs"
