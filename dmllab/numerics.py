@@ -1,4 +1,4 @@
-"""The same float32 bits on every x86-64 CPU: torch's CPU kernels pinned to one instruction set (dmllab choice).
+"""The same float32 bits on every x86-64 CPU: torch's and numpy's CPU kernels pinned to AVX2 (dmllab choice).
 
 torch and numpy pick the instruction set of their CPU kernels at run time, from the machine: ATen's vectorised
 kernels (element-wise ops, reductions: ``ATEN_CPU_CAPABILITY``), oneDNN's convolutions (``ONEDNN_MAX_CPU_ISA``) and
