@@ -18,10 +18,12 @@ bit for bit with the committed ones). A variable the user set wins. No effect of
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 from collections.abc import MutableMapping
 from importlib import metadata
+from pathlib import Path
 
 CPU_ISA_VAR = "DMLLAB_CPU_ISA"
 CPU_ISA_MODES = ("avx2", "native")
@@ -119,3 +121,63 @@ def late_pin_message() -> str | None:
         f"{'; '.join(late)}, not the AVX2 that dmllab pins (dmllab.numerics). This run's numbers will not match the "
         f"committed ones bit for bit; import dmllab first, or set {CPU_ISA_VAR}=native to say that you mean it."
     )
+
+
+#: Written into the (pinned) cache folder by a dmllab that pins: :func:`stale_cache_message`.
+CACHE_STAMP = "numerics.json"
+# What the cache holds that its numerics decide: the generated images, the pre-trained weights, the feature caches.
+_CACHE_BUILT = ("synthetic", "weights", "features")
+
+
+def cpu_flags() -> frozenset[str] | None:
+    """The CPU's feature flags from ``/proc/cpuinfo`` (e.g. "avx2", "avx512f"), or None where it cannot be read."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key.strip() == "flags":
+                    return frozenset(value.split())
+    except OSError:
+        return None
+    return None
+
+
+def stale_cache_message(root: Path, runs: Path, *, flags: frozenset[str] | None = None,
+                        machine: str | None = None) -> str | None:  # fmt: skip
+    """Why the cache ``root`` may hold other numbers than a pinned dmllab builds, or None (stamping it).
+
+    A dmllab older than the pin built its cache with the machine's own kernels. On an AVX2 CPU (or off x86-64)
+    those are the pinned ones, but on an AVX-512 CPU its images, pre-trained SmallCNN and feature caches differ in
+    the last bits, and so does every run trained on them. A cache folder that a dmllab with the pin makes carries
+    :data:`CACHE_STAMP` (:func:`dmllab.paths.cache_dir`). One with built content but no stamp, on an x86-64 CPU
+    whose ``flags`` (default :func:`cpu_flags`) include avx512f, gets the message, naming the run store ``runs``
+    too, and stays unstamped until deleted; anywhere else it is stamped (its numbers are the pinned ones). A CPU
+    whose flags cannot be read counts as AVX2. Mode "native" has a cache of its own: None.
+    """
+    if cpu_isa_mode() == "native":
+        return None
+    stamp = root / CACHE_STAMP
+    if stamp.exists():
+        return None
+    flags = cpu_flags() if flags is None else flags
+    x86 = (machine or platform.machine()).lower() in _X86
+    built = [name for name in _CACHE_BUILT if (root / name).exists()]
+    if built and x86 and flags is not None and "avx512f" in flags:
+        return (
+            f"the cache {root} holds {', '.join(built)} but no {CACHE_STAMP}: an older dmllab built it, which did "
+            "not pin the CPU kernels, and this CPU has AVX-512, so its contents (and the runs trained on them) may "
+            "differ from the committed numbers in the last bits (README, Same numbers on other CPUs). Delete "
+            f"{root} and the run store {runs} once; dmllab builds both again"
+        )
+    stamp_cache(root)
+    return None
+
+
+def stamp_cache(root: Path) -> None:
+    """Write :data:`CACHE_STAMP` into ``root`` (made if missing): a dmllab that pins builds this cache.
+    :func:`dmllab.paths.cache_dir` stamps every cache folder it makes."""
+    mode = cpu_isa_mode()
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = root / f".{CACHE_STAMP}.{os.getpid()}"
+    tmp.write_text(json.dumps({"cpu_isa": mode, "pinned": pinned_env() if mode == "avx2" else {}}, indent=1) + "\n")
+    tmp.replace(root / CACHE_STAMP)

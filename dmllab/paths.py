@@ -32,9 +32,15 @@ def git_sha() -> str | None:
 def cache_dir() -> Path:
     """Generated data, pre-trained weights and checkpoints: ``$DMLLAB_CACHE`` or ``~/.cache/dmllab``; its
     ``native/`` subfolder with ``DMLLAB_CPU_ISA=native`` (:mod:`dmllab.numerics`: what the machine's own CPU
-    kernels build never mixes with what the pinned ones build)."""
+    kernels build never mixes with what the pinned ones build). A folder it makes is stamped as built by a dmllab
+    that pins (:func:`dmllab.numerics.stamp_cache`)."""
     base = Path(os.environ.get("DMLLAB_CACHE", Path.home() / ".cache" / "dmllab")).expanduser()
-    return base / "native" if _native() else base
+    root = base / "native" if _native() else base
+    if not root.exists():  # made by a dmllab that pins: stamped (dmllab.numerics.stale_cache_message)
+        from dmllab.numerics import stamp_cache
+
+        stamp_cache(root)
+    return root
 
 
 def results_dir() -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
@@ -10,8 +11,9 @@ import sys
 import pytest
 import torch
 
-from dmllab import paths
+from dmllab import numerics, paths
 from dmllab.numerics import (
+    CACHE_STAMP,
     CPU_ISA_VAR,
     NUMPY_VAR,
     PINNED_ENV,
@@ -21,6 +23,7 @@ from dmllab.numerics import (
     late_pin_message,
     pin_cpu_isa,
     pinned_env,
+    stale_cache_message,
 )
 
 
@@ -118,3 +121,46 @@ def test_the_provenance_names_the_kernels_and_a_late_pin_is_explained() -> None:
         assert "torch's CPU kernels run AVX512" in late and "numpy runs" in late
     else:
         assert late == "None"
+
+
+def test_a_cache_folder_that_dmllab_makes_is_stamped(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.setenv("DMLLAB_CACHE", str(tmp_path / "c"))
+    monkeypatch.delenv(CPU_ISA_VAR, raising=False)
+    assert not (tmp_path / "c").exists()
+    stamp = json.loads((paths.cache_dir() / CACHE_STAMP).read_text())
+    assert stamp == {"cpu_isa": "avx2", "pinned": pinned_env()}
+    monkeypatch.setenv(CPU_ISA_VAR, "native")
+    assert json.loads((paths.cache_dir() / CACHE_STAMP).read_text()) == {"cpu_isa": "native", "pinned": {}}
+
+
+AVX512 = frozenset({"avx2", "avx512f"})
+
+
+def test_an_unstamped_cache_with_content_is_stale_on_an_avx512_cpu_only(monkeypatch, tmp_path) -> None:
+    monkeypatch.delenv(CPU_ISA_VAR, raising=False)
+    old, runs = tmp_path / "old", tmp_path / "runs"
+    (old / "weights").mkdir(parents=True)  # what an older dmllab left: content, no stamp
+    for _ in range(2):  # not stamped by the warning: it repeats until the cache is deleted
+        msg = stale_cache_message(old, runs, flags=AVX512, machine="x86_64")
+        assert msg is not None and str(old) in msg and str(runs) in msg and "AVX-512" in msg and "weights" in msg
+    assert not (old / CACHE_STAMP).exists()
+    monkeypatch.setenv(CPU_ISA_VAR, "native")  # native runs have a cache of their own
+    assert stale_cache_message(old, runs, flags=AVX512, machine="x86_64") is None
+    monkeypatch.delenv(CPU_ISA_VAR)
+    # elsewhere the old kernels were the pinned ones: stamped, and quiet from then on
+    monkeypatch.setattr(numerics, "cpu_flags", lambda: None)  # /proc/cpuinfo unreadable: counts as AVX2
+    for flags, machine in ((frozenset({"avx2"}), "x86_64"), (AVX512, "aarch64"), (None, "x86_64")):
+        (old / CACHE_STAMP).unlink(missing_ok=True)
+        assert stale_cache_message(old, runs, flags=flags, machine=machine) is None
+        assert (old / CACHE_STAMP).exists()
+    assert stale_cache_message(old, runs, flags=AVX512, machine="x86_64") is None
+    empty = tmp_path / "empty"
+    empty.mkdir()  # nothing built yet: stamped
+    assert stale_cache_message(empty, runs, flags=AVX512, machine="x86_64") is None
+    assert (empty / CACHE_STAMP).exists()
+
+
+def test_cpu_flags_reads_the_machine() -> None:
+    flags = numerics.cpu_flags()
+    if platform.system() == "Linux" and platform.machine().lower() in ("x86_64", "amd64"):
+        assert flags is not None and "sse2" in flags

@@ -35,6 +35,7 @@ from typing import Any
 from dmllab import paths
 from dmllab.experiments import registry
 from dmllab.experiments.base import Artifact, Run
+from dmllab.numerics import stale_cache_message
 from dmllab.profiles import PROFILES, TYPICAL_RUN_S, resolve_device
 
 KERNEL_NAME = "python3"
@@ -550,6 +551,9 @@ def run_study(
         phase_s[name], mark[0] = now - mark[0], now
 
     artifacts = registry.select(only)
+    stale = stale_cache_message(paths.cache_dir(), paths.runs_dir())
+    if stale:
+        say(f"WARNING: {stale}")
     resolved_device = resolve_device(device or "auto")
     plan = make_plan(artifacts, profile, device=resolved_device, data_root=data_root)
     say(f"plan: {len(plan.runs)} unique runs, {len(plan.stored)} stored, "

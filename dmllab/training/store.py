@@ -325,13 +325,14 @@ def run(
         NonFiniteLossError, NonFiniteEmbeddingError: the run diverged now; the store records it (module docstring).
     """
     from dmllab.metrics import NonFiniteEmbeddingError
-    from dmllab.numerics import late_pin_message
+    from dmllab.numerics import late_pin_message, stale_cache_message
 
     store = store or RunStore()
     cfg = validate(cfg.replace("run.seed", seed))  # reject what cannot work before any folder is made
     late = late_pin_message() if not str(cfg.run.device).startswith("cuda") else None
-    if late:
-        warnings.warn(late, RuntimeWarning, stacklevel=2)
+    for message in (late, stale_cache_message(paths.cache_dir(), store.root)):
+        if message:
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
     with store.lock(cfg, seed):
         if not force:
             stored = store.load(cfg, seed)
