@@ -41,13 +41,10 @@ def machine() -> str:
     """The CPU a benchmark ran on, for its CSV: model name, family/model numbers and flags that pick kernels, and
     the logical CPU count (e.g. ``AMD EPYC (family 26 model 2), avx2 avx512f avx512_bf16, 2 CPUs``). Timings and,
     with ``DMLLAB_CPU_ISA=native``, the last bits of the metrics depend on it (dmllab.numerics)."""
-    info: dict[str, str] = {}
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                key, _, value = line.partition(":")
-                info.setdefault(key.strip(), value.strip())
-    except OSError:
+    from dmllab.numerics import cpuinfo
+
+    info = cpuinfo()
+    if info is None:
         return f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs"
     flags = set(info.get("flags", "").split())
     kept = " ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile") if f in flags)

@@ -129,17 +129,24 @@ CACHE_STAMP = "numerics.json"
 _CACHE_BUILT = ("synthetic", "weights", "features")
 
 
-def cpu_flags() -> frozenset[str] | None:
-    """The CPU's feature flags from ``/proc/cpuinfo`` (e.g. "avx2", "avx512f"), or None where it cannot be read."""
+def cpuinfo() -> dict[str, str] | None:
+    """The first CPU's entries of ``/proc/cpuinfo`` ("model name", "cpu family", "flags", ...), or None where it
+    cannot be read."""
+    info: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo") as fh:
             for line in fh:
                 key, _, value = line.partition(":")
-                if key.strip() == "flags":
-                    return frozenset(value.split())
+                info.setdefault(key.strip(), value.strip())
     except OSError:
         return None
-    return None
+    return info
+
+
+def cpu_flags() -> frozenset[str] | None:
+    """The CPU's feature flags (e.g. "avx2", "avx512f"; :func:`cpuinfo`), or None where they cannot be read."""
+    info = cpuinfo()
+    return frozenset(info["flags"].split()) if info and "flags" in info else None
 
 
 def stale_cache_message(root: Path, runs: Path, *, flags: frozenset[str] | None = None,
