@@ -41,7 +41,7 @@ from select_quick_size import REFERENCE  # noqa: E402
 
 BENCH = Path(__file__).resolve().parent.parent / "results" / "benchmarks"
 SOURCES = ("quick_selection", "quick_selection_schedules", "quick_selection_size", "quick_selection_width",
-           "quick_selection_batch", "quick_selection_small")
+           "quick_selection_batch", "quick_selection_small", "quick_selection_optim")
 STUDY_TARGET_S = 30 * 60.0
 #: A run's cost that does not depend on the number of training steps, and the part that does (a selection run's
 #: per-epoch validation, ``eval_s``, is in neither: study runs train on ``trainval`` without it).

@@ -23,6 +23,10 @@ Smaller class-balanced batches (``bs*_e*_lr*``: batch 16 or 8, fewer epochs):
 A smaller offline benchmark (``nc100_e*``: 100 classes; ``ipc25_e*``: 20-30 images per class):
 
     .venv/bin/python benchmarks/select_quick.py --seeds 2 --group small       # -> quick_selection_small.csv
+
+Another optimiser for fewer epochs (``adam*_e*``: Adam with eps 1e-8 instead of the preset's eps 1):
+
+    .venv/bin/python benchmarks/select_quick.py --seeds 2 --group optim       # -> quick_selection_optim.csv
 """
 
 from __future__ import annotations
@@ -80,14 +84,26 @@ SMALL_CANDIDATES: dict[str, list[str]] = {
                         ("nc100", "data.num_classes=100", 16), ("ipc25", "data.images_per_class=20,30", 8),
                         ("ipc25", "data.images_per_class=20,30", 16))
 }  # fmt: skip
+#: Another optimiser for fewer epochs: the preset's Adam has eps 1 (the authors' ProxyNCA++ setting: near the
+#: start a momentum SGD step of lr 1), ``adam*`` is Adam with eps 1e-8 (per-weight normalised steps), its trunk and
+#: embedding lr as named and the proxies' lr 100x that (Proxy Anchor's ratio); ``b4_lr1_e4`` is the preset's
+#: optimiser for the same 4 constant-lr epochs.
+OPTIM_CANDIDATES: dict[str, list[str]] = {
+    "b4_lr1_e4": [*_C4, "model.frozen_blocks=4", "optim.lr=1.0", "schedule.epochs=4"],
+    **{f"adam{lr}_e{e}": [*_C4, "model.frozen_blocks=4", "optim.eps=1e-8", f"optim.lr={lr}",
+                          f"optim.lr_embedding={lr}", f"optim.lr_proxies={100 * float(lr):g}", f"schedule.epochs={e}"]
+       for lr, e in (("1e-3", 4), ("3e-3", 4), ("3e-3", 6), ("1e-3", 8), ("3e-3", 8))},
+}  # fmt: skip
 #: Every named candidate (what ``--only`` may name).
-KNOWN: dict[str, list[str]] = {**CANDIDATES, **SCHEDULE_CANDIDATES, **BATCH_CANDIDATES, **SMALL_CANDIDATES}
+KNOWN: dict[str, list[str]] = {**CANDIDATES, **SCHEDULE_CANDIDATES, **BATCH_CANDIDATES, **SMALL_CANDIDATES,
+                               **OPTIM_CANDIDATES}  # fmt: skip
 #: The candidate groups, each measured in one run into its own CSV (the preset's recipe in both, side by side).
 GROUPS: dict[str, tuple[list[str], str]] = {
     "recipes": (list(CANDIDATES), "quick_selection.csv"),
     "schedules": ([ADOPTED, *SCHEDULE_CANDIDATES], "quick_selection_schedules.csv"),
     "batch": ([ADOPTED, *BATCH_CANDIDATES], "quick_selection_batch.csv"),
     "small": ([ADOPTED, *SMALL_CANDIDATES], "quick_selection_small.csv"),
+    "optim": ([ADOPTED, *OPTIM_CANDIDATES], "quick_selection_optim.csv"),
 }
 
 
