@@ -9,6 +9,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from dmllab.numerics import cpu_isa_mode, stamp_cache
+
 _REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -37,8 +39,6 @@ def cache_dir() -> Path:
     base = Path(os.environ.get("DMLLAB_CACHE", Path.home() / ".cache" / "dmllab")).expanduser()
     root = base / "native" if _native() else base
     if not root.exists():  # made by a dmllab that pins: stamped (dmllab.numerics.stale_cache_message)
-        from dmllab.numerics import stamp_cache
-
         stamp_cache(root)
     return root
 
@@ -54,8 +54,6 @@ def runs_dir() -> Path:
 
 
 def _native() -> bool:
-    from dmllab.numerics import cpu_isa_mode
-
     return cpu_isa_mode() == "native"
 
 
