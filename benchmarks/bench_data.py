@@ -59,8 +59,13 @@ def bench_training_pipeline(workers: int, batches: int, batch_size: int = 32, pe
     for _, (x, _) in zip(range(batches), it):
         n += x.shape[0]
     seconds = time.perf_counter() - start
-    return {"benchmark": "train_pipeline_synthetic_quick", "case": f"bs{batch_size}x{per_class}", "workers": workers,
-            "n_images": n, "seconds": seconds}  # fmt: skip
+    return {
+        "benchmark": "train_pipeline_synthetic_quick",
+        "case": f"bs{batch_size}x{per_class}",
+        "workers": workers,
+        "n_images": n,
+        "seconds": seconds,
+    }
 
 
 def make_jpeg_folder(root: Path, n_images: int, seed: int = 0) -> Path:
@@ -105,8 +110,13 @@ def bench_decode(root: Path, case: str, transform) -> dict:
         x, _ = ds[i]
     seconds = time.perf_counter() - start
     assert x.shape == (3, 256, 256)
-    return {"benchmark": "jpeg_decode_proxynca++_test", "case": case, "workers": 0, "n_images": len(ds),
-            "seconds": seconds}  # fmt: skip
+    return {
+        "benchmark": "jpeg_decode_proxynca++_test",
+        "case": case,
+        "workers": 0,
+        "n_images": len(ds),
+        "seconds": seconds,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,9 +157,14 @@ def main(argv: list[str] | None = None) -> int:
 
     stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
     for r in rows:
-        r.update(images_per_s=r["n_images"] / r["seconds"], torch_version=torch.__version__,
-                 torchvision_version=torchvision.__version__, cpu_threads=torch.get_num_threads(), repeats=args.repeats,
-                 timestamp=stamp)  # fmt: skip
+        r.update(
+            images_per_s=r["n_images"] / r["seconds"],
+            torch_version=torch.__version__,
+            torchvision_version=torchvision.__version__,
+            cpu_threads=torch.get_num_threads(),
+            repeats=args.repeats,
+            timestamp=stamp,
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=FIELDS)
@@ -160,11 +175,15 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"{'benchmark':<34} {'case':<22} {'workers':>7} {'images/s':>10} {'n':>6} {'s':>8}")
     for r in rows:
-        print(f"{r['benchmark']:<34} {r['case']:<22} {r['workers']:>7} {r['images_per_s']:>10.1f} "
-              f"{r['n_images']:>6} {r['seconds']:>8.2f}")  # fmt: skip
+        print(
+            f"{r['benchmark']:<34} {r['case']:<22} {r['workers']:>7} {r['images_per_s']:>10.1f} "
+            f"{r['n_images']:>6} {r['seconds']:>8.2f}"
+        )
     by_case = {r["case"]: r["images_per_s"] for r in rows}
-    print(f"pre-resized cache speed-up (v2): {by_case['cache_288_v2'] / by_case['original_500x375_v2']:.2f}x; "
-          f"v2 vs v1 on originals: {by_case['original_500x375_v2'] / by_case['original_500x375_v1']:.2f}x")  # fmt: skip
+    print(
+        f"pre-resized cache speed-up (v2): {by_case['cache_288_v2'] / by_case['original_500x375_v2']:.2f}x; "
+        f"v2 vs v1 on originals: {by_case['original_500x375_v2'] / by_case['original_500x375_v1']:.2f}x"
+    )
     print(f"wrote {args.out}")
     return 0
 

@@ -261,8 +261,13 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
 
     def env() -> dict:
-        return dict(torch_version=torch.__version__, threads=threads, command=command.strip(),
-                    load_average=f"{os.getloadavg()[0]:.2f}", timestamp=stamp)  # fmt: skip
+        return dict(
+            torch_version=torch.__version__,
+            threads=threads,
+            command=command.strip(),
+            load_average=f"{os.getloadavg()[0]:.2f}",
+            timestamp=stamp,
+        )
 
     def add(bench, n, dim, method, res):
         common = dict(benchmark=bench, n=n, dim=dim, method=method, **env())
@@ -278,8 +283,18 @@ def main(argv: list[str] | None = None) -> int:
     def ratio(bench, n, dim, name, a, b, metric="time_best"):
         key = {"time_best": "times", "cpu_time_best": "cpu_times"}[metric]
         value = min(a[key]) / min(b[key])
-        rows.append(dict(benchmark=bench, n=n, dim=dim, method=name, metric=f"ratio_{metric}",
-                         value=f"{value:.3f}", unit="x", **env()))  # fmt: skip
+        rows.append(
+            dict(
+                benchmark=bench,
+                n=n,
+                dim=dim,
+                method=name,
+                metric=f"ratio_{metric}",
+                value=f"{value:.3f}",
+                unit="x",
+                **env(),
+            )
+        )
         return value
 
     identical = True
@@ -297,8 +312,18 @@ def main(argv: list[str] | None = None) -> int:
             identical &= same
             print(f"  dmllab {results['dmllab']['recall']}  {other} {results[other]['recall']}  same={same}")
             ratio(bench, n, dim, f"dmllab_vs_{other}", results["dmllab"], results[other])
-            rows.append(dict(benchmark=bench, n=n, dim=dim, method=f"dmllab_vs_{other}",
-                             metric="identical_recalls", value=str(int(same)), unit="bool", **env()))  # fmt: skip
+            rows.append(
+                dict(
+                    benchmark=bench,
+                    n=n,
+                    dim=dim,
+                    method=f"dmllab_vs_{other}",
+                    metric="identical_recalls",
+                    value=str(int(same)),
+                    unit="bool",
+                    **env(),
+                )
+            )
     write_csv(out_path, rows)  # after each block, so that a long run leaves its finished parts
 
     if not args.skip_sop:
@@ -339,8 +364,18 @@ def main(argv: list[str] | None = None) -> int:
             if faiss_ok:
                 same = res["dmllab"]["recall"] == res["faiss"]["recall"]
                 identical &= same
-                rows.append(dict(benchmark=bench, n=n, dim=dim, method="dmllab_vs_faiss",
-                                 metric="identical_recalls", value=str(int(same)), unit="bool", **env()))  # fmt: skip
+                rows.append(
+                    dict(
+                        benchmark=bench,
+                        n=n,
+                        dim=dim,
+                        method="dmllab_vs_faiss",
+                        metric="identical_recalls",
+                        value=str(int(same)),
+                        unit="bool",
+                        **env(),
+                    )
+                )
             write_csv(out_path, rows)
 
     print()

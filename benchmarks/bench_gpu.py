@@ -95,8 +95,14 @@ def make_fake_cub(root: Path, n_classes: int = 200, per_class: int = 12, seed: i
 def paper_cfg(root: Path, batch: int, amp: str, channels_last: str, weights: str | None):
     from dmllab.training import apply_overrides, presets
 
-    overrides = [f"data.root={root}", "data.check_counts=false", f"data.batch_size={batch}",
-                 f"run.amp={amp}", f"run.channels_last={channels_last}", "run.device=cuda"]  # fmt: skip
+    overrides = [
+        f"data.root={root}",
+        "data.check_counts=false",
+        f"data.batch_size={batch}",
+        f"run.amp={amp}",
+        f"run.channels_last={channels_last}",
+        "run.device=cuda",
+    ]
     overrides += [f"model.weights_path={weights}"] if weights else ["model.pretrained=false"]
     return apply_overrides(presets.get("proxynca++", "cub", "paper"), overrides)
 
@@ -272,8 +278,11 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     if not torch.cuda.is_available():
-        print("bench_gpu.py: no CUDA GPU is available here (torch.cuda.is_available() is False); this benchmark "
-              "measures the GPU path only. Run it on a machine with an NVIDIA GPU.", file=sys.stderr)  # fmt: skip
+        print(
+            "bench_gpu.py: no CUDA GPU is available here (torch.cuda.is_available() is False); this benchmark "
+            "measures the GPU path only. Run it on a machine with an NVIDIA GPU.",
+            file=sys.stderr,
+        )
         return 2
     parts = args.only or list(PARTS)
     device = torch.cuda.get_device_name(0)
@@ -282,8 +291,19 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
 
     def add(bench, setting, metric, value, unit):
-        rows.append(dict(benchmark=bench, setting=setting, metric=metric, value=f"{value:.4f}", unit=unit,
-                         device=device, torch_version=torch.__version__, command=command.strip(), timestamp=stamp))  # fmt: skip
+        rows.append(
+            dict(
+                benchmark=bench,
+                setting=setting,
+                metric=metric,
+                value=f"{value:.4f}",
+                unit=unit,
+                device=device,
+                torch_version=torch.__version__,
+                command=command.strip(),
+                timestamp=stamp,
+            )
+        )
         args.out.parent.mkdir(parents=True, exist_ok=True)
         with open(args.out, "w", newline="") as fh:  # after every row: an interrupted run keeps its numbers
             w = csv.DictWriter(fh, fieldnames=COLUMNS)
@@ -313,9 +333,27 @@ def main(argv: list[str] | None = None) -> int:
         if "evaluator" in parts:
             bench_evaluator(add, args.repeats)
         if args.paper_epochs:
-            cmd = [sys.executable, "-m", "dmllab.cli", "train", "--method", "proxynca++", "--dataset", "cub",
-                   "--profile", "paper", "--data-root", str(root), "--quiet", "--set", "data.check_counts=false",
-                   "--set", f"schedule.epochs={args.paper_epochs}", "--set", "schedule.warmup_epochs=0"]  # fmt: skip
+            cmd = [
+                sys.executable,
+                "-m",
+                "dmllab.cli",
+                "train",
+                "--method",
+                "proxynca++",
+                "--dataset",
+                "cub",
+                "--profile",
+                "paper",
+                "--data-root",
+                str(root),
+                "--quiet",
+                "--set",
+                "data.check_counts=false",
+                "--set",
+                f"schedule.epochs={args.paper_epochs}",
+                "--set",
+                "schedule.warmup_epochs=0",
+            ]
             cmd += ["--set", f"model.weights_path={args.weights}"] if args.weights else []
             t0 = time.perf_counter()
             proc = subprocess.run(cmd, check=False)

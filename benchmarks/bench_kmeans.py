@@ -31,7 +31,9 @@ def _inertia(x: np.ndarray, labels: np.ndarray) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "results/benchmarks/kmeans.csv"))
+    ap.add_argument(
+        "--out", default=str(Path(__file__).resolve().parent.parent / "results/benchmarks/kmeans.csv")
+    )
     args = ap.parse_args()
     import torch
     from sklearn.cluster import KMeans
@@ -59,13 +61,21 @@ def main() -> None:
                 inertia = _inertia(xn, pred)
                 ref = inertia if ref is None else ref
                 row = {
-                    "n": n, "classes": k, "dim": dim, "spread": spread, "kmeans": name,
+                    "n": n,
+                    "classes": k,
+                    "dim": dim,
+                    "spread": spread,
+                    "kmeans": name,
                     "nmi": normalized_mutual_info_score(yn, pred, average_method="geometric"),
-                    "inertia_vs_sklearn": inertia / ref, "wall_s": wall,
-                }  # fmt: skip
+                    "inertia_vs_sklearn": inertia / ref,
+                    "wall_s": wall,
+                }
                 rows.append(row)
-                print(f"{n} x {dim}, {k} classes, spread {spread}: {name:24s} NMI {row['nmi']:.4f} "
-                      f"inertia x{row['inertia_vs_sklearn']:.4f} {wall:.2f} s", flush=True)  # fmt: skip
+                print(
+                    f"{n} x {dim}, {k} classes, spread {spread}: {name:24s} NMI {row['nmi']:.4f} "
+                    f"inertia x{row['inertia_vs_sklearn']:.4f} {wall:.2f} s",
+                    flush=True,
+                )
     out = write_csv(args.out, rows)
     print(f"wrote {out}")
 

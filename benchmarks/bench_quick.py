@@ -45,12 +45,17 @@ from benchutil import child_result, machine, write_csv
 
 SETTINGS: dict[str, list[str]] = {
     "before": [
-        "data.in_memory=false", "model.frozen_blocks=0", "data.feature_views=0", "optim.lr=0.1",
-        "run.two_stage=true", "data.train_split=train", "schedule.scheduler=plateau",
+        "data.in_memory=false",
+        "model.frozen_blocks=0",
+        "data.feature_views=0",
+        "optim.lr=0.1",
+        "run.two_stage=true",
+        "data.train_split=train",
+        "schedule.scheduler=plateau",
     ],
     "after": [],
     "native": [],
-}  # fmt: skip
+}
 # The environment of a setting's processes, on top of this one's.
 SETTING_ENV: dict[str, dict[str, str]] = {"native": {"DMLLAB_CPU_ISA": "native"}}
 
@@ -96,10 +101,26 @@ print("RESULT " + json.dumps({"wall_s": time.perf_counter() - t0, "cache_build_s
 """
 
 FIELDS = [
-    "setting", "seed", "wall_s", "startup_s", "setup_s", "data_s", "step_s", "eval_s", "test_s", "checkpoint_s",
-    "cache_build_s", "other_s", "best_epoch", "test_R@1", "pretrained_R@1", "overrides", "torch_threads",
-    "cpu_capability", "cpu",
-]  # fmt: skip
+    "setting",
+    "seed",
+    "wall_s",
+    "startup_s",
+    "setup_s",
+    "data_s",
+    "step_s",
+    "eval_s",
+    "test_s",
+    "checkpoint_s",
+    "cache_build_s",
+    "other_s",
+    "best_epoch",
+    "test_R@1",
+    "pretrained_R@1",
+    "overrides",
+    "torch_threads",
+    "cpu_capability",
+    "cpu",
+]
 
 
 def _child(code: str, name: str, *args: str, results: str | None = None) -> tuple[dict, float]:
@@ -131,7 +152,7 @@ FLOOR: dict[str, str] = {
     "torch.optim first optimiser (imports torch._dynamo)": "import torch; torch.optim.Adam([torch.zeros(1, requires_grad=True)])",
     "import sklearn KMeans + NMI": "import sklearn.cluster, sklearn.metrics",
     "import torchvision": "import torchvision",
-}  # fmt: skip
+}
 
 
 def _floor(repeats: int = 3) -> list[dict]:
@@ -168,7 +189,9 @@ def _oneoff(settings: list[str]) -> list[dict]:
     for env_name in dict.fromkeys("native" if n in SETTING_ENV else "pinned" for n in settings):
         name = next(n for n in settings if ("native" if n in SETTING_ENV else "pinned") == env_name)
         wall = _child(_PRETRAINED, name, json.dumps([]), "0")[1]  # generates the images, pre-trains SmallCNN
-        rows.append({"setting": "oneoff", "seed": "", "wall_s": wall, "overrides": f"images+weights ({env_name})"})
+        rows.append(
+            {"setting": "oneoff", "seed": "", "wall_s": wall, "overrides": f"images+weights ({env_name})"}
+        )
     for name in settings:
         cfg = apply_overrides(presets.get("proxynca++", "synthetic", "quick"), SETTINGS[name])
         if not cfg.data.feature_views:
@@ -182,9 +205,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--settings", default="before,after", help=f"comma list of {', '.join(SETTINGS)}")
-    ap.add_argument("--before-seeds", type=int, default=None,
-                    help="seeds of the slow 'before' setting (default: --seeds); its seeds are the first ones")
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "results/benchmarks/quick.csv"))
+    ap.add_argument(
+        "--before-seeds",
+        type=int,
+        default=None,
+        help="seeds of the slow 'before' setting (default: --seeds); its seeds are the first ones",
+    )
+    ap.add_argument(
+        "--out", default=str(Path(__file__).resolve().parent.parent / "results/benchmarks/quick.csv")
+    )
     args = ap.parse_args()
     names = args.settings.split(",")
     unknown = [n for n in names if n not in SETTINGS]
@@ -203,16 +232,30 @@ def main() -> None:
             t = r["timings"]
             known = sum(t.get(k, 0.0) for k in ("setup", "data", "step", "eval", "test", "checkpoint"))
             row = {
-                "setting": name, "seed": seed, "wall_s": r["wall_s"], "startup_s": r["wall_s"] - r["run_s"],
-                **{f"{k}_s": t.get(k, 0.0) for k in ("setup", "data", "step", "eval", "test", "checkpoint", "cache_build")},
-                "other_s": r["run_s"] - known, "best_epoch": r["best_epoch"], "test_R@1": r["metrics"]["R@1"],
-                "pretrained_R@1": pre, "overrides": " ".join(SETTINGS[name] + [f"{k}={v}" for k, v in
-                                                                          SETTING_ENV.get(name, {}).items()]),
-                "torch_threads": r["torch_threads"], "cpu_capability": r["cpu_capability"],
-            }  # fmt: skip
+                "setting": name,
+                "seed": seed,
+                "wall_s": r["wall_s"],
+                "startup_s": r["wall_s"] - r["run_s"],
+                **{
+                    f"{k}_s": t.get(k, 0.0)
+                    for k in ("setup", "data", "step", "eval", "test", "checkpoint", "cache_build")
+                },
+                "other_s": r["run_s"] - known,
+                "best_epoch": r["best_epoch"],
+                "test_R@1": r["metrics"]["R@1"],
+                "pretrained_R@1": pre,
+                "overrides": " ".join(
+                    SETTINGS[name] + [f"{k}={v}" for k, v in SETTING_ENV.get(name, {}).items()]
+                ),
+                "torch_threads": r["torch_threads"],
+                "cpu_capability": r["cpu_capability"],
+            }
             rows.append(row)
-            print(f"{name:7s} seed {seed}: wall {row['wall_s']:.1f} s, test R@1 {100 * row['test_R@1']:.2f} "
-                  f"(pre-trained only {100 * pre:.2f})", flush=True)  # fmt: skip
+            print(
+                f"{name:7s} seed {seed}: wall {row['wall_s']:.1f} s, test R@1 {100 * row['test_R@1']:.2f} "
+                f"(pre-trained only {100 * pre:.2f})",
+                flush=True,
+            )
     cpu = machine()
     out = write_csv(args.out, [{**r, "cpu": cpu} for r in rows], FIELDS)
     print(f"\nwrote {out}")
@@ -221,8 +264,10 @@ def main() -> None:
         r1 = [100 * r["test_R@1"] for r in rs]
         gain = [100 * (r["test_R@1"] - r["pretrained_R@1"]) for r in rs]
         sd = statistics.stdev(r1) if len(r1) > 1 else float("nan")
-        print(f"{name:7s} median wall {statistics.median(r['wall_s'] for r in rs):6.1f} s | test R@1 mean "
-              f"{statistics.mean(r1):.2f} sd {sd:.2f} | minus pre-trained-only {statistics.mean(gain):.2f}")  # fmt: skip
+        print(
+            f"{name:7s} median wall {statistics.median(r['wall_s'] for r in rs):6.1f} s | test R@1 mean "
+            f"{statistics.mean(r1):.2f} sd {sd:.2f} | minus pre-trained-only {statistics.mean(gain):.2f}"
+        )
 
 
 if __name__ == "__main__":

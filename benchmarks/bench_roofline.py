@@ -191,8 +191,13 @@ def main(argv: list[str] | None = None) -> int:
 
     add("flops_per_train_step", flops_train, "FLOP", "forward+backward, batch 32, conv+matmul only")
     add("flops_per_warmup_step", flops_warm, "FLOP", "forward + head/proxy gradients, backbone frozen")
-    add("steps_per_epoch", steps_per_epoch, "steps", f"{len(trainer.dataset(cfg.data.train_split, train=True))} "
-        f"{cfg.data.train_split} images, batch {cfg.data.batch_size}")  # fmt: skip
+    add(
+        "steps_per_epoch",
+        steps_per_epoch,
+        "steps",
+        f"{len(trainer.dataset(cfg.data.train_split, train=True))} "
+        f"{cfg.data.train_split} images, batch {cfg.data.batch_size}",
+    )
     add("epochs", warm_epochs + epochs, "epochs", f"{warm_epochs} warm-up + {epochs}")
     add("flops_per_run", float(run_flops), "FLOP", "training only")
     add("step_s_nchw", step_s["nchw"], "s", "1 thread, median")
@@ -200,8 +205,12 @@ def main(argv: list[str] | None = None) -> int:
     add("channels_last_speedup", step_s["nchw"] / step_s["channels_last"], "x", "not adopted (README)")
     add("step_gflops_nchw", flops_train / step_s["nchw"] / 1e9, "GFLOP/s", "counted FLOPs / step time")
     add("conv_share_of_step", conv_share, "ratio", "torch.profiler self time, conv forward+backward")
-    add("conv_gflops", flops_train / conv_s / 1e9, "GFLOP/s", "counted FLOPs / conv time (all counted FLOPs are conv "
-        "or matmul; the matmuls are < 1%)")  # fmt: skip
+    add(
+        "conv_gflops",
+        flops_train / conv_s / 1e9,
+        "GFLOP/s",
+        "counted FLOPs / conv time (all counted FLOPs are conv or matmul; the matmuls are < 1%)",
+    )
     add("sgemm_gflops_1thread", sgemm, "GFLOP/s", "2048^3 torch.mm, best of 5")
     add("step_efficiency_vs_sgemm", flops_train / step_s["nchw"] / 1e9 / sgemm, "ratio")
     run_train_s = steps_per_epoch * (warm_epochs + epochs) * step_s["nchw"]
@@ -220,8 +229,12 @@ def main(argv: list[str] | None = None) -> int:
             "FLOP",
             f"({RUN_TARGET_S} s - floor) x 2 threads at sgemm",
         )
-        add("run_target_reduction_needed", run_flops / (budget * 2 * sgemm * 1e9), "x",
-            "FLOP reduction of a run for <= 8 s even at the sgemm rate, evaluation ignored")  # fmt: skip
+        add(
+            "run_target_reduction_needed",
+            run_flops / (budget * 2 * sgemm * 1e9),
+            "x",
+            "FLOP reduction of a run for <= 8 s even at the sgemm rate, evaluation ignored",
+        )
     study = _study_row(bench_dir / "study.csv")
     if study is not None:
         jobs, runs = study["jobs"], study["runs"]
@@ -233,8 +246,12 @@ def main(argv: list[str] | None = None) -> int:
             f"study.csv from_empty, {int(runs)} runs, {int(jobs)} jobs",
         )
         explained = runs * run_train_s / jobs
-        add("study_train_share_explained", explained / study["train_s"], "ratio",
-            "runs x steps x step time / jobs over the measured training phase (warm-up steps as full; no evaluation, set-up)")  # fmt: skip
+        add(
+            "study_train_share_explained",
+            explained / study["train_s"],
+            "ratio",
+            "runs x steps x step time / jobs over the measured training phase (warm-up steps as full; no evaluation, set-up)",
+        )
         add("study_other_phases_s", other, "s", "plan + notebooks + plots + report")
         budget = STUDY_TARGET_S - other
         add("study_train_budget_s", budget, "s", "30 min minus the other phases")

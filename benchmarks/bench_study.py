@@ -58,15 +58,43 @@ print("RESULT " + json.dumps({
     "notebooks_failed": sum(r.status == "FAILED" for r in nb)}))
 """
 
-FIELDS = ["pass", "wall_s", "study_s", "plan_s", "train_s", "notebooks_s", "plots_s", "report_s", "runs", "trained",
-          "reused", "diverged", "failed", "run_mean_s", "notebooks_run", "notebooks_cached", "notebooks_failed",
-          "profile", "only", "jobs", "cpu_count", "cpu", "cpu_isa"]  # fmt: skip
+FIELDS = [
+    "pass",
+    "wall_s",
+    "study_s",
+    "plan_s",
+    "train_s",
+    "notebooks_s",
+    "plots_s",
+    "report_s",
+    "runs",
+    "trained",
+    "reused",
+    "diverged",
+    "failed",
+    "run_mean_s",
+    "notebooks_run",
+    "notebooks_cached",
+    "notebooks_failed",
+    "profile",
+    "only",
+    "jobs",
+    "cpu_count",
+    "cpu",
+    "cpu_isa",
+]
 
 
 def one_pass(name: str, env: dict[str, str], profile: str, only: str, jobs: int) -> dict:
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", _RUN, profile, only, str(jobs)], env=env, cwd=REPO,
-                          stdout=subprocess.PIPE, text=True, check=False)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", _RUN, profile, only, str(jobs)],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+        check=False,
+    )
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"the {name} pass failed (exit {proc.returncode}); its output is above")
@@ -77,7 +105,14 @@ def one_pass(name: str, env: dict[str, str], profile: str, only: str, jobs: int)
     row.update(r)
     from dmllab.numerics import cpu_isa_mode
 
-    row.update(profile=profile, only=only, jobs=jobs, cpu_count=os.cpu_count(), cpu=machine(), cpu_isa=cpu_isa_mode(env))
+    row.update(
+        profile=profile,
+        only=only,
+        jobs=jobs,
+        cpu_count=os.cpu_count(),
+        cpu=machine(),
+        cpu_isa=cpu_isa_mode(env),
+    )
     return row
 
 
@@ -91,8 +126,15 @@ def compare_csvs(fresh: Path, committed: Path) -> list[dict]:
     rows = []
     for path in sorted(fresh.glob("*.csv")):
         mine = pd.read_csv(path, dtype=str, keep_default_na=False)
-        row = {"csv": path.name, "rows": len(mine), "committed_rows": 0, "timing_rows": 0, "differing_rows": len(mine),
-               "differing_metrics": "", "differing_columns": "(no committed file)"}  # fmt: skip
+        row = {
+            "csv": path.name,
+            "rows": len(mine),
+            "committed_rows": 0,
+            "timing_rows": 0,
+            "differing_rows": len(mine),
+            "differing_metrics": "",
+            "differing_columns": "(no committed file)",
+        }
         rows.append(row)
         if not (committed / path.name).exists():
             continue
@@ -106,9 +148,12 @@ def compare_csvs(fresh: Path, committed: Path) -> list[dict]:
         cols = [c for c in mine.columns if c not in VOLATILE]
         diff = mine[cols].ne(ref[cols]) & ~timing.to_numpy()[:, None]
         differs = diff.any(axis=1)
-        row.update(timing_rows=int(timing.sum()), differing_rows=int(differs.sum()),
-                   differing_metrics=" ".join(sorted(set(mine.loc[differs, "metric"]))) if "metric" in mine else "",
-                   differing_columns=" ".join(c for c in cols if diff[c].any()))  # fmt: skip
+        row.update(
+            timing_rows=int(timing.sum()),
+            differing_rows=int(differs.sum()),
+            differing_metrics=" ".join(sorted(set(mine.loc[differs, "metric"]))) if "metric" in mine else "",
+            differing_columns=" ".join(c for c in cols if diff[c].any()),
+        )
     return rows
 
 
@@ -120,8 +165,13 @@ def compare_figures(fresh: Path, committed: Path) -> list[dict]:
 
     rows = []
     for path in sorted(fresh.glob("*.png")):
-        row = {"figure": path.name, "identical": False, "differing_pixels": "", "max_abs_diff": "",
-               "note": "(no committed file)"}  # fmt: skip
+        row = {
+            "figure": path.name,
+            "identical": False,
+            "differing_pixels": "",
+            "max_abs_diff": "",
+            "note": "(no committed file)",
+        }
         rows.append(row)
         if not (committed / path.name).exists():
             continue
@@ -131,16 +181,27 @@ def compare_figures(fresh: Path, committed: Path) -> list[dict]:
             row["note"] = f"(size {mine.shape[1]}x{mine.shape[0]} vs {ref.shape[1]}x{ref.shape[0]})"
             continue
         diff = np.abs(mine - ref).max(axis=2)
-        row.update(identical=not diff.any(), differing_pixels=int((diff > 0).sum()), max_abs_diff=int(diff.max()),
-                   note="")  # fmt: skip
+        row.update(
+            identical=not diff.any(),
+            differing_pixels=int((diff > 0).sum()),
+            max_abs_diff=int(diff.max()),
+            note="",
+        )
     return rows
 
 
 FIGURE_FIELDS = ["figure", "identical", "differing_pixels", "max_abs_diff", "note"]
 
 
-REPRO_FIELDS = ["csv", "rows", "committed_rows", "timing_rows", "differing_rows", "differing_metrics",
-                "differing_columns"]  # fmt: skip
+REPRO_FIELDS = [
+    "csv",
+    "rows",
+    "committed_rows",
+    "timing_rows",
+    "differing_rows",
+    "differing_metrics",
+    "differing_columns",
+]
 
 
 def main() -> None:
@@ -148,12 +209,19 @@ def main() -> None:
     ap.add_argument("--profile", default="quick")
     ap.add_argument("--jobs", type=int, default=2, help="as make study (JOBS=2)")
     ap.add_argument("--only", default="", help="artifact ids or prefixes, comma-separated (default: all)")
-    ap.add_argument("--workdir", default=None, help="the fresh machine's folders (default: a temporary folder)")
-    ap.add_argument("--keep", action="store_true", help="keep --workdir afterwards (the run store, figures, ...)")
+    ap.add_argument(
+        "--workdir", default=None, help="the fresh machine's folders (default: a temporary folder)"
+    )
+    ap.add_argument(
+        "--keep", action="store_true", help="keep --workdir afterwards (the run store, figures, ...)"
+    )
     ap.add_argument("--out", default=str(REPO / "results" / "benchmarks" / "study.csv"))
     ap.add_argument("--reproduce-out", default=None, help="default: study_reproduce.csv next to --out")
-    ap.add_argument("--compare-only", action="store_true",
-                    help="no study: compare the CSVs and figures of an earlier --workdir ... --keep with the committed ones")
+    ap.add_argument(
+        "--compare-only",
+        action="store_true",
+        help="no study: compare the CSVs and figures of an earlier --workdir ... --keep with the committed ones",
+    )
     args = ap.parse_args()
     rout = Path(args.reproduce_out or Path(args.out).with_name(Path(args.out).stem + "_reproduce.csv"))
     fout = rout.with_name(rout.stem.replace("_reproduce", "") + "_figures.csv")
@@ -168,10 +236,17 @@ def main() -> None:
     work = Path(args.workdir or tempfile.mkdtemp(prefix="dmllab-study-"))
     if work.exists() and any(work.iterdir()):
         raise SystemExit(f"--workdir {work} is not empty; a fresh machine starts from empty folders")
-    env = dict(os.environ, DMLLAB_CACHE=str(work / "cache"), DMLLAB_RESULTS=str(work / "results"),
-               DMLLAB_FIGURES=str(work / "figures"), PYTHONPATH=str(REPO))  # fmt: skip
+    env = dict(
+        os.environ,
+        DMLLAB_CACHE=str(work / "cache"),
+        DMLLAB_RESULTS=str(work / "results"),
+        DMLLAB_FIGURES=str(work / "figures"),
+        PYTHONPATH=str(REPO),
+    )
     try:
-        rows = [one_pass(name, env, args.profile, args.only, args.jobs) for name in ("from_empty", "unchanged")]
+        rows = [
+            one_pass(name, env, args.profile, args.only, args.jobs) for name in ("from_empty", "unchanged")
+        ]
         out = write_csv(args.out, rows, FIELDS)
         repro = compare_csvs(work / "results", REPO / "results")
         figs = compare_figures(work / "figures", REPO / "figures")
@@ -179,8 +254,11 @@ def main() -> None:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     for r in rows:
-        print(f"{r['pass']}: {r['wall_s']:.0f} s (" + ", ".join(f"{k[:-2]} {r[k]:.0f} s" for k in FIELDS[3:8])
-              + f"); {r['trained']} trained, {r['reused']} reused, {r['notebooks_run']} notebooks run")
+        print(
+            f"{r['pass']}: {r['wall_s']:.0f} s ("
+            + ", ".join(f"{k[:-2]} {r[k]:.0f} s" for k in FIELDS[3:8])
+            + f"); {r['trained']} trained, {r['reused']} reused, {r['notebooks_run']} notebooks run"
+        )
     print(f"-> {out}")
     report_reproduction(repro, rout)
     report_figures(figs, fout)
@@ -203,14 +281,20 @@ def report_reproduction(repro: list[dict], out: Path) -> None:
     write_csv(out, repro, REPRO_FIELDS)
     same = sum(r["differing_rows"] == 0 for r in repro)
     timing = sum(r["timing_rows"] for r in repro)
-    print(f"{same} of {len(repro)} result CSVs identical to the committed ones (all columns but "
-          f"{', '.join(VOLATILE)}; {timing} rows of durations not compared)")  # fmt: skip
+    print(
+        f"{same} of {len(repro)} result CSVs identical to the committed ones (all columns but "
+        f"{', '.join(VOLATILE)}; {timing} rows of durations not compared)"
+    )
     for r in repro:
         if r["differing_rows"] and r["differing_columns"].startswith("("):
-            print(f"  {r['csv']}: {r['rows']} rows vs {r['committed_rows']} committed, {r['differing_columns']}")
+            print(
+                f"  {r['csv']}: {r['rows']} rows vs {r['committed_rows']} committed, {r['differing_columns']}"
+            )
         elif r["differing_rows"]:
-            print(f"  {r['csv']}: {r['differing_rows']} of {r['rows']} rows differ ({r['differing_metrics']}) "
-                  f"in {r['differing_columns']}")  # fmt: skip
+            print(
+                f"  {r['csv']}: {r['differing_rows']} of {r['rows']} rows differ ({r['differing_metrics']}) "
+                f"in {r['differing_columns']}"
+            )
     print(f"-> {out}")
 
 

@@ -88,8 +88,15 @@ def bench_cpu(steps: int, reps: int) -> list[dict]:
         _hand_loop(model, loss_fn, optimizer, batches, cfg.optim.grad_clip_value)
         t_hand.append(n_img / (time.perf_counter() - t0))
     tr, hd = statistics.median(t_trainer), statistics.median(t_hand)
-    common = {"device": "cpu", "threads": torch.get_num_threads(), "batch_size": cfg.data.batch_size,
-              "image_size": 56, "steps": steps, "reps": reps, "model": f"smallcnn-w{dict(cfg.model.backbone_kwargs)['width']} quick proxynca++"}  # fmt: skip
+    common = {
+        "device": "cpu",
+        "threads": torch.get_num_threads(),
+        "batch_size": cfg.data.batch_size,
+        "image_size": 56,
+        "steps": steps,
+        "reps": reps,
+        "model": f"smallcnn-w{dict(cfg.model.backbone_kwargs)['width']} quick proxynca++",
+    }
     return [
         {**common, "measure": "trainer_images_per_s", "value": round(tr, 2)},
         {**common, "measure": "hand_loop_images_per_s", "value": round(hd, 2)},
@@ -106,8 +113,16 @@ def bench_gpu(steps: int, batch: int = 64) -> list[dict]:
     rows = []
     for label, amp, cl in (("fp32", "off", "off"), ("bf16+channels_last", "bf16", "on")):
         cfg = presets.get("proxynca++", "synthetic", "paper")
-        cfg = apply_overrides(cfg, ["model.pretrained=false", "run.device=cuda", f"run.amp={amp}",
-                                    f"run.channels_last={cl}", f"data.batch_size={batch}"])  # fmt: skip
+        cfg = apply_overrides(
+            cfg,
+            [
+                "model.pretrained=false",
+                "run.device=cuda",
+                f"run.amp={amp}",
+                f"run.channels_last={cl}",
+                f"data.batch_size={batch}",
+            ],
+        )
         trainer = Trainer(cfg, progress=False)
         plan = StagePlan("single", "train", None, 10**6, 0, "none")
         trainer.setup(plan)
@@ -120,9 +135,19 @@ def bench_gpu(steps: int, batch: int = 64) -> list[dict]:
         trainer.train_epoch(plan, 2)
         torch.cuda.synchronize()
         ips = steps * batch / (time.perf_counter() - t0)
-        rows.append({"device": torch.cuda.get_device_name(0), "threads": torch.get_num_threads(), "batch_size": batch,
-                     "image_size": 256, "steps": steps, "reps": 1, "model": "resnet50 proxynca++",
-                     "measure": f"resnet50_{label}_images_per_s", "value": round(ips, 1)})  # fmt: skip
+        rows.append(
+            {
+                "device": torch.cuda.get_device_name(0),
+                "threads": torch.get_num_threads(),
+                "batch_size": batch,
+                "image_size": 256,
+                "steps": steps,
+                "reps": 1,
+                "model": "resnet50 proxynca++",
+                "measure": f"resnet50_{label}_images_per_s",
+                "value": round(ips, 1),
+            }
+        )
     return rows
 
 

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 
-def write_csv(out: str | Path, rows: Sequence[Mapping[str, Any]], fields: Sequence[str] | None = None) -> Path:
+def write_csv(
+    out: str | Path, rows: Sequence[Mapping[str, Any]], fields: Sequence[str] | None = None
+) -> Path:
     """Write ``rows`` to ``out`` (parents created), floats with 4 decimals; columns ``fields`` (default: the
     first row's keys). Returns the path."""
     out = Path(out)

@@ -40,8 +40,15 @@ from select_quick import ADOPTED  # noqa: E402
 from select_quick_size import REFERENCE  # noqa: E402
 
 BENCH = Path(__file__).resolve().parent.parent / "results" / "benchmarks"
-SOURCES = ("quick_selection", "quick_selection_schedules", "quick_selection_size", "quick_selection_width",
-           "quick_selection_batch", "quick_selection_small", "quick_selection_optim")
+SOURCES = (
+    "quick_selection",
+    "quick_selection_schedules",
+    "quick_selection_size",
+    "quick_selection_width",
+    "quick_selection_batch",
+    "quick_selection_small",
+    "quick_selection_optim",
+)
 STUDY_TARGET_S = 30 * 60.0
 #: A run's cost that does not depend on the number of training steps, and the part that does (a selection run's
 #: per-epoch validation, ``eval_s``, is in neither: study runs train on ``trainval`` without it).
@@ -69,7 +76,9 @@ def tradeoff(selection: dict[str, list[dict[str, str]]], study: dict[str, str]) 
             by_cand.setdefault(r["candidate"], []).append(r)
         refs = [c for c in by_cand if c in (ADOPTED, REFERENCE)]
         if len(refs) != 1:
-            raise ValueError(f"{source}: expected the preset's recipe ({ADOPTED} or {REFERENCE}) once, found {refs}")
+            raise ValueError(
+                f"{source}: expected the preset's recipe ({ADOPTED} or {REFERENCE}) once, found {refs}"
+            )
         ref = by_cand[refs[0]]
         ref_fixed, ref_train = _cost(ref, FIXED_PHASES), _cost(ref, TRAIN_PHASES)
         study_train_part = run_mean_s - ref_fixed  # the preset's training steps in a study run
@@ -83,13 +92,24 @@ def tradeoff(selection: dict[str, list[dict[str, str]]], study: dict[str, str]) 
             rel = train_part / ref_train
             run_s = fixed + study_train_part * rel
             projected = other_s + train_s * run_s / run_mean_s
-            out.append({
-                "source": source, "candidate": cand, "preset": cand == refs[0], "seeds": len(rs),
-                "validation_signal": signal, "fixed_s": fixed, "train_steps_s": train_part, "relative_train": rel,
-                "projected_run_s": run_s, "projected_study_min": projected / 60,
-                "meets_30_min": projected <= STUDY_TARGET_S,
-                "overrides": rs[0]["overrides"] if signal is not None else "the preset's set-up and test evaluation only",
-            })  # fmt: skip
+            out.append(
+                {
+                    "source": source,
+                    "candidate": cand,
+                    "preset": cand == refs[0],
+                    "seeds": len(rs),
+                    "validation_signal": signal,
+                    "fixed_s": fixed,
+                    "train_steps_s": train_part,
+                    "relative_train": rel,
+                    "projected_run_s": run_s,
+                    "projected_study_min": projected / 60,
+                    "meets_30_min": projected <= STUDY_TARGET_S,
+                    "overrides": rs[0]["overrides"]
+                    if signal is not None
+                    else "the preset's set-up and test evaluation only",
+                }
+            )
     return out
 
 
@@ -106,17 +126,23 @@ def store_split(store: Path) -> str:
     if not walls:
         raise SystemExit(f"no finished runs under {store}")
     n, w, e = len(walls), sum(walls), sum(epochs)
-    return (f"{store}: {n} runs, per run {w / n:.1f} s = epochs {e / n:.1f} s + the rest {(w - e) / n:.1f} s "
-            f"({100 * (w - e) / w:.1f} % of the runs' time)")
+    return (
+        f"{store}: {n} runs, per run {w / n:.1f} s = epochs {e / n:.1f} s + the rest {(w - e) / n:.1f} s "
+        f"({100 * (w - e) / w:.1f} % of the runs' time)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bench", type=Path, default=BENCH, help="folder of the input CSVs")
     parser.add_argument("--out", type=Path, default=BENCH / "quick_tradeoff.csv")
-    parser.add_argument("--store", type=Path, default=None,
-                        help="a study's run store (e.g. bench_study.py --keep's <workdir>/results/runs): print how its "
-                             "runs split into epochs and the rest (set-up, test evaluation), to check the split above")
+    parser.add_argument(
+        "--store",
+        type=Path,
+        default=None,
+        help="a study's run store (e.g. bench_study.py --keep's <workdir>/results/runs): print how its "
+        "runs split into epochs and the rest (set-up, test evaluation), to check the split above",
+    )
     args = parser.parse_args(argv)
     if args.store is not None:
         print(store_split(args.store))
@@ -131,8 +157,10 @@ def main(argv: list[str] | None = None) -> int:
     write_csv(args.out, rows)
     for r in rows:
         sig = "    -" if r["validation_signal"] is None else f"{r['validation_signal']:+5.2f}"
-        print(f"{r['source']:27s} {r['candidate']:14s} signal {sig}  train x{r['relative_train']:.2f}  run {r['projected_run_s']:5.1f} s  "
-              f"study {r['projected_study_min']:6.1f} min")
+        print(
+            f"{r['source']:27s} {r['candidate']:14s} signal {sig}  train x{r['relative_train']:.2f}  run {r['projected_run_s']:5.1f} s  "
+            f"study {r['projected_study_min']:6.1f} min"
+        )
     print(f"wrote {args.out}")
     return 0
 

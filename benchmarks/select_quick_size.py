@@ -58,7 +58,10 @@ def _pretrain_small(folder: Path) -> tuple[Path, float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=2)
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "results/benchmarks/quick_selection_size.csv"))  # fmt: skip
+    ap.add_argument(
+        "--out",
+        default=str(Path(__file__).resolve().parent.parent / "results/benchmarks/quick_selection_size.csv"),
+    )
     args = ap.parse_args()
     os.environ.setdefault("DMLLAB_RESULTS", tempfile.mkdtemp(prefix="select-quick-size-"))
     import torch
@@ -69,7 +72,10 @@ def main() -> None:
 
     folder = Path(tempfile.mkdtemp(prefix="smallcnn-32px-"))
     weights, pretrain_s, pretrain_r1 = _pretrain_small(folder)
-    print(f"pre-training at {SMALL} px: {pretrain_s:.1f} s, pretrain_val R@1 {100 * pretrain_r1:.2f}", flush=True)
+    print(
+        f"pre-training at {SMALL} px: {pretrain_s:.1f} s, pretrain_val R@1 {100 * pretrain_r1:.2f}",
+        flush=True,
+    )
     protocol = ["run.two_stage=false", "data.train_split=train", "schedule.scheduler=plateau"]
     small = [f"data.image_size={SMALL}", "data.transform=smoke", f"model.weights_path={weights}"]
     base = presets.get("proxynca++", "synthetic", "quick")
@@ -89,23 +95,34 @@ def main() -> None:
             wall = time.perf_counter() - t0
             vals = [h["val_R@1"] for h in r.history if "val_R@1" in h and not h.get("warmup")]
             t = r.extra["timings"]
-            rows.append({
-                "candidate": name, "seed": seed, "wall_s": wall, "val_R@1_last": vals[-1],
-                "pretrained_val_R@1": pre, "signal_last": vals[-1] - pre,
-                **{f"{k}_s": t.get(k, 0.0) for k in ("setup", "data", "step", "eval", "test")},
-                "pretrain_s": pretrain_s if name.startswith(f"s{SMALL}_") else "",
-                "overrides": " ".join([*(small[:2] if name.startswith(f"s{SMALL}_") else []), *ov]),
-                "torch_threads": torch.get_num_threads(),
-            })  # fmt: skip
-            print(f"{name:13s} seed {seed}: {wall:5.1f} s  val R@1 {100 * vals[-1]:.2f}  pre {100 * pre:.2f}", flush=True)
+            rows.append(
+                {
+                    "candidate": name,
+                    "seed": seed,
+                    "wall_s": wall,
+                    "val_R@1_last": vals[-1],
+                    "pretrained_val_R@1": pre,
+                    "signal_last": vals[-1] - pre,
+                    **{f"{k}_s": t.get(k, 0.0) for k in ("setup", "data", "step", "eval", "test")},
+                    "pretrain_s": pretrain_s if name.startswith(f"s{SMALL}_") else "",
+                    "overrides": " ".join([*(small[:2] if name.startswith(f"s{SMALL}_") else []), *ov]),
+                    "torch_threads": torch.get_num_threads(),
+                }
+            )
+            print(
+                f"{name:13s} seed {seed}: {wall:5.1f} s  val R@1 {100 * vals[-1]:.2f}  pre {100 * pre:.2f}",
+                flush=True,
+            )
     out = write_csv(args.out, rows)
     print(f"\nwrote {out}")
     for name in CANDIDATES:
         rs = [r for r in rows if r["candidate"] == name]
-        print(f"{name:13s} median wall {statistics.median(r['wall_s'] for r in rs):5.1f} s | median step "
-              f"{statistics.median(r['step_s'] for r in rs):5.1f} s | val R@1 "
-              f"{100 * statistics.mean(r['val_R@1_last'] for r in rs):.2f} | signal "
-              f"{100 * statistics.mean(r['signal_last'] for r in rs):.2f}")  # fmt: skip
+        print(
+            f"{name:13s} median wall {statistics.median(r['wall_s'] for r in rs):5.1f} s | median step "
+            f"{statistics.median(r['step_s'] for r in rs):5.1f} s | val R@1 "
+            f"{100 * statistics.mean(r['val_R@1_last'] for r in rs):.2f} | signal "
+            f"{100 * statistics.mean(r['signal_last'] for r in rs):.2f}"
+        )
 
 
 if __name__ == "__main__":

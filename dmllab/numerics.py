@@ -49,7 +49,9 @@ def cpu_isa_mode(environ: MutableMapping[str, str] = os.environ) -> str:
     """
     mode = environ.get(CPU_ISA_VAR, "avx2").strip().lower()
     if mode not in CPU_ISA_MODES:
-        raise ValueError(f"{CPU_ISA_VAR}={environ[CPU_ISA_VAR]!r}: valid values are {', '.join(CPU_ISA_MODES)}")
+        raise ValueError(
+            f"{CPU_ISA_VAR}={environ[CPU_ISA_VAR]!r}: valid values are {', '.join(CPU_ISA_MODES)}"
+        )
     return mode
 
 
@@ -97,8 +99,11 @@ def cpu_kernels() -> dict[str, str]:
     ``numpy_simd`` (:func:`numpy_simd`)."""
     import torch
 
-    return {"cpu_isa": cpu_isa_mode(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "numpy_simd": numpy_simd()}  # fmt: skip
+    return {
+        "cpu_isa": cpu_isa_mode(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "numpy_simd": numpy_simd(),
+    }
 
 
 def late_pin_message() -> str | None:
@@ -149,8 +154,9 @@ def cpu_flags() -> frozenset[str] | None:
     return frozenset(info["flags"].split()) if info and "flags" in info else None
 
 
-def stale_cache_message(root: Path, runs: Path, *, flags: frozenset[str] | None = None,
-                        machine: str | None = None) -> str | None:  # fmt: skip
+def stale_cache_message(
+    root: Path, runs: Path, *, flags: frozenset[str] | None = None, machine: str | None = None
+) -> str | None:
     """Why the cache ``root`` may hold other numbers than a pinned dmllab builds, or None (stamping it).
 
     A dmllab older than the pin built its cache with the machine's own kernels. On an AVX2 CPU (or off x86-64)
@@ -186,5 +192,7 @@ def stamp_cache(root: Path) -> None:
     mode = cpu_isa_mode()
     root.mkdir(parents=True, exist_ok=True)
     tmp = root / f".{CACHE_STAMP}.{os.getpid()}"
-    tmp.write_text(json.dumps({"cpu_isa": mode, "pinned": pinned_env() if mode == "avx2" else {}}, indent=1) + "\n")
+    tmp.write_text(
+        json.dumps({"cpu_isa": mode, "pinned": pinned_env() if mode == "avx2" else {}}, indent=1) + "\n"
+    )
     tmp.replace(root / CACHE_STAMP)

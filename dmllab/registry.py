@@ -39,7 +39,9 @@ class Registry(Generic[T]):
         try:
             return self._items[name]
         except KeyError:
-            raise KeyError(f"unknown {self.kind} {name!r}; valid {self.kind} names: {', '.join(self.names())}") from None
+            raise KeyError(
+                f"unknown {self.kind} {name!r}; valid {self.kind} names: {', '.join(self.names())}"
+            ) from None
 
     def names(self) -> list[str]:
         """All registered names, sorted."""

@@ -242,7 +242,9 @@ def replace_experiment(
         if profile is not None:
             drop &= existing["profile"] == profile
         kept = existing[~drop]
-        stale = [c for c in kept.columns if c.startswith(PARAM_PREFIX) and c not in new and kept[c].isna().all()]
+        stale = [
+            c for c in kept.columns if c.startswith(PARAM_PREFIX) and c not in new and kept[c].isna().all()
+        ]
         return pd.concat([kept.drop(columns=stale), new], ignore_index=True)
 
     _update(path, change)

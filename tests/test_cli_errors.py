@@ -44,14 +44,23 @@ def failing_run(exc):
 @pytest.mark.parametrize(
     ("exc", "expect"),
     [
-        (dmllab.training.NonFiniteLossError("non-finite loss (nan) at stage stage1, epoch 3, step 7; kept"),
-         "non-finite loss (nan) at stage stage1, epoch 3, step 7; kept; the training diverged: lower the learning rate"),
-        (OSError(errno.ENOSPC, "No space left on device", "/data/runs/x/last.pt"),
-         "no space left on device writing /data/runs/x/last.pt"),
-        (OSError(errno.EROFS, "Read-only file system", "/ro/results"), "read-only file system writing /ro/results"),
+        (
+            dmllab.training.NonFiniteLossError(
+                "non-finite loss (nan) at stage stage1, epoch 3, step 7; kept"
+            ),
+            "non-finite loss (nan) at stage stage1, epoch 3, step 7; kept; the training diverged: lower the learning rate",
+        ),
+        (
+            OSError(errno.ENOSPC, "No space left on device", "/data/runs/x/last.pt"),
+            "no space left on device writing /data/runs/x/last.pt",
+        ),
+        (
+            OSError(errno.EROFS, "Read-only file system", "/ro/results"),
+            "read-only file system writing /ro/results",
+        ),
         (PermissionError(errno.EACCES, "Permission denied", "/root/x"), "permission denied writing /root/x"),
     ],
-)  # fmt: skip
+)
 def test_training_failures_are_one_line(monkeypatch, capsys, exc, expect):
     monkeypatch.setattr(dmllab.training, "run", failing_run(exc))
     err = one_line_error(capsys, main(TRAIN))
@@ -144,8 +153,11 @@ def test_weights_file_problems(tmp_path, capsys, kind):
         path.write_bytes(path.read_bytes()[:40])
     argv = [*TRAIN, "--set", f"model.weights_path={path}"]
     err = one_line_error(capsys, main(argv))
-    assert {"folder": "is a folder (it holds inner.pth)", "empty": "is empty (0 bytes)",
-            "corrupt": "is corrupt or not a PyTorch state-dict file"}[kind] in err  # fmt: skip
+    assert {
+        "folder": "is a folder (it holds inner.pth)",
+        "empty": "is empty (0 bytes)",
+        "corrupt": "is corrupt or not a PyTorch state-dict file",
+    }[kind] in err
 
 
 def test_error_message_is_one_line_whatever_the_exception():

@@ -31,8 +31,12 @@ def test_pin_sets_the_unset_variables_on_x86() -> None:
     env: dict[str, str] = {}
     assert pin_cpu_isa(env, machine="x86_64") == pinned_env()
     marker = "ATEN_CPU_CAPABILITY,ONEDNN_MAX_CPU_ISA,NPY_DISABLE_CPU_FEATURES"
-    assert env == {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", NUMPY_VAR: pinned_env()[NUMPY_VAR],
-                   PINNED_MARKER: marker}  # fmt: skip
+    assert env == {
+        "ATEN_CPU_CAPABILITY": "avx2",
+        "ONEDNN_MAX_CPU_ISA": "AVX2",
+        NUMPY_VAR: pinned_env()[NUMPY_VAR],
+        PINNED_MARKER: marker,
+    }
     assert pin_cpu_isa(env, machine="x86_64") == {}  # idempotent
 
 
@@ -56,7 +60,9 @@ def test_numpy_names_its_targets_by_version() -> None:
     assert {k: v for k, v in pinned_env("2.0").items() if k != NUMPY_VAR} == PINNED_ENV
 
 
-@pytest.mark.parametrize(("env", "machine"), [({CPU_ISA_VAR: "native"}, "x86_64"), ({}, "aarch64"), ({}, "arm64")])
+@pytest.mark.parametrize(
+    ("env", "machine"), [({CPU_ISA_VAR: "native"}, "x86_64"), ({}, "aarch64"), ({}, "arm64")]
+)
 def test_native_mode_and_other_architectures_set_nothing(env: dict[str, str], machine: str) -> None:
     before = dict(env)
     assert pin_cpu_isa(env, machine=machine) == {}
@@ -76,12 +82,17 @@ def test_native_mode_keeps_its_caches_and_runs_apart(monkeypatch: pytest.MonkeyP
     monkeypatch.delenv(CPU_ISA_VAR, raising=False)
     assert (paths.cache_dir(), paths.runs_dir()) == (tmp_path / "c", tmp_path / "r" / "runs")
     monkeypatch.setenv(CPU_ISA_VAR, "native")
-    assert (paths.cache_dir(), paths.runs_dir()) == (tmp_path / "c" / "native", tmp_path / "r" / "runs-native")
+    assert (paths.cache_dir(), paths.runs_dir()) == (
+        tmp_path / "c" / "native",
+        tmp_path / "r" / "runs-native",
+    )
 
 
 def _capability(code: str, **env: str) -> str:
     clean = {k: v for k, v in os.environ.items() if k not in (*pinned_env(), CPU_ISA_VAR, PINNED_MARKER)}
-    out = subprocess.run([sys.executable, "-c", code], env={**clean, **env}, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env={**clean, **env}, capture_output=True, text=True, check=True
+    )
     return out.stdout.strip().splitlines()[-1]
 
 
@@ -89,7 +100,9 @@ CAPABILITY = "import torch; print(torch.backends.cpu.get_cpu_capability())"
 NUMPY = "from dmllab.numerics import numpy_simd; print(numpy_simd())"
 
 
-@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="the pin applies to x86-64 only")
+@pytest.mark.skipif(
+    platform.machine().lower() not in ("x86_64", "amd64"), reason="the pin applies to x86-64 only"
+)
 def test_import_dmllab_pins_a_fresh_process_and_native_leaves_it_to_the_machine() -> None:
     machine = _capability(CAPABILITY)
     if machine in ("DEFAULT", "AVX"):
@@ -111,7 +124,9 @@ def test_import_dmllab_pins_a_fresh_process_and_native_leaves_it_to_the_machine(
 
 def test_the_provenance_names_the_kernels_and_a_late_pin_is_explained() -> None:
     k = cpu_kernels()
-    assert k["cpu_isa"] in ("avx2", "native") and k["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert (
+        k["cpu_isa"] in ("avx2", "native") and k["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    )
     msg = late_pin_message()
     if os.environ.get("ATEN_CPU_CAPABILITY") == "avx2":
         assert msg is None  # this test process was pinned in time (tests/conftest.py)
@@ -142,7 +157,9 @@ def test_an_unstamped_cache_with_content_is_stale_on_an_avx512_cpu_only(monkeypa
     (old / "weights").mkdir(parents=True)  # what an older dmllab left: content, no stamp
     for _ in range(2):  # not stamped by the warning: it repeats until the cache is deleted
         msg = stale_cache_message(old, runs, flags=AVX512, machine="x86_64")
-        assert msg is not None and str(old) in msg and str(runs) in msg and "AVX-512" in msg and "weights" in msg
+        assert (
+            msg is not None and str(old) in msg and str(runs) in msg and "AVX-512" in msg and "weights" in msg
+        )
     assert not (old / CACHE_STAMP).exists()
     monkeypatch.setenv(CPU_ISA_VAR, "native")  # native runs have a cache of their own
     assert stale_cache_message(old, runs, flags=AVX512, machine="x86_64") is None

@@ -69,9 +69,14 @@ def _affine(img: torch.Tensor, *, angle: float = 0.0, scale: float = 1.0, shear:
     from torchvision.transforms import functional as TF
 
     return TF.affine(
-        img, angle=angle, translate=[0, 0], scale=scale, shear=[shear, 0.0],
-        interpolation=InterpolationMode.BILINEAR, fill=0.0,
-    )  # fmt: skip
+        img,
+        angle=angle,
+        translate=[0, 0],
+        scale=scale,
+        shear=[shear, 0.0],
+        interpolation=InterpolationMode.BILINEAR,
+        fill=0.0,
+    )
 
 
 def zoom(img: torch.Tensor, *, scale: float) -> torch.Tensor:

@@ -280,17 +280,29 @@ def _background(rng: np.random.Generator, n: int, xs: np.ndarray, ys: np.ndarray
             _hsv_to_rgb(rng.uniform(size=n), rng.uniform(0.05, 0.6, n), rng.uniform(0.15, 0.9, n)),
         )
         alpha = _ellipse_alpha(
-            xs, ys, rng.uniform(-1, 1, n), rng.uniform(-1, 1, n), rng.uniform(0.05, 0.35, n),
-            rng.uniform(0.03, 0.2, n), rng.uniform(0, np.pi, n), pix,
-        )  # fmt: skip
+            xs,
+            ys,
+            rng.uniform(-1, 1, n),
+            rng.uniform(-1, 1, n),
+            rng.uniform(0.05, 0.35, n),
+            rng.uniform(0.03, 0.2, n),
+            rng.uniform(0, np.pi, n),
+            pix,
+        )
         _over(bg, colour, alpha * _col(active))
     # A perch (long thin branch) in most scenes.
     has_perch = rng.uniform(size=n) < 0.6
     perch = _hsv_to_rgb(rng.uniform(0.03, 0.12, n), rng.uniform(0.3, 0.7, n), rng.uniform(0.2, 0.6, n))
     alpha = _ellipse_alpha(
-        xs, ys, rng.uniform(-0.5, 0.5, n), rng.uniform(0.0, 0.8, n), rng.uniform(0.8, 1.5, n),
-        rng.uniform(0.02, 0.05, n), rng.uniform(-0.4, 0.4, n), pix,
-    )  # fmt: skip
+        xs,
+        ys,
+        rng.uniform(-0.5, 0.5, n),
+        rng.uniform(0.0, 0.8, n),
+        rng.uniform(0.8, 1.5, n),
+        rng.uniform(0.02, 0.05, n),
+        rng.uniform(-0.4, 0.4, n),
+        pix,
+    )
     return _over(bg, perch, alpha * _col(has_perch))
 
 
@@ -629,9 +641,13 @@ def ensure_cached(
         return final
     base.mkdir(parents=True, exist_ok=True)
     data = generate(
-        pool, seed=seed, image_size=image_size, num_classes=num_classes, images_per_class=images_per_class,
+        pool,
+        seed=seed,
+        image_size=image_size,
+        num_classes=num_classes,
+        images_per_class=images_per_class,
         progress=progress,
-    )  # fmt: skip
+    )
     tmp = Path(tempfile.mkdtemp(prefix=f".{pool}-{digest}-", dir=base))
     tmp.chmod(0o755)  # mkdtemp makes it private; the cache is shared like any other folder
     try:
@@ -702,7 +718,16 @@ class SyntheticFineGrained(RetrievalDataset):
         labels, class_ids (original ids in the pool), class_names, num_classes.
     """
 
-    splits = ("train", "val", "trainval", "test", "pretrain", "pretrain_val", "classify_train", "classify_test")
+    splits = (
+        "train",
+        "val",
+        "trainval",
+        "test",
+        "pretrain",
+        "pretrain_val",
+        "classify_train",
+        "classify_test",
+    )
 
     def __init__(
         self,
@@ -726,12 +751,19 @@ class SyntheticFineGrained(RetrievalDataset):
         else:
             pool, n_pool = "main", num_classes
         folder = ensure_cached(
-            pool, seed=seed, image_size=image_size, num_classes=n_pool, images_per_class=images_per_class,
-            root=root, progress=progress,
-        )  # fmt: skip
+            pool,
+            seed=seed,
+            image_size=image_size,
+            num_classes=n_pool,
+            images_per_class=images_per_class,
+            root=root,
+            progress=progress,
+        )
         data = load_cached(folder)
         all_ids = np.asarray(data["class_ids"])
-        if split.startswith("classify"):  # same classes on both sides (Heated-up Table 4): 80/20 of trainval's images
+        if split.startswith(
+            "classify"
+        ):  # same classes on both sides (Heated-up Table 4): 80/20 of trainval's images
             classes = split_classes("trainval", num_classes)
             keep = np.isin(all_ids, classes) & _pretrain_mask(all_ids, split == "classify_train")
         elif pool == "main":

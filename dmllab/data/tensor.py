@@ -112,7 +112,9 @@ def crop_boxes(
     """
     area = height * width
     s = torch.empty(n, tries).uniform_(spec.scale[0], spec.scale[1], generator=generator) * area
-    logr = torch.empty(n, tries).uniform_(math.log(spec.ratio[0]), math.log(spec.ratio[1]), generator=generator)
+    logr = torch.empty(n, tries).uniform_(
+        math.log(spec.ratio[0]), math.log(spec.ratio[1]), generator=generator
+    )
     r = torch.exp(logr)
     w = torch.round(torch.sqrt(s * r))  # (n, tries)
     h = torch.round(torch.sqrt(s / r))
@@ -163,9 +165,9 @@ def augment_batch(
     # A flipped crop is the same box read right to left: with aligned=True roi_align accepts x1 > x2 and
     # samples mirrored positions, so the flip costs nothing.
     x1, x2 = torch.where(flip, x2, x1), torch.where(flip, x1, x2)
-    rois = torch.stack(
-        [torch.arange(b, dtype=x.dtype), x1, box[:, 1], x2, box[:, 1] + box[:, 3]], dim=1
-    ).to(x.device)  # (B, 5): batch index, x1, y1, x2, y2 in pixel-edge coordinates
+    rois = torch.stack([torch.arange(b, dtype=x.dtype), x1, box[:, 1], x2, box[:, 1] + box[:, 3]], dim=1).to(
+        x.device
+    )  # (B, 5): batch index, x1, y1, x2, y2 in pixel-edge coordinates
     out = roi_align(x, rois, output_size=spec.size, spatial_scale=1.0, sampling_ratio=2, aligned=True)
     return _normalise(out)  # (B, 3, size, size)
 
@@ -190,7 +192,9 @@ class InMemoryImages:
     def __len__(self) -> int:
         return len(self.labels)
 
-    def batch(self, indices: Sequence[int] | Tensor, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+    def batch(
+        self, indices: Sequence[int] | Tensor, generator: torch.Generator | None = None
+    ) -> tuple[Tensor, Tensor]:
         idx = torch.as_tensor(indices, dtype=torch.long)
         x = augment_batch(self.images[idx], self.preset, train=self.train, generator=generator)
         return x, self.labels[idx]
@@ -235,9 +239,15 @@ def feature_cache_key(
 ) -> str:
     """The folder name of a cached feature set: a digest of everything that determines its contents."""
     key = {
-        "version": FEATURE_CACHE_VERSION, "weights": weights_digest, "dataset": dataset_fp, "preset": preset,
-        "train": bool(train), "views": int(views) if train else 1, "seed": int(seed), "dtype": dtype,
-    }  # fmt: skip
+        "version": FEATURE_CACHE_VERSION,
+        "weights": weights_digest,
+        "dataset": dataset_fp,
+        "preset": preset,
+        "train": bool(train),
+        "views": int(views) if train else 1,
+        "seed": int(seed),
+        "dtype": dtype,
+    }
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
 
 
@@ -305,9 +315,14 @@ class FeatureCache:
         self.labels = torch.as_tensor(list(dataset.labels), dtype=torch.long)
         self.num_classes = dataset.num_classes
         key = feature_cache_key(
-            weights_digest=weights_digest, dataset_fp=dataset_fingerprint(dataset), preset=preset, train=train,
-            views=views, seed=seed, dtype="float16",
-        )  # fmt: skip
+            weights_digest=weights_digest,
+            dataset_fp=dataset_fingerprint(dataset),
+            preset=preset,
+            train=train,
+            views=views,
+            seed=seed,
+            dtype="float16",
+        )
         base = Path(root) if root is not None else cache_dir() / "features"
         self.folder = base / key
         file = self.folder / "features.npy"

@@ -42,7 +42,12 @@ REFERENCE_PAPER: dict[str, str] = {
     "proxy_synthesis": "proxy_synthesis",
 }
 # Artifact ids start with the paper's prefix: ``<prefix>_<table|fig|sec|app><n>_<topic>`` (pnpp_fig3_two_moons).
-ID_PREFIX: dict[str, str] = {"pnpp": "pnpp", "proxy_anchor": "pa", "heated": "heated", "proxy_synthesis": "ps"}
+ID_PREFIX: dict[str, str] = {
+    "pnpp": "pnpp",
+    "proxy_anchor": "pa",
+    "heated": "heated",
+    "proxy_synthesis": "ps",
+}
 # Parameters every notebook has; ``None`` means "the profile's default".
 STANDARD_PARAMETERS: tuple[str, ...] = ("profile", "seeds", "device", "data_root")
 
@@ -161,8 +166,9 @@ class RunLookup:
             return stored
         record = store.diverged(run.config, run.seed)
         if record is not None:
-            raise DivergedRunError(f"run {run.key} ({run.variant or 'no variant'}) diverged: {record.get('error')}",
-                                   record)  # fmt: skip
+            raise DivergedRunError(
+                f"run {run.key} ({run.variant or 'no variant'}) diverged: {record.get('error')}", record
+            )
         if not self.train_missing:
             raise MissingRunError(
                 f"run {run.key} ({run.config.method} on {run.config.dataset}, {run.variant or 'no variant'}) "
@@ -232,7 +238,9 @@ class Artifact:
             raise ValueError(f"artifact {self.id!r}: the profiles declare different parameter keys: {keys}")
         clash = keys[0] & {"profile", "device", "data_root"}
         if clash:
-            raise ValueError(f"artifact {self.id!r}: {sorted(clash)} are standard parameters, not per profile")
+            raise ValueError(
+                f"artifact {self.id!r}: {sorted(clash)} are standard parameters, not per profile"
+            )
 
     # Compatibility with the report and notebook code, which call an artifact's stem its name.
     @property
@@ -256,7 +264,9 @@ class Artifact:
         values.update(self.parameters[profile])
         return values
 
-    def params(self, profile: str, device: str = "auto", data_root: str | None = None, **given: Any) -> Params:
+    def params(
+        self, profile: str, device: str = "auto", data_root: str | None = None, **given: Any
+    ) -> Params:
         """The resolved :class:`Params` of ``profile`` (defaults, overridden by ``given``)."""
         from dmllab.pipeline.notebook import resolve_parameters
 

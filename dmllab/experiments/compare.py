@@ -40,8 +40,16 @@ def rows_from_runs(runs: Sequence[Run], lookup: RunLookup, **columns: Any) -> li
         try:
             result = lookup.result(run)
         except DivergedRunError:
-            rows += tidy({"diverged": 1.0}, percent=False, variant=run.variant, dataset=run.config.dataset,
-                         seed=run.seed, run_id=run.key, **run.tag, **columns)  # fmt: skip
+            rows += tidy(
+                {"diverged": 1.0},
+                percent=False,
+                variant=run.variant,
+                dataset=run.config.dataset,
+                seed=run.seed,
+                run_id=run.key,
+                **run.tag,
+                **columns,
+            )
             continue
         metrics = dict(result.metrics)
         if result.wall_time_s is not None:
@@ -86,8 +94,18 @@ def paper_vs_reproduced(artifact: Artifact, rows: pd.DataFrame, reference: pd.Da
     """
     import pandas as pd
 
-    columns = ["paper cell", "dataset", "metric", "paper", "paper +-", "reproduced", "std", "seeds", "delta",
-               "within paper +-"]  # fmt: skip
+    columns = [
+        "paper cell",
+        "dataset",
+        "metric",
+        "paper",
+        "paper +-",
+        "reproduced",
+        "std",
+        "seeds",
+        "delta",
+        "within paper +-",
+    ]
     if artifact.reference is None or rows.empty or artifact.paper not in REFERENCE_PAPER:
         return pd.DataFrame(columns=columns)
     ref = reference[reference["paper"] == REFERENCE_PAPER[artifact.paper]] if len(reference) else reference
@@ -97,7 +115,9 @@ def paper_vs_reproduced(artifact: Artifact, rows: pd.DataFrame, reference: pd.Da
         if key is None:
             continue
         label, row, column = key[:3]
-        dataset = key[3] if len(key) > 3 else STAND_IN_DATASET.get(str(rec.get("dataset")), rec.get("dataset"))
+        dataset = (
+            key[3] if len(key) > 3 else STAND_IN_DATASET.get(str(rec.get("dataset")), rec.get("dataset"))
+        )
         hit = ref[(ref["artifact"] == label) & (ref["row"] == row) & (ref["column"] == column)]
         if len(hit) > 1:
             hit = hit[hit["dataset"] == dataset]
@@ -106,12 +126,22 @@ def paper_vs_reproduced(artifact: Artifact, rows: pd.DataFrame, reference: pd.Da
         value = float(hit["value"].iloc[0]) if len(hit) else math.nan
         pstd = _paper_std(hit["note"].iloc[0]) if len(hit) else math.nan
         delta = rec["mean"] - value
-        out.append({
-            "paper cell": f"{label} / {row} / {column}", "dataset": f"{rec.get('dataset')} vs {dataset}",
-            "metric": rec["metric"], "paper": value, "paper +-": pstd, "reproduced": rec["mean"],
-            "std": rec["std"], "seeds": int(rec["n"]), "delta": delta,
-            "within paper +-": "" if math.isnan(pstd) or math.isnan(delta) else ("yes" if abs(delta) <= pstd else "no"),
-        })  # fmt: skip
+        out.append(
+            {
+                "paper cell": f"{label} / {row} / {column}",
+                "dataset": f"{rec.get('dataset')} vs {dataset}",
+                "metric": rec["metric"],
+                "paper": value,
+                "paper +-": pstd,
+                "reproduced": rec["mean"],
+                "std": rec["std"],
+                "seeds": int(rec["n"]),
+                "delta": delta,
+                "within paper +-": ""
+                if math.isnan(pstd) or math.isnan(delta)
+                else ("yes" if abs(delta) <= pstd else "no"),
+            }
+        )
     return pd.DataFrame(out, columns=columns)
 
 
@@ -124,7 +154,11 @@ def judge(claim: Claim, rows: pd.DataFrame) -> tuple[stats.Interval | None, str,
     if effect is None or len(effect) == 0:
         return None, "inconclusive", "the rows cannot decide (a variant or metric is missing)"
     iv = stats.interval(list(effect))
-    why = f"only {iv.n} seed(s)" if iv.n < stats.MIN_SEEDS else ("interval contains 0" if stats.verdict(iv) == "inconclusive" else "")
+    why = (
+        f"only {iv.n} seed(s)"
+        if iv.n < stats.MIN_SEEDS
+        else ("interval contains 0" if stats.verdict(iv) == "inconclusive" else "")
+    )
     return iv, stats.verdict(iv), why
 
 
@@ -135,14 +169,22 @@ def verdict_table(artifact: Artifact, rows: pd.DataFrame) -> pd.DataFrame:
     out = []
     for claim in artifact.claims:
         iv, verdict, why = judge(claim, rows)
-        out.append({
-            "claim": claim.text, "paper": claim.paper_says,
-            "effect": math.nan if iv is None else iv.mean,
-            "95% low": math.nan if iv is None else iv.low, "95% high": math.nan if iv is None else iv.high,
-            "seeds": 0 if iv is None else iv.n, "unit": claim.unit, "verdict": verdict, "why": why,
-        })  # fmt: skip
-    return pd.DataFrame(out, columns=["claim", "paper", "effect", "95% low", "95% high", "seeds", "unit",
-                                      "verdict", "why"])  # fmt: skip
+        out.append(
+            {
+                "claim": claim.text,
+                "paper": claim.paper_says,
+                "effect": math.nan if iv is None else iv.mean,
+                "95% low": math.nan if iv is None else iv.low,
+                "95% high": math.nan if iv is None else iv.high,
+                "seeds": 0 if iv is None else iv.n,
+                "unit": claim.unit,
+                "verdict": verdict,
+                "why": why,
+            }
+        )
+    return pd.DataFrame(
+        out, columns=["claim", "paper", "effect", "95% low", "95% high", "seeds", "unit", "verdict", "why"]
+    )
 
 
 # ------------------------------------------------------------------------------------- claim effects
@@ -154,7 +196,11 @@ def _select(df: pd.DataFrame, metric: str, where: Mapping[str, Any]) -> pd.DataF
         col = key if key in sel.columns else f"param_{key}"
         if col not in sel.columns:
             return sel.iloc[0:0]
-        sel = sel[sel[col].astype(str) == str(value)] if not isinstance(value, float) else sel[sel[col] == value]
+        sel = (
+            sel[sel[col].astype(str) == str(value)]
+            if not isinstance(value, float)
+            else sel[sel[col] == value]
+        )
     return sel
 
 
@@ -169,7 +215,9 @@ def paired(df: pd.DataFrame, metric: str, better: Mapping[str, Any], worse: Mapp
     return (a - b).dropna()
 
 
-def extremes(df: pd.DataFrame, metric: str, by: str, *, low_minus_high: bool = True, **where: Any) -> pd.Series:
+def extremes(
+    df: pd.DataFrame, metric: str, by: str, *, low_minus_high: bool = True, **where: Any
+) -> pd.Series:
     """Per seed: ``metric`` at the smallest value of ``by`` minus at the largest (or the reverse)."""
     sel = _select(df, metric, where)
     col = by if by in sel.columns else f"param_{by}"

@@ -65,8 +65,14 @@ def select(only: str | None) -> list[Artifact]:
         return arts
     chosen: list[Artifact] = []
     for pattern in (p.strip() for p in only.split(",") if p.strip()):
-        hit = [a for a in arts if fnmatch.fnmatch(a.id, pattern) or (not any(c in pattern for c in "*?[") and pattern in a.id)]
+        hit = [
+            a
+            for a in arts
+            if fnmatch.fnmatch(a.id, pattern) or (not any(c in pattern for c in "*?[") and pattern in a.id)
+        ]
         if not hit:
-            raise ValueError(f"--only {pattern!r} matches no artifact; artifacts: {', '.join(a.id for a in arts)}")
+            raise ValueError(
+                f"--only {pattern!r} matches no artifact; artifacts: {', '.join(a.id for a in arts)}"
+            )
         chosen += [a for a in hit if a not in chosen]
     return [a for a in arts if a in chosen]

@@ -9,7 +9,9 @@ from dmllab.experiments.arrays import arrays_to_frame
 
 
 def over_seeds(
-    fn: Callable[..., tuple[list[dict[str, Any]], dict[str, Any]]], seeds: Sequence[int], table: str | None = None,
+    fn: Callable[..., tuple[list[dict[str, Any]], dict[str, Any]]],
+    seeds: Sequence[int],
+    table: str | None = None,
     **kwargs: Any,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Call ``fn(seed=s, **kwargs)`` for every seed; all rows, and the first seed's plot data as ``{table: frame}``."""

@@ -112,9 +112,15 @@ def _build_proxy_synthesis(
             f"proxy_synthesis needs a proxy loss as base; got {base!r}. Valid bases: {', '.join(valid)}"
         )
     return ProxySynthesis(
-        base_loss, alpha=alpha, mu=mu, generator=generator, lam=lam, pairing=pairing, embeddings=embeddings,
+        base_loss,
+        alpha=alpha,
+        mu=mu,
+        generator=generator,
+        lam=lam,
+        pairing=pairing,
+        embeddings=embeddings,
         proxies=proxies,
-    )  # fmt: skip
+    )
 
 
 LOSSES.register("proxy_synthesis", _build_proxy_synthesis)

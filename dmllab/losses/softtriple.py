@@ -78,9 +78,15 @@ class SoftTripleLoss(ProxyLoss):
 
     def _loss(self, embeddings, labels, proxies, bias):
         return LF.soft_triple(
-            embeddings, labels, proxies, centers_per_class=self.centers_per_class, scale=self.scale,
-            gamma=self.gamma, margin=self.margin, tau=self.tau,
-        )  # fmt: skip
+            embeddings,
+            labels,
+            proxies,
+            centers_per_class=self.centers_per_class,
+            scale=self.scale,
+            gamma=self.gamma,
+            margin=self.margin,
+            tau=self.tau,
+        )
 
     def _logits(self, embeddings, proxies, bias):
         return LF.soft_triple_logits(

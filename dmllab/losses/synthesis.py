@@ -318,10 +318,17 @@ class ProxySynthesis(nn.Module):
             class_rows = proxies.reshape(self.base.num_classes, -1)  # (C, K * D); K = 1 for most losses
             bias = None if self.base.bias is None else self.base.bias.float()
             batch = synthesize(
-                emb, labels.long(), class_rows, lam=lam, num_synthetic=num_synthetic, bias=bias,
-                pairing=self.pairing, generator=self.generator, embeddings_used=self.embeddings_used,
+                emb,
+                labels.long(),
+                class_rows,
+                lam=lam,
+                num_synthetic=num_synthetic,
+                bias=bias,
+                pairing=self.pairing,
+                generator=self.generator,
+                embeddings_used=self.embeddings_used,
                 proxies_used=self.proxies_used,
-            )  # fmt: skip
+            )
             self.last_lam, self.last_partners = float(lam), (batch.anchors, batch.partners)
             return self.base.loss_from_proxies(
                 batch.embeddings, batch.labels, batch.proxies.reshape(-1, dim), bias=batch.bias

@@ -114,11 +114,21 @@ def embedding_deformation_recall(
     out = {}
     for lam in lambdas:
         d = embedding_deformation(
-            embeddings, labels, lam, num_pairs=num_pairs, per_pair=per_pair, normalize=normalize,
+            embeddings,
+            labels,
+            lam,
+            num_pairs=num_pairs,
+            per_pair=per_pair,
+            normalize=normalize,
             generator=torch.Generator().manual_seed(seed),
-        )  # fmt: skip
+        )
         out[float(lam)] = evaluate(
-            d.query, d.query_labels, gallery=d.gallery, gallery_labels=d.gallery_labels, metrics=("recall",),
-            ks=tuple(ks), distance=distance,
-        )  # fmt: skip
+            d.query,
+            d.query_labels,
+            gallery=d.gallery,
+            gallery_labels=d.gallery_labels,
+            metrics=("recall",),
+            ks=tuple(ks),
+            distance=distance,
+        )
     return out

@@ -652,14 +652,31 @@ def retrieval_metrics(
         p1, rp, mapr = None, None, None
         if mlrc:
             c_lo, c_hi, (p1, rp, mapr) = _full_rows(
-                query, ref, q_sq64, r_sq64, lo, hi, query_labels, classes, n_with_pos,
-                leave_one_out=leave_one_out, chunk=chunk, want_recall=bool(ks),
-            )  # fmt: skip
+                query,
+                ref,
+                q_sq64,
+                r_sq64,
+                lo,
+                hi,
+                query_labels,
+                classes,
+                n_with_pos,
+                leave_one_out=leave_one_out,
+                chunk=chunk,
+                want_recall=bool(ks),
+            )
         elif ks:
             c_lo, c_hi = _band_counts(
-                query, ref, q_sq64.to(query.dtype), r_sq64.to(ref.dtype), lo, hi,
-                leave_one_out=leave_one_out, block=chunk, use_numpy=_use_numpy(query, matmul),
-            )  # fmt: skip
+                query,
+                ref,
+                q_sq64.to(query.dtype),
+                r_sq64.to(ref.dtype),
+                lo,
+                hi,
+                leave_one_out=leave_one_out,
+                block=chunk,
+                use_numpy=_use_numpy(query, matmul),
+            )
         hits = _recall_hits(c_lo, c_hi, has_pos, ks, resolve).tolist() if ks else []
 
     recall = {k: float(h) / n_query for k, h in zip(ks, hits)}

@@ -66,7 +66,9 @@ def read_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
     if path.is_dir():
         inside = sorted(p.name for p in path.iterdir() if p.suffix in (".pt", ".pth", ".bin"))[:3]
         hint = f" (it holds {', '.join(inside)})" if inside else ""
-        raise WeightsFileError(f"weights file {str(path)!r} is a folder{hint}; pass the state-dict file itself")
+        raise WeightsFileError(
+            f"weights file {str(path)!r} is a folder{hint}; pass the state-dict file itself"
+        )
     if not path.is_file():
         raise FileNotFoundError(f"weights file {str(path)!r} does not exist")
     if path.stat().st_size == 0:

@@ -13,19 +13,31 @@ def _study(args: argparse.Namespace) -> int:
     from dmllab.pipeline.study import SlurmOptions, format_plan, format_summary, make_plan, run_study
 
     if args.plan:
-        plan = make_plan(registry.select(args.only), args.profile, device=args.device or "auto",
-                         data_root=args.data_root)  # fmt: skip
+        plan = make_plan(
+            registry.select(args.only), args.profile, device=args.device or "auto", data_root=args.data_root
+        )
         print(format_plan(plan, jobs=args.jobs))
         return 1 if plan.errors else 0
     slurm = SlurmOptions(
-        partition=args.partition, time_min=args.time_min, gpus_per_job=args.gpus_per_job,
-        cpus_per_job=args.cpus_per_job, array_parallelism=args.array_parallelism, folder=args.slurm_folder,
+        partition=args.partition,
+        time_min=args.time_min,
+        gpus_per_job=args.gpus_per_job,
+        cpus_per_job=args.cpus_per_job,
+        array_parallelism=args.array_parallelism,
+        folder=args.slurm_folder,
         cluster=args.slurm_cluster,
-    )  # fmt: skip
+    )
     result = run_study(
-        args.profile, only=args.only, jobs=args.jobs, executor=args.executor, slurm=slurm,
-        data_root=args.data_root, device=args.device, progress=not args.no_progress, force=args.force,
-    )  # fmt: skip
+        args.profile,
+        only=args.only,
+        jobs=args.jobs,
+        executor=args.executor,
+        slurm=slurm,
+        data_root=args.data_root,
+        device=args.device,
+        progress=not args.no_progress,
+        force=args.force,
+    )
     print(format_summary(result))
     return 1 if result.failed else 0
 
@@ -43,8 +55,10 @@ def _notebooks(args: argparse.Namespace) -> int:
     if args.check:
         stale = stale_notebooks()
         if stale:
-            print(f"out of date, with outputs, or without an artifact (run `dmllab notebooks`): {', '.join(stale)}",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"out of date, with outputs, or without an artifact (run `dmllab notebooks`): {', '.join(stale)}",
+                file=sys.stderr,
+            )
             return 1
         print("all notebooks match their artifacts")
         return 0
@@ -65,30 +79,48 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     )
     study.add_argument("--profile", choices=PROFILES, default="quick", help="profile (default: quick)")
     study.add_argument("--only", metavar="PATTERN", help="comma-separated artifact ids, globs or substrings")
-    study.add_argument("--plan", action="store_true", help="print the plan (unique runs, stored, cost) and exit")
-    study.add_argument("--executor", choices=("local", "slurm"), default="local",
-                       help="where missing runs train: local process pool, or SLURM jobs via submitit")
+    study.add_argument(
+        "--plan", action="store_true", help="print the plan (unique runs, stored, cost) and exit"
+    )
+    study.add_argument(
+        "--executor",
+        choices=("local", "slurm"),
+        default="local",
+        help="where missing runs train: local process pool, or SLURM jobs via submitit",
+    )
     study.add_argument("--jobs", type=int, default=1, help="local workers (runs and notebooks) at a time")
     study.add_argument("--data-root", help="folder of the benchmark datasets (paper profile)")
     study.add_argument("--device", help="auto | cpu | cuda | mps (default: auto)")
     study.add_argument("--no-progress", action="store_true", help="no progress bars")
-    study.add_argument("--force", action="store_true",
-                       help="run every notebook even when its code, parameters and runs are unchanged")
+    study.add_argument(
+        "--force",
+        action="store_true",
+        help="run every notebook even when its code, parameters and runs are unchanged",
+    )
     slurm = study.add_argument_group("slurm executor (submitit)")
     slurm.add_argument("--partition", help="SLURM partition")
-    slurm.add_argument("--time-min", type=int, default=240, help="time limit per run in minutes (default 240)")
+    slurm.add_argument(
+        "--time-min", type=int, default=240, help="time limit per run in minutes (default 240)"
+    )
     slurm.add_argument("--gpus-per-job", type=int, default=1, help="GPUs per run (default 1)")
     slurm.add_argument("--cpus-per-job", type=int, default=10, help="CPUs per run (default 10)")
-    slurm.add_argument("--array-parallelism", type=int, default=32, help="array jobs running at once (default 32)")
+    slurm.add_argument(
+        "--array-parallelism", type=int, default=32, help="array jobs running at once (default 32)"
+    )
     slurm.add_argument("--slurm-folder", help="submitit logs (default results/slurm/<timestamp>/)")
-    slurm.add_argument("--slurm-cluster", choices=("slurm", "local", "debug"), default=None,
-                       help=argparse.SUPPRESS)  # tests: submitit's local executor
+    slurm.add_argument(
+        "--slurm-cluster", choices=("slurm", "local", "debug"), default=None, help=argparse.SUPPRESS
+    )  # tests: submitit's local executor
     study.set_defaults(func=_study)
 
     report = subparsers.add_parser("report", help="build figures/report.html from results/")
-    report.add_argument("--profile", choices=PROFILES, default=None, help="default: paper, quick or smoke, as present")
+    report.add_argument(
+        "--profile", choices=PROFILES, default=None, help="default: paper, quick or smoke, as present"
+    )
     report.set_defaults(func=_report)
 
     notebooks = subparsers.add_parser("notebooks", help="regenerate notebooks/*.ipynb from the artifacts")
-    notebooks.add_argument("--check", action="store_true", help="only check that the notebooks are up to date")
+    notebooks.add_argument(
+        "--check", action="store_true", help="only check that the notebooks are up to date"
+    )
     notebooks.set_defaults(func=_notebooks)

@@ -109,12 +109,19 @@ class ArtifactContext:
         write the extra tables the rows came with to ``results/<id>.<table>.csv``."""
         from dmllab.results import replace_experiment
 
-        base = {"experiment": self.name, "paper": self.artifact.paper, "artifact": self.artifact.label,
-                "profile": self.profile}  # fmt: skip
+        base = {
+            "experiment": self.name,
+            "paper": self.artifact.paper,
+            "artifact": self.artifact.label,
+            "profile": self.profile,
+        }
         replace_experiment(
-            self.csv_path, self.name, [{**base, **dict(r)} for r in records], profile=self.profile,
+            self.csv_path,
+            self.name,
+            [{**base, **dict(r)} for r in records],
+            profile=self.profile,
             device=self.device,
-        )  # fmt: skip
+        )
         for table, frame in getattr(self, "_tables", {}).items():
             write_table(self.table_path(table), frame, profile=self.profile)
         return self.csv_path
@@ -156,11 +163,16 @@ def runs_frame(runs: Sequence[Any]) -> pd.DataFrame:
     out = []
     for run in runs:
         stored = store.load(run.config, run.seed)
-        out.append({
-            "variant": run.variant, "seed": run.seed, "config": presets.describe(run.config),
-            "run key": run.key, "stored": stored is not None,
-            "wall time (s)": None if stored is None else round(float(stored.wall_time_s), 1),
-        })  # fmt: skip
+        out.append(
+            {
+                "variant": run.variant,
+                "seed": run.seed,
+                "config": presets.describe(run.config),
+                "run key": run.key,
+                "stored": stored is not None,
+                "wall time (s)": None if stored is None else round(float(stored.wall_time_s), 1),
+            }
+        )
     return pd.DataFrame(out, columns=["variant", "seed", "config", "run key", "stored", "wall time (s)"])
 
 
@@ -187,7 +199,9 @@ def read_artifact_rows(artifact: Artifact, profile: str) -> pd.DataFrame:
     if not path.exists():
         import pandas as pd
 
-        return pd.DataFrame(columns=["experiment", "profile", "variant", "dataset", "seed", "metric", "value"])
+        return pd.DataFrame(
+            columns=["experiment", "profile", "variant", "dataset", "seed", "metric", "value"]
+        )
     rows = read_rows(path)
     return rows[(rows["experiment"] == artifact.id) & (rows["profile"] == profile)].reset_index(drop=True)
 
@@ -337,7 +351,9 @@ def setup(namespace: Mapping[str, Any], name: str) -> ArtifactContext:
     given = _user_globals(namespace)
     train_missing = given.pop("train_missing", None)
     params = Params(resolve_parameters(artifact, given))
-    return ArtifactContext(artifact, params, train_missing=True if train_missing is None else bool(train_missing))
+    return ArtifactContext(
+        artifact, params, train_missing=True if train_missing is None else bool(train_missing)
+    )
 
 
 # --------------------------------------------------------------------------------------------- generation
@@ -346,20 +362,35 @@ Cell = tuple[str, str]  # ("markdown" | "code", source)
 
 # The body every artifact notebook shares; only the title and the parameters differ.
 TEMPLATE_BODY: tuple[Cell, ...] = (
-    ("markdown", "## Runs\nThe training runs this artifact reads from the run store (`dmllab study` trains them "
-                 "once, shared with every artifact that needs the same run)."),
+    (
+        "markdown",
+        "## Runs\nThe training runs this artifact reads from the run store (`dmllab study` trains them "
+        "once, shared with every artifact that needs the same run).",
+    ),
     ("code", "A.runs_table()"),
-    ("markdown", "## Rows\nTidy rows derived from the stored runs (or computed, for toy models), written to "
-                 "`results/<id>.csv`; mean, std and seed count per line."),
+    (
+        "markdown",
+        "## Rows\nTidy rows derived from the stored runs (or computed, for toy models), written to "
+        "`results/<id>.csv`; mean, std and seed count per line.",
+    ),
     ("code", "rows = A.derive_rows()\nA.write_results(rows)\nA.results_table()"),
-    ("markdown", "## Paper vs reproduced\nEvery row that corresponds to a printed cell of the paper, side by side."),
+    (
+        "markdown",
+        "## Paper vs reproduced\nEvery row that corresponds to a printed cell of the paper, side by side.",
+    ),
     ("code", "A.paper_vs_reproduced()"),
-    ("markdown", "## Verdicts\nEach claim's effect per seed, its mean and 95% t interval over seeds: *yes* only "
-                 "when the interval lies above zero, *no* when it lies below, *inconclusive* otherwise."),
+    (
+        "markdown",
+        "## Verdicts\nEach claim's effect per seed, its mean and 95% t interval over seeds: *yes* only "
+        "when the interval lies above zero, *no* when it lies below, *inconclusive* otherwise.",
+    ),
     ("code", "A.verdicts()"),
-    ("markdown", "## Figure\nDrawn from the CSVs only (the plotting notebook of the paper writes it to `figures/`)."),
+    (
+        "markdown",
+        "## Figure\nDrawn from the CSVs only (the plotting notebook of the paper writes it to `figures/`).",
+    ),
     ("code", "figs = A.figures()"),
-)  # fmt: skip
+)
 
 
 def _literal(value: Any) -> str:
@@ -382,7 +413,9 @@ def parameters_source(artifact: Artifact) -> str:
         values = " | ".join(f"{p}: {_literal(artifact.parameters[p][key])}" for p in PROFILES)
         line = f"{key} = None  # {note + '; ' if note else ''}{values}"
         if "=" in line.split("#", 1)[1]:  # papermill skips parameter lines holding a second "="
-            raise ValueError(f"artifact {artifact.id!r}: parameter help or value of {key!r} must not contain '='")
+            raise ValueError(
+                f"artifact {artifact.id!r}: parameter help or value of {key!r} must not contain '='"
+            )
         lines.append(line)
     return "\n".join(lines)
 
@@ -401,7 +434,9 @@ def title_source(artifact: Artifact) -> str:
 
 
 def setup_source(artifact: Artifact) -> str:
-    return f'import dmllab.pipeline.notebook as nb\n\nA = nb.setup(globals(), "{artifact.id}")\nA.params.values'
+    return (
+        f'import dmllab.pipeline.notebook as nb\n\nA = nb.setup(globals(), "{artifact.id}")\nA.params.values'
+    )
 
 
 def _new_notebook(cells: Sequence[tuple[str, str, dict]], stem: str) -> nbformat.NotebookNode:
@@ -431,12 +466,23 @@ def make_notebook(artifact: Artifact) -> nbformat.NotebookNode:
 def make_plots_notebook(paper: str) -> nbformat.NotebookNode:
     """``notebooks/plots_<paper>.ipynb``: reads only ``results/*.csv`` and writes every figure of the paper."""
     cells = [
-        ("markdown", f"# Figures: {PAPER_TITLES[paper]}\n\nEvery figure of this paper's artifacts, drawn from the "
-                     "tidy CSVs under `results/` (nothing is trained or computed here) and written to `figures/`.",
-         {}),
-        ("code", '# Parameters (papermill -p NAME VALUE)\nprofile = "quick"  # smoke | quick | paper', {"tags": ["parameters"]}),
-        ("code", f'from dmllab.pipeline import plots\n\nwritten = plots.draw_paper("{paper}", profile)\nwritten', {}),
-    ]  # fmt: skip
+        (
+            "markdown",
+            f"# Figures: {PAPER_TITLES[paper]}\n\nEvery figure of this paper's artifacts, drawn from the "
+            "tidy CSVs under `results/` (nothing is trained or computed here) and written to `figures/`.",
+            {},
+        ),
+        (
+            "code",
+            '# Parameters (papermill -p NAME VALUE)\nprofile = "quick"  # smoke | quick | paper',
+            {"tags": ["parameters"]},
+        ),
+        (
+            "code",
+            f'from dmllab.pipeline import plots\n\nwritten = plots.draw_paper("{paper}", profile)\nwritten',
+            {},
+        ),
+    ]
     return _new_notebook(cells, f"plots_{paper}")
 
 

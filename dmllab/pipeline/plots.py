@@ -27,7 +27,9 @@ def draw_paper(paper: str, profile: str = "quick") -> dict[str, str]:
             continue
         try:
             figs = draw_figures(artifact, profile, save=True)
-        except Exception as err:  # reported in the notebook output and by the study, never fatal to the others
+        except (
+            Exception
+        ) as err:  # reported in the notebook output and by the study, never fatal to the others
             out[artifact.id] = f"error: {type(err).__name__}: {err}"
             continue
         for fig in figs:

@@ -97,7 +97,9 @@ def numbers_table(rows: pd.DataFrame, *, max_rows: int = MAX_TABLE_ROWS, csv_nam
     summary[index] = summary[index].astype(object).where(summary[index].notna(), "")
     constant = [c for c in index if summary[c].nunique() <= 1]
     varying = [c for c in index if c not in constant] or index[:1]
-    fixed = ", ".join(f"{c.removeprefix('param_')} = {summary[c].iloc[0]}" for c in constant if c not in varying)
+    fixed = ", ".join(
+        f"{c.removeprefix('param_')} = {summary[c].iloc[0]}" for c in constant if c not in varying
+    )
     table = summary.pivot_table(index=varying, columns="metric", values="cell", aggfunc="first", sort=False)
     table.columns.name = None
     table = table.reset_index().rename(columns=lambda c: c.removeprefix("param_"))
@@ -105,7 +107,12 @@ def numbers_table(rows: pd.DataFrame, *, max_rows: int = MAX_TABLE_ROWS, csv_nam
     if len(table) > max_rows:
         note += f"<p class='meta'>first {max_rows} of {len(table)} lines; all in {html.escape(csv_name)}</p>"
         table = table.head(max_rows)
-    return note + "<div class='scroll'>" + table.to_html(index=False, border=0, escape=True, na_rep="") + "</div>"
+    return (
+        note
+        + "<div class='scroll'>"
+        + table.to_html(index=False, border=0, escape=True, na_rep="")
+        + "</div>"
+    )
 
 
 def _num(v: float, fmt: str = ".4g") -> str:
@@ -120,12 +127,17 @@ def reference_table(artifact: Artifact, rows: pd.DataFrame, reference: pd.DataFr
     if table.empty:
         return '<p class="missing">No reproduced row maps onto a printed cell of the paper.</p>'
     shown = table.assign(
-        paper=[_num(v) + (f" ± {_num(e, '.2g')}" if e == e else "") for v, e in zip(table["paper"], table["paper +-"])],
+        paper=[
+            _num(v) + (f" ± {_num(e, '.2g')}" if e == e else "")
+            for v, e in zip(table["paper"], table["paper +-"])
+        ],
         reproduced=[_fmt(m, s, n) for m, s, n in zip(table["reproduced"], table["std"], table["seeds"])],
         delta=[_num(d, "+.3g") for d in table["delta"]],
     ).drop(columns=["paper +-", "std"])
-    note = ("<p class='meta'>The quick profile's rows come from the offline benchmark, so they face the paper's "
-            "CUB cells only as an orientation: absolute numbers are not comparable.</p>")  # fmt: skip
+    note = (
+        "<p class='meta'>The quick profile's rows come from the offline benchmark, so they face the paper's "
+        "CUB cells only as an orientation: absolute numbers are not comparable.</p>"
+    )
     return note + "<div class='scroll'>" + shown.to_html(index=False, border=0, escape=True) + "</div>"
 
 
@@ -136,8 +148,11 @@ def claims_table(artifact: Artifact, rows: pd.DataFrame) -> str:
     items = []
     for rec in verdict_table(artifact, rows).to_dict("records"):
         css = {"yes": "yes", "no": "no"}.get(rec["verdict"], "na")
-        iv = ("" if rec["seeds"] < 2 or rec["95% low"] != rec["95% low"]
-              else f"[{rec['95% low']:+.3g}, {rec['95% high']:+.3g}]")  # fmt: skip
+        iv = (
+            ""
+            if rec["seeds"] < 2 or rec["95% low"] != rec["95% low"]
+            else f"[{rec['95% low']:+.3g}, {rec['95% high']:+.3g}]"
+        )
         effect = "" if rec["effect"] != rec["effect"] else f"{rec['effect']:+.3g}"
         why = f" ({html.escape(rec['why'])})" if rec["why"] else ""
         items.append(
@@ -192,7 +207,11 @@ def build_report(
         raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
     results_dir = Path(results) if results is not None else paths.results_dir()
     artifacts = registry.all_artifacts()
-    frames = {a.id: read_rows(results_dir / f"{a.id}.csv") for a in artifacts if (results_dir / f"{a.id}.csv").exists()}
+    frames = {
+        a.id: read_rows(results_dir / f"{a.id}.csv")
+        for a in artifacts
+        if (results_dir / f"{a.id}.csv").exists()
+    }
     if profile is None:
         profile = infer_profile(list(frames.values()))
     figures_dir = Path(figures) if figures is not None else paths.profile_figures_dir(profile or "quick")
@@ -204,18 +223,23 @@ def build_report(
     body = [f"<header><h1>dmllab figure report</h1>{_provenance_header(list(shown.values()), profile)}"]
     if profile in PROFILE_NOTES:
         body.append(f"<p class='note'>{html.escape(PROFILE_NOTES[profile])}</p>")
-    body.append(f"<p class='meta'>{len(done)} of {len(artifacts)} artifacts have {html.escape(str(profile))} rows. "
-                f"{INTERVAL_NOTE}</p>")  # fmt: skip
+    body.append(
+        f"<p class='meta'>{len(done)} of {len(artifacts)} artifacts have {html.escape(str(profile))} rows. "
+        f"{INTERVAL_NOTE}</p>"
+    )
     body.append("</header><nav><ul>")
     body += [
         f'<li><a href="#{a.id}">{html.escape(a.label)}: {html.escape(a.title)}</a>'
-        + ("" if a in done else " <span class='missing'>(no rows)</span>") + "</li>"
+        + ("" if a in done else " <span class='missing'>(no rows)</span>")
+        + "</li>"
         for a in artifacts
     ]
     body.append("</ul></nav>")
 
     for a in artifacts:
-        body.append(f'<section class="artifact" id="{a.id}"><h2>{html.escape(a.label)}: {html.escape(a.title)}</h2>')
+        body.append(
+            f'<section class="artifact" id="{a.id}"><h2>{html.escape(a.label)}: {html.escape(a.title)}</h2>'
+        )
         body.append(
             f"<p class='meta'>{html.escape(PAPER_TITLES[a.paper])}, <b>{html.escape(a.label)}</b> &middot; "
             f"notebook <code>notebooks/{a.id}.ipynb</code></p><p>{html.escape(a.description.strip())}</p>"
@@ -224,7 +248,9 @@ def build_report(
             body.append(f"<p class='missing'>not reproduced: {html.escape(row)}: {html.escape(why)}</p>")
         rows = shown.get(a.id)
         if rows is None or rows.empty:
-            body.append(f"<p class='missing'>not run yet (no {html.escape(str(profile))} rows in results/{a.id}.csv)</p>")
+            body.append(
+                f"<p class='missing'>not run yet (no {html.escape(str(profile))} rows in results/{a.id}.csv)</p>"
+            )
             body.append("</section>")
             continue
         pngs = [figures_dir / f"{a.id}{f.suffix}.png" for f in a.figures]
@@ -295,11 +321,21 @@ def screenshot(
     png.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="dmllab-chromium-") as profile_dir:
         cmd = [
-            chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            "--hide-scrollbars", f"--user-data-dir={profile_dir}", f"--screenshot={png}",
-            f"--window-size={width},{height}", Path(page).resolve().as_uri(),
-        ]  # fmt: skip
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            f"--user-data-dir={profile_dir}",
+            f"--screenshot={png}",
+            f"--window-size={width},{height}",
+            Path(page).resolve().as_uri(),
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     if not png.exists():
         raise FileNotFoundError(

@@ -169,7 +169,9 @@ def format_plan(plan: Plan, *, jobs: int = 1, limit: int = 40) -> str:
     lines = [f"study plan, profile {plan.profile}: {len(plan.artifacts)} artifacts"]
     width = max([len("artifacts")] + [len(",".join(r.artifacts)) for r in plan.runs[:limit]])
     if plan.runs:
-        lines.append(f"{'run key':<24} {'seed':>4}  {'stored':<6} {'wall':>7}  {'artifacts':<{width}}  config")
+        lines.append(
+            f"{'run key':<24} {'seed':>4}  {'stored':<6} {'wall':>7}  {'artifacts':<{width}}  config"
+        )
     for r in plan.runs[:limit]:
         key = r.run.key.split("/")[0][:24]
         wall = "" if r.wall_s is None else f"{r.wall_s:6.0f}s"
@@ -184,7 +186,11 @@ def format_plan(plan: Plan, *, jobs: int = 1, limit: int = 40) -> str:
     lines.append(
         f"{plan.requested} runs requested by the artifacts, {len(plan.runs)} unique after de-duplication; "
         f"{len(plan.stored)} stored, "
-        + (f"{len(plan.diverged)} recorded as diverged (not retrained; --force does), " if plan.diverged else "")
+        + (
+            f"{len(plan.diverged)} recorded as diverged (not retrained; --force does), "
+            if plan.diverged
+            else ""
+        )
         + f"{len(plan.missing)} to train"
     )
     lines.append(f"estimated training time of the missing runs: {_estimate(plan, jobs)}")
@@ -279,12 +285,20 @@ def threads_per_job(jobs: int) -> int:
 def _pool(jobs: int) -> ProcessPoolExecutor:
     # Spawned workers: a fresh interpreter per job, so nothing (threads, torch state) leaks from the parent.
     return ProcessPoolExecutor(
-        max_workers=jobs, mp_context=get_context("spawn"), initializer=_worker_init, initargs=(threads_per_job(jobs),)
+        max_workers=jobs,
+        mp_context=get_context("spawn"),
+        initializer=_worker_init,
+        initargs=(threads_per_job(jobs),),
     )
 
 
 def _run_pool(
-    items: Sequence[Any], fn: Callable[[Any], JobResult], name: Callable[[Any], str], *, jobs: int, desc: str,
+    items: Sequence[Any],
+    fn: Callable[[Any], JobResult],
+    name: Callable[[Any], str],
+    *,
+    jobs: int,
+    desc: str,
     progress: bool,
 ) -> list[JobResult]:
     from tqdm.auto import tqdm
@@ -298,7 +312,9 @@ def _run_pool(
             try:
                 res = fut.result()
             except Exception as err:  # the worker process died (killed, out of memory): report, go on
-                res = JobResult(name(items[i]), "FAILED", 0.0, f"worker process failed: {type(err).__name__}: {err}")
+                res = JobResult(
+                    name(items[i]), "FAILED", 0.0, f"worker process failed: {type(err).__name__}: {err}"
+                )
             results[i] = res
             bar.set_postfix_str(f"{res.name[:40]}: {res.status}")
             bar.update(1)
@@ -328,14 +344,21 @@ def train_slurm(runs: Sequence[Run], options: SlurmOptions, *, progress: bool = 
 
     if not runs:
         return []
-    folder = Path(options.folder) if options.folder else paths.results_dir() / "slurm" / time.strftime("%Y%m%d-%H%M%S")
+    folder = (
+        Path(options.folder)
+        if options.folder
+        else paths.results_dir() / "slurm" / time.strftime("%Y%m%d-%H%M%S")
+    )
     executor = submitit.AutoExecutor(folder=str(folder / "%j"), cluster=options.cluster)
     params: dict[str, Any] = {"timeout_min": options.time_min, "name": "dmllab"}
     if executor.cluster == "slurm":
         params.update(
-            slurm_partition=options.partition, gpus_per_node=options.gpus_per_job, tasks_per_node=1,
-            cpus_per_task=options.cpus_per_job, slurm_array_parallelism=options.array_parallelism,
-        )  # fmt: skip
+            slurm_partition=options.partition,
+            gpus_per_node=options.gpus_per_job,
+            tasks_per_node=1,
+            cpus_per_task=options.cpus_per_job,
+            slurm_array_parallelism=options.array_parallelism,
+        )
         params = {k: v for k, v in params.items() if v is not None}
     executor.update_parameters(**params)
     jobs = executor.map_array(train_run, list(runs))
@@ -345,7 +368,9 @@ def train_slurm(runs: Sequence[Run], options: SlurmOptions, *, progress: bool = 
         try:
             res = job.result()
         except Exception as err:  # the job itself failed (time limit, node failure, preemption)
-            res = JobResult(run.key, "FAILED", 0.0, f"job {job.job_id} failed: {type(err).__name__}: {str(err)[-300:]}")
+            res = JobResult(
+                run.key, "FAILED", 0.0, f"job {job.job_id} failed: {type(err).__name__}: {str(err)[-300:]}"
+            )
         if res.status != "ok":
             res = JobResult(res.name, res.status, res.wall_s, res.error, str(job.paths.stderr))
         results.append(res)
@@ -404,10 +429,15 @@ def _cells_ran(output: Path) -> bool:
 
 
 def execute_notebook(
-    notebook: str | os.PathLike, output: str | os.PathLike, parameters: Mapping[str, Any], *,
-    kernel_name: str = KERNEL_NAME, cwd: str | os.PathLike | None = None,
-    start_timeout: float = KERNEL_START_TIMEOUT_S, attempts: int = KERNEL_START_ATTEMPTS,
-) -> JobResult:  # fmt: skip
+    notebook: str | os.PathLike,
+    output: str | os.PathLike,
+    parameters: Mapping[str, Any],
+    *,
+    kernel_name: str = KERNEL_NAME,
+    cwd: str | os.PathLike | None = None,
+    start_timeout: float = KERNEL_START_TIMEOUT_S,
+    attempts: int = KERNEL_START_ATTEMPTS,
+) -> JobResult:
     """Execute one notebook with papermill; never raises for a failing cell (the result says FAILED).
 
     A kernel that does not come up (no reply to ``kernel_info`` within ``start_timeout`` s, or death before it:
@@ -425,21 +455,40 @@ def execute_notebook(
     for attempt in range(1, attempts + 1):
         try:
             papermill.execute_notebook(
-                str(notebook), str(output), parameters=dict(parameters), kernel_name=kernel_name,
-                progress_bar=False, log_output=False, start_timeout=start_timeout,
+                str(notebook),
+                str(output),
+                parameters=dict(parameters),
+                kernel_name=kernel_name,
+                progress_bar=False,
+                log_output=False,
+                start_timeout=start_timeout,
                 cwd=str(cwd if cwd is not None else paths.repo_root()),
-            )  # fmt: skip
+            )
         except PapermillExecutionError as err:
-            return JobResult(notebook.stem, "FAILED", time.perf_counter() - start, f"{err.ename}: {err.evalue}",
-                             str(output), err.exec_count)  # fmt: skip
+            return JobResult(
+                notebook.stem,
+                "FAILED",
+                time.perf_counter() - start,
+                f"{err.ename}: {err.evalue}",
+                str(output),
+                err.exec_count,
+            )
         except Exception as err:  # kernel death, bad notebook JSON, ...: reported, never fatal to the study
             if attempt < attempts and isinstance(err, RuntimeError) and not _cells_ran(output):
-                print(f"{notebook.stem}: the kernel did not start ({err}); launching a fresh one "
-                      f"(attempt {attempt + 1} of {attempts})", file=sys.stderr)  # fmt: skip
+                print(
+                    f"{notebook.stem}: the kernel did not start ({err}); launching a fresh one "
+                    f"(attempt {attempt + 1} of {attempts})",
+                    file=sys.stderr,
+                )
                 continue
             tries = f" (after {attempt} kernel launches)" if attempt > 1 else ""
-            return JobResult(notebook.stem, "FAILED", time.perf_counter() - start,
-                             f"{type(err).__name__}: {err}{tries}", str(output))  # fmt: skip
+            return JobResult(
+                notebook.stem,
+                "FAILED",
+                time.perf_counter() - start,
+                f"{type(err).__name__}: {err}{tries}",
+                str(output),
+            )
         return JobResult(notebook.stem, "ok", time.perf_counter() - start, output=str(output))
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -497,8 +546,12 @@ def source_fingerprint() -> str:
 def _stamp(code: str, job: _NotebookJob, run_keys: Sequence[str]) -> str:
     import hashlib
 
-    parts = [code, job.notebook.read_bytes().hex() if job.notebook.exists() else "",
-             json.dumps(dict(job.parameters), sort_keys=True, default=str), *sorted(run_keys)]  # fmt: skip
+    parts = [
+        code,
+        job.notebook.read_bytes().hex() if job.notebook.exists() else "",
+        json.dumps(dict(job.parameters), sort_keys=True, default=str),
+        *sorted(run_keys),
+    ]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
@@ -521,15 +574,27 @@ class StudyResult:
 
     @property
     def failed(self) -> bool:
-        return any(r.status == "FAILED" for r in self.training + self.notebooks + self.plots) or bool(self.plan.errors)
+        return any(r.status == "FAILED" for r in self.training + self.notebooks + self.plots) or bool(
+            self.plan.errors
+        )
 
 
 def run_study(
-    profile: str = "quick", *, only: str | None = None, jobs: int = 1, executor: str = "local",
-    slurm: SlurmOptions | None = None, data_root: str | None = None, device: str | None = None,
-    notebooks_dir: str | os.PathLike | None = None, executed_dir: str | os.PathLike | None = None,
-    progress: bool = True, report: bool = True, force: bool = False, say: Callable[[str], None] = print,
-) -> StudyResult:  # fmt: skip
+    profile: str = "quick",
+    *,
+    only: str | None = None,
+    jobs: int = 1,
+    executor: str = "local",
+    slurm: SlurmOptions | None = None,
+    data_root: str | None = None,
+    device: str | None = None,
+    notebooks_dir: str | os.PathLike | None = None,
+    executed_dir: str | os.PathLike | None = None,
+    progress: bool = True,
+    report: bool = True,
+    force: bool = False,
+    say: Callable[[str], None] = print,
+) -> StudyResult:
     """Plan, train, run the notebooks, draw the figures and build the report (module docstring).
 
     Raises:
@@ -556,17 +621,20 @@ def run_study(
         say(f"WARNING: {stale}")
     resolved_device = resolve_device(device or "auto")
     plan = make_plan(artifacts, profile, device=resolved_device, data_root=data_root)
-    say(f"plan: {len(plan.runs)} unique runs, {len(plan.stored)} stored, "
+    say(
+        f"plan: {len(plan.runs)} unique runs, {len(plan.stored)} stored, "
         + (f"{len(plan.diverged)} recorded as diverged, " if plan.diverged else "")
-        + f"{len(plan.missing)} to train (estimate {_estimate(plan, jobs)})")  # fmt: skip
+        + f"{len(plan.missing)} to train (estimate {_estimate(plan, jobs)})"
+    )
     lap("plan")
 
     missing = [r.run for r in plan.missing]
     if executor == "slurm":
         training = train_slurm(missing, slurm or SlurmOptions(), progress=progress)
     else:
-        training = _run_pool(missing, train_run, lambda r: r.key, jobs=jobs, desc=f"train ({profile})",
-                             progress=progress)  # fmt: skip
+        training = _run_pool(
+            missing, train_run, lambda r: r.key, jobs=jobs, desc=f"train ({profile})", progress=progress
+        )
     lap("train")
 
     nb_dir = Path(notebooks_dir) if notebooks_dir is not None else default_notebooks()
@@ -587,8 +655,14 @@ def run_study(
         else:
             nb_jobs.append((job, stamp))
     nb_jobs.sort(key=lambda js: -_last_duration(js[0].output))  # longest first: the last one ends sooner
-    ran = _run_pool([j for j, _ in nb_jobs], _call, lambda j: j.notebook.stem, jobs=jobs,
-                    desc=f"notebooks ({profile})", progress=progress)  # fmt: skip
+    ran = _run_pool(
+        [j for j, _ in nb_jobs],
+        _call,
+        lambda j: j.notebook.stem,
+        jobs=jobs,
+        desc=f"notebooks ({profile})",
+        progress=progress,
+    )
     for (job, stamp), res in zip(nb_jobs, ran):
         if res.status == "ok":
             job.output.with_suffix(".stamp").write_text(stamp)
@@ -599,9 +673,15 @@ def run_study(
     papers = [p for p in dict.fromkeys(a.paper for a in artifacts) if (nb_dir / f"plots_{p}.ipynb").exists()]
     plot_jobs = []
     for p in papers:
-        job = _NotebookJob(nb_dir / f"plots_{p}.ipynb", out_dir / f"plots_{p}.ipynb", {"profile": profile}, kernel)
-        figures_there = all((paths.profile_figures_dir(profile) / f"{a.id}{f.suffix}.png").exists()
-                            for a in artifacts if a.paper == p for f in a.figures)  # fmt: skip
+        job = _NotebookJob(
+            nb_dir / f"plots_{p}.ipynb", out_dir / f"plots_{p}.ipynb", {"profile": profile}, kernel
+        )
+        figures_there = all(
+            (paths.profile_figures_dir(profile) / f"{a.id}{f.suffix}.png").exists()
+            for a in artifacts
+            if a.paper == p
+            for f in a.figures
+        )
         if force or p in rerun or not figures_there:
             plot_jobs.append(job)
     plots = _run_pool(plot_jobs, _call, lambda j: j.notebook.stem, jobs=jobs, desc="plots", progress=progress)
@@ -612,8 +692,9 @@ def run_study(
 
         built = build_report(profile)
     lap("report")
-    return StudyResult(plan, tuple(training), tuple(notebooks), tuple(plots), built, time.perf_counter() - start,
-                       phase_s)  # fmt: skip
+    return StudyResult(
+        plan, tuple(training), tuple(notebooks), tuple(plots), built, time.perf_counter() - start, phase_s
+    )
 
 
 def format_summary(result: StudyResult) -> str:
@@ -632,11 +713,12 @@ def format_summary(result: StudyResult) -> str:
     width = max([len("notebook")] + [len(r.name) for r in rows])
     lines.append(f"{'notebook':<{width}}  {'status':<6}  {'wall':>8}")
     lines.append(f"{'-' * width}  ------  --------")
-    lines += [f"{r.name:<{width}}  {'cached' if r.cached else r.status:<6}  "
-              f"{r.wall_s:>7.1f}s" for r in rows]  # fmt: skip
+    lines += [f"{r.name:<{width}}  {'cached' if r.cached else r.status:<6}  {r.wall_s:>7.1f}s" for r in rows]
     failed = [r for r in list(result.training) + rows if r.status == "FAILED"]
-    lines.append(f"{len(rows) - sum(r.status != 'ok' for r in rows)} notebooks ok, "
-                 f"{sum(r.status != 'ok' for r in rows)} failed; study wall time {result.wall_s:.0f} s")  # fmt: skip
+    lines.append(
+        f"{len(rows) - sum(r.status != 'ok' for r in rows)} notebooks ok, "
+        f"{sum(r.status != 'ok' for r in rows)} failed; study wall time {result.wall_s:.0f} s"
+    )
     if result.phase_s:
         lines.append("steps: " + ", ".join(f"{k} {v:.0f} s" for k, v in result.phase_s.items()))
     for artifact, error in result.plan.errors.items():

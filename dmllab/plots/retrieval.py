@@ -16,7 +16,9 @@ def thumbnail(image: Any, size: int = 64) -> np.ndarray:
     return np.asarray(image.convert("RGB").resize((size, size)))
 
 
-def retrieval_grid(ax: Any, rows: Sequence[Sequence[tuple[np.ndarray, bool | None]]], *, pad: int = 4) -> None:
+def retrieval_grid(
+    ax: Any, rows: Sequence[Sequence[tuple[np.ndarray, bool | None]]], *, pad: int = 4
+) -> None:
     """Draw rows of (image, correct) tiles: the query first (correct=None), then its neighbours framed green
     (same class) or red (another class)."""
     if not rows or not rows[0]:

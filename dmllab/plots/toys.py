@@ -52,8 +52,14 @@ def plot_two_moons(plot_data: Mapping[str, Any], rows: pd.DataFrame) -> Figure:
     fig, axes = plt.subplots(1, len(temps), figsize=(3.2 * len(temps), 3.4), squeeze=False)
     x, y = plot_data["x"], plot_data["y"]
     for ax, t in zip(axes[0], temps):
-        ax.contourf(plot_data["gx"], plot_data["gy"], probs[t], levels=np.linspace(0, 1, 11), cmap=_RED_BLUE,
-                    alpha=0.75)  # fmt: skip
+        ax.contourf(
+            plot_data["gx"],
+            plot_data["gy"],
+            probs[t],
+            levels=np.linspace(0, 1, 11),
+            cmap=_RED_BLUE,
+            alpha=0.75,
+        )
         ax.contour(plot_data["gx"], plot_data["gy"], probs[t], levels=[0.5], colors="k", linewidths=1.2)
         ax.scatter(
             x[:, 0], x[:, 1], c=[_POINT_COLOURS[int(k)] for k in y], s=7, edgecolors="white", linewidths=0.3
@@ -189,14 +195,16 @@ def plot_heated_embeddings(plot_data: Mapping[str, Any], rows: pd.DataFrame | No
         ax.scatter(emb[:, 0], emb[:, 1], c=[colours[int(k) % 10] for k in lab], s=5, alpha=0.7)
         reach = np.abs(emb).max()
         wd = w / np.linalg.norm(w, axis=1, keepdims=True) * reach * 0.8
-        ax.scatter(wd[:, 0], wd[:, 1], c=[colours[k % 10] for k in range(len(w))], marker="D", s=60,
-                   edgecolors="k")  # fmt: skip
+        ax.scatter(
+            wd[:, 0], wd[:, 1], c=[colours[k % 10] for k in range(len(w))], marker="D", s=60, edgecolors="k"
+        )
         if variant in ratio:
             title += f"\nintra/inter angle ratio {ratio[variant]:.3f}{_seeds_note(rows)}"
         ax.set_title(title, fontsize=9)
         ax.set_aspect("equal")
-    fig.suptitle("2-D bottleneck embeddings of the test digits (8x8 sklearn digits stand in for MNIST)",
-                 fontsize=10)  # fmt: skip
+    fig.suptitle(
+        "2-D bottleneck embeddings of the test digits (8x8 sklearn digits stand in for MNIST)", fontsize=10
+    )
     fig.tight_layout()
     return fig
 

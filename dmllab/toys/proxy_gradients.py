@@ -137,7 +137,14 @@ def run_proxy_gradients(
         r1 = result.metrics.get("R@1")
         if r1 is not None:
             rows.append(
-                {"variant": variant, "dataset": dataset, "seed": seed, "metric": "R@1", "value": 100.0 * r1,
-                 "config_hash": result.config_hash, **params}
-            )  # fmt: skip
+                {
+                    "variant": variant,
+                    "dataset": dataset,
+                    "seed": seed,
+                    "metric": "R@1",
+                    "value": 100.0 * r1,
+                    "config_hash": result.config_hash,
+                    **params,
+                }
+            )
     return rows

@@ -44,12 +44,21 @@ def _cmd_train_mlrc(args: argparse.Namespace, cfg: Any) -> int:
 
     run_folds = tuple(int(f) for f in args.mlrc_run_folds.split(",")) if args.mlrc_run_folds else None
     settings = MLRCSettings(
-        folds=args.mlrc_folds, run_folds=run_folds, repetitions=args.mlrc_repetitions, lr=args.mlrc_lr,
-        batch_size=args.mlrc_batch_size, per_class=args.mlrc_per_class, embedding_dim=args.mlrc_dim,
-    )  # fmt: skip
-    res = run_mlrc(cfg, settings, seed=args.seed, progress=not args.quiet, force=bool(getattr(args, "force", False)))
-    print(f"MLRC test ({len(res.folds_trained)} of {settings.folds} folds, {settings.repetitions} repetition(s), "
-          f"{res.wall_time_s:.1f} s; mean and 95% CI half-width):")  # fmt: skip
+        folds=args.mlrc_folds,
+        run_folds=run_folds,
+        repetitions=args.mlrc_repetitions,
+        lr=args.mlrc_lr,
+        batch_size=args.mlrc_batch_size,
+        per_class=args.mlrc_per_class,
+        embedding_dim=args.mlrc_dim,
+    )
+    res = run_mlrc(
+        cfg, settings, seed=args.seed, progress=not args.quiet, force=bool(getattr(args, "force", False))
+    )
+    print(
+        f"MLRC test ({len(res.folds_trained)} of {settings.folds} folds, {settings.repetitions} repetition(s), "
+        f"{res.wall_time_s:.1f} s; mean and 95% CI half-width):"
+    )
     print("  ".join(f"{k} {100 * v:.2f}+-{100 * res.ci95[k]:.2f}" for k, v in res.metrics.items()))
     return 0
 
@@ -168,7 +177,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--method", required=True, help="e.g. proxynca++, proxy_anchor, heated_softmax:HLN")
     p.add_argument("--dataset", required=True, help="cub, cars, sop, inshop, synthetic, digits")
     p.add_argument("--data-root", default=None, help="dataset folder (not needed for synthetic/digits)")
-    p.add_argument("--profile", default="quick", help="paper, quick or smoke (default quick, the embedded default)")
+    p.add_argument(
+        "--profile", default="quick", help="paper, quick or smoke (default quick, the embedded default)"
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override, e.g. loss.temperature=0.05")
     g = p.add_mutually_exclusive_group()
@@ -177,10 +188,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--force", action="store_true", help="retrain even if the run is stored")
     p.add_argument(
-        "--protocol", choices=("standard", "mlrc"), default="standard",
+        "--protocol",
+        choices=("standard", "mlrc"),
+        default="standard",
         help="standard (the config's two-/single-stage protocol) or mlrc (Musgrave et al. 2020: 4-fold CV, "
         "128-d RMSprop fold models, P@1/RP/MAP@R concatenated and separated)",
-    )  # fmt: skip
+    )
     p.add_argument("--mlrc-folds", type=int, default=4)
     p.add_argument("--mlrc-run-folds", default=None, help="comma-separated folds to train (default all)")
     p.add_argument("--mlrc-repetitions", type=int, default=1)

@@ -69,7 +69,6 @@ class DataConfig:
     frozen blocks run every step). Needs ``in_memory``.
     """
 
-
     dataset: str = "synthetic"
     root: str | None = None
     train_split: str = "train"
@@ -237,13 +236,24 @@ SECTIONS = ("data", "model", "loss", "optim", "schedule", "run")
 # Fields of sections that do not change results: kept out of the hash (see module docstring).
 _HASH_EXCLUDED = {("data", "root"), ("data", "num_workers"), ("run", "seed")}
 # Fields added after runs were stored: left out of the hash at their default, so existing run keys stay valid.
-_HASH_OMIT_AT_DEFAULT = {("data", "in_memory"): False, ("data", "feature_views"): 0, ("model", "frozen_blocks"): 0,
-                         ("run", "nmi_l2"): False, ("run", "nmi_average"): "geometric",
-                         ("run", "keep_best"): False}  # fmt: skip
-_HASH_OMIT_AT_DEFAULT.update({
-    ("loss", "ps_lambda"): None, ("loss", "ps_pairing"): "sorted", ("loss", "ps_embeddings"): "both",
-    ("loss", "ps_proxies"): "both", ("loss", "regularizer"): "none", ("loss", "mixup_alpha"): 0.5,
-})  # fmt: skip
+_HASH_OMIT_AT_DEFAULT = {
+    ("data", "in_memory"): False,
+    ("data", "feature_views"): 0,
+    ("model", "frozen_blocks"): 0,
+    ("run", "nmi_l2"): False,
+    ("run", "nmi_average"): "geometric",
+    ("run", "keep_best"): False,
+}
+_HASH_OMIT_AT_DEFAULT.update(
+    {
+        ("loss", "ps_lambda"): None,
+        ("loss", "ps_pairing"): "sorted",
+        ("loss", "ps_embeddings"): "both",
+        ("loss", "ps_proxies"): "both",
+        ("loss", "regularizer"): "none",
+        ("loss", "mixup_alpha"): 0.5,
+    }
+)
 _CHOICES = {
     ("optim", "name"): ("adam", "adamw", "sgd", "rmsprop"),
     ("schedule", "scheduler"): ("plateau", "multistep", "step", "none"),

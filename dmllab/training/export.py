@@ -44,11 +44,21 @@ def result_rows(
         extra.setdefault("param_method", cfg.method)
     rows = []
     for metric, value in result.metrics.items():
-        rows.append({
-            "experiment": experiment, "paper": paper, "artifact": artifact, "variant": variant,
-            "dataset": cfg.dataset if cfg else "", "profile": cfg.profile if cfg else "", "seed": result.seed,
-            "metric": metric, "value": to_percent(metric, float(value)), **extra, **prov,
-        })  # fmt: skip
+        rows.append(
+            {
+                "experiment": experiment,
+                "paper": paper,
+                "artifact": artifact,
+                "variant": variant,
+                "dataset": cfg.dataset if cfg else "",
+                "profile": cfg.profile if cfg else "",
+                "seed": result.seed,
+                "metric": metric,
+                "value": to_percent(metric, float(value)),
+                **extra,
+                **prov,
+            }
+        )
     return rows
 
 
@@ -58,10 +68,17 @@ def load_model(cfg: ExperimentConfig, weights: str | os.PathLike) -> torch.nn.Mo
 
     m = cfg.model
     model = build_model(
-        backbone=m.backbone, embedding_dim=m.embedding_dim, pooling=m.pooling, k=m.k, norm=m.norm,
-        norm_position=m.norm_position if m.norm != "none" else None, l2_normalize=m.l2_normalize,
-        pretrained=False, head_init=m.head_init, **dict(m.backbone_kwargs),
-    )  # fmt: skip
+        backbone=m.backbone,
+        embedding_dim=m.embedding_dim,
+        pooling=m.pooling,
+        k=m.k,
+        norm=m.norm,
+        norm_position=m.norm_position if m.norm != "none" else None,
+        l2_normalize=m.l2_normalize,
+        pretrained=False,
+        head_init=m.head_init,
+        **dict(m.backbone_kwargs),
+    )
     from dmllab.training.protocol import load_checkpoint
 
     state = load_checkpoint(weights, "model file")  # a named error for a corrupt file or a folder
@@ -121,8 +138,13 @@ def embed_split(
     from dmllab.metrics import embed_dataset
 
     d = cfg.data
-    ds = build_dataset(d.dataset, d.root, split, transform=build_transforms(d.transform, train=False),
-                       **dict(d.dataset_kwargs))  # fmt: skip
+    ds = build_dataset(
+        d.dataset,
+        d.root,
+        split,
+        transform=build_transforms(d.transform, train=False),
+        **dict(d.dataset_kwargs),
+    )
     loader = DataLoader(ds, batch_size=d.eval_batch_size, shuffle=False, num_workers=d.num_workers)
     device = torch.device(device)
     model = model.to(device)

@@ -141,10 +141,13 @@ def fold_config(cfg: ExperimentConfig, settings: MLRCSettings, fold: int) -> Exp
     cfg = mlrc_config(cfg, settings)
     return replace(
         cfg,
-        data=replace(cfg.data, train_split=fold_split(fold, settings.folds, "train"),
-                     val_split=fold_split(fold, settings.folds, "val")),
+        data=replace(
+            cfg.data,
+            train_split=fold_split(fold, settings.folds, "train"),
+            val_split=fold_split(fold, settings.folds, "val"),
+        ),
         run=replace(cfg.run, keep_best=settings.select_best),
-    )  # fmt: skip
+    )
 
 
 def fold_runs(
@@ -159,7 +162,9 @@ def fold_runs(
         raise ValueError(f"run_folds must be folds in [0, {settings.folds}); got {settings.run_folds}")
     if cfg.data.test_split is None:
         raise ValueError("the MLRC protocol needs a test split (query/gallery datasets are not supported)")
-    return [(r, f, fold_config(cfg, settings, f), seed + r) for r in range(settings.repetitions) for f in folds]
+    return [
+        (r, f, fold_config(cfg, settings, f), seed + r) for r in range(settings.repetitions) for f in folds
+    ]
 
 
 def fold_test_embeddings(
@@ -181,9 +186,13 @@ def fold_test_embeddings(
 
 
 def aggregate(
-    settings: MLRCSettings, seed: int, results: Sequence[tuple[int, int, ExperimentConfig, int, Any]],
-    *, embeddings: Any = fold_test_embeddings, wall_time_s: float = 0.0,
-) -> MLRCResult:  # fmt: skip
+    settings: MLRCSettings,
+    seed: int,
+    results: Sequence[tuple[int, int, ExperimentConfig, int, Any]],
+    *,
+    embeddings: Any = fold_test_embeddings,
+    wall_time_s: float = 0.0,
+) -> MLRCResult:
     """The MLRC numbers of finished fold runs ``(repetition, fold, fold config, run seed, RunResult)``: per
     repetition the concatenated embedding's P@1/RP/MAP@R (each fold model's test embedding L2-normalised,
     concatenated, normalised again) and the separated ones (mean over the folds of each fold embedding's
@@ -201,7 +210,9 @@ def aggregate(
         for _, fold, fcfg, run_seed, res in mine:
             emb, labels = embeddings(fcfg, run_seed)
             fold_embs.append(emb)
-            m = evaluate(emb, labels, metrics=("mlrc",), distance=dist)  # the same embeddings as the concatenation
+            m = evaluate(
+                emb, labels, metrics=("mlrc",), distance=dist
+            )  # the same embeddings as the concatenation
             per_fold.append({"fold": fold, "best_epoch": res.best_epoch, **{k: m[k] for k in MLRC_METRICS}})
         concat = F.normalize(torch.cat([F.normalize(e.float(), dim=1) for e in fold_embs], dim=1), dim=1)
         cm = evaluate(concat, labels, metrics=("mlrc",), distance=dist)
@@ -220,9 +231,15 @@ def aggregate(
             ci[k] = _t95(n) * sd / math.sqrt(n)
     folds = tuple(sorted({f for _, f, *_ in results}))
     return MLRCResult(
-        metrics=means, ci95=ci, repetitions=reps, settings=settings, config_hash=config_hash(results[0][2]),
-        seed=seed, wall_time_s=wall_time_s, folds_trained=folds,
-    )  # fmt: skip
+        metrics=means,
+        ci95=ci,
+        repetitions=reps,
+        settings=settings,
+        config_hash=config_hash(results[0][2]),
+        seed=seed,
+        wall_time_s=wall_time_s,
+        folds_trained=folds,
+    )
 
 
 def run_mlrc(
@@ -244,6 +261,8 @@ def run_mlrc(
     seed = cfg.run.seed if seed is None else seed
     t0 = time.perf_counter()
     planned = fold_runs(cfg, settings, seed)
-    done = [(r, f, fcfg, s, store_run(fcfg, seed=s, store=store, hooks=hooks, progress=progress, force=force))
-            for r, f, fcfg, s in planned]  # fmt: skip
+    done = [
+        (r, f, fcfg, s, store_run(fcfg, seed=s, store=store, hooks=hooks, progress=progress, force=force))
+        for r, f, fcfg, s in planned
+    ]
     return aggregate(settings, seed, done, wall_time_s=time.perf_counter() - t0)

@@ -65,7 +65,7 @@ def pretrain_config(width: int = 16, *, image_size: int = 64, epochs: int = 4) -
             num_workers=0,
             eval_batch_size=256,
             dataset_kwargs=pairs(image_size=image_size),
-        ),  # fmt: skip
+        ),
         model=ModelConfig(
             backbone="smallcnn", pretrained=False, embedding_dim=128, backbone_kwargs=pairs(width=width)
         ),

@@ -60,7 +60,10 @@ def stage_plans(cfg: ExperimentConfig) -> list[StagePlan]:
     The schedule is checked first (:func:`dmllab.training.schedules.check_schedule`)."""
     d, s = cfg.data, cfg.schedule
     schedules.check_schedule(
-        epochs=s.epochs, scheduler=s.scheduler, milestones=s.milestones, heat_epoch=s.heat_epoch,
+        epochs=s.epochs,
+        scheduler=s.scheduler,
+        milestones=s.milestones,
+        heat_epoch=s.heat_epoch,
         two_stage=cfg.run.two_stage,
     )
     if cfg.run.two_stage:
@@ -150,7 +153,9 @@ def _resume_state(path: Path) -> dict[str, Any] | None:
     except CorruptCheckpointError as err:
         aside = path.with_name(path.name + ".corrupt")
         os.replace(path, aside)
-        print(f"dmllab: warning: {err}; moved it to {aside}, restarting the run from scratch", file=sys.stderr)
+        print(
+            f"dmllab: warning: {err}; moved it to {aside}, restarting the run from scratch", file=sys.stderr
+        )
         return None
     return state
 
@@ -258,9 +263,12 @@ def run_protocol(
             if ckpt_path is not None:
                 t_ckpt = time.perf_counter()
                 state = {
-                    "config_hash": h, "seed": seed, "trainer": tr.state_dict(), "history": prior,
+                    "config_hash": h,
+                    "seed": seed,
+                    "trainer": tr.state_dict(),
+                    "history": prior,
                     "elapsed_s": elapsed + time.perf_counter() - t0,
-                }  # fmt: skip
+                }
                 if keep is not None:
                     state["keep_best"] = keep.state_dict()
                 _save_atomic(state, ckpt_path)
@@ -293,7 +301,11 @@ def run_protocol(
     if final_model is not None:
         t_ckpt = time.perf_counter()
         # the loss's state too: learned proxies, scales (Heated-up's alpha) and classifier weights
-        final = {"config": cfg.to_dict(), "model": trainer.model.state_dict(), "loss": trainer.loss.state_dict()}
+        final = {
+            "config": cfg.to_dict(),
+            "model": trainer.model.state_dict(),
+            "loss": trainer.loss.state_dict(),
+        }
         _save_atomic(final, Path(final_model))
         phase["checkpoint"] += time.perf_counter() - t_ckpt
     return RunResult(

@@ -66,7 +66,11 @@ def _package_version(name: str) -> str | None:
         return None
     for folder in spec.submodule_search_locations or ():
         path = Path(folder) / "version.py"
-        found = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", path.read_text(), re.M) if path.exists() else None
+        found = (
+            re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", path.read_text(), re.M)
+            if path.exists()
+            else None
+        )
         if found:
             return found.group(1)
     try:
@@ -244,15 +248,21 @@ class RunStore:
         except (OSError, ValueError):
             return None
 
-    def save_diverged(self, cfg: ExperimentConfig, seed: int, error: BaseException, wall_time_s: float) -> Path:
+    def save_diverged(
+        self, cfg: ExperimentConfig, seed: int, error: BaseException, wall_time_s: float
+    ) -> Path:
         """Record that (cfg, seed) diverged with ``error`` (atomic write); returns the record's path."""
         final = self.run_dir(cfg, seed)
         final.mkdir(parents=True, exist_ok=True)
         record = {
-            "error": f"{type(error).__name__}: {error}", "config_hash": config_hash(cfg), "seed": seed,
-            "method": cfg.method, "dataset": cfg.dataset, "profile": cfg.profile,
+            "error": f"{type(error).__name__}: {error}",
+            "config_hash": config_hash(cfg),
+            "seed": seed,
+            "method": cfg.method,
+            "dataset": cfg.dataset,
+            "profile": cfg.profile,
             "provenance": provenance(cfg.run.device, wall_time_s),
-        }  # fmt: skip
+        }
         tmp = final / f".{DIVERGED_FILE}.tmp-{os.getpid()}"
         _write_json(tmp, record)
         os.replace(tmp, final / DIVERGED_FILE)
@@ -275,10 +285,17 @@ class RunStore:
     def _write_run(tmp: Path, final: Path, cfg: ExperimentConfig, result: RunResult) -> None:
         tmp.mkdir()
         metrics = {
-            "metrics": result.metrics, "best_epoch": result.best_epoch, "lr_drop_epochs": result.lr_drop_epochs,
-            "wall_time_s": result.wall_time_s, "config_hash": result.config_hash, "seed": result.seed,
-            "device": result.device, "method": cfg.method, "dataset": cfg.dataset, "profile": cfg.profile,
-        }  # fmt: skip
+            "metrics": result.metrics,
+            "best_epoch": result.best_epoch,
+            "lr_drop_epochs": result.lr_drop_epochs,
+            "wall_time_s": result.wall_time_s,
+            "config_hash": result.config_hash,
+            "seed": result.seed,
+            "device": result.device,
+            "method": cfg.method,
+            "dataset": cfg.dataset,
+            "profile": cfg.profile,
+        }
         _write_json(tmp / "config.json", cfg.to_dict())
         _write_history(tmp / "history.csv", result.history)
         _write_json(tmp / "provenance.json", provenance(result.device, result.wall_time_s))
@@ -300,10 +317,17 @@ def load_run_dir(run_dir: str | os.PathLike) -> RunResult | None:
     m = json.loads((d / "metrics.json").read_text())
     history = _read_history(d / "history.csv") if (d / "history.csv").is_file() else []
     return RunResult(
-        metrics=m["metrics"], history=history, best_epoch=m["best_epoch"], lr_drop_epochs=m["lr_drop_epochs"],
-        wall_time_s=m["wall_time_s"], config_hash=m["config_hash"], seed=m["seed"], device=m["device"],
-        run_dir=str(d), cached=True,
-    )  # fmt: skip
+        metrics=m["metrics"],
+        history=history,
+        best_epoch=m["best_epoch"],
+        lr_drop_epochs=m["lr_drop_epochs"],
+        wall_time_s=m["wall_time_s"],
+        config_hash=m["config_hash"],
+        seed=m["seed"],
+        device=m["device"],
+        run_dir=str(d),
+        cached=True,
+    )
 
 
 def run(
@@ -342,8 +366,9 @@ def run(
             if record is not None:
                 raise DivergedRunError(
                     f"run {run_key(cfg)}/seed{seed} is recorded as diverged ({record.get('error', '?')}); "
-                    "force=True (`--force`) trains it again", record,
-                )  # fmt: skip
+                    "force=True (`--force`) trains it again",
+                    record,
+                )
         ckpt_dir = store.checkpoint_dir(cfg, seed)
         if force:
             (ckpt_dir / "last.pt").unlink(missing_ok=True)
@@ -351,9 +376,13 @@ def run(
         start = time.perf_counter()
         try:
             result = run_protocol(
-                cfg, seed=seed, hooks=hooks, progress=progress, checkpoint=ckpt_dir / "last.pt",
+                cfg,
+                seed=seed,
+                hooks=hooks,
+                progress=progress,
+                checkpoint=ckpt_dir / "last.pt",
                 final_model=ckpt_dir / "final.pt",
-            )  # fmt: skip
+            )
         except (NonFiniteLossError, NonFiniteEmbeddingError) as err:
             store.save_diverged(cfg, seed, err, time.perf_counter() - start)  # last good checkpoint kept
             raise

@@ -208,7 +208,9 @@ class Trainer:
             from dmllab.data import DATASETS, build_dataset, build_transforms
 
             d = self.cfg.data
-            transform = build_transforms(d.transform, train=train, lazy=True)  # no torchvision import in memory
+            transform = build_transforms(
+                d.transform, train=train, lazy=True
+            )  # no torchvision import in memory
             kw = dict(d.dataset_kwargs)
             if "progress" in inspect.signature(DATASETS.get(d.dataset)).parameters:
                 kw["progress"] = self.progress
@@ -224,9 +226,12 @@ class Trainer:
 
         m = self.cfg.model
         weights = resolve_weights(
-            m.backbone, pretrained=m.pretrained, weights_path=m.weights_path,
-            backbone_kwargs=dict(m.backbone_kwargs), progress=self.progress,
-        )  # fmt: skip
+            m.backbone,
+            pretrained=m.pretrained,
+            weights_path=m.weights_path,
+            backbone_kwargs=dict(m.backbone_kwargs),
+            progress=self.progress,
+        )
         is_file = isinstance(weights, str | os.PathLike)
         weights_path = str(weights) if is_file else None
         pretrained = weights is not None and not is_file
@@ -257,9 +262,14 @@ class Trainer:
             # Wrap the built base loss (not build_loss("proxy_synthesis", ...)): the base may have its own
             # ``alpha`` (Proxy Anchor) which must not collide with the Beta(alpha, alpha) of PS.
             loss = ProxySynthesis(
-                loss, alpha=lc.ps_alpha, mu=lc.ps_mu, lam=lc.ps_lambda, pairing=lc.ps_pairing,
-                embeddings=lc.ps_embeddings, proxies=lc.ps_proxies,
-            )  # fmt: skip
+                loss,
+                alpha=lc.ps_alpha,
+                mu=lc.ps_mu,
+                lam=lc.ps_lambda,
+                pairing=lc.ps_pairing,
+                embeddings=lc.ps_embeddings,
+                proxies=lc.ps_proxies,
+            )
         return loss
 
     def build_regularizer(self) -> nn.Module | None:
@@ -323,17 +333,25 @@ class Trainer:
             if key not in self._persistent:
                 holder = _EpochBatches()
                 loader = DataLoader(
-                    _SeededSamples(ds), batch_sampler=holder, num_workers=workers, pin_memory=True,
-                    persistent_workers=True, worker_init_fn=_worker_init,
-                )  # fmt: skip
+                    _SeededSamples(ds),
+                    batch_sampler=holder,
+                    num_workers=workers,
+                    pin_memory=True,
+                    persistent_workers=True,
+                    worker_init_fn=_worker_init,
+                )
                 self._persistent[key] = (loader, holder)
             loader, holder = self._persistent[key]
             holder.set(batches, s)
             return loader
         return DataLoader(
-            ds, batch_sampler=batches, num_workers=workers, generator=gen, worker_init_fn=_worker_init,
+            ds,
+            batch_sampler=batches,
+            num_workers=workers,
+            generator=gen,
+            worker_init_fn=_worker_init,
             pin_memory=self.device.type == "cuda",
-        )  # fmt: skip
+        )
 
     def _persistent_workers(self, workers: int) -> bool:
         return workers > 0 and self.device.type == "cuda"
@@ -361,9 +379,13 @@ class Trainer:
         key = ("eval", split)  # no randomness: one loader per split, its workers kept between validations
         if key not in self._persistent:
             self._persistent[key] = DataLoader(
-                ds, batch_size=d.eval_batch_size, shuffle=False, num_workers=workers, pin_memory=True,
+                ds,
+                batch_size=d.eval_batch_size,
+                shuffle=False,
+                num_workers=workers,
+                pin_memory=True,
                 persistent_workers=True,
-            )  # fmt: skip
+            )
         return self._persistent[key]
 
     # ------------------------------------------------------------------------ in-memory data, frozen prefix
@@ -405,9 +427,14 @@ class Trainer:
         key = (split, train, digest)
         if key not in self._sources:
             cache = FeatureCache(
-                lambda x: backbone.forward_blocks(x, 0, n), digest, ds, d.transform, train=train,
-                views=d.feature_views, device=self.device,
-            )  # fmt: skip
+                lambda x: backbone.forward_blocks(x, 0, n),
+                digest,
+                ds,
+                d.transform,
+                train=train,
+                views=d.feature_views,
+                device=self.device,
+            )
             self.timings["cache_build"] += cache.build_seconds
             self._sources[key] = cache
         return self._sources[key]
@@ -437,7 +464,9 @@ class Trainer:
             batches = ClassBalancedSampler(src.labels.tolist(), d.batch_size, d.per_class, seed=self.seed)
             batches.set_epoch(_STAGE_IDS.get(plan.name, 9) * 100_000 + epoch)
         else:
-            batches = BatchSampler(RandomSampler(range(len(src)), generator=gen), d.batch_size, drop_last=True)
+            batches = BatchSampler(
+                RandomSampler(range(len(src)), generator=gen), d.batch_size, drop_last=True
+            )
         if not self._uses_feature_cache():
             batches = list(batches)
             return _Timed(src.batches(batches, gen), self.timings, len(batches))
@@ -463,9 +492,16 @@ class Trainer:
         else:
             drops = self.lr_drop_epochs() if plan.scheduler == "plateau" else ()
             mult = schedules.lr_multiplier(
-                sched_epoch, scheduler=plan.scheduler, drops=drops, factor=sc.factor, milestones=plan.milestones,
-                step_size=sc.step_size, gamma=sc.gamma, heat_epoch=sc.heat_epoch, heat_lr_factor=sc.heat_lr_factor,
-            )  # fmt: skip
+                sched_epoch,
+                scheduler=plan.scheduler,
+                drops=drops,
+                factor=sc.factor,
+                milestones=plan.milestones,
+                step_size=sc.step_size,
+                gamma=sc.gamma,
+                heat_epoch=sc.heat_epoch,
+                heat_lr_factor=sc.heat_lr_factor,
+            )
         lrs = {}
         for g in self.optimizer.param_groups:
             g["lr"] = 0.0 if (warm and g["name"] == "backbone") else g["base_lr"] * mult
@@ -516,9 +552,13 @@ class Trainer:
         total, count = 0.0, 0
         last = self.state.rows[-1] if self.state.rows else {}
         bar = tqdm(
-            loader, total=loader.total, desc=f"{plan.name} ep {epoch}/{plan.total_epochs}", disable=not self.progress, leave=False,
+            loader,
+            total=loader.total,
+            desc=f"{plan.name} ep {epoch}/{plan.total_epochs}",
+            disable=not self.progress,
+            leave=False,
             dynamic_ncols=True,
-        )  # fmt: skip
+        )
         sched_epoch = epoch - plan.warmup_epochs
         embedder = self.embedder()
         mixup, mix = self.build_regularizer(), None  # PS Table 5 mixup: one draw per batch
@@ -563,9 +603,14 @@ class Trainer:
             else:
                 loss.backward()
             info = {
-                "stage": plan.name, "epoch": epoch, "sched_epoch": sched_epoch, "step": step, "loss": value,
-                "batch_size": int(labels.shape[0]), "embeddings": emb.detach(),
-            }  # fmt: skip
+                "stage": plan.name,
+                "epoch": epoch,
+                "sched_epoch": sched_epoch,
+                "step": step,
+                "loss": value,
+                "batch_size": int(labels.shape[0]),
+                "embeddings": emb.detach(),
+            }
             _call_hooks(self.hooks, "on_step_end", self, info)
             if clip is not None:
                 torch.nn.utils.clip_grad_value_(clip_params, clip)
@@ -616,10 +661,14 @@ class Trainer:
         def embed(name: str) -> tuple[torch.Tensor, torch.Tensor]:
             # the training's precision and memory format; on CUDA the embeddings stay there for the metrics
             emb, lab = embed_dataset(
-                self.embedder(), self.eval_loader(name), self.device, amp=self.amp_dtype is not None,
-                amp_dtype=self.amp_dtype, channels_last=self.channels_last,
+                self.embedder(),
+                self.eval_loader(name),
+                self.device,
+                amp=self.amp_dtype is not None,
+                amp_dtype=self.amp_dtype,
+                channels_last=self.channels_last,
                 keep_on_device=self.device.type == "cuda",
-            )  # fmt: skip
+            )
             check_embeddings(emb, name)
             return emb, lab
 
@@ -630,11 +679,17 @@ class Trainer:
         emb, lab = embed(split)
         return self._metrics(emb, lab, kw)
 
-    def metric_kwargs(self, metrics: Sequence[str] | None = None, ks: Sequence[int] | None = None) -> dict[str, Any]:
+    def metric_kwargs(
+        self, metrics: Sequence[str] | None = None, ks: Sequence[int] | None = None
+    ) -> dict[str, Any]:
         """Keyword arguments of ``dmllab.metrics.evaluate`` from ``cfg.run`` (metrics and ks default to it)."""
         r = self.cfg.run
-        return dict(metrics=tuple(metrics or r.metrics), ks=tuple(ks or r.ks), distance=r.distance,
-                    nmi_average=r.nmi_average)  # fmt: skip
+        return dict(
+            metrics=tuple(metrics or r.metrics),
+            ks=tuple(ks or r.ks),
+            distance=r.distance,
+            nmi_average=r.nmi_average,
+        )
 
     def _metrics(
         self, emb: torch.Tensor, labels: torch.Tensor, kw: dict[str, Any], **gallery: Any
@@ -648,8 +703,14 @@ class Trainer:
             return evaluate(emb, labels, **gallery, **kw)
         retrieval = tuple(m for m in kw["metrics"] if m != "nmi")
         out = evaluate(emb, labels, **gallery, **{**kw, "metrics": retrieval})
-        out.update(evaluate(nn.functional.normalize(emb.float(), dim=1), labels, metrics=("nmi",),
-                            nmi_average=kw.get("nmi_average", self.cfg.run.nmi_average)))
+        out.update(
+            evaluate(
+                nn.functional.normalize(emb.float(), dim=1),
+                labels,
+                metrics=("nmi",),
+                nmi_average=kw.get("nmi_average", self.cfg.run.nmi_average),
+            )
+        )
         return out
 
     def fit(self, on_checkpoint: Callable[[Trainer], None] | None = None) -> list[dict]:
@@ -678,9 +739,13 @@ class Trainer:
             mean_loss = self.train_epoch(plan, epoch)
             sched_epoch = epoch - plan.warmup_epochs
             row: dict[str, Any] = {
-                "stage": plan.name, "epoch": epoch, "sched_epoch": sched_epoch, "warmup": sched_epoch <= 0,
-                "loss": mean_loss, **{f"lr_{k}": v for k, v in lrs.items()},
-            }  # fmt: skip
+                "stage": plan.name,
+                "epoch": epoch,
+                "sched_epoch": sched_epoch,
+                "warmup": sched_epoch <= 0,
+                "loss": mean_loss,
+                **{f"lr_{k}": v for k, v in lrs.items()},
+            }
             if plan.eval_split and (epoch % self.cfg.run.eval_every == 0 or epoch == plan.total_epochs):
                 monitor = self.cfg.schedule.monitor
                 wanted = ("recall", "nmi") if schedules.monitor_needs_nmi(monitor) else ("recall",)

@@ -10,8 +10,16 @@ from PIL import Image
 from dmllab.data import build_transforms, list_transforms
 from dmllab.data.transforms import IMAGENET_MEAN, IMAGENET_STD
 
-SIZES = {"proxynca++": 256, "proxy_anchor": 224, "heated": 224, "mlrc": 227, "proxynca++227": 227, "quick": 56,
-         "quick227": 50, "smoke": 32}
+SIZES = {
+    "proxynca++": 256,
+    "proxy_anchor": 224,
+    "heated": 224,
+    "mlrc": 227,
+    "proxynca++227": 227,
+    "quick": 56,
+    "quick227": 50,
+    "smoke": 32,
+}
 
 
 def _image(w: int, h: int, mode: str = "RGB") -> Image.Image:
@@ -68,4 +76,6 @@ def test_lazy_transform_is_the_same_transform() -> None:
     assert torch.equal(lazy(img), eager(img))
     assert "quick" in repr(lazy)
     with pytest.raises(KeyError, match="valid transform preset names"):
-        build_transforms("imagenet", train=True, lazy=True)  # an unknown preset fails at once, not on first use
+        build_transforms(
+            "imagenet", train=True, lazy=True
+        )  # an unknown preset fails at once, not on first use

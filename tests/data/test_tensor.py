@@ -93,7 +93,9 @@ def test_cached_features_give_the_same_loss_and_gradients():
     net.backbone.freeze_blocks(4)
     net.train()
     src = InMemoryImages(_Tiny(6), "quick", train=True)
-    feats = compute_features(_prefix(net.backbone, 4), src, views=2, seed=1, dtype=torch.float32)  # (2, 6, ...)
+    feats = compute_features(
+        _prefix(net.backbone, 4), src, views=2, seed=1, dtype=torch.float32
+    )  # (2, 6, ...)
     x, y = src.batch(range(6), torch.Generator().manual_seed(1 * 1_000_003 + 1 * 10_007))  # view 1, batch 0
     grads = []
     for inputs, forward in ((x, net), (feats[1], lambda f: net.head(net.backbone.forward_blocks(f, 4)))):

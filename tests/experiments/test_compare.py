@@ -24,26 +24,55 @@ def test_paired_is_per_seed():
 
 
 def test_extremes_low_minus_high():
-    df = pd.DataFrame([{"seed": s, "metric": "m", "param_t": t, "value": v}
-                       for s in (0, 1) for t, v in ((0.1, 5.0 + s), (1.0, 2.0))])  # fmt: skip
+    df = pd.DataFrame(
+        [
+            {"seed": s, "metric": "m", "param_t": t, "value": v}
+            for s in (0, 1)
+            for t, v in ((0.1, 5.0 + s), (1.0, 2.0))
+        ]
+    )
     assert extremes(df, "m", "t").tolist() == [3.0, 4.0]
 
 
 def _artifact(**kw):
     return Artifact(
-        id="pnpp_table0_test", paper="pnpp", label="Table 3", title="t", description="d",
-        parameters={p: {"seeds": [0, 1, 2]} for p in ("smoke", "quick", "paper")}, rows=lambda p, lookup: [],
-        figures=(Figure(lambda t: None),), **kw,
-    )  # fmt: skip
+        id="pnpp_table0_test",
+        paper="pnpp",
+        label="Table 3",
+        title="t",
+        description="d",
+        parameters={p: {"seeds": [0, 1, 2]} for p in ("smoke", "quick", "paper")},
+        rows=lambda p, lookup: [],
+        figures=(Figure(lambda t: None),),
+        **kw,
+    )
 
 
 def test_paper_vs_reproduced_joins_the_printed_cell():
-    reference = pd.DataFrame([
-        {"paper": "pnpp", "artifact": "Table 3", "row": "ProxyNCA++", "column": "R@1", "dataset": "cub",
-         "metric": "R@1", "value": 50.0, "note": "+-1.5; arch=R50"},
-        {"paper": "pnpp", "artifact": "Table 3", "row": "ProxyNCA++", "column": "R@1", "dataset": "cars",
-         "metric": "R@1", "value": 80.0, "note": ""},
-    ])  # fmt: skip
+    reference = pd.DataFrame(
+        [
+            {
+                "paper": "pnpp",
+                "artifact": "Table 3",
+                "row": "ProxyNCA++",
+                "column": "R@1",
+                "dataset": "cub",
+                "metric": "R@1",
+                "value": 50.0,
+                "note": "+-1.5; arch=R50",
+            },
+            {
+                "paper": "pnpp",
+                "artifact": "Table 3",
+                "row": "ProxyNCA++",
+                "column": "R@1",
+                "dataset": "cars",
+                "metric": "R@1",
+                "value": 80.0,
+                "note": "",
+            },
+        ]
+    )
     art = _artifact(reference=lambda r: ("Table 3", "ProxyNCA++", "R@1") if r["variant"] == "A" else None)
     table = paper_vs_reproduced(art, _rows(), reference)
     assert len(table) == 1
@@ -54,11 +83,15 @@ def test_paper_vs_reproduced_joins_the_printed_cell():
 
 
 def test_verdict_table():
-    art = _artifact(claims=(
-        Claim("A beats B", lambda df: paired(df, "R@1", {"variant": "A"}, {"variant": "B"}), unit="points"),
-        Claim("B beats A", lambda df: paired(df, "R@1", {"variant": "B"}, {"variant": "A"})),
-        Claim("missing variant", lambda df: paired(df, "R@1", {"variant": "C"}, {"variant": "A"})),
-    ))  # fmt: skip
+    art = _artifact(
+        claims=(
+            Claim(
+                "A beats B", lambda df: paired(df, "R@1", {"variant": "A"}, {"variant": "B"}), unit="points"
+            ),
+            Claim("B beats A", lambda df: paired(df, "R@1", {"variant": "B"}, {"variant": "A"})),
+            Claim("missing variant", lambda df: paired(df, "R@1", {"variant": "C"}, {"variant": "A"})),
+        )
+    )
     table = verdict_table(art, _rows())
     assert table["verdict"].tolist() == ["yes", "no", "inconclusive"]
     assert table.loc[0, "95% low"] > 0 and table.loc[0, "seeds"] == 3
@@ -86,6 +119,8 @@ def test_rows_from_runs_marks_diverged_runs_and_raises_for_missing_ones():
     rows = pd.DataFrame(rows_from_runs([ok, diverged], Lookup()))
     assert set(rows.loc[rows["variant"] == "SM+ α", "metric"]) == {"diverged"}
     assert rows.loc[rows["variant"] == "SM+ α", "value"].tolist() == [1.0]
-    assert rows.loc[(rows["variant"] == "BN") & (rows["metric"] == "R@1"), "value"].item() == pytest.approx(50.0)
+    assert rows.loc[(rows["variant"] == "BN") & (rows["metric"] == "R@1"), "value"].item() == pytest.approx(
+        50.0
+    )
     with pytest.raises(MissingRunError):
         rows_from_runs([ok, missing], Lookup())

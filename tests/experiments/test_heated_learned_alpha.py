@@ -11,7 +11,9 @@ from dmllab.losses import HeatedSoftmaxLoss, build_loss
 def test_fixed_alpha_is_a_plain_value() -> None:
     loss = HeatedSoftmaxLoss(3, 4, alpha=16.0)
     assert loss.alpha == 16.0 and not loss.learn_alpha
-    assert all(p is not None for p in loss.parameters()) and len(list(loss.parameters())) == 2  # proxies, bias
+    assert (
+        all(p is not None for p in loss.parameters()) and len(list(loss.parameters())) == 2
+    )  # proxies, bias
     loss.alpha = 4.0
     assert loss.alpha == 4.0
 

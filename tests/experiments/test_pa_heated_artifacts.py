@@ -13,11 +13,24 @@ from dmllab import paths
 from dmllab.experiments import compare, registry
 from dmllab.experiments.base import REFERENCE_PAPER
 
-IDS = [a.id for a in registry.all_artifacts() if a.id.startswith(("pa_", "heated_"))
-       and a.id not in ("heated_fig1_gradients", "heated_fig2_digits")]  # fmt: skip
+IDS = [
+    a.id
+    for a in registry.all_artifacts()
+    if a.id.startswith(("pa_", "heated_")) and a.id not in ("heated_fig1_gradients", "heated_fig2_digits")
+]
 # computed metrics some artifacts add to the runs' test metrics (R@K of the run's ks, NMI where measured)
-METRICS = ("accuracy", "train_accuracy", "alpha_final", "alpha_heated", "P@4", "test_cos_gap", "train_cos_gap",
-           "spearman_norm_grad", "grid_same_class_neighbours", "chance_same_class")  # fmt: skip
+METRICS = (
+    "accuracy",
+    "train_accuracy",
+    "alpha_final",
+    "alpha_heated",
+    "P@4",
+    "test_cos_gap",
+    "train_cos_gap",
+    "spearman_norm_grad",
+    "grid_same_class_neighbours",
+    "chance_same_class",
+)
 
 
 def _reference() -> pd.DataFrame:
@@ -36,24 +49,55 @@ def fake_rows(artifact, profile: str) -> pd.DataFrame:
     for run in artifact.runs(params):
         tags = {f"param_{k}": v for k, v in run.tag.items()}
         if artifact.id == "pa_table5_6_batch":
-            tags["param_paper_batch_size"] = int(round(run.tag["batch_size"] * params["paper_batch_per_batch"]))
+            tags["param_paper_batch_size"] = int(
+                round(run.tag["batch_size"] * params["paper_batch_per_batch"])
+            )
         if "learn_alpha" in dict(run.config.loss.kwargs):
             tags.setdefault("param_heated", run.tag.get("heated"))
-        measured = [f"R@{k}" for k in run.config.run.ks] + (["NMI"] if "nmi" in run.config.run.metrics else [])
+        measured = [f"R@{k}" for k in run.config.run.ks] + (
+            ["NMI"] if "nmi" in run.config.run.metrics else []
+        )
         for metric in (*measured, *METRICS):
-            out.append({"variant": run.variant, "dataset": run.config.dataset, "seed": run.seed, "metric": metric,
-                        "value": float(rng.uniform(0, 100)), "profile": profile, **tags})  # fmt: skip
+            out.append(
+                {
+                    "variant": run.variant,
+                    "dataset": run.config.dataset,
+                    "seed": run.seed,
+                    "metric": metric,
+                    "value": float(rng.uniform(0, 100)),
+                    "profile": profile,
+                    **tags,
+                }
+            )
         if artifact.id == "pa_fig1_convergence":  # per-epoch curve rows
             for epoch in (1, 2, 3):
                 for metric, value in (("val_R@1", rng.uniform(0, 100)), ("elapsed_s", 10.0 * epoch)):
-                    out.append({"variant": run.variant, "dataset": run.config.dataset, "seed": run.seed,
-                                "metric": metric, "value": float(value), "param_epoch": epoch, "profile": profile})
+                    out.append(
+                        {
+                            "variant": run.variant,
+                            "dataset": run.config.dataset,
+                            "seed": run.seed,
+                            "metric": metric,
+                            "value": float(value),
+                            "param_epoch": epoch,
+                            "profile": profile,
+                        }
+                    )
         if artifact.id == "heated_fig1b_gradients_benchmark":  # per-group gradient rows
             for group in ("centroid", "boundary", "incorrect"):
                 for alpha in (0.01, 1.0, 100.0):
-                    out.append({"variant": group, "dataset": run.config.dataset, "seed": run.seed,
-                                "metric": "grad_norm", "value": float(rng.uniform(0, 1)), "param_alpha": alpha,
-                                "param_train_alpha": 16.0, "profile": profile})
+                    out.append(
+                        {
+                            "variant": group,
+                            "dataset": run.config.dataset,
+                            "seed": run.seed,
+                            "metric": "grad_norm",
+                            "value": float(rng.uniform(0, 1)),
+                            "param_alpha": alpha,
+                            "param_train_alpha": 16.0,
+                            "profile": profile,
+                        }
+                    )
     return pd.DataFrame(out)
 
 
@@ -97,7 +141,9 @@ def test_reference_keys_hit_printed_cells(artifact_id: str, profile: str) -> Non
             continue
         label, row, column = key[:3]
         found = ref[(ref["artifact"] == label) & (ref["row"] == row) & (ref["column"] == column)]
-        assert len(found), f"{artifact_id} ({profile}): no printed cell {key} for {rec['variant']} {rec['metric']}"
+        assert len(found), (
+            f"{artifact_id} ({profile}): no printed cell {key} for {rec['variant']} {rec['metric']}"
+        )
         hits += 1
     assert hits, f"{artifact_id} ({profile}): no row faces a printed cell"
     table = compare.paper_vs_reproduced(artifact, rows, ref)

@@ -10,10 +10,19 @@ from dmllab.experiments import registry
 from dmllab.experiments.pnpp import _common as C
 
 TRAINED = [
-    "pnpp_table3_6_sota", "pnpp_table7_10_ablation", "pnpp_table11_pooling", "pnpp_table12_13_normsoftmax",
-    "pnpp_fig4a_temperature", "pnpp_fig4b_kmax", "pnpp_fig4c_proxy_lr", "pnpp_fig5_normsoftmax_temperature",
-    "pnpp_fig6_normsoftmax_proxy_lr", "pnpp_table15_crop", "pnpp_fig7_object_size", "pnpp_appd_googlenet",
-]  # fmt: skip
+    "pnpp_table3_6_sota",
+    "pnpp_table7_10_ablation",
+    "pnpp_table11_pooling",
+    "pnpp_table12_13_normsoftmax",
+    "pnpp_fig4a_temperature",
+    "pnpp_fig4b_kmax",
+    "pnpp_fig4c_proxy_lr",
+    "pnpp_fig5_normsoftmax_temperature",
+    "pnpp_fig6_normsoftmax_proxy_lr",
+    "pnpp_table15_crop",
+    "pnpp_fig7_object_size",
+    "pnpp_appd_googlenet",
+]
 CELLS = set(zip(*(C.reference_cells()[c] for c in ("artifact", "row", "column"))))
 
 
@@ -23,8 +32,13 @@ def _fake_rows(artifact, params) -> pd.DataFrame:
     out = []
     for run in artifact.runs(params):
         for metric in ("R@1", "R@2", "NMI"):
-            rec = {"variant": run.variant, "dataset": run.config.dataset, "seed": run.seed, "metric": metric,
-                   "value": float(rng.uniform(10, 60))}  # fmt: skip
+            rec = {
+                "variant": run.variant,
+                "dataset": run.config.dataset,
+                "seed": run.seed,
+                "metric": metric,
+                "value": float(rng.uniform(10, 60)),
+            }
             rec.update({f"param_{k}": v for k, v in run.tags})
             out.append(rec)
     if artifact.id == "pnpp_fig7_object_size":  # its rows are per object-size bin
@@ -48,8 +62,12 @@ def test_runs_reference_claims(artifact_id: str, profile: str) -> None:
         assert {r.config.dataset for r in runs} == {"synthetic"}
     if a.reference is not None:
         for r in runs:
-            rec = {"variant": r.variant, "dataset": r.config.dataset, "metric": "R@1",
-                   **{f"param_{k}": v for k, v in r.tags}}  # fmt: skip
+            rec = {
+                "variant": r.variant,
+                "dataset": r.config.dataset,
+                "metric": "R@1",
+                **{f"param_{k}": v for k, v in r.tags},
+            }
             key = a.reference(rec)
             if key is not None:
                 assert key[:3] in CELLS, f"{artifact_id}: {key} is not a cell of results/reference/pnpp.csv"
@@ -66,8 +84,12 @@ def test_quick_runs_are_shared() -> None:
         a = registry.get(aid)
         for r in a.runs(a.params("quick")):
             keys.setdefault(r.key, set()).add(aid)
-    default = {k for k, ids in keys.items() if {"pnpp_table3_6_sota", "pnpp_table7_10_ablation",
-                                                "pnpp_fig4a_temperature", "pnpp_fig4b_kmax"} <= ids}  # fmt: skip
+    default = {
+        k
+        for k, ids in keys.items()
+        if {"pnpp_table3_6_sota", "pnpp_table7_10_ablation", "pnpp_fig4a_temperature", "pnpp_fig4b_kmax"}
+        <= ids
+    }
     assert len(default) == 3
     assert len(keys) <= 180  # 108 + the 72 runs of the Table 8-10 subsets (24 configurations x 3 seeds)
 
@@ -78,7 +100,9 @@ def test_table7_10_paper_subsets_match_reference_configs() -> None:
     ref = C.reference_cells()
     for name in T.table_subsets():
         label, row, column, _ = T.reference({"variant": name, "dataset": "cub", "metric": "R@1"})
-        note = ref[(ref["artifact"] == label) & (ref["row"] == row) & (ref["column"] == column)]["note"].iloc[0]
+        note = ref[(ref["artifact"] == label) & (ref["row"] == row) & (ref["column"] == column)]["note"].iloc[
+            0
+        ]
         assert f"config={name}" in note
 
 
@@ -89,5 +113,7 @@ def test_table1_paper_preset_equals_table1() -> None:
     for name in C.PAPER_DATASETS:
         for metric, value in T.hyper_parameters(C.pnpp(name, "paper")).items():
             label, row, column, _ = T.reference({"dataset": name, "metric": metric})
-            printed = ref[(ref["artifact"] == label) & (ref["row"] == row) & (ref["column"] == column)]["value"]
+            printed = ref[(ref["artifact"] == label) & (ref["row"] == row) & (ref["column"] == column)][
+                "value"
+            ]
             assert float(printed.iloc[0]) == pytest.approx(value), (name, metric)

@@ -9,9 +9,17 @@ import pytest
 from dmllab.experiments import registry
 from dmllab.experiments.compare import STAND_IN_DATASET, summarise
 
-IDS = ["ps_table6_losses", "ps_table1_composition", "ps_table2_lambda", "ps_table3_input_deformation",
-       "ps_fig5_embedding_deformation", "ps_table5_regularizers", "ps_tablea_cost", "ps_figd_tsne_epochs",
-       "ps_table4_mlrc"]  # fmt: skip
+IDS = [
+    "ps_table6_losses",
+    "ps_table1_composition",
+    "ps_table2_lambda",
+    "ps_table3_input_deformation",
+    "ps_fig5_embedding_deformation",
+    "ps_table5_regularizers",
+    "ps_tablea_cost",
+    "ps_figd_tsne_epochs",
+    "ps_table4_mlrc",
+]
 # parameters that the eval-time artifacts add to their rows (deformation, split, lambda)
 COMPUTED = {"param_deformation": "cutout", "param_split": "Test", "param_lam": 0.2}
 REFERENCE = pd.read_csv("results/reference/proxy_synthesis.csv")
@@ -23,8 +31,17 @@ def _fake_rows(artifact, profile):
     rows = []
     for run in artifact.planned_runs(params):
         for metric in (*(f"R@{k}" for k in run.config.run.ks), "P@1", "RP", "MAP@R"):
-            rows.append({"variant": run.variant, "dataset": run.config.dataset, "seed": run.seed, "metric": metric,
-                         "value": 50.0 + run.seed, **COMPUTED, **{f"param_{k}": v for k, v in run.tags}})  # fmt: skip
+            rows.append(
+                {
+                    "variant": run.variant,
+                    "dataset": run.config.dataset,
+                    "seed": run.seed,
+                    "metric": metric,
+                    "value": 50.0 + run.seed,
+                    **COMPUTED,
+                    **{f"param_{k}": v for k, v in run.tags},
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -43,7 +60,9 @@ def test_declared_runs_and_claims(artifact_id):
 
 
 def _hits(label, row, column, dataset):
-    hit = REFERENCE[(REFERENCE["artifact"] == label) & (REFERENCE["row"] == row) & (REFERENCE["column"] == column)]
+    hit = REFERENCE[
+        (REFERENCE["artifact"] == label) & (REFERENCE["row"] == row) & (REFERENCE["column"] == column)
+    ]
     if len(hit) > 1:
         hit = hit[hit["dataset"] == dataset]
     return len(hit) >= 1
@@ -178,9 +197,12 @@ def test_table3_deformed_recall_is_the_same_on_both_data_paths(name, monkeypatch
     cfg = presets.get("normsoftmax", "synthetic", "smoke")
     torch.manual_seed(0)
     m = cfg.model
-    model = build_model(backbone=m.backbone, embedding_dim=m.embedding_dim, pooling=m.pooling,
-                        **dict(m.backbone_kwargs)).eval()  # fmt: skip
+    model = build_model(
+        backbone=m.backbone, embedding_dim=m.embedding_dim, pooling=m.pooling, **dict(m.backbone_kwargs)
+    ).eval()
     monkeypatch.setattr(C, "load_stored", lambda run: model)
-    got = [T.deformed_recall(Run(cfg.replace("data.in_memory", mem), 1), name, seed=1, sigma_scale=True)
-           for mem in (False, True)]  # fmt: skip
+    got = [
+        T.deformed_recall(Run(cfg.replace("data.in_memory", mem), 1), name, seed=1, sigma_scale=True)
+        for mem in (False, True)
+    ]
     assert got[0] == got[1] and 0.0 < got[0]["R@1"] <= 1.0

@@ -13,8 +13,14 @@ IDS = [a.id for a in ARTIFACTS]
 
 
 def test_the_existing_artifacts_are_discovered():
-    assert {"pnpp_fig3_two_moons", "pnpp_sec36_proxy_gradients", "heated_fig1_gradients", "heated_fig2_digits",
-            "ps_fig2_gaussian", "offline_benchmark"} <= set(IDS)  # fmt: skip
+    assert {
+        "pnpp_fig3_two_moons",
+        "pnpp_sec36_proxy_gradients",
+        "heated_fig1_gradients",
+        "heated_fig2_digits",
+        "ps_fig2_gaussian",
+        "offline_benchmark",
+    } <= set(IDS)
 
 
 @pytest.mark.parametrize("artifact", ARTIFACTS, ids=IDS)

@@ -22,10 +22,22 @@ def _batch(seed=0):
 
 def test_names_match_contract():
     expected = {
-        "proxynca", "normsoftmax", "softmax", "margin_softmax", "sphereface", "cosface", "arcface",
-        "proxy_anchor", "heated_softmax", "margin", "triplet_semihard", "multi_similarity", "proxy_synthesis",
-        "softtriple", "virtual_softmax",
-    }  # fmt: skip
+        "proxynca",
+        "normsoftmax",
+        "softmax",
+        "margin_softmax",
+        "sphereface",
+        "cosface",
+        "arcface",
+        "proxy_anchor",
+        "heated_softmax",
+        "margin",
+        "triplet_semihard",
+        "multi_similarity",
+        "proxy_synthesis",
+        "softtriple",
+        "virtual_softmax",
+    }
     assert set(L.list_losses()) == expected
     assert L.list_losses() == sorted(expected)
 

@@ -105,9 +105,16 @@ def test_random_pairing_reproducible_with_generator_and_factory_options():
     for _ in range(2):
         torch.manual_seed(0)
         loss = L.build_loss(
-            "proxy_synthesis", num_classes=C, embedding_dim=D, base="normsoftmax", pairing="random",
-            lam=0.4, generator=torch.Generator().manual_seed(5), embeddings="synthetic", proxies="both",
-        )  # fmt: skip
+            "proxy_synthesis",
+            num_classes=C,
+            embedding_dim=D,
+            base="normsoftmax",
+            pairing="random",
+            lam=0.4,
+            generator=torch.Generator().manual_seed(5),
+            embeddings="synthetic",
+            proxies="both",
+        )
         values.append(loss(emb, labels))
         assert loss.composition == "M4" and loss.pairing == "random"
     torch.testing.assert_close(values[0], values[1])

@@ -124,13 +124,16 @@ def test_embed_dataset_precision_channels_last_and_device():
             self.seen = []
 
         def forward(self, x):
-            self.seen.append((x.is_contiguous(memory_format=torch.channels_last), torch.get_autocast_dtype("cpu")))
+            self.seen.append(
+                (x.is_contiguous(memory_format=torch.channels_last), torch.get_autocast_dtype("cpu"))
+            )
             return self.lin(x.flatten(1))
 
     model = Probe()
     data = [(torch.randn(2, 3, 2, 2), torch.tensor([0, 1]))]
-    emb, lab = embed_dataset(model, data, "cpu", amp=True, amp_dtype=torch.bfloat16, channels_last=True,
-                             keep_on_device=True)  # fmt: skip
+    emb, lab = embed_dataset(
+        model, data, "cpu", amp=True, amp_dtype=torch.bfloat16, channels_last=True, keep_on_device=True
+    )
     assert model.seen[-1] == (True, torch.bfloat16)
     assert emb.dtype == torch.float32 and emb.device.type == "cpu" and lab.tolist() == [0, 1]
 
@@ -155,7 +158,9 @@ def test_torch_kmeans_greedy_seeding_reaches_sklearn_inertia():
     t = torch.from_numpy(x)
     ref = np.mean([_inertia(x, KMeans(100, n_init=10, random_state=s).fit_predict(x)) for s in range(4)])
     greedy = np.mean([_inertia(x, kmeans_torch(t, 100, seed=s).numpy()) for s in (0, 10, 20, 30)])
-    plain = np.mean([_inertia(x, kmeans_torch(t, 100, seed=s, n_local_trials=1).numpy()) for s in (0, 10, 20, 30)])
+    plain = np.mean(
+        [_inertia(x, kmeans_torch(t, 100, seed=s, n_local_trials=1).numpy()) for s in (0, 10, 20, 30)]
+    )
     assert greedy <= 1.005 * ref
     assert plain >= 1.01 * ref
     with pytest.raises(ValueError, match="n_local_trials"):

@@ -11,8 +11,15 @@ from dmllab.metrics.deform import embedding_deformation, embedding_deformation_r
 
 def test_every_input_deformation_keeps_shape_and_range():
     assert set(list_deformations()) == {
-        "cutout", "dropout", "zoom_in", "zoom_out", "rotation", "shearing", "gaussian_noise", "gaussian_blur",
-    }  # fmt: skip
+        "cutout",
+        "dropout",
+        "zoom_in",
+        "zoom_out",
+        "rotation",
+        "shearing",
+        "gaussian_noise",
+        "gaussian_blur",
+    }
     torch.manual_seed(0)
     img = torch.rand(3, 20, 20)
     for name in list_deformations():
@@ -78,7 +85,8 @@ def test_embedding_deformation_sets_match_definition():
 
 def test_embedding_deformation_recall_is_easiest_at_half():
     emb, labels = _clusters(n_classes=8)
-    res = embedding_deformation_recall(emb, labels, [0.02, 0.5], num_pairs=10, per_pair=4, normalize=False,
-                                       distance="euclidean")  # fmt: skip
+    res = embedding_deformation_recall(
+        emb, labels, [0.02, 0.5], num_pairs=10, per_pair=4, normalize=False, distance="euclidean"
+    )
     # at lambda ~ 0 the synthetic sits on its class-b original (a negative): recall collapses
     assert res[0.5]["R@1"] == 1.0 and res[0.02]["R@1"] < 0.8

@@ -66,7 +66,9 @@ def test_embedding_tail_on_prefix_features_is_the_model(start):
         torch.testing.assert_close(tail(feats), net(x), rtol=0, atol=0)
     assert tail.head is net.head
     tail(feats).sum().backward()  # training the tail trains the model itself
-    trainable = [p for b in net.backbone.blocks()[start:] for p in b.parameters()] + list(net.head.parameters())
+    trainable = [p for b in net.backbone.blocks()[start:] for p in b.parameters()] + list(
+        net.head.parameters()
+    )
     assert all(p.grad is not None for p in trainable)
     assert all(p.grad is None for b in net.backbone.blocks()[:start] for p in b.parameters())
 

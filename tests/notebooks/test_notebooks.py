@@ -23,7 +23,11 @@ STUDIED = "pnpp_fig3_two_moons,pnpp_sec36_proxy_gradients,heated_fig1_gradients,
 def smoke_env(tmp_path_factory):
     """DMLLAB_RESULTS / DMLLAB_FIGURES / DMLLAB_CACHE in temporary folders, inherited by the kernels."""
     root = tmp_path_factory.mktemp("smoke")
-    env = {"DMLLAB_RESULTS": root / "results", "DMLLAB_FIGURES": root / "figures", "DMLLAB_CACHE": root / "cache"}
+    env = {
+        "DMLLAB_RESULTS": root / "results",
+        "DMLLAB_FIGURES": root / "figures",
+        "DMLLAB_CACHE": root / "cache",
+    }
     with pytest.MonkeyPatch.context() as mp:
         for key, value in env.items():
             mp.setenv(key, str(value))
@@ -48,8 +52,15 @@ def test_committed_clean_and_generated(path):
 
 @pytest.fixture(scope="module")
 def smoke_study(smoke_env, tmp_path_factory):
-    return study.run_study("smoke", only=STUDIED, jobs=2, device="cpu", progress=False,
-                           executed_dir=tmp_path_factory.mktemp("executed"), say=lambda s: None)  # fmt: skip
+    return study.run_study(
+        "smoke",
+        only=STUDIED,
+        jobs=2,
+        device="cpu",
+        progress=False,
+        executed_dir=tmp_path_factory.mktemp("executed"),
+        say=lambda s: None,
+    )
 
 
 def test_study_trains_then_notebooks_only_read(smoke_study):
@@ -57,8 +68,12 @@ def test_study_trains_then_notebooks_only_read(smoke_study):
     assert all(r.status == "ok" for r in smoke_study.training), smoke_study.training
     failed = [r for r in smoke_study.notebooks + smoke_study.plots if r.status != "ok"]
     assert not failed, study.format_summary(smoke_study)
-    assert {r.name for r in smoke_study.plots} == {"plots_pnpp", "plots_heated", "plots_proxy_synthesis",
-                                                    "plots_dmllab"}  # fmt: skip
+    assert {r.name for r in smoke_study.plots} == {
+        "plots_pnpp",
+        "plots_heated",
+        "plots_proxy_synthesis",
+        "plots_dmllab",
+    }
     steps = smoke_study.phase_s
     assert list(steps) == ["plan", "train", "notebooks", "plots", "report"] and min(steps.values()) >= 0
     assert sum(steps.values()) <= smoke_study.wall_s <= sum(steps.values()) + 1.0
@@ -82,9 +97,15 @@ def test_rows_and_figures_written(aid, smoke_env, smoke_study):
 def test_rerun_trains_nothing_and_skips_unchanged_notebooks(smoke_study, tmp_path):
     plan = study.make_plan(registry.select(STUDIED), "smoke", device="cpu")
     assert plan.missing == []
-    again = study.run_study("smoke", only="two_moons", device="cpu", progress=False, report=False,
-                            executed_dir=smoke_study.notebooks[0].output and Path(smoke_study.notebooks[0].output).parent,
-                            say=lambda s: None)  # fmt: skip
+    again = study.run_study(
+        "smoke",
+        only="two_moons",
+        device="cpu",
+        progress=False,
+        report=False,
+        executed_dir=smoke_study.notebooks[0].output and Path(smoke_study.notebooks[0].output).parent,
+        say=lambda s: None,
+    )
     assert [r.output for r in again.notebooks] == ["up to date (skipped)"] and again.plots == ()
 
 

@@ -142,7 +142,9 @@ def test_setup_runs_in_a_namespace(tmp_path, monkeypatch):
     assert ctx.csv_path == tmp_path / "res" / f"{name}.csv"
     assert ctx.figure_prefix == tmp_path / "fig" / "smoke" / name
     assert ctx.profile == "smoke" and ctx.device == "cpu" and ctx.train_missing is False
-    with pytest.raises(ValueError, match=f"unknown parameter 'seedz' for notebook {name}; valid parameters: profile"):
+    with pytest.raises(
+        ValueError, match=f"unknown parameter 'seedz' for notebook {name}; valid parameters: profile"
+    ):
         nbmod.setup({**ns, "seedz": 1}, name)
     with pytest.raises(KeyError, match="valid artifacts"):
         nbmod.setup(ns, "no_such_notebook")

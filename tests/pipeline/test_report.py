@@ -14,8 +14,10 @@ def test_report_shows_verdicts_intervals_and_missing_artifacts(tmp_path, monkeyp
     ctx = nbmod.setup({"profile": "quick", "device": "cpu"}, "heated_fig2_digits")
     rows = []
     for seed, (sm, ln) in enumerate([(40.0, 50.0), (41.0, 52.0), (39.0, 51.0)]):
-        rows += [{"variant": "SM", "dataset": "digits", "seed": seed, "metric": "R@1", "value": sm},
-                 {"variant": "LN alpha=4", "dataset": "digits", "seed": seed, "metric": "R@1", "value": ln}]  # fmt: skip
+        rows += [
+            {"variant": "SM", "dataset": "digits", "seed": seed, "metric": "R@1", "value": sm},
+            {"variant": "LN alpha=4", "dataset": "digits", "seed": seed, "metric": "R@1", "value": ln},
+        ]
     ctx.write_results(rows)
     out = build_report("quick")
     text = out.read_text()

@@ -26,14 +26,23 @@ def store_env(tmp_path, monkeypatch):
 
 def _artifact(aid: str, variants: dict[str, dict]) -> Artifact:
     def runs(params):
-        return [Run(presets.get("proxynca++", "synthetic", "smoke", **opts), seed, variant=name)
-                for name, opts in variants.items() for seed in params.seeds]  # fmt: skip
+        return [
+            Run(presets.get("proxynca++", "synthetic", "smoke", **opts), seed, variant=name)
+            for name, opts in variants.items()
+            for seed in params.seeds
+        ]
 
     return Artifact(
-        id=aid, paper="pnpp", label="Table 0", title=aid, description="test",
-        parameters={p: {"seeds": [0, 1]} for p in ("smoke", "quick", "paper")}, runs=runs,
-        rows=lambda p, lookup: [], figures=(Figure(lambda t: None),),
-    )  # fmt: skip
+        id=aid,
+        paper="pnpp",
+        label="Table 0",
+        title=aid,
+        description="test",
+        parameters={p: {"seeds": [0, 1]} for p in ("smoke", "quick", "paper")},
+        runs=runs,
+        rows=lambda p, lookup: [],
+        figures=(Figure(lambda t: None),),
+    )
 
 
 def test_plan_deduplicates_by_run_key(store_env):
@@ -67,8 +76,9 @@ def test_failing_run_is_reported_not_raised(store_env):
 def test_submitit_executor_trains_with_its_local_executor(store_env, tmp_path):
     pytest.importorskip("submitit")
     run = Run(presets.get("proxynca++", "synthetic", "smoke"), 3)
-    results = study.train_slurm([run], study.SlurmOptions(cluster="local", folder=str(tmp_path / "slurm"),
-                                                          time_min=5), progress=False)  # fmt: skip
+    results = study.train_slurm(
+        [run], study.SlurmOptions(cluster="local", folder=str(tmp_path / "slurm"), time_min=5), progress=False
+    )
     assert [r.status for r in results] == ["ok"], results
     from dmllab.training.store import RunStore
 
@@ -143,17 +153,25 @@ def test_plan_estimates_from_the_same_profile_else_its_typical_run(store_env, mo
         return [Run(presets.get("proxynca++", "synthetic", params.profile), seed) for seed in params.seeds]
 
     a = Artifact(
-        id="pnpp_table92_c", paper="pnpp", label="Table 0", title="c", description="test",
-        parameters={p: {"seeds": [0, 1]} for p in ("smoke", "quick", "paper")}, runs=runs,
-        rows=lambda p, lookup: [], figures=(Figure(lambda t: None),),
-    )  # fmt: skip
+        id="pnpp_table92_c",
+        paper="pnpp",
+        label="Table 0",
+        title="c",
+        description="test",
+        parameters={p: {"seeds": [0, 1]} for p in ("smoke", "quick", "paper")},
+        runs=runs,
+        rows=lambda p, lookup: [],
+        figures=(Figure(lambda t: None),),
+    )
     smoke = study.make_plan([a], "smoke", device="cpu")
     assert smoke.estimate_s is None and smoke.typical_s is None  # TYPICAL_RUN_S["smoke"] is None
     assert study.train_run(smoke.missing[0].run).status == "ok"
     quick = study.make_plan([a], "quick", device="cpu")
     assert len(quick.missing) == 2 and quick.typical_s == TYPICAL_RUN_S["quick"]
     assert quick.estimate_s == pytest.approx(2 * TYPICAL_RUN_S["quick"])
-    assert f"no stored quick run yet: {study._duration(TYPICAL_RUN_S['quick'])} per run" in study.format_plan(quick, jobs=2)
+    assert f"no stored quick run yet: {study._duration(TYPICAL_RUN_S['quick'])} per run" in study.format_plan(
+        quick, jobs=2
+    )
     monkeypatch.setitem(TYPICAL_RUN_S, "quick", None)
     assert study.make_plan([a], "quick", device="cpu").estimate_s is None  # no basis at all
     again = study.make_plan([a], "smoke", device="cpu")  # a stored smoke run: the basis, not a typical run
@@ -167,7 +185,11 @@ def test_last_duration_reads_papermills_metadata(tmp_path):
     assert study._last_duration(nb) == 0.0  # never executed here
     nb.write_text(json.dumps({"metadata": {"papermill": {"duration": 12.5}}}))
     assert study._last_duration(nb) == 12.5
-    for bad in ("{not json", json.dumps({"metadata": {}}), json.dumps({"metadata": {"papermill": {"duration": None}}})):
+    for bad in (
+        "{not json",
+        json.dumps({"metadata": {}}),
+        json.dumps({"metadata": {"papermill": {"duration": None}}}),
+    ):
         nb.write_text(bad)
         assert study._last_duration(nb) == 0.0
 
@@ -180,8 +202,12 @@ def test_notebooks_start_longest_first_by_their_last_execution(store_env, tmp_pa
     executed = tmp_path / "executed"
     executed.mkdir()
     ids = ["pnpp_table1_settings", "pnpp_fig3_two_moons", "ps_fig2_gaussian"]
-    (executed / "ps_fig2_gaussian.ipynb").write_text(json.dumps({"metadata": {"papermill": {"duration": 30.0}}}))
-    (executed / "pnpp_fig3_two_moons.ipynb").write_text(json.dumps({"metadata": {"papermill": {"duration": 5.0}}}))
+    (executed / "ps_fig2_gaussian.ipynb").write_text(
+        json.dumps({"metadata": {"papermill": {"duration": 30.0}}})
+    )
+    (executed / "pnpp_fig3_two_moons.ipynb").write_text(
+        json.dumps({"metadata": {"papermill": {"duration": 5.0}}})
+    )
     submitted = {}
 
     def fake_pool(items, fn, name, *, jobs, desc, progress):
@@ -190,12 +216,22 @@ def test_notebooks_start_longest_first_by_their_last_execution(store_env, tmp_pa
 
     monkeypatch.setattr(study, "_run_pool", fake_pool)
     monkeypatch.setattr(study, "ensure_kernel", lambda: "python3")
-    result = study.run_study("smoke", only=",".join(ids), jobs=2, device="cpu", progress=False, report=False,
-                             executed_dir=executed, say=lambda s: None)  # fmt: skip
+    result = study.run_study(
+        "smoke",
+        only=",".join(ids),
+        jobs=2,
+        device="cpu",
+        progress=False,
+        report=False,
+        executed_dir=executed,
+        say=lambda s: None,
+    )
     assert submitted["notebooks"] == ["ps_fig2_gaussian", "pnpp_fig3_two_moons", "pnpp_table1_settings"]
     from dmllab.experiments import registry
 
-    assert [r.name for r in result.notebooks] == [a.id for a in registry.select(",".join(ids))]  # artifact order
+    assert [r.name for r in result.notebooks] == [
+        a.id for a in registry.select(",".join(ids))
+    ]  # artifact order
 
 
 def _fake_papermill(monkeypatch, outcomes):
@@ -221,8 +257,9 @@ def _fake_papermill(monkeypatch, outcomes):
 
 def test_a_kernel_that_does_not_start_is_relaunched(tmp_path, monkeypatch):
     no_reply = RuntimeError("Kernel didn't respond in 120 seconds")
-    calls = _fake_papermill(monkeypatch, [(no_reply, False), (RuntimeError("Kernel died before replying"), False),
-                                          (None, False)])  # fmt: skip
+    calls = _fake_papermill(
+        monkeypatch, [(no_reply, False), (RuntimeError("Kernel died before replying"), False), (None, False)]
+    )
     res = study.execute_notebook(tmp_path / "a.ipynb", tmp_path / "out" / "a.ipynb", {})
     assert res.status == "ok" and calls == [study.KERNEL_START_TIMEOUT_S] * 3
 

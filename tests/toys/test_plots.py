@@ -44,10 +44,17 @@ def test_heated_figures(tmp_path, small_digits):
 
 def test_proxy_gradient_figure(tmp_path):
     recs = [
-        {"epoch": 1, "step": s, "global_step": s, "proxies": 1e-3 * s, "embedding": 1.0, "backbone": 2.0,
-         "proxy_norm": 0.5 + s}
+        {
+            "epoch": 1,
+            "step": s,
+            "global_step": s,
+            "proxies": 1e-3 * s,
+            "embedding": 1.0,
+            "backbone": 2.0,
+            "proxy_norm": 0.5 + s,
+        }
         for s in range(1, 6)
-    ]  # fmt: skip
+    ]
     rows = records_to_rows(recs, variant="-fast", seed=0, dataset="synthetic", params={})
     rows += records_to_rows(recs, variant="+fast", seed=0, dataset="synthetic", params={})
     _saved(tp.plot_proxy_gradient_ratio(pd.DataFrame(rows)), tmp_path, "pg")

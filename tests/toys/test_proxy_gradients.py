@@ -44,8 +44,17 @@ def test_hook_records_every_n_steps_and_first_step_of_epoch():
 
 
 def test_records_to_rows_ratio():
-    recs = [{"epoch": 1, "step": 1, "global_step": 1, "proxies": 0.002, "embedding": 4.0, "backbone": 9.0,
-             "proxy_norm": 0.5}]  # fmt: skip
+    recs = [
+        {
+            "epoch": 1,
+            "step": 1,
+            "global_step": 1,
+            "proxies": 0.002,
+            "embedding": 4.0,
+            "backbone": 9.0,
+            "proxy_norm": 0.5,
+        }
+    ]
     rows = pg.records_to_rows(recs, variant="-fast", seed=0, dataset="synthetic", params={"param_every": 1})
     by = {r["metric"]: r["value"] for r in rows}
     assert by["ratio_proxies_embedding"] == pytest.approx(5e-4)

@@ -6,15 +6,39 @@ from dmllab.cli import main
 
 
 def test_wrong_data_root_is_a_clean_error(tmp_path, capsys):
-    code = main(["train", "--method", "proxynca++", "--dataset", "cub", "--profile", "smoke",
-                 "--data-root", str(tmp_path / "missing"), "--quiet"])  # fmt: skip
+    code = main(
+        [
+            "train",
+            "--method",
+            "proxynca++",
+            "--dataset",
+            "cub",
+            "--profile",
+            "smoke",
+            "--data-root",
+            str(tmp_path / "missing"),
+            "--quiet",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "does not exist" in err and "Traceback" not in err
 
 
 def test_unknown_set_key_lists_valid_keys(capsys):
-    code = main(["train", "--method", "proxynca++", "--dataset", "synthetic", "--profile", "smoke",
-                 "--set", "loss.tempx=1", "--quiet"])  # fmt: skip
+    code = main(
+        [
+            "train",
+            "--method",
+            "proxynca++",
+            "--dataset",
+            "synthetic",
+            "--profile",
+            "smoke",
+            "--set",
+            "loss.tempx=1",
+            "--quiet",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "loss.tempx" in err and "loss.temperature" in err
 

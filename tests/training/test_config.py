@@ -35,9 +35,17 @@ def test_overrides_coerce_types():
     cfg = presets.get("proxynca++", "cub", "paper")
     new = apply_overrides(
         cfg,
-        ["loss.temperature=0.05", "optim.lr_proxies=400", "data.per_class=none", "run.ks=1,2,4",
-         "run.two_stage=false", "model.k=3", "loss.prob=false", "schedule.milestones=3,7"],
-    )  # fmt: skip
+        [
+            "loss.temperature=0.05",
+            "optim.lr_proxies=400",
+            "data.per_class=none",
+            "run.ks=1,2,4",
+            "run.two_stage=false",
+            "model.k=3",
+            "loss.prob=false",
+            "schedule.milestones=3,7",
+        ],
+    )
     assert dict(new.loss.kwargs) == {"temperature": 0.05, "prob": False}
     assert new.optim.lr_proxies == 400.0 and isinstance(new.optim.lr_proxies, float)
     assert new.data.per_class is None
@@ -97,7 +105,9 @@ def test_nmi_average_is_an_option_kept_out_of_the_key_at_its_default():
     for c in (cfg, arith, arith.replace("run.nmi_l2", True)):
         t = Trainer(c, progress=False)
         got[c] = t._metrics(emb, lab, t.metric_kwargs(("nmi",), (1,)))["NMI"]
-    want = {a: evaluate(emb, lab, metrics=("nmi",), nmi_average=a)["NMI"] for a in ("geometric", "arithmetic")}
+    want = {
+        a: evaluate(emb, lab, metrics=("nmi",), nmi_average=a)["NMI"] for a in ("geometric", "arithmetic")
+    }
     assert want["geometric"] != pytest.approx(want["arithmetic"])
     assert got[cfg] == pytest.approx(want["geometric"]) and got[arith] == pytest.approx(want["arithmetic"])
     l2 = evaluate(torch.nn.functional.normalize(emb, dim=1), lab, metrics=("nmi",), nmi_average="arithmetic")

@@ -80,15 +80,24 @@ def test_embed_split_with_a_frozen_prefix_is_the_full_forward_bit_for_bit(smoke_
     cfg = smoke_cfg.replace("data.in_memory", True).replace("model.frozen_blocks", 3)
     d, m = cfg.data, cfg.model
     torch.manual_seed(0)
-    models = [build_model(backbone=m.backbone, embedding_dim=m.embedding_dim, pooling=m.pooling,
-                          **dict(m.backbone_kwargs)).eval() for _ in range(2)]  # fmt: skip
+    models = [
+        build_model(
+            backbone=m.backbone, embedding_dim=m.embedding_dim, pooling=m.pooling, **dict(m.backbone_kwargs)
+        ).eval()
+        for _ in range(2)
+    ]
     models[1].backbone.load_state_dict(models[0].backbone.state_dict())  # same prefix ...
     with torch.no_grad():
         for p in models[1].backbone.blocks()[3].parameters():  # ... different trained blocks
             p.add_(0.1)
     export._PREFIX_MEMO.clear()
-    ds = build_dataset(d.dataset, d.root, "test", transform=build_transforms(d.transform, train=False),
-                       **dict(d.dataset_kwargs))  # fmt: skip
+    ds = build_dataset(
+        d.dataset,
+        d.root,
+        "test",
+        transform=build_transforms(d.transform, train=False),
+        **dict(d.dataset_kwargs),
+    )
     for model in models:
         with torch.no_grad():
             ref = torch.cat([model(x) for x, _ in DataLoader(ds, batch_size=d.eval_batch_size)])

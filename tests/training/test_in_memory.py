@@ -32,7 +32,11 @@ def test_frozen_blocks_do_not_change(smoke_cfg):
     from dmllab.training.trainer import Trainer
 
     cfg = smoke_cfg.replace("data.in_memory", True).replace("model.frozen_blocks", 3)
-    cfg = cfg.replace("data.feature_views", 2).replace("schedule.warmup_epochs", 1).replace("schedule.epochs", 1)
+    cfg = (
+        cfg.replace("data.feature_views", 2)
+        .replace("schedule.warmup_epochs", 1)
+        .replace("schedule.epochs", 1)
+    )
     tr = Trainer(cfg, progress=False, seed=0)
     tr.setup(stage_plans(cfg)[0])
     before = {k: v.clone() for k, v in tr.model.backbone.state_dict().items()}
@@ -57,7 +61,14 @@ QUICK_PATH = {"data.in_memory": True, "model.frozen_blocks": 4, "data.feature_vi
 
 @pytest.mark.parametrize(
     "method",
-    ["proxynca++", "heated_softmax:HLN", "proxy_synthesis", "proxy_anchor", "normsoftmax", "multi_similarity"],
+    [
+        "proxynca++",
+        "heated_softmax:HLN",
+        "proxy_synthesis",
+        "proxy_anchor",
+        "normsoftmax",
+        "multi_similarity",
+    ],
 )
 def test_every_method_family_trains_on_the_quick_path(method):
     from dmllab.training import presets
@@ -82,8 +93,11 @@ def test_mixup_on_the_quick_path():
     assert math.isfinite(r.metrics["R@1"])
     with pytest.raises(ConfigValueError, match="input_mixup"):
         apply_overrides(cfg, ["loss.regularizer=input_mixup"])
-    r = run_protocol(cfg.replace("loss.regularizer", "input_mixup").replace("data.feature_views", 0), seed=0,
-                     progress=False)  # fmt: skip
+    r = run_protocol(
+        cfg.replace("loss.regularizer", "input_mixup").replace("data.feature_views", 0),
+        seed=0,
+        progress=False,
+    )
     assert math.isfinite(r.metrics["R@1"])
 
 
@@ -97,7 +111,12 @@ def test_cached_feature_run_never_imports_torchvision(smoke_cfg):
     import subprocess
     import sys
 
-    overrides = {"schedule.epochs": 1, "data.in_memory": True, "model.frozen_blocks": 4, "data.feature_views": 2}
+    overrides = {
+        "schedule.epochs": 1,
+        "data.in_memory": True,
+        "model.frozen_blocks": 4,
+        "data.feature_views": 2,
+    }
     cfg = smoke_cfg
     for k, v in overrides.items():
         cfg = cfg.replace(k, v)

@@ -172,12 +172,48 @@ def test_cli_train_protocol_mlrc(capsys):
     from dmllab.cli import main
 
     code = main(
-        ["train", "--method", "proxynca++", "--dataset", "synthetic", "--profile", "smoke", "--quiet",
-         "--protocol", "mlrc", "--mlrc-folds", "2", "--mlrc-run-folds", "1", "--mlrc-batch-size", "8",
-         "--mlrc-per-class", "2", "--mlrc-dim", "8"]
-    )  # fmt: skip
+        [
+            "train",
+            "--method",
+            "proxynca++",
+            "--dataset",
+            "synthetic",
+            "--profile",
+            "smoke",
+            "--quiet",
+            "--protocol",
+            "mlrc",
+            "--mlrc-folds",
+            "2",
+            "--mlrc-run-folds",
+            "1",
+            "--mlrc-batch-size",
+            "8",
+            "--mlrc-per-class",
+            "2",
+            "--mlrc-dim",
+            "8",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0 and "1 of 2 folds" in out and "concat_MAP@R" in out
     # the MLRC batch does not fit 6 training classes: a clean user error, exit 2
-    assert main(["train", "--method", "proxynca++", "--dataset", "synthetic", "--profile", "smoke",
-                 "--quiet", "--protocol", "mlrc", "--mlrc-folds", "2"]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                "train",
+                "--method",
+                "proxynca++",
+                "--dataset",
+                "synthetic",
+                "--profile",
+                "smoke",
+                "--quiet",
+                "--protocol",
+                "mlrc",
+                "--mlrc-folds",
+                "2",
+            ]
+        )
+        == 2
+    )

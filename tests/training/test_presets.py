@@ -128,9 +128,16 @@ def test_one_profiles_tuple_and_discovered_families():
     assert presets.PROFILES is dmllab.profiles.PROFILES
     assert presets.list_profiles() == ["smoke", "quick", "paper"]
     assert set(presets.list_methods()) == {
-        "proxynca", "proxynca++", "normsoftmax", "proxy_anchor", "heated_softmax", "proxy_synthesis", "margin",
-        "triplet_semihard", "multi_similarity",
-    }  # fmt: skip
+        "proxynca",
+        "proxynca++",
+        "normsoftmax",
+        "proxy_anchor",
+        "heated_softmax",
+        "proxy_synthesis",
+        "margin",
+        "triplet_semihard",
+        "multi_similarity",
+    }
     for name in presets.list_methods():
         method = presets.METHODS.get(name)
         assert isinstance(method, methods_mod.Method)
@@ -176,16 +183,28 @@ def test_quick_and_smoke_profiles_are_overlays_of_the_paper_config():
     assert quick.loss == paper.loss and (m.pooling, m.norm) == (paper.model.pooling, paper.model.norm)
     # issue 9: one stage on trainval at a constant lr (stage 1 never plateaus and ends at its best epoch on
     # quick), the first 4 SmallCNN blocks frozen and cached for 4 views, images in memory
-    assert not quick.run.two_stage and quick.data.train_split == "trainval" and quick.schedule.scheduler == "none"
+    assert (
+        not quick.run.two_stage
+        and quick.data.train_split == "trainval"
+        and quick.schedule.scheduler == "none"
+    )
     assert (m.frozen_blocks, d.feature_views, d.in_memory) == (4, 4, True)
     # image files on disk (a real dataset at the quick scale): the per-image loader, full fine-tuning
     cub = presets.get("proxynca++", "cub", "quick")
     assert (cub.model.frozen_blocks, cub.data.feature_views, cub.data.in_memory) == (0, 0, False)
     assert paper.run.two_stage and paper.schedule.scheduler == "plateau"
     smoke = presets.get("proxynca++", "synthetic", "smoke")
-    assert (smoke.model.pretrained, smoke.model.embedding_dim, smoke.data.batch_size, smoke.schedule.epochs) == (
-        False, 16, 16, 2,
-    )  # fmt: skip
+    assert (
+        smoke.model.pretrained,
+        smoke.model.embedding_dim,
+        smoke.data.batch_size,
+        smoke.schedule.epochs,
+    ) == (
+        False,
+        16,
+        16,
+        2,
+    )
     # random-batch methods stay random at every scale
     for profile in presets.list_profiles():
         assert presets.get("proxy_anchor", "synthetic", profile).data.per_class is None
@@ -364,8 +383,10 @@ def test_ps_lr_decay_follows_the_released_code_and_the_paper_text_is_an_option(d
     from dmllab.training import schedules
 
     def multipliers(s):
-        return [schedules.lr_multiplier(e, scheduler=s.scheduler, milestones=s.milestones, factor=s.factor)
-                for e in range(1, s.epochs + 1)]  # fmt: skip
+        return [
+            schedules.lr_multiplier(e, scheduler=s.scheduler, milestones=s.milestones, factor=s.factor)
+            for e in range(1, s.epochs + 1)
+        ]
 
     code = presets.get("proxy_synthesis", dataset, "paper").schedule
     assert (code.epochs, code.warmup_epochs) == (130, 0)  # README: --epochs=130

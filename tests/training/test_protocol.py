@@ -178,8 +178,16 @@ def test_stage2_drop_lag(smoke_cfg, monkeypatch, lag):
 
 
 def _single_with_val(smoke_cfg, epochs: int = 4):
-    return apply_overrides(smoke_cfg, [f"schedule.epochs={epochs}", "run.two_stage=false", "data.train_split=train",
-                                       "schedule.scheduler=none", "run.keep_best=true"])  # fmt: skip
+    return apply_overrides(
+        smoke_cfg,
+        [
+            f"schedule.epochs={epochs}",
+            "run.two_stage=false",
+            "data.train_split=train",
+            "schedule.scheduler=none",
+            "run.keep_best=true",
+        ],
+    )
 
 
 def _script_validation(monkeypatch, script: list[float]) -> None:
@@ -187,7 +195,11 @@ def _script_validation(monkeypatch, script: list[float]) -> None:
     original = Trainer.evaluate
 
     def fake(self, split=None, **kw):
-        if self.state is not None and split == self.state.plan.eval_split and len(self.state.rows) < len(script):
+        if (
+            self.state is not None
+            and split == self.state.plan.eval_split
+            and len(self.state.rows) < len(script)
+        ):
             return {"R@1": script[len(self.state.rows)]}
         return original(self, split, **kw)
 
@@ -213,7 +225,9 @@ def test_keep_best_tests_and_saves_the_best_validation_epoch(smoke_cfg, tmp_path
     final = load_checkpoint(tmp_path / "final.pt")["model"]
     assert all(torch.equal(final[k], snapshots[2][k]) for k in final)
     assert not all(torch.equal(final[k], snapshots[4][k]) for k in final)  # not the last epoch's weights
-    last = run_protocol(cfg.replace("run.keep_best", False), seed=0, progress=False, final_model=tmp_path / "l.pt")
+    last = run_protocol(
+        cfg.replace("run.keep_best", False), seed=0, progress=False, final_model=tmp_path / "l.pt"
+    )
     assert last.best_epoch is None
 
 
@@ -249,6 +263,8 @@ def test_keep_best_needs_a_single_stage_with_validation(smoke_cfg):
 
     with pytest.raises(ConfigValueError, match="keep_best"):
         apply_overrides(smoke_cfg, ["run.keep_best=true"])  # two-stage preset
-    no_val = apply_overrides(smoke_cfg, ["run.two_stage=false", "run.keep_best=true", "data.train_split=trainval"])
+    no_val = apply_overrides(
+        smoke_cfg, ["run.two_stage=false", "run.keep_best=true", "data.train_split=trainval"]
+    )
     with pytest.raises(ValueError, match="keep_best needs a single stage"):
         run_protocol(no_val, progress=False)

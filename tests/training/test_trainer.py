@@ -6,8 +6,18 @@ import torch
 from dmllab.training import NonFiniteLossError, RunStore, StagePlan, Trainer, apply_overrides, presets, run
 from dmllab.training.protocol import stage_plans
 
-LOSS_METHODS = ["proxynca++", "proxynca", "normsoftmax", "proxy_anchor", "heated_softmax:HBN", "heated_softmax:SM",
-                "proxy_synthesis", "proxy_synthesis:proxy_anchor", "margin", "multi_similarity"]  # fmt: skip
+LOSS_METHODS = [
+    "proxynca++",
+    "proxynca",
+    "normsoftmax",
+    "proxy_anchor",
+    "heated_softmax:HBN",
+    "heated_softmax:SM",
+    "proxy_synthesis",
+    "proxy_synthesis:proxy_anchor",
+    "margin",
+    "multi_similarity",
+]
 
 
 @pytest.mark.parametrize("method", LOSS_METHODS)
@@ -34,12 +44,16 @@ class _Recorder:
         bb = [p for p in trainer.model.backbone.parameters()]
         lrs = {g["name"]: g["lr"] for g in trainer.optimizer.param_groups}
         proxy_grad = trainer.loss.proxies.grad
-        self.steps.append({
-            "epoch": info["epoch"], "step": info["step"], "lr": lrs,
-            "backbone_has_grad": any(p.grad is not None for p in bb),
-            "backbone_requires_grad": any(p.requires_grad for p in bb),
-            "proxy_grad_norm": None if proxy_grad is None else float(proxy_grad.norm()),
-        })  # fmt: skip
+        self.steps.append(
+            {
+                "epoch": info["epoch"],
+                "step": info["step"],
+                "lr": lrs,
+                "backbone_has_grad": any(p.grad is not None for p in bb),
+                "backbone_requires_grad": any(p.requires_grad for p in bb),
+                "proxy_grad_norm": None if proxy_grad is None else float(proxy_grad.norm()),
+            }
+        )
 
     def on_epoch_end(self, trainer, epoch, metrics):
         self.epochs.append(epoch)
@@ -145,9 +159,14 @@ class _OptimState:
 def test_fresh_optimizer_after_warmup(smoke_cfg, fresh):
     cfg = apply_overrides(
         smoke_cfg,
-        ["schedule.warmup_epochs=2", "schedule.epochs=2", "run.two_stage=false", "schedule.scheduler=none",
-         f"optim.fresh_after_warmup={str(fresh).lower()}"],
-    )  # fmt: skip
+        [
+            "schedule.warmup_epochs=2",
+            "schedule.epochs=2",
+            "run.two_stage=false",
+            "schedule.scheduler=none",
+            f"optim.fresh_after_warmup={str(fresh).lower()}",
+        ],
+    )
     rec = _OptimState()
     trainer = Trainer(cfg, hooks=[rec], progress=False)
     trainer.setup(stage_plans(cfg)[0])
@@ -169,9 +188,14 @@ def test_fresh_after_warmup_resume_is_exact(smoke_cfg, tmp_path, crash_epoch):
     resume must keep the checkpointed post-warm-up state): both match the uninterrupted run."""
     cfg = apply_overrides(
         smoke_cfg,
-        ["schedule.epochs=3", "schedule.warmup_epochs=1", "optim.fresh_after_warmup=true", "run.two_stage=false",
-         "schedule.scheduler=none"],
-    )  # fmt: skip
+        [
+            "schedule.epochs=3",
+            "schedule.warmup_epochs=1",
+            "optim.fresh_after_warmup=true",
+            "run.two_stage=false",
+            "schedule.scheduler=none",
+        ],
+    )
     clean = run(cfg, seed=1, store=RunStore(tmp_path / "a"), progress=False)
 
     class Crash:

@@ -15,15 +15,32 @@ PRINTED_K = {"cars": (1, 2, 4), "cub": (1, 2, 4), "sop": (1, 10, 100), "inshop":
 TABLE1_PREFIX = {"cars": "CAR196 DATASET ", "cub": "CUB200 DATASET ", "sop": "STANFORD PRODUCT DATASET "}
 
 
-def hs_config(profile: str, dataset: str, variant: str, *, alpha: float | None = None, dim: int | None = None,
-              loss_kwargs: Mapping[str, Any] | None = None, overrides: Mapping[str, Any] | None = None) -> Any:
+def hs_config(
+    profile: str,
+    dataset: str,
+    variant: str,
+    *,
+    alpha: float | None = None,
+    dim: int | None = None,
+    loss_kwargs: Mapping[str, Any] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Any:
     """``presets.get("heated_softmax", ..., variant=variant[, alpha=alpha])`` with the embedding size, extra
     loss keyword arguments (added to the preset's) and other overrides."""
     from dmllab.training.config import pairs
 
-    opts = {"variant": variant} if alpha is None or variant == "SM" else {"variant": variant, "alpha": float(alpha)}
-    cfg = config("heated_softmax", profile, dataset, overrides={"model.embedding_dim": dim, **(overrides or {})},
-                 **opts)  # fmt: skip
+    opts = (
+        {"variant": variant}
+        if alpha is None or variant == "SM"
+        else {"variant": variant, "alpha": float(alpha)}
+    )
+    cfg = config(
+        "heated_softmax",
+        profile,
+        dataset,
+        overrides={"model.embedding_dim": dim, **(overrides or {})},
+        **opts,
+    )
     if loss_kwargs:
         cfg = cfg.replace("loss.kwargs", pairs(**{**dict(cfg.loss.kwargs), **dict(loss_kwargs)}))
     return cfg
@@ -58,8 +75,9 @@ def classifier(run: Run) -> tuple[Any, Any, str]:
     loss_state = state["loss"]
     num_classes = int(loss_state["proxies"].shape[0])
     cfg = run.config
-    loss = build_loss(cfg.loss.name, num_classes=num_classes, embedding_dim=cfg.model.embedding_dim,
-                      **dict(cfg.loss.kwargs))  # fmt: skip
+    loss = build_loss(
+        cfg.loss.name, num_classes=num_classes, embedding_dim=cfg.model.embedding_dim, **dict(cfg.loss.kwargs)
+    )
     loss.load_state_dict(loss_state)
     return model, loss.eval(), "softmax"
 
@@ -78,5 +96,7 @@ def split_accuracy(run: Run, split: str, reference_split: str) -> tuple[float, s
     if loss is not None:
         with torch.no_grad():
             return accuracy(loss.logits(emb), labels), kind
-    ref, ref_labels, _ = export.embed_split(model, cfg, reference_split) if reference_split != split else (emb, labels, ds)
+    ref, ref_labels, _ = (
+        export.embed_split(model, cfg, reference_split) if reference_split != split else (emb, labels, ds)
+    )
     return accuracy(nearest_mean_logits(ref, ref_labels, emb, ds.num_classes), labels), kind

@@ -9,8 +9,16 @@ from typing import Any
 from dmllab.experiments.base import Artifact, Claim, Figure, Params, RunLookup
 from dmllab.experiments.toyrun import over_seeds
 
-_COMMON = {"alpha_min": 0.01, "alpha_max": 1000.0, "train_alpha": 16.0, "embedding_dim": 16, "hidden": [128, 128],
-           "lr": 0.001, "group_quantile": 0.1, "split": "test"}  # fmt: skip
+_COMMON = {
+    "alpha_min": 0.01,
+    "alpha_max": 1000.0,
+    "train_alpha": 16.0,
+    "embedding_dim": 16,
+    "hidden": [128, 128],
+    "lr": 0.001,
+    "group_quantile": 0.1,
+    "split": "test",
+}
 _KEYS = ("train_alpha", "embedding_dim", "hidden", "steps", "lr", "group_quantile", "split")
 
 
@@ -25,7 +33,9 @@ def rows(params: Params, lookup: RunLookup) -> tuple[list[dict[str, Any]], dict[
     from dmllab.toys import heated
 
     alphas = alpha_grid(params["alpha_min"], params["alpha_max"], params["num_alphas"])
-    return over_seeds(heated.run_heated_gradients, params.seeds, alphas=alphas, **{k: params[k] for k in _KEYS})
+    return over_seeds(
+        heated.run_heated_gradients, params.seeds, alphas=alphas, **{k: params[k] for k in _KEYS}
+    )
 
 
 def _per_seed(df: Any, measure: Callable[[dict[str, Any]], float | None]) -> Any:
@@ -35,7 +45,9 @@ def _per_seed(df: Any, measure: Callable[[dict[str, Any]], float | None]) -> Any
     sel = df[df["metric"] == "grad_norm"]
     out = {}
     for seed, part in sel.groupby("seed"):
-        curves = {g: p.groupby("param_alpha")["value"].mean().sort_index() for g, p in part.groupby("variant")}
+        curves = {
+            g: p.groupby("param_alpha")["value"].mean().sort_index() for g, p in part.groupby("variant")
+        }
         if any(len(c) < 3 for c in curves.values()):
             continue
         value = measure(curves)
@@ -46,12 +58,18 @@ def _per_seed(df: Any, measure: Callable[[dict[str, Any]], float | None]) -> Any
 
 def _property1(curves: dict[str, Any]) -> float | None:
     """min over groups of (5% of the peak - gradient at the smallest alpha) / peak: > 0 when all vanish."""
-    vals = [(0.05 * c.max() - c.iloc[0]) / c.max() for g, c in curves.items() if g in ("centroid", "boundary", "incorrect")]
+    vals = [
+        (0.05 * c.max() - c.iloc[0]) / c.max()
+        for g, c in curves.items()
+        if g in ("centroid", "boundary", "incorrect")
+    ]
     return min(vals) if vals else None
 
 
 def _property2_correct(curves: dict[str, Any]) -> float | None:
-    vals = [(0.01 * c.max() - c.iloc[-1]) / c.max() for g, c in curves.items() if g in ("centroid", "boundary")]
+    vals = [
+        (0.01 * c.max() - c.iloc[-1]) / c.max() for g, c in curves.items() if g in ("centroid", "boundary")
+    ]
     return min(vals) if vals else None
 
 
@@ -109,14 +127,27 @@ ARTIFACT = Artifact(
     },
     rows=rows,
     claims=(
-        Claim("Property 1: as alpha -> 0 the gradient of every group vanishes (below 5% of its peak)",
-              lambda df: _per_seed(df, _property1), unit="share of the peak"),
-        Claim("Property 2: at large alpha the gradient of correct (centroid, boundary) samples vanishes "
-              "(below 1% of its peak)", lambda df: _per_seed(df, _property2_correct), unit="share of the peak"),
-        Claim("Property 2: at large alpha the gradient of incorrect samples keeps growing",
-              lambda df: _per_seed(df, _property2_incorrect), unit="share of the peak"),
-        Claim("Fig. 1: centroid samples' gradient peaks at a smaller alpha than boundary samples'",
-              lambda df: _per_seed(df, _boundary_later), unit="decades of alpha"),
-    ),  # fmt: skip
+        Claim(
+            "Property 1: as alpha -> 0 the gradient of every group vanishes (below 5% of its peak)",
+            lambda df: _per_seed(df, _property1),
+            unit="share of the peak",
+        ),
+        Claim(
+            "Property 2: at large alpha the gradient of correct (centroid, boundary) samples vanishes "
+            "(below 1% of its peak)",
+            lambda df: _per_seed(df, _property2_correct),
+            unit="share of the peak",
+        ),
+        Claim(
+            "Property 2: at large alpha the gradient of incorrect samples keeps growing",
+            lambda df: _per_seed(df, _property2_incorrect),
+            unit="share of the peak",
+        ),
+        Claim(
+            "Fig. 1: centroid samples' gradient peaks at a smaller alpha than boundary samples'",
+            lambda df: _per_seed(df, _boundary_later),
+            unit="decades of alpha",
+        ),
+    ),
     figures=(Figure(_figure, caption="Panels (a)-(c): centroid, boundary and incorrect samples."),),
 )

@@ -31,11 +31,22 @@ def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
         emb, labels, ds = embed_run(run, split)
         _, loss, kind = classifier(run)
         f_hat = torch.nn.functional.normalize(emb.float(), dim=1)
-        weight = loss.proxies.detach().float() if loss is not None else class_means(emb, labels, ds.num_classes)
-        for r in heated.gradient_vs_alpha(f_hat, labels, weight, alphas, group_quantile=params["group_quantile"]):
-            out += tidy({r["metric"]: r["value"]}, percent=False, variant=r["variant"], dataset=run.config.dataset,
-                        seed=run.seed, alpha=r["param_alpha"], train_alpha=float(dict(run.config.loss.kwargs)["alpha"]),
-                        classifier=kind)  # fmt: skip
+        weight = (
+            loss.proxies.detach().float() if loss is not None else class_means(emb, labels, ds.num_classes)
+        )
+        for r in heated.gradient_vs_alpha(
+            f_hat, labels, weight, alphas, group_quantile=params["group_quantile"]
+        ):
+            out += tidy(
+                {r["metric"]: r["value"]},
+                percent=False,
+                variant=r["variant"],
+                dataset=run.config.dataset,
+                seed=run.seed,
+                alpha=r["param_alpha"],
+                train_alpha=float(dict(run.config.loss.kwargs)["alpha"]),
+                classifier=kind,
+            )
     return out
 
 
@@ -54,16 +65,38 @@ ARTIFACT = Artifact(
         "artifact heated_fig1_gradients (per-seed margins relative to each group's peak)."
     ),
     parameters={
-        "smoke": {"seeds": [0, 1], "dataset": "cars", "num_alphas": 9, "alpha_min": 0.01, "alpha_max": 1000.0,
-                  "group_quantile": 0.1},
-        "quick": {"seeds": [0, 1, 2], "dataset": "cars", "num_alphas": 41, "alpha_min": 0.01, "alpha_max": 1000.0,
-                  "group_quantile": 0.1},
-        "paper": {"seeds": [0, 1, 2], "dataset": "cars", "num_alphas": 61, "alpha_min": 0.01, "alpha_max": 1000.0,
-                  "group_quantile": 0.1},
-    },  # fmt: skip
-    parameter_help={"dataset": "paper dataset (Cars; the offline benchmark on smoke/quick)",
-                    "num_alphas": "points of the log alpha grid", "alpha_min": "smallest alpha",
-                    "alpha_max": "largest alpha", "group_quantile": "share of correct samples called boundary/centroid"},
+        "smoke": {
+            "seeds": [0, 1],
+            "dataset": "cars",
+            "num_alphas": 9,
+            "alpha_min": 0.01,
+            "alpha_max": 1000.0,
+            "group_quantile": 0.1,
+        },
+        "quick": {
+            "seeds": [0, 1, 2],
+            "dataset": "cars",
+            "num_alphas": 41,
+            "alpha_min": 0.01,
+            "alpha_max": 1000.0,
+            "group_quantile": 0.1,
+        },
+        "paper": {
+            "seeds": [0, 1, 2],
+            "dataset": "cars",
+            "num_alphas": 61,
+            "alpha_min": 0.01,
+            "alpha_max": 1000.0,
+            "group_quantile": 0.1,
+        },
+    },
+    parameter_help={
+        "dataset": "paper dataset (Cars; the offline benchmark on smoke/quick)",
+        "num_alphas": "points of the log alpha grid",
+        "alpha_min": "smallest alpha",
+        "alpha_max": "largest alpha",
+        "group_quantile": "share of correct samples called boundary/centroid",
+    },
     runs=runs,
     rows=rows,
     claims=toy.ARTIFACT.claims,

@@ -16,8 +16,15 @@ LN, SM = {"variant": "LN alpha=4"}, {"variant": "SM"}
 def rows(params: Params, lookup: RunLookup) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     from dmllab.toys import heated
 
-    return over_seeds(heated.run_heated_embeddings, params.seeds, "embeddings", alpha=params["alpha"],
-                      hidden=params["hidden"], steps=params["steps"], lr=params["lr"])  # fmt: skip
+    return over_seeds(
+        heated.run_heated_embeddings,
+        params.seeds,
+        "embeddings",
+        alpha=params["alpha"],
+        hidden=params["hidden"],
+        steps=params["steps"],
+        lr=params["lr"],
+    )
 
 
 def _figure(tables: Any) -> Any:
@@ -48,18 +55,32 @@ ARTIFACT = Artifact(
         "quick": {"seeds": [0, 1, 2, 3, 4], "steps": 500, **_COMMON},
         "paper": {"seeds": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9], "steps": 2000, **_COMMON},
     },
-    parameter_help={"steps": "full-batch Adam steps", "alpha": "alpha of the normalised model",
-                    "hidden": "MLP widths", "lr": "Adam learning rate"},  # fmt: skip
+    parameter_help={
+        "steps": "full-batch Adam steps",
+        "alpha": "alpha of the normalised model",
+        "hidden": "MLP widths",
+        "lr": "Adam learning rate",
+    },
     rows=rows,
     tables=("embeddings",),
     claims=(
-        Claim("Fig. 2: normalised training with alpha = 4 gives more compact classes than SM, even with SM's "
-              "features L2-normalised (lower intra/inter class angle ratio)",
-              lambda df: paired(df, "intra_inter_ratio", SM, LN), unit="ratio"),
-        Claim("Tables 1-2: the normalised model retrieves better than SM (R@1)",
-              lambda df: paired(df, "R@1", LN, SM), unit="R@1 points"),
-        Claim("Sec. 3.3: trained with normalisation, the features' norms before normalisation are similar "
-              "(lower norm coefficient of variation than SM)", lambda df: paired(df, "norm_cv", SM, LN), unit="CV"),
-    ),  # fmt: skip
+        Claim(
+            "Fig. 2: normalised training with alpha = 4 gives more compact classes than SM, even with SM's "
+            "features L2-normalised (lower intra/inter class angle ratio)",
+            lambda df: paired(df, "intra_inter_ratio", SM, LN),
+            unit="ratio",
+        ),
+        Claim(
+            "Tables 1-2: the normalised model retrieves better than SM (R@1)",
+            lambda df: paired(df, "R@1", LN, SM),
+            unit="R@1 points",
+        ),
+        Claim(
+            "Sec. 3.3: trained with normalisation, the features' norms before normalisation are similar "
+            "(lower norm coefficient of variation than SM)",
+            lambda df: paired(df, "norm_cv", SM, LN),
+            unit="CV",
+        ),
+    ),
     figures=(Figure(_figure, caption="(a) SM, (b) SM normalised, (c) LN alpha = 4 (first seed)."),),
 )

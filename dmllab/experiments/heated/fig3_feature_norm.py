@@ -41,7 +41,10 @@ def rows(params: Params, lookup: RunLookup) -> tuple[list[dict[str, Any]], dict[
         emb, labels, ds = embed_run(run, run.config.data.train_split)
         _, loss, kind = classifier(run)
         if loss is not None:
-            weight, bias = loss.proxies.detach().float(), None if loss.bias is None else loss.bias.detach().float()
+            weight, bias = (
+                loss.proxies.detach().float(),
+                None if loss.bias is None else loss.bias.detach().float(),
+            )
         else:  # class means scaled to the mean feature norm: a stand-in linear classifier
             weight, bias = class_means(emb, labels, ds.num_classes) * float(emb.norm(dim=1).mean()), None
         norm, grad, correct = sm_gradients(emb, labels, weight, bias)
@@ -49,15 +52,28 @@ def rows(params: Params, lookup: RunLookup) -> tuple[list[dict[str, Any]], dict[
             if mask.sum() < 3:
                 continue
             rho = float(spearmanr(norm[mask], grad[mask]).statistic)
-            out += tidy({"spearman_norm_grad": rho}, percent=False, variant=group, dataset=run.config.dataset,
-                        seed=run.seed, classifier=kind)  # fmt: skip
+            out += tidy(
+                {"spearman_norm_grad": rho},
+                percent=False,
+                variant=group,
+                dataset=run.config.dataset,
+                seed=run.seed,
+                classifier=kind,
+            )
             edges = np.quantile(norm[mask], np.linspace(0, 1, params["bins"] + 1))
             which = np.clip(np.searchsorted(edges, norm[mask], side="right") - 1, 0, params["bins"] - 1)
             for b in range(params["bins"]):
                 sel = which == b
                 if sel.any():
-                    bins.append({"seed": run.seed, "group": group, "norm": float(norm[mask][sel].mean()),
-                                 "grad": float(grad[mask][sel].mean()), "n": int(sel.sum())})  # fmt: skip
+                    bins.append(
+                        {
+                            "seed": run.seed,
+                            "group": group,
+                            "norm": float(norm[mask][sel].mean()),
+                            "grad": float(grad[mask][sel].mean()),
+                            "n": int(sel.sum()),
+                        }
+                    )
     return out, {"norm_bins": pd.DataFrame(bins)}
 
 
@@ -67,8 +83,14 @@ def _figure(tables: Any) -> Any:
     b = tables["norm_bins"]
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     for (group, seed), part in b.groupby(["group", "seed"]):
-        ax.plot(part["norm"], part["grad"], marker="o", alpha=0.7, color="tab:green" if group == "correct" else "tab:red",
-                label=f"{group}" if seed == b["seed"].min() else None)  # fmt: skip
+        ax.plot(
+            part["norm"],
+            part["grad"],
+            marker="o",
+            alpha=0.7,
+            color="tab:green" if group == "correct" else "tab:red",
+            label=f"{group}" if seed == b["seed"].min() else None,
+        )
     ax.set_xlabel("feature norm ||f|| (bin mean)")
     ax.set_ylabel("||dl/df|| (bin mean)")
     ax.set_yscale("log")
@@ -96,18 +118,32 @@ ARTIFACT = Artifact(
         "quick": {"seeds": [0, 1, 2], "dataset": "cars", "bins": 10},
         "paper": {"seeds": [0, 1, 2], "dataset": "cars", "bins": 20},
     },
-    parameter_help={"dataset": "paper dataset (Cars; the offline benchmark on smoke/quick)",
-                    "bins": "feature-norm quantile bins"},  # fmt: skip
+    parameter_help={
+        "dataset": "paper dataset (Cars; the offline benchmark on smoke/quick)",
+        "bins": "feature-norm quantile bins",
+    },
     runs=runs,
     rows=rows,
     tables=("norm_bins",),
     claims=(
-        Claim("correct samples: the gradient shrinks as the feature norm grows (minus Spearman rho)",
-              lambda df: -df[(df["metric"] == "spearman_norm_grad") & (df["variant"] == "correct")]
-              .set_index("seed")["value"], unit="-rho"),
-        Claim("incorrect samples: the gradient grows with the feature norm (Spearman rho)",
-              lambda df: df[(df["metric"] == "spearman_norm_grad") & (df["variant"] == "incorrect")]
-              .set_index("seed")["value"], unit="rho"),
-    ),  # fmt: skip
-    figures=(Figure(_figure, caption="Binned gradient norm against feature norm, correct vs incorrect samples."),),
+        Claim(
+            "correct samples: the gradient shrinks as the feature norm grows (minus Spearman rho)",
+            lambda df: (
+                -df[(df["metric"] == "spearman_norm_grad") & (df["variant"] == "correct")].set_index("seed")[
+                    "value"
+                ]
+            ),
+            unit="-rho",
+        ),
+        Claim(
+            "incorrect samples: the gradient grows with the feature norm (Spearman rho)",
+            lambda df: df[(df["metric"] == "spearman_norm_grad") & (df["variant"] == "incorrect")].set_index(
+                "seed"
+            )["value"],
+            unit="rho",
+        ),
+    ),
+    figures=(
+        Figure(_figure, caption="Binned gradient norm against feature norm, correct vs incorrect samples."),
+    ),
 )

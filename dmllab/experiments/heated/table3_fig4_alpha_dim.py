@@ -24,7 +24,9 @@ def runs(params: Params) -> list[Run]:
         out += seeds_runs(hs_config(params.profile, ds, "SM", dim=d), params, SM, dim=d)
         if d in params["alpha_dims"]:
             for a in params["alphas"]:
-                out += seeds_runs(hs_config(params.profile, ds, "BN", alpha=a, dim=d), params, bn(a), dim=d, alpha=a)
+                out += seeds_runs(
+                    hs_config(params.profile, ds, "BN", alpha=a, dim=d), params, bn(a), dim=d, alpha=a
+                )
         out += seeds_runs(hs_config(params.profile, ds, "HBN", dim=d), params, HBN, dim=d)
     return out
 
@@ -56,13 +58,28 @@ def rows(params: Params, lookup: RunLookup) -> tuple[list[dict[str, Any]], dict[
             emb, labels, _ = embed_run(run, split)
             pos, neg = cosine_pairs(emb, labels, params["pairs_samples"], run.seed)
             side = "train" if split == "trainval" else "test"
-            out += tidy({f"{side}_cos_gap": float(pos.mean() - neg.mean())}, percent=False, variant=run.variant,
-                        dataset=run.config.dataset, seed=run.seed, **run.tag)  # fmt: skip
+            out += tidy(
+                {f"{side}_cos_gap": float(pos.mean() - neg.mean())},
+                percent=False,
+                variant=run.variant,
+                dataset=run.config.dataset,
+                seed=run.seed,
+                **run.tag,
+            )
             if run.seed == params.seeds[0]:
                 for kind, values in (("positive", pos), ("negative", neg)):
                     counts, _ = np.histogram(values, bins=bins)
-                    hist += [{"variant": run.variant, "split": side, "pair": kind, "bin_left": bins[i],
-                              "bin_right": bins[i + 1], "count": int(c)} for i, c in enumerate(counts)]  # fmt: skip
+                    hist += [
+                        {
+                            "variant": run.variant,
+                            "split": side,
+                            "pair": kind,
+                            "bin_left": bins[i],
+                            "bin_right": bins[i + 1],
+                            "count": int(c),
+                        }
+                        for i, c in enumerate(counts)
+                    ]
     return out, {"cosine_hist": pd.DataFrame(hist)}
 
 
@@ -84,7 +101,9 @@ PAPER_DIM = {16: 64, 128: 64}
 
 def _hbn_beats(df: pd.DataFrame, other: str) -> pd.Series:
     dims = sorted(df.loc[df["variant"] == HBN, "param_dim"].dropna().unique())
-    diffs = [per_seed(df, "R@1", variant=HBN, dim=d) - per_seed(df, "R@1", variant=other, dim=d) for d in dims]
+    diffs = [
+        per_seed(df, "R@1", variant=HBN, dim=d) - per_seed(df, "R@1", variant=other, dim=d) for d in dims
+    ]
     diffs = [d for d in diffs if len(d.dropna())]
     return pd.concat(diffs, axis=1).min(axis=1).dropna() if diffs else pd.Series(dtype=float)
 
@@ -127,8 +146,14 @@ def _figure_hist(tables: Any) -> Any:
             for kind, colour in (("positive", "tab:green"), ("negative", "tab:red")):
                 part = h[(h["variant"] == v) & (h["split"] == side) & (h["pair"] == kind)]
                 total = max(part["count"].sum(), 1)
-                ax.stairs(part["count"] / total, np.r_[part["bin_left"].to_numpy(), part["bin_right"].iloc[-1:]],
-                          color=colour, fill=True, alpha=0.5, label=kind)  # fmt: skip
+                ax.stairs(
+                    part["count"] / total,
+                    np.r_[part["bin_left"].to_numpy(), part["bin_right"].iloc[-1:]],
+                    color=colour,
+                    fill=True,
+                    alpha=0.5,
+                    label=kind,
+                )
             ax.set_title(f"{v} ({side})", fontsize=8)
             ax.set_xlabel("cosine similarity" if i == 1 else "")
     axes[0][0].legend(fontsize=7)
@@ -153,35 +178,75 @@ ARTIFACTS = (
             "paper's default 64-d Cars cells; the 32-d rows face none."
         ),
         parameters={
-            "smoke": {"seeds": [0, 1], "dataset": "cars", "dims": [16], "alpha_dims": [16], "alphas": [4.0, 16.0],
-                      "histogram_dim": 16, "pairs_samples": 60, "bins": 20},
-            "quick": {"seeds": [0, 1, 2], "dataset": "cars", "dims": [32, 128], "alpha_dims": [128],
-                      "alphas": [4.0, 16.0, 64.0], "histogram_dim": 128, "pairs_samples": 400, "bins": 40},
-            "paper": {"seeds": [0, 1, 2], "dataset": "cars", "dims": [64, 128, 256], "alpha_dims": [64, 128, 256],
-                      "alphas": [4.0, 8.0, 16.0, 32.0, 64.0], "histogram_dim": 64, "pairs_samples": 1000,
-                      "bins": 50},
-        },  # fmt: skip
+            "smoke": {
+                "seeds": [0, 1],
+                "dataset": "cars",
+                "dims": [16],
+                "alpha_dims": [16],
+                "alphas": [4.0, 16.0],
+                "histogram_dim": 16,
+                "pairs_samples": 60,
+                "bins": 20,
+            },
+            "quick": {
+                "seeds": [0, 1, 2],
+                "dataset": "cars",
+                "dims": [32, 128],
+                "alpha_dims": [128],
+                "alphas": [4.0, 16.0, 64.0],
+                "histogram_dim": 128,
+                "pairs_samples": 400,
+                "bins": 40,
+            },
+            "paper": {
+                "seeds": [0, 1, 2],
+                "dataset": "cars",
+                "dims": [64, 128, 256],
+                "alpha_dims": [64, 128, 256],
+                "alphas": [4.0, 8.0, 16.0, 32.0, 64.0],
+                "histogram_dim": 64,
+                "pairs_samples": 1000,
+                "bins": 50,
+            },
+        },
         parameter_help={
             "dataset": "paper dataset (Cars; the offline benchmark on smoke/quick)",
-            "dims": "embedding sizes (SM and HBN at each)", "alpha_dims": "sizes at which BN's alpha is swept",
-            "alphas": "BN's alpha", "histogram_dim": "size whose runs give the Fig. 4 histograms",
-            "pairs_samples": "samples whose pairs are histogrammed", "bins": "histogram bins on [-1, 1]",
-        },  # fmt: skip
+            "dims": "embedding sizes (SM and HBN at each)",
+            "alpha_dims": "sizes at which BN's alpha is swept",
+            "alphas": "BN's alpha",
+            "histogram_dim": "size whose runs give the Fig. 4 histograms",
+            "pairs_samples": "samples whose pairs are histogrammed",
+            "bins": "histogram bins on [-1, 1]",
+        },
         runs=runs,
         rows=rows,
         tables=("cosine_hist",),
         reference=reference,
         claims=(
-            Claim("HBN beats SM at every embedding size (smallest margin)", lambda df: _hbn_beats(df, SM),
-                  unit="R@1 points"),
-            Claim("HBN beats BN alpha=16 (heating helps)", lambda df: _hbn_beats(df, bn(16.0)), unit="R@1 points"),
-            Claim("a middle alpha (16) beats both extremes of the alpha range", _mid_alpha, unit="R@1 points"),
-            Claim("Fig. 4: HBN separates positive and negative test pairs more than SM (mean cosine gap)",
-                  lambda df: paired(df, "test_cos_gap", {"variant": HBN}, {"variant": SM}), unit="cosine"),
-        ),  # fmt: skip
+            Claim(
+                "HBN beats SM at every embedding size (smallest margin)",
+                lambda df: _hbn_beats(df, SM),
+                unit="R@1 points",
+            ),
+            Claim(
+                "HBN beats BN alpha=16 (heating helps)",
+                lambda df: _hbn_beats(df, bn(16.0)),
+                unit="R@1 points",
+            ),
+            Claim(
+                "a middle alpha (16) beats both extremes of the alpha range", _mid_alpha, unit="R@1 points"
+            ),
+            Claim(
+                "Fig. 4: HBN separates positive and negative test pairs more than SM (mean cosine gap)",
+                lambda df: paired(df, "test_cos_gap", {"variant": HBN}, {"variant": SM}),
+                unit="cosine",
+            ),
+        ),
         figures=(
             Figure(_figure_table, caption="R@1 against embedding size per variant (mean, std)."),
-            Figure(_figure_hist, suffix="_hist", caption="Fig. 4: cosine similarity of positive/negative pairs."),
+            Figure(
+                _figure_hist, suffix="_hist", caption="Fig. 4: cosine similarity of positive/negative pairs."
+            ),
         ),
     ),
 )

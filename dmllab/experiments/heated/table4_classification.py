@@ -9,8 +9,12 @@ from dmllab.experiments.compare import paired, rows_from_runs
 from dmllab.experiments.heated._common import hs_config, seeds_runs, split_accuracy, stand_in
 
 # The offline benchmark's same-class split (dmllab.data.synthetic): 80/20 of every trainval class's images.
-SPLIT = {"data.train_split": "classify_train", "data.trainval_split": "classify_train", "data.val_split": None,
-         "data.test_split": "classify_test"}  # fmt: skip
+SPLIT = {
+    "data.train_split": "classify_train",
+    "data.trainval_split": "classify_train",
+    "data.val_split": None,
+    "data.test_split": "classify_test",
+}
 COLUMN = {"cars": "CAR196", "cub": "CUB200"}
 
 
@@ -31,7 +35,9 @@ def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
     out = rows_from_runs(planned, lookup)
     for run in planned:
         acc, kind = split_accuracy(run, "classify_test", "classify_train")
-        out += tidy({"accuracy": acc}, variant=run.variant, dataset=run.config.dataset, seed=run.seed, classifier=kind)
+        out += tidy(
+            {"accuracy": acc}, variant=run.variant, dataset=run.config.dataset, seed=run.seed, classifier=kind
+        )
     return out
 
 
@@ -73,20 +79,29 @@ ARTIFACT = Artifact(
     parameters={
         "smoke": {"seeds": [0, 1], "datasets": ["synthetic"], "variants": ["SM", "HBN"]},
         "quick": {"seeds": [0, 1, 2], "datasets": ["synthetic"], "variants": ["SM", "HBN"]},
-        "paper": {"seeds": [0, 1, 2], "datasets": ["cars", "cub"], "variants": ["SM", "LN", "BN", "HLN", "HBN"]},
+        "paper": {
+            "seeds": [0, 1, 2],
+            "datasets": ["cars", "cub"],
+            "variants": ["SM", "LN", "BN", "HLN", "HBN"],
+        },
     },
     parameter_help={"datasets": "datasets with a same-class split", "variants": "SM, LN, BN, HLN, HBN"},
     runs=runs,
     rows=rows,
     reference=reference,
     claims=(
-        Claim("HBN classifies more accurately than SM",
-              lambda df: paired(df, "accuracy", {"variant": "HBN"}, {"variant": "SM"}), unit="accuracy points"),
-    ),  # fmt: skip
-    figures=(Figure(_figure, caption="Classification accuracy per variant (bars: mean, std; points: seeds)."),),
+        Claim(
+            "HBN classifies more accurately than SM",
+            lambda df: paired(df, "accuracy", {"variant": "HBN"}, {"variant": "SM"}),
+            unit="accuracy points",
+        ),
+    ),
+    figures=(
+        Figure(_figure, caption="Classification accuracy per variant (bars: mean, std; points: seeds)."),
+    ),
     not_reproduced={
         "Cars196 and CUB200 columns (paper profile)": "dmllab.data.real has no same-class (classification) split "
-                                                      "of CUB/Cars; the benchmark's split stands in",
+        "of CUB/Cars; the benchmark's split stands in",
         "LN, BN, HLN on the quick profile": "run budget (SM vs HBN only; the paper profile declares all five)",
-    },  # fmt: skip
+    },
 )

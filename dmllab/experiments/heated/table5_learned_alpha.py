@@ -21,10 +21,14 @@ def runs(params: Params) -> list[Run]:
     ds, out = params["dataset"], []
     for a in params["initial_alphas"]:
         for heated in (False, True):
-            cfg = hs_config(params.profile, ds, "HBN" if heated else "BN", alpha=a, loss_kwargs={"learn_alpha": True})
+            cfg = hs_config(
+                params.profile, ds, "HBN" if heated else "BN", alpha=a, loss_kwargs={"learn_alpha": True}
+            )
             out += seeds_runs(cfg, params, learned(a, heated), alpha_init=float(a), heated=heated)
     out += seeds_runs(hs_config(params.profile, ds, "BN"), params, "BN", alpha_init=FIXED, heated=False)
-    out += seeds_runs(hs_config(params.profile, ds, "HBN"), params, "BN, heated", alpha_init=FIXED, heated=True)
+    out += seeds_runs(
+        hs_config(params.profile, ds, "HBN"), params, "BN, heated", alpha_init=FIXED, heated=True
+    )
     return out
 
 
@@ -42,7 +46,9 @@ def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
         values = {"alpha_final": float(loss.alpha_param.detach())}
         if run.tag["heated"]:
             values["alpha_heated"] = float(loss.alpha)
-        out += tidy(values, percent=False, variant=run.variant, dataset=run.config.dataset, seed=run.seed, **run.tag)
+        out += tidy(
+            values, percent=False, variant=run.variant, dataset=run.config.dataset, seed=run.seed, **run.tag
+        )
     return out
 
 
@@ -71,8 +77,11 @@ def _alpha_grows(df: pd.DataFrame) -> pd.Series:
 
 def _heating_helps(df: pd.DataFrame) -> pd.Series:
     inits = sorted(df["param_alpha_init"].dropna().unique())
-    diffs = [per_seed(df, "R@1", alpha_init=a, heated=True) - per_seed(df, "R@1", alpha_init=a, heated=False)
-             for a in inits if a != FIXED or True]  # fmt: skip
+    diffs = [
+        per_seed(df, "R@1", alpha_init=a, heated=True) - per_seed(df, "R@1", alpha_init=a, heated=False)
+        for a in inits
+        if a != FIXED or True
+    ]
     diffs = [d.dropna() for d in diffs if len(d.dropna())]
     return pd.concat(diffs, axis=1).mean(axis=1) if diffs else pd.Series(dtype=float)
 
@@ -112,20 +121,33 @@ ARTIFACT = Artifact(
         "quick": {"seeds": [0, 1, 2], "dataset": "cars", "initial_alphas": [4.0]},
         "paper": {"seeds": [0, 1, 2], "dataset": "cars", "initial_alphas": [1.0, 2.0, 4.0, 8.0, 16.0, 32.0]},
     },
-    parameter_help={"dataset": "paper dataset (Cars; the offline benchmark on smoke/quick)",
-                    "initial_alphas": "initial values of the learned alpha"},  # fmt: skip
+    parameter_help={
+        "dataset": "paper dataset (Cars; the offline benchmark on smoke/quick)",
+        "initial_alphas": "initial values of the learned alpha",
+    },
     runs=runs,
     rows=rows,
     reference=reference,
     claims=(
         Claim("the learned alpha grows above its initial value", _alpha_grows, unit="alpha"),
-        Claim("heating up improves the learned-alpha model (R@1, mean over initial values)", _heating_helps,
-              unit="R@1 points"),
-        Claim("a fixed alpha = 16 (BN) beats the learned alpha without heating (first initial value)",
-              lambda df: per_seed(df, "R@1", variant="BN")
-              - per_seed(df, "R@1", heated=False, alpha_init=sorted(df["param_alpha_init"].dropna().unique())[0]),
-              unit="R@1 points"),
-    ),  # fmt: skip
+        Claim(
+            "heating up improves the learned-alpha model (R@1, mean over initial values)",
+            _heating_helps,
+            unit="R@1 points",
+        ),
+        Claim(
+            "a fixed alpha = 16 (BN) beats the learned alpha without heating (first initial value)",
+            lambda df: (
+                per_seed(df, "R@1", variant="BN")
+                - per_seed(
+                    df, "R@1", heated=False, alpha_init=sorted(df["param_alpha_init"].dropna().unique())[0]
+                )
+            ),
+            unit="R@1 points",
+        ),
+    ),
     figures=(Figure(_figure, caption="R@1, NMI and the learned alpha per setting (mean, std over seeds)."),),
-    not_reproduced={"initial alpha 1, 2, 8, 16, 32 on the quick profile": "run budget (the paper profile has all)"},
+    not_reproduced={
+        "initial alpha 1, 2, 8, 16, 32 on the quick profile": "run budget (the paper profile has all)"
+    },
 )

@@ -30,7 +30,9 @@ def runs(params: Params) -> list[Run]:
     for a in params["table7_alphas"]:
         if a in params["table6_alphas"]:
             continue  # the Table 6 BN run of that alpha
-        out += seeds_runs(hs_config(params.profile, ds, "BN", alpha=a), params, "BN", alpha=float(a), table="7")
+        out += seeds_runs(
+            hs_config(params.profile, ds, "BN", alpha=a), params, "BN", alpha=float(a), table="7"
+        )
     return out
 
 
@@ -44,8 +46,15 @@ def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
     for run in planned:
         if run.variant == "BN" and run.tag.get("alpha") in params["table7_alphas"]:
             acc, kind = split_accuracy(run, train, train)
-            out += tidy({"train_accuracy": 100.0 * acc}, percent=False, variant=run.variant, dataset=run.config.dataset, seed=run.seed,
-                        classifier=kind, **run.tag)  # fmt: skip
+            out += tidy(
+                {"train_accuracy": 100.0 * acc},
+                percent=False,
+                variant=run.variant,
+                dataset=run.config.dataset,
+                seed=run.seed,
+                classifier=kind,
+                **run.tag,
+            )
     return out
 
 
@@ -70,7 +79,9 @@ def _train_acc_grows(df: pd.DataFrame) -> pd.Series:
     alphas = sorted(sel["param_alpha"].dropna().unique())
     if len(alphas) < 2:
         return pd.Series(dtype=float)
-    return (per_seed(sel, "train_accuracy", alpha=alphas[-1]) - per_seed(sel, "train_accuracy", alpha=alphas[0])).dropna()
+    return (
+        per_seed(sel, "train_accuracy", alpha=alphas[-1]) - per_seed(sel, "train_accuracy", alpha=alphas[0])
+    ).dropna()
 
 
 def _figure(tables: Any) -> Any:
@@ -115,23 +126,46 @@ ARTIFACT = Artifact(
     ),
     parameters={
         "smoke": {"seeds": [0, 1], "dataset": "cars", "table6_alphas": [16.0], "table7_alphas": [4.0, 16.0]},
-        "quick": {"seeds": [0, 1, 2], "dataset": "cars", "table6_alphas": [16.0], "table7_alphas": [4.0, 16.0, 64.0]},
-        "paper": {"seeds": [0, 1, 2], "dataset": "cars", "table6_alphas": [8.0, 16.0, 32.0],
-                  "table7_alphas": [2.0, 4.0, 8.0, 16.0, 32.0]},
-    },  # fmt: skip
-    parameter_help={"dataset": "paper dataset (Cars; the offline benchmark on smoke/quick)",
-                    "table6_alphas": "alphas of Table 6", "table7_alphas": "BN alphas of Table 7"},  # fmt: skip
+        "quick": {
+            "seeds": [0, 1, 2],
+            "dataset": "cars",
+            "table6_alphas": [16.0],
+            "table7_alphas": [4.0, 16.0, 64.0],
+        },
+        "paper": {
+            "seeds": [0, 1, 2],
+            "dataset": "cars",
+            "table6_alphas": [8.0, 16.0, 32.0],
+            "table7_alphas": [2.0, 4.0, 8.0, 16.0, 32.0],
+        },
+    },
+    parameter_help={
+        "dataset": "paper dataset (Cars; the offline benchmark on smoke/quick)",
+        "table6_alphas": "alphas of Table 6",
+        "table7_alphas": "BN alphas of Table 7",
+    },
     runs=runs,
     rows=rows,
     reference=reference,
     claims=(
         Claim("SM + alpha beats SM (R@1)", lambda df: _vs(df, "SM+ α", "SM"), unit="R@1 points"),
-        Claim("BN w/o WN beats SM + alpha: feature normalisation matters", lambda df: _vs(df, "BN w/o WN", "SM+ α"),
-              unit="R@1 points"),
-        Claim("BN beats BN w/o WN: weight normalisation helps", lambda df: _vs(df, "BN", "BN w/o WN"),
-              unit="R@1 points"),
-        Claim("Table 7: training accuracy rises with alpha (largest minus smallest)", _train_acc_grows,
-              unit="accuracy points"),
-    ),  # fmt: skip
-    figures=(Figure(_figure, caption="Table 6 bars (mean, std) and Table 7 training accuracy against alpha."),),
+        Claim(
+            "BN w/o WN beats SM + alpha: feature normalisation matters",
+            lambda df: _vs(df, "BN w/o WN", "SM+ α"),
+            unit="R@1 points",
+        ),
+        Claim(
+            "BN beats BN w/o WN: weight normalisation helps",
+            lambda df: _vs(df, "BN", "BN w/o WN"),
+            unit="R@1 points",
+        ),
+        Claim(
+            "Table 7: training accuracy rises with alpha (largest minus smallest)",
+            _train_acc_grows,
+            unit="accuracy points",
+        ),
+    ),
+    figures=(
+        Figure(_figure, caption="Table 6 bars (mean, std) and Table 7 training accuracy against alpha."),
+    ),
 )

@@ -17,9 +17,20 @@ if TYPE_CHECKING:
 ENHANCEMENTS: tuple[str, ...] = ("prob", "scale", "cbs", "norm", "max", "fast")
 PAPER_DATASETS: list[str] = ["cub", "cars", "sop", "inshop"]
 # Tables 3-6 (and 14/15 rows) per dataset; the offline benchmark faces CUB's table.
-SOTA_TABLE: dict[str, str] = {"cub": "Table 3", "cars": "Table 4", "sop": "Table 5", "inshop": "Table 6",
-                              "synthetic": "Table 3"}  # fmt: skip
-REF_DATASET: dict[str, str] = {"synthetic": "cub", "cub": "cub", "cars": "cars", "sop": "sop", "inshop": "inshop"}
+SOTA_TABLE: dict[str, str] = {
+    "cub": "Table 3",
+    "cars": "Table 4",
+    "sop": "Table 5",
+    "inshop": "Table 6",
+    "synthetic": "Table 3",
+}
+REF_DATASET: dict[str, str] = {
+    "synthetic": "cub",
+    "cub": "cub",
+    "cars": "cars",
+    "sop": "sop",
+    "inshop": "inshop",
+}
 ROW_NAME: dict[str, str] = {"cub": "CUB", "cars": "CARS", "sop": "SOP", "inshop": "InShop"}
 # The quick profile's 128-d embedding stands in for the paper's 2048-d (a quarter and a half: 32 and 64).
 QUICK_DIMS: dict[int, int] = {512: 32, 1024: 64, 2048: 128}
@@ -85,7 +96,11 @@ def _mean_std(data: Any, keys: list[str]) -> Any:
 
 
 def bar_figure(
-    tables: Mapping[str, Any], *, metric: str = "R@1", order: Sequence[str] | None = None, title: str = "",
+    tables: Mapping[str, Any],
+    *,
+    metric: str = "R@1",
+    order: Sequence[str] | None = None,
+    title: str = "",
     hue: str | None = None,
 ) -> Any:
     """Bars of ``metric`` per variant (mean over seeds, std error bars, the seeds as points), one panel per
@@ -96,18 +111,32 @@ def bar_figure(
     rows = tables["rows"]
     data = rows[rows["metric"] == metric]
     dsets = list(dict.fromkeys(data["dataset"])) or ["-"]
-    fig, axes = plt.subplots(1, len(dsets), figsize=(max(5.0, 0.9 * (len(order or set(data["variant"])) + 2)) *
-                                                       len(dsets) ** 0.6, 3.8), squeeze=False)  # fmt: skip
+    fig, axes = plt.subplots(
+        1,
+        len(dsets),
+        figsize=(max(5.0, 0.9 * (len(order or set(data["variant"])) + 2)) * len(dsets) ** 0.6, 3.8),
+        squeeze=False,
+    )
     for ax, dset in zip(axes[0], dsets):
         sub = data[data["dataset"] == dset]
         present = [v for v in (order or dict.fromkeys(sub["variant"])) if v in set(sub["variant"])]
         if sub.empty:
             ax.set_axis_off()
             continue
-        sns.barplot(data=sub, x="variant", y="value", order=present, hue=hue or "variant", legend=bool(hue),
-                    errorbar="sd", ax=ax, capsize=0.15)  # fmt: skip
-        sns.stripplot(data=sub, x="variant", y="value", order=present, color="black", size=3, ax=ax,
-                      dodge=False)  # fmt: skip
+        sns.barplot(
+            data=sub,
+            x="variant",
+            y="value",
+            order=present,
+            hue=hue or "variant",
+            legend=bool(hue),
+            errorbar="sd",
+            ax=ax,
+            capsize=0.15,
+        )
+        sns.stripplot(
+            data=sub, x="variant", y="value", order=present, color="black", size=3, ax=ax, dodge=False
+        )
         ax.set_xlabel("")
         ax.set_ylabel(f"{metric} (%)")
         ax.set_title(f"{title} ({dset})" if title else str(dset), fontsize=10)
@@ -119,8 +148,15 @@ def bar_figure(
 
 
 def sweep_figure(
-    tables: Mapping[str, Any], param: str, *, metric: str = "R@1", logx: bool = True, xlabel: str | None = None,
-    title: str = "", by: str | None = None, mark: float | None = None,
+    tables: Mapping[str, Any],
+    param: str,
+    *,
+    metric: str = "R@1",
+    logx: bool = True,
+    xlabel: str | None = None,
+    title: str = "",
+    by: str | None = None,
+    mark: float | None = None,
 ) -> Any:
     """``metric`` against ``param_<param>``: mean over seeds with a shaded +- one std (as the paper's Figs. 4-6),
     one line per ``by`` value (or per dataset)."""

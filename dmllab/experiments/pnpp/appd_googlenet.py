@@ -20,8 +20,11 @@ def build(dataset: str, profile: str) -> Any:
 
 
 def runs(params: Params) -> list[Run]:
-    return [Run(build(d, params.profile), s, variant="ProxyNCA (T = 1/3, 64-d, 227 crops)")
-            for d in C.datasets(params) for s in params.seeds]  # fmt: skip
+    return [
+        Run(build(d, params.profile), s, variant="ProxyNCA (T = 1/3, 64-d, 227 crops)")
+        for d in C.datasets(params)
+        for s in params.seeds
+    ]
 
 
 def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
@@ -30,7 +33,13 @@ def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
 
 def reference(rec: Any) -> tuple[str, str, str, str] | None:
     # The appendix compares its 49.70 with the original paper's R@1, quoted in Table 3.
-    if C.REF_DATASET.get(str(rec.get("dataset"))) != "cub" or rec["metric"] not in ("R@1", "R@2", "R@4", "R@8", "NMI"):
+    if C.REF_DATASET.get(str(rec.get("dataset"))) != "cub" or rec["metric"] not in (
+        "R@1",
+        "R@2",
+        "R@4",
+        "R@8",
+        "NMI",
+    ):
         return None
     return "Table 3", "ProxyNCA [17] [I1, 128]", str(rec["metric"]), "cub"
 
@@ -62,6 +71,8 @@ ARTIFACT = Artifact(
     rows=rows,
     reference=reference,
     figures=(Figure(_bars, caption="R@1 of the re-implementation (mean +- std over seeds)."),),
-    not_reproduced={"R@1 49.70 (text)": "a number in the text, not a table cell: quoted in the description; the "
-                                        "rows face the original ProxyNCA's 49.2 (Table 3)"},  # fmt: skip
+    not_reproduced={
+        "R@1 49.70 (text)": "a number in the text, not a table cell: quoted in the description; the "
+        "rows face the original ProxyNCA's 49.2 (Table 3)"
+    },
 )

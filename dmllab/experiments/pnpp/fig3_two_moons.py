@@ -19,12 +19,18 @@ def rows(params: Params, lookup: RunLookup) -> tuple[list[dict[str, Any]], dict[
     plot = None
     for seed in params.seeds:
         r, d = two_moons.run_two_moons(
-            seed=seed, temperatures=params["temperatures"], steps=params["steps"], lr=params["lr"],
+            seed=seed,
+            temperatures=params["temperatures"],
+            steps=params["steps"],
+            lr=params["lr"],
             grid_resolution=params["grid_resolution"],
-        )  # fmt: skip
+        )
         out += r
         if plot is None:
-            plot = {**{k: d[k] for k in ("x", "y", "gx", "gy")}, "prob": {f"{t!r}": p for t, p in d["prob"].items()}}
+            plot = {
+                **{k: d[k] for k in ("x", "y", "gx", "gy")},
+                "prob": {f"{t!r}": p for t, p in d["prob"].items()},
+            }
     return out, {"boundary": arrays_to_frame(plot or {})}
 
 
@@ -56,12 +62,28 @@ ARTIFACT = Artifact(
         "of the P = 0.5 contour, and the number of grid sign changes). The seed draws the initialisation."
     ),
     parameters={
-        "smoke": {"seeds": [0, 1], "temperatures": [1.0, 0.0625], "steps": 100, "grid_resolution": 40, **_SHARED},
-        "quick": {"seeds": [0, 1, 2], "temperatures": [1.0, 0.5, 0.25, 0.125, 0.0625], "steps": 2000,
-                  "grid_resolution": 100, **_SHARED},
-        "paper": {"seeds": [0, 1, 2, 3, 4], "temperatures": [1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125],
-                  "steps": 5000, "grid_resolution": 150, **_SHARED},
-    },  # fmt: skip
+        "smoke": {
+            "seeds": [0, 1],
+            "temperatures": [1.0, 0.0625],
+            "steps": 100,
+            "grid_resolution": 40,
+            **_SHARED,
+        },
+        "quick": {
+            "seeds": [0, 1, 2],
+            "temperatures": [1.0, 0.5, 0.25, 0.125, 0.0625],
+            "steps": 2000,
+            "grid_resolution": 100,
+            **_SHARED,
+        },
+        "paper": {
+            "seeds": [0, 1, 2, 3, 4],
+            "temperatures": [1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125],
+            "steps": 5000,
+            "grid_resolution": 150,
+            **_SHARED,
+        },
+    },
     parameter_help={
         "temperatures": "the swept T (logits / T)",
         "steps": "full-batch Adam steps per T",

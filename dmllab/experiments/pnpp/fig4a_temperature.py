@@ -12,7 +12,9 @@ BEST = 1 / 9  # the paper's optimum (and the preset's T)
 
 
 def runs(params: Params) -> list[Run]:
-    return C.sweep_runs(params, lambda d, p, t: C.pnpp(d, p, temperature=t), "temperature", params["temperatures"])
+    return C.sweep_runs(
+        params, lambda d, p, t: C.pnpp(d, p, temperature=t), "temperature", params["temperatures"]
+    )
 
 
 def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
@@ -27,8 +29,13 @@ def _lowest(df: Any) -> Any:
 
 
 def _figure(tables: Any) -> Any:
-    return C.sweep_figure(tables, "temperature", xlabel="temperature T (log)", mark=BEST,
-                          title="Fig. 4a: ProxyNCA++ R@1 against T (dotted: T = 1/9)")  # fmt: skip
+    return C.sweep_figure(
+        tables,
+        "temperature",
+        xlabel="temperature T (log)",
+        mark=BEST,
+        title="Fig. 4a: ProxyNCA++ R@1 against T (dotted: T = 1/9)",
+    )
 
 
 ARTIFACT = Artifact(
@@ -45,18 +52,29 @@ ARTIFACT = Artifact(
     ),
     parameters={
         "smoke": {"seeds": [0, 1], "datasets": ["synthetic"], "temperatures": [1.0, 1 / 9]},
-        "quick": {"seeds": [0, 1, 2], "datasets": ["synthetic"],
-                  "temperatures": [1.0, 1 / 3, 1 / 9, 1 / 27, 1 / 81]},
-        "paper": {"seeds": [0, 1, 2, 3, 4], "datasets": ["cub"],
-                  "temperatures": [1.0, 1 / 2, 1 / 3, 1 / 6, 1 / 9, 1 / 12, 1 / 18, 1 / 27, 1 / 81]},
-    },  # fmt: skip
+        "quick": {
+            "seeds": [0, 1, 2],
+            "datasets": ["synthetic"],
+            "temperatures": [1.0, 1 / 3, 1 / 9, 1 / 27, 1 / 81],
+        },
+        "paper": {
+            "seeds": [0, 1, 2, 3, 4],
+            "datasets": ["cub"],
+            "temperatures": [1.0, 1 / 2, 1 / 3, 1 / 6, 1 / 9, 1 / 12, 1 / 18, 1 / 27, 1 / 81],
+        },
+    },
     parameter_help={"datasets": "datasets to train on", "temperatures": "the swept T"},
     runs=runs,
     rows=rows,
     claims=(
-        Claim("low temperature helps: R@1 at T = 1/9 above T = 1", lambda df: C.diff_at(df, "R@1", "temperature",
-              BEST, 1.0), unit="R@1 points"),
-        Claim("lowering T beyond 1/9 hurts: R@1 at T = 1/9 above the lowest T swept", _lowest, unit="R@1 points"),
-    ),  # fmt: skip
+        Claim(
+            "low temperature helps: R@1 at T = 1/9 above T = 1",
+            lambda df: C.diff_at(df, "R@1", "temperature", BEST, 1.0),
+            unit="R@1 points",
+        ),
+        Claim(
+            "lowering T beyond 1/9 hurts: R@1 at T = 1/9 above the lowest T swept", _lowest, unit="R@1 points"
+        ),
+    ),
     figures=(Figure(_figure, caption="R@1 against T, mean +- one std over seeds (shaded)."),),
 )

@@ -34,13 +34,22 @@ def _correlation(df: Any) -> Any:
 
     sel = df[df["metric"] == "R@1"].copy()
     sel["k"] = pd.to_numeric(sel["param_k"])
-    return sel.groupby("seed").apply(lambda g: -g["k"].corr(g["value"]) if g["k"].nunique() > 2 else float("nan"),
-                                     include_groups=False).dropna()  # fmt: skip
+    return (
+        sel.groupby("seed")
+        .apply(
+            lambda g: -g["k"].corr(g["value"]) if g["k"].nunique() > 2 else float("nan"), include_groups=False
+        )
+        .dropna()
+    )
 
 
 def _figure(tables: Any) -> Any:
-    return C.sweep_figure(tables, "k", xlabel="k of global k-max pooling (log; 1 = GMP, H x W = GAP)",
-                          title="Fig. 4b: ProxyNCA++ R@1 against k")  # fmt: skip
+    return C.sweep_figure(
+        tables,
+        "k",
+        xlabel="k of global k-max pooling (log; 1 = GMP, H x W = GAP)",
+        title="Fig. 4b: ProxyNCA++ R@1 against k",
+    )
 
 
 ARTIFACT = Artifact(
@@ -59,16 +68,27 @@ ARTIFACT = Artifact(
     parameters={
         "smoke": {"seeds": [0, 1], "datasets": ["synthetic"], "ks": [1, 4, 16], "map_size": 16},
         "quick": {"seeds": [0, 1, 2], "datasets": ["synthetic"], "ks": [1, 2, 8, 49], "map_size": 49},
-        "paper": {"seeds": [0, 1, 2, 3, 4], "datasets": ["cub"], "ks": [1, 2, 4, 8, 16, 32, 64], "map_size": 64},
+        "paper": {
+            "seeds": [0, 1, 2, 3, 4],
+            "datasets": ["cub"],
+            "ks": [1, 2, 4, 8, 16, 32, 64],
+            "map_size": 64,
+        },
     },
-    parameter_help={"datasets": "datasets to train on", "ks": "the swept k",
-                    "map_size": "H x W of the final feature map (k at map_size is GAP)"},  # fmt: skip
+    parameter_help={
+        "datasets": "datasets to train on",
+        "ks": "the swept k",
+        "map_size": "H x W of the final feature map (k at map_size is GAP)",
+    },
     runs=runs,
     rows=rows,
     claims=(
-        Claim("a lower k is better: R@1 at k = 1 (GMP) above k = H x W (GAP)",
-              lambda df: extremes(df, "R@1", "k", low_minus_high=True), unit="R@1 points"),
+        Claim(
+            "a lower k is better: R@1 at k = 1 (GMP) above k = H x W (GAP)",
+            lambda df: extremes(df, "R@1", "k", low_minus_high=True),
+            unit="R@1 points",
+        ),
         Claim("k and R@1 are negatively correlated (per seed, minus Pearson r)", _correlation, unit="-r"),
-    ),  # fmt: skip
+    ),
     figures=(Figure(_figure, caption="R@1 against k, mean +- one std over seeds (shaded)."),),
 )

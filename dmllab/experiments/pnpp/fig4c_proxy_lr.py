@@ -30,8 +30,13 @@ def _default_vs_smallest(df: Any) -> Any:
 
 
 def _figure(tables: Any) -> Any:
-    return C.sweep_figure(tables, "proxy_lr", xlabel="proxy learning rate (log)", mark=400.0,
-                          title="Fig. 4c: ProxyNCA++ R@1 against the proxy lr (dotted: 4e2)")  # fmt: skip
+    return C.sweep_figure(
+        tables,
+        "proxy_lr",
+        xlabel="proxy learning rate (log)",
+        mark=400.0,
+        title="Fig. 4c: ProxyNCA++ R@1 against the proxy lr (dotted: 4e2)",
+    )
 
 
 ARTIFACT = Artifact(
@@ -48,14 +53,21 @@ ARTIFACT = Artifact(
     parameters={
         "smoke": {"seeds": [0, 1], "datasets": ["synthetic"], "proxy_lrs": [4.0, 400.0]},
         "quick": {"seeds": [0, 1, 2], "datasets": ["synthetic"], "proxy_lrs": [4.0, 40.0, 400.0, 4000.0]},
-        "paper": {"seeds": [0, 1, 2, 3, 4], "datasets": ["cub"], "proxy_lrs": [0.4, 4.0, 40.0, 400.0, 4000.0]},
+        "paper": {
+            "seeds": [0, 1, 2, 3, 4],
+            "datasets": ["cub"],
+            "proxy_lrs": [0.4, 4.0, 40.0, 400.0, 4000.0],
+        },
     },
     parameter_help={"datasets": "datasets to train on", "proxy_lrs": "the swept proxy learning rates"},
     runs=runs,
     rows=rows,
     claims=(
-        Claim("fast proxies: R@1 at the paper's proxy lr (4e2) above the smallest proxy lr swept",
-              _default_vs_smallest, unit="R@1 points"),
-    ),  # fmt: skip
+        Claim(
+            "fast proxies: R@1 at the paper's proxy lr (4e2) above the smallest proxy lr swept",
+            _default_vs_smallest,
+            unit="R@1 points",
+        ),
+    ),
     figures=(Figure(_figure, caption="R@1 against the proxy lr, mean +- one std over seeds (shaded)."),),
 )

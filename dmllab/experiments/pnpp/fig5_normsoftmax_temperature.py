@@ -12,8 +12,12 @@ BEST = 1 / 2
 
 
 def runs(params: Params) -> list[Run]:
-    return C.sweep_runs(params, lambda d, p, t: C.config("normsoftmax", d, p, temperature=t), "temperature",
-                        params["temperatures"])  # fmt: skip
+    return C.sweep_runs(
+        params,
+        lambda d, p, t: C.config("normsoftmax", d, p, temperature=t),
+        "temperature",
+        params["temperatures"],
+    )
 
 
 def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
@@ -27,8 +31,13 @@ def _lowest(df: Any) -> Any:
 
 
 def _figure(tables: Any) -> Any:
-    return C.sweep_figure(tables, "temperature", xlabel="temperature T (log)", mark=BEST,
-                          title="Fig. 5: NormSoftMax R@1 against T (dotted: T = 1/2)")  # fmt: skip
+    return C.sweep_figure(
+        tables,
+        "temperature",
+        xlabel="temperature T (log)",
+        mark=BEST,
+        title="Fig. 5: NormSoftMax R@1 against T (dotted: T = 1/2)",
+    )
 
 
 ARTIFACT = Artifact(
@@ -45,16 +54,22 @@ ARTIFACT = Artifact(
     parameters={
         "smoke": {"seeds": [0, 1], "datasets": ["synthetic"], "temperatures": [1.0, 0.5]},
         "quick": {"seeds": [0, 1, 2], "datasets": ["synthetic"], "temperatures": [1.0, 0.5, 0.25, 0.125]},
-        "paper": {"seeds": [0, 1, 2, 3, 4], "datasets": ["cub"],
-                  "temperatures": [1.0, 0.5, 0.25, 0.125, 1 / 16, 1 / 32]},
-    },  # fmt: skip
+        "paper": {
+            "seeds": [0, 1, 2, 3, 4],
+            "datasets": ["cub"],
+            "temperatures": [1.0, 0.5, 0.25, 0.125, 1 / 16, 1 / 32],
+        },
+    },
     parameter_help={"datasets": "datasets to train on", "temperatures": "the swept T"},
     runs=runs,
     rows=rows,
     claims=(
-        Claim("NormSoftMax: R@1 at T = 1/2 above T = 1", lambda df: C.diff_at(df, "R@1", "temperature", BEST, 1.0),
-              unit="R@1 points"),
+        Claim(
+            "NormSoftMax: R@1 at T = 1/2 above T = 1",
+            lambda df: C.diff_at(df, "R@1", "temperature", BEST, 1.0),
+            unit="R@1 points",
+        ),
         Claim("NormSoftMax: R@1 at T = 1/2 above the lowest T swept", _lowest, unit="R@1 points"),
-    ),  # fmt: skip
+    ),
     figures=(Figure(_figure, caption="R@1 against T, mean +- one std over seeds (shaded)."),),
 )

@@ -38,8 +38,13 @@ def _best_vs(which: str) -> Any:
 
 
 def _figure(tables: Any) -> Any:
-    return C.sweep_figure(tables, "proxy_lr", xlabel="proxy learning rate (log)", mark=BEST,
-                          title="Fig. 6: NormSoftMax R@1 against the proxy lr (dotted: 4e-1)")  # fmt: skip
+    return C.sweep_figure(
+        tables,
+        "proxy_lr",
+        xlabel="proxy learning rate (log)",
+        mark=BEST,
+        title="Fig. 6: NormSoftMax R@1 against the proxy lr (dotted: 4e-1)",
+    )
 
 
 ARTIFACT = Artifact(
@@ -62,8 +67,12 @@ ARTIFACT = Artifact(
     runs=runs,
     rows=rows,
     claims=(
-        Claim("NormSoftMax: R@1 at proxy lr 4e-1 above the smallest swept", _best_vs("min"), unit="R@1 points"),
-        Claim("NormSoftMax: R@1 at proxy lr 4e-1 above the largest swept", _best_vs("max"), unit="R@1 points"),
+        Claim(
+            "NormSoftMax: R@1 at proxy lr 4e-1 above the smallest swept", _best_vs("min"), unit="R@1 points"
+        ),
+        Claim(
+            "NormSoftMax: R@1 at proxy lr 4e-1 above the largest swept", _best_vs("max"), unit="R@1 points"
+        ),
     ),
     figures=(Figure(_figure, caption="R@1 against the proxy lr, mean +- one std over seeds (shaded)."),),
 )

@@ -65,8 +65,13 @@ def rows(params: Params, lookup: RunLookup) -> tuple[list[dict[str, Any]], dict[
     planned = []
     for r in runs(params):  # placed as the study places them (device, data root)
         cfg = r.config.replace("run.device", params.device)
-        planned.append(Run(cfg if params.data_root is None else cfg.replace("data.root", params.data_root), r.seed,
-                           r.variant))  # fmt: skip
+        planned.append(
+            Run(
+                cfg if params.data_root is None else cfg.replace("data.root", params.data_root),
+                r.seed,
+                r.variant,
+            )
+        )
     for run in planned:
         lookup.result(run)  # trains the run where allowed, else raises MissingRunError
     edges_by_dataset: dict[str, Any] = {}
@@ -78,17 +83,27 @@ def rows(params: Params, lookup: RunLookup) -> tuple[list[dict[str, Any]], dict[
         if cfg.dataset not in edges_by_dataset:  # quantile bins of the test images' object sizes
             edges = np.quantile(frac, np.linspace(0, 1, n_bins + 1))
             edges_by_dataset[cfg.dataset] = edges
-            edges_out += [{"dataset": cfg.dataset, "bin": b, "low_pct": 100 * edges[b], "high_pct": 100 * edges[b + 1]}
-                          for b in range(n_bins)]  # fmt: skip
+            edges_out += [
+                {"dataset": cfg.dataset, "bin": b, "low_pct": 100 * edges[b], "high_pct": 100 * edges[b + 1]}
+                for b in range(n_bins)
+            ]
         edges = edges_by_dataset[cfg.dataset]
         which = np.clip(np.searchsorted(edges, frac, side="right") - 1, 0, n_bins - 1)
         hit = per_query_hit(emb, labels)
         for b in range(n_bins):
             sel = which == b
-            out.append({"variant": run.variant, "dataset": cfg.dataset, "seed": run.seed, "metric": "R@1",
-                        "value": 100.0 * float(hit[sel].mean()) if sel.any() else float("nan"),
-                        "param_bin": b, "param_size_pct": round(100 * float((edges[b] + edges[b + 1]) / 2), 2),
-                        "param_images": int(sel.sum())})  # fmt: skip
+            out.append(
+                {
+                    "variant": run.variant,
+                    "dataset": cfg.dataset,
+                    "seed": run.seed,
+                    "metric": "R@1",
+                    "value": 100.0 * float(hit[sel].mean()) if sel.any() else float("nan"),
+                    "param_bin": b,
+                    "param_size_pct": round(100 * float((edges[b] + edges[b + 1]) / 2), 2),
+                    "param_images": int(sel.sum()),
+                }
+            )
     return out, {"bins": pd.DataFrame(edges_out, columns=["dataset", "bin", "low_pct", "high_pct"])}
 
 
@@ -117,7 +132,9 @@ def _figure(tables: Any) -> Any:
         data["object size"] = data["param_bin"].astype(str)
     fig, ax = plt.subplots(figsize=(6, 3.6))
     order = list(dict.fromkeys(data.sort_values("param_bin")["object size"]))
-    sns.barplot(data=data, x="object size", y="value", hue="variant", order=order, errorbar="sd", capsize=0.1, ax=ax)
+    sns.barplot(
+        data=data, x="object size", y="value", hue="variant", order=order, errorbar="sd", capsize=0.1, ax=ax
+    )
     ax.set_xlabel("object box area, % of the image (quantile bins of the test set)")
     ax.set_ylabel("R@1 (%) of the bin's queries")
     ax.set_title("Fig. 7: GMP vs GAP by object size", fontsize=10)
@@ -149,10 +166,13 @@ ARTIFACT = Artifact(
     rows=rows,
     tables=("bins",),
     claims=(
-        Claim("GMP beats GAP averaged over object-size bins (R@1)",
-              lambda df: paired(df, "R@1", {"variant": "GMP"}, {"variant": "GAP"}), unit="R@1 points"),
+        Claim(
+            "GMP beats GAP averaged over object-size bins (R@1)",
+            lambda df: paired(df, "R@1", {"variant": "GMP"}, {"variant": "GAP"}),
+            unit="R@1 points",
+        ),
         Claim("GMP beats GAP on the smallest objects", _bin_effect("smallest"), unit="R@1 points"),
         Claim("GMP beats GAP on the largest objects", _bin_effect("largest"), unit="R@1 points"),
-    ),  # fmt: skip
+    ),
     figures=(Figure(_figure, caption="R@1 per object-size bin, GMP vs GAP (mean +- std over seeds)."),),
 )

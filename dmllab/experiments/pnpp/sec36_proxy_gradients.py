@@ -16,9 +16,14 @@ def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for seed in params.seeds:
         out += proxy_gradients.run_proxy_gradients(
-            params.profile, seed=seed, every=params["every"], dataset=params["dataset"], device=params.device,
-            epochs=params["epochs"], data_root=params.data_root,
-        )  # fmt: skip
+            params.profile,
+            seed=seed,
+            every=params["every"],
+            dataset=params["dataset"],
+            device=params.device,
+            epochs=params["epochs"],
+            data_root=params.data_root,
+        )
     return out
 
 
@@ -54,13 +59,19 @@ ARTIFACT = Artifact(
         "quick": {"seeds": [0, 1, 2], "dataset": "synthetic", "every": 5, "epochs": 1},
         "paper": {"seeds": [0, 1, 2], "dataset": "cub", "every": 20, "epochs": 5},
     },
-    parameter_help={"dataset": "preset dataset", "every": "record every N steps",
-                    "epochs": "training epochs (None: the preset's)"},  # fmt: skip
+    parameter_help={
+        "dataset": "preset dataset",
+        "every": "record every N steps",
+        "epochs": "training epochs (None: the preset's)",
+    },
     rows=rows,
     claims=(
-        Claim("without fast proxies the proxies' gradient norm is orders of magnitude below the embedding "
-              "layer's (median ratio < 1e-2; paper: about 1e-3)", _ratio_decades,
-              unit="decades below 1e-2"),
-    ),  # fmt: skip
+        Claim(
+            "without fast proxies the proxies' gradient norm is orders of magnitude below the embedding "
+            "layer's (median ratio < 1e-2; paper: about 1e-3)",
+            _ratio_decades,
+            unit="decades below 1e-2",
+        ),
+    ),
     figures=(Figure(_figure, caption="The gradient-norm ratio and the proxies' norm over training."),),
 )

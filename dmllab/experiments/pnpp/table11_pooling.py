@@ -58,8 +58,9 @@ def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
         for pool in POOLS:
             cfg = base.replace("model.pooling", pool)
             for seed in params.seeds:
-                out += tidy(evaluate_network(cfg, seed=seed), variant=UNTRAINED, dataset=dataset, seed=seed,
-                            pool=pool)  # fmt: skip
+                out += tidy(
+                    evaluate_network(cfg, seed=seed), variant=UNTRAINED, dataset=dataset, seed=seed, pool=pool
+                )
     return out
 
 
@@ -71,8 +72,13 @@ def reference(rec: Any) -> tuple[str, str, str, str] | None:
 
 
 def _gmp_beats_gap(variant: str, short: str) -> Claim:
-    return Claim(f"GMP beats GAP: {short} (R@1)", lambda df: paired(df, "R@1", {"variant": variant, "pool": "max"},
-                 {"variant": variant, "pool": "avg"}), unit="R@1 points")  # fmt: skip
+    return Claim(
+        f"GMP beats GAP: {short} (R@1)",
+        lambda df: paired(
+            df, "R@1", {"variant": variant, "pool": "max"}, {"variant": variant, "pool": "avg"}
+        ),
+        unit="R@1 points",
+    )
 
 
 def _bars(tables: Any) -> Any:

@@ -8,9 +8,18 @@ from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLoo
 from dmllab.experiments.compare import paired, rows_from_runs
 from dmllab.experiments.pnpp import _common as C
 
-NORMSOFTMAX = {"NormSoftMax": {}, "NormSoftMax (+max)": {"max": True}, "NormSoftMax (+fast)": {"fast": True},
-               "NormSoftMax (+max, +fast)": {"max": True, "fast": True}}  # fmt: skip
-PNPP = {"ProxyNCA++": {}, "-max": {"max": False}, "-fast": {"fast": False}, "-max -fast": {"max": False, "fast": False}}
+NORMSOFTMAX = {
+    "NormSoftMax": {},
+    "NormSoftMax (+max)": {"max": True},
+    "NormSoftMax (+fast)": {"fast": True},
+    "NormSoftMax (+max, +fast)": {"max": True, "fast": True},
+}
+PNPP = {
+    "ProxyNCA++": {},
+    "-max": {"max": False},
+    "-fast": {"fast": False},
+    "-max -fast": {"max": False, "fast": False},
+}
 TABLE = {"cub": "Table 12", "cars": "Table 13", "synthetic": "Table 12"}
 
 
@@ -19,10 +28,14 @@ def runs(params: Params) -> list[Run]:
     for dataset in C.datasets(params):
         for variant, opts in NORMSOFTMAX.items():
             cfg = C.config("normsoftmax", dataset, params.profile, **opts)
-            out += [Run(cfg, seed, variant=variant, tags=(("method", "NormSoftMax"),)) for seed in params.seeds]
+            out += [
+                Run(cfg, seed, variant=variant, tags=(("method", "NormSoftMax"),)) for seed in params.seeds
+            ]
         for variant, opts in PNPP.items():
             cfg = C.pnpp(dataset, params.profile, **opts)
-            out += [Run(cfg, seed, variant=variant, tags=(("method", "ProxyNCA++"),)) for seed in params.seeds]
+            out += [
+                Run(cfg, seed, variant=variant, tags=(("method", "ProxyNCA++"),)) for seed in params.seeds
+            ]
     return out
 
 
@@ -69,15 +82,27 @@ ARTIFACT = Artifact(
     rows=rows,
     reference=reference,
     claims=(
-        Claim("ProxyNCA++ beats NormSoftMax (+max, +fast) on R@1",
-              lambda df: paired(df, "R@1", _v("ProxyNCA++"), _v("NormSoftMax (+max, +fast)")), unit="R@1 points"),
-        Claim("+max helps NormSoftMax (R@1)", lambda df: paired(df, "R@1", _v("NormSoftMax (+max)"), _v("NormSoftMax")),
-              unit="R@1 points"),
-        Claim("+fast alone helps NormSoftMax (R@1; the paper: no on CUB, 63.8 vs 64.4)",
-              lambda df: paired(df, "R@1", _v("NormSoftMax (+fast)"), _v("NormSoftMax")), unit="R@1 points",
-              paper_says="no"),
-        Claim("ProxyNCA++ without +max and +fast beats NormSoftMax without them (R@1)",
-              lambda df: paired(df, "R@1", _v("-max -fast"), _v("NormSoftMax")), unit="R@1 points"),
-    ),  # fmt: skip
+        Claim(
+            "ProxyNCA++ beats NormSoftMax (+max, +fast) on R@1",
+            lambda df: paired(df, "R@1", _v("ProxyNCA++"), _v("NormSoftMax (+max, +fast)")),
+            unit="R@1 points",
+        ),
+        Claim(
+            "+max helps NormSoftMax (R@1)",
+            lambda df: paired(df, "R@1", _v("NormSoftMax (+max)"), _v("NormSoftMax")),
+            unit="R@1 points",
+        ),
+        Claim(
+            "+fast alone helps NormSoftMax (R@1; the paper: no on CUB, 63.8 vs 64.4)",
+            lambda df: paired(df, "R@1", _v("NormSoftMax (+fast)"), _v("NormSoftMax")),
+            unit="R@1 points",
+            paper_says="no",
+        ),
+        Claim(
+            "ProxyNCA++ without +max and +fast beats NormSoftMax without them (R@1)",
+            lambda df: paired(df, "R@1", _v("-max -fast"), _v("NormSoftMax")),
+            unit="R@1 points",
+        ),
+    ),
     figures=(Figure(_bars, caption="R@1 per variant (mean +- std over seeds, seeds as points)."),),
 )

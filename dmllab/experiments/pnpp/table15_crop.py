@@ -18,7 +18,9 @@ def runs(params: Params) -> list[Run]:
     p = params.profile
     for dataset in C.datasets(params):
         big = C.pnpp(dataset, p).replace("model.embedding_dim", dim(p, 512))  # = Tables 3-6's 512-d run
-        small = big.replace("data.transform", SMALL[p]) if p != "smoke" else big.replace("data.transform", "none")
+        small = (
+            big.replace("data.transform", SMALL[p]) if p != "smoke" else big.replace("data.transform", "none")
+        )
         for crop, cfg in (("256", big), ("227", small)):
             out += [Run(cfg, s, variant=f"crop {crop}", tags=(("crop", crop),)) for s in params.seeds]
     return out
@@ -64,9 +66,14 @@ ARTIFACT = Artifact(
     rows=rows,
     reference=reference,
     claims=(
-        Claim("the larger crop is better: R@1 with 256 crops above 227 crops (512-d)",
-              lambda df: paired(df, "R@1", {"variant": "crop 256"}, {"variant": "crop 227"}), unit="R@1 points"),
-    ),  # fmt: skip
+        Claim(
+            "the larger crop is better: R@1 with 256 crops above 227 crops (512-d)",
+            lambda df: paired(df, "R@1", {"variant": "crop 256"}, {"variant": "crop 227"}),
+            unit="R@1 points",
+        ),
+    ),
     figures=(Figure(_bars, caption="R@1 with each crop (mean +- std over seeds)."),),
-    not_reproduced={"SOTA [13] / SOTA [32] columns": "published numbers of HORDE and MS, quoted by the paper"},
+    not_reproduced={
+        "SOTA [13] / SOTA [32] columns": "published numbers of HORDE and MS, quoted by the paper"
+    },
 )

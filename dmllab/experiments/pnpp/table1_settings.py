@@ -8,21 +8,36 @@ from dmllab.experiments.base import Artifact, Figure, Params, RunLookup
 from dmllab.experiments.pnpp import _common as C
 
 ROW = {"cub": "CUB200", "cars": "Cars196", "sop": "Sop", "inshop": "InShop"}
-COLUMN = {"num_images": "images", "num_classes": "classes", "images_per_class": "avg",
-          "batch_size": "batch size (ours)", "lr": "Base lr", "proxy_lr": "Proxy lr", "cbs_instances": "cbs"}  # fmt: skip
+COLUMN = {
+    "num_images": "images",
+    "num_classes": "classes",
+    "images_per_class": "avg",
+    "batch_size": "batch size (ours)",
+    "lr": "Base lr",
+    "proxy_lr": "Proxy lr",
+    "cbs_instances": "cbs",
+}
 HYPER = ("batch_size", "lr", "proxy_lr", "cbs_instances")
 # The splits that partition a dataset (every image once).
-PARTITION = {"cub": ("trainval", "test"), "cars": ("trainval", "test"), "sop": ("trainval", "test"),
-             "inshop": ("trainval", "query", "gallery"), "synthetic": ("trainval", "test")}  # fmt: skip
+PARTITION = {
+    "cub": ("trainval", "test"),
+    "cars": ("trainval", "test"),
+    "sop": ("trainval", "test"),
+    "inshop": ("trainval", "query", "gallery"),
+    "synthetic": ("trainval", "test"),
+}
 
 
 def hyper_parameters(cfg: Any) -> dict[str, float]:
     """Table 1's columns of a config: batch size, base lr, proxy lr (the base lr when proxies are not fast),
     cbs instances (0 = random batches)."""
     o, d = cfg.optim, cfg.data
-    return {"batch_size": float(d.batch_size), "lr": float(o.lr),
-            "proxy_lr": float(o.lr_proxies if o.lr_proxies is not None else o.lr),
-            "cbs_instances": float(d.per_class or 0)}  # fmt: skip
+    return {
+        "batch_size": float(d.batch_size),
+        "lr": float(o.lr),
+        "proxy_lr": float(o.lr_proxies if o.lr_proxies is not None else o.lr),
+        "cbs_instances": float(d.per_class or 0),
+    }
 
 
 def dataset_stats(name: str, root: str | None, **kwargs: Any) -> dict[str, float] | None:
@@ -40,8 +55,11 @@ def dataset_stats(name: str, root: str | None, **kwargs: Any) -> dict[str, float
             classes |= {(group, int(c)) for c in ds.labels}
     except Exception:  # noqa: BLE001 - a missing dataset folder is reported as a missing row, not an error
         return None
-    return {"num_images": float(n_images), "num_classes": float(len(classes)),
-            "images_per_class": float(round(n_images / max(len(classes), 1)))}  # fmt: skip
+    return {
+        "num_images": float(n_images),
+        "num_classes": float(len(classes)),
+        "images_per_class": float(round(n_images / max(len(classes), 1))),
+    }
 
 
 def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
@@ -122,6 +140,8 @@ ARTIFACT = Artifact(
     rows=rows,
     reference=reference,
     figures=(Figure(_figure, caption="Every value divided by Table 1's (green: equal)."),),
-    not_reproduced={"batch size (MS [32])": "the batch size of another method (MS), quoted by the paper for "
-                                            "comparison; not a ProxyNCA++ setting"},  # fmt: skip
+    not_reproduced={
+        "batch size (MS [32])": "the batch size of another method (MS), quoted by the paper for "
+        "comparison; not a ProxyNCA++ setting"
+    },
 )

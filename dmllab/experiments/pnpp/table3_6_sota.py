@@ -9,7 +9,13 @@ from dmllab.experiments.compare import paired, rows_from_runs
 from dmllab.experiments.pnpp import _common as C
 
 PAPER_DIMS = (512, 1024, 2048)
-VARIANTS = ("ProxyNCA", "ProxyNCA++ (-max, -fast)", "ProxyNCA++ [512]", "ProxyNCA++ [1024]", "ProxyNCA++ [2048]")
+VARIANTS = (
+    "ProxyNCA",
+    "ProxyNCA++ (-max, -fast)",
+    "ProxyNCA++ [512]",
+    "ProxyNCA++ [1024]",
+    "ProxyNCA++ [2048]",
+)
 
 
 def dim(profile: str, paper_dim: int) -> int:
@@ -24,8 +30,10 @@ def runs(params: Params) -> list[Run]:
     out: list[Run] = []
     p = params.profile
     for dataset in C.datasets(params):
-        configs = [("ProxyNCA", C.config("proxynca", dataset, p), 2048),
-                   ("ProxyNCA++ (-max, -fast)", C.pnpp(dataset, p, max=False, fast=False), 2048)]  # fmt: skip
+        configs = [
+            ("ProxyNCA", C.config("proxynca", dataset, p), 2048),
+            ("ProxyNCA++ (-max, -fast)", C.pnpp(dataset, p, max=False, fast=False), 2048),
+        ]
         for d in PAPER_DIMS:
             cfg = C.pnpp(dataset, p)
             if d != 2048:
@@ -48,9 +56,15 @@ def reference(rec: Any) -> tuple[str, str, str, str] | None:
         return None
     if variant == "ProxyNCA++ [512]" and metric == "R@1":  # Table 14 prints the same cell (256 crops, 512-d)
         return "Table 14", C.ROW_NAME[dataset], "Ours", dataset
-    row = {"ProxyNCA": "ProxyNCA [R50, 2048]", "ProxyNCA++ (-max, -fast)": "ProxyNCA++ (-max, -fast) [R50, 2048]"}.get(
-        variant, f"ProxyNCA++ [R50, {variant.split('[')[-1].rstrip(']')}]" if variant.startswith("ProxyNCA++ [") else None
-    )  # fmt: skip
+    row = {
+        "ProxyNCA": "ProxyNCA [R50, 2048]",
+        "ProxyNCA++ (-max, -fast)": "ProxyNCA++ (-max, -fast) [R50, 2048]",
+    }.get(
+        variant,
+        f"ProxyNCA++ [R50, {variant.split('[')[-1].rstrip(']')}]"
+        if variant.startswith("ProxyNCA++ [")
+        else None,
+    )
     return None if row is None else (C.SOTA_TABLE[dataset], row, metric, dataset)
 
 
@@ -86,16 +100,32 @@ ARTIFACT = Artifact(
     rows=rows,
     reference=reference,
     claims=(
-        Claim("ProxyNCA++ (2048-d) beats ProxyNCA on R@1", lambda df: paired(df, "R@1", PNPP, {"variant": "ProxyNCA"}),
-              unit="R@1 points"),
-        Claim("ProxyNCA++ (2048-d) beats ProxyNCA on NMI (CUB, Cars)",
-              lambda df: paired(df, "NMI", PNPP, {"variant": "ProxyNCA"}), unit="NMI points"),
-        Claim("+max and +fast improve ProxyNCA++ (2048-d) R@1",
-              lambda df: paired(df, "R@1", PNPP, {"variant": "ProxyNCA++ (-max, -fast)"}), unit="R@1 points"),
-        Claim("a larger embedding helps: 2048-d beats 512-d on R@1",
-              lambda df: paired(df, "R@1", PNPP, {"variant": "ProxyNCA++ [512]"}), unit="R@1 points"),
-    ),  # fmt: skip
-    figures=(Figure(_bars, caption="R@1 per method (mean +- std over seeds, seeds as points): Fig. 1's bar chart."),),
+        Claim(
+            "ProxyNCA++ (2048-d) beats ProxyNCA on R@1",
+            lambda df: paired(df, "R@1", PNPP, {"variant": "ProxyNCA"}),
+            unit="R@1 points",
+        ),
+        Claim(
+            "ProxyNCA++ (2048-d) beats ProxyNCA on NMI (CUB, Cars)",
+            lambda df: paired(df, "NMI", PNPP, {"variant": "ProxyNCA"}),
+            unit="NMI points",
+        ),
+        Claim(
+            "+max and +fast improve ProxyNCA++ (2048-d) R@1",
+            lambda df: paired(df, "R@1", PNPP, {"variant": "ProxyNCA++ (-max, -fast)"}),
+            unit="R@1 points",
+        ),
+        Claim(
+            "a larger embedding helps: 2048-d beats 512-d on R@1",
+            lambda df: paired(df, "R@1", PNPP, {"variant": "ProxyNCA++ [512]"}),
+            unit="R@1 points",
+        ),
+    ),
+    figures=(
+        Figure(
+            _bars, caption="R@1 per method (mean +- std over seeds, seeds as points): Fig. 1's bar chart."
+        ),
+    ),
     not_reproduced={
         "ProxyNCA [17] [I1, 128], Margin, MS, HORDE, NormSoftMax [36] rows": "published numbers of other papers "
         "that ProxyNCA++ quotes (not trained by the authors); NormSoftMax in this code base is "

@@ -12,12 +12,40 @@ ALL = C.ENHANCEMENTS
 # Table 7: ProxyNCA++ and each single removal (R@1, R@2-8, NMI).
 TABLE7 = {"ProxyNCA++": ALL, **{f"-{e}": tuple(x for x in ALL if x != e) for e in ALL}}
 # Tables 8-10 print these subsets (with / without prob, scale, max); the union, as enhancement tuples.
-_T8 = [(), ("scale",), ("scale", "norm"), ("scale", "max"), ("scale", "norm", "cbs"), ("scale", "norm", "cbs", "max"),
-       ("scale", "norm", "cbs", "max", "fast")]  # fmt: skip
-_T9 = [(), ("cbs",), ("prob",), ("norm",), ("max",), ("fast",), ("max", "fast"), ("norm", "prob", "cbs"),
-       ("norm", "prob", "cbs", "max"), ("norm", "prob", "cbs", "max", "fast")]  # fmt: skip
-_T10 = [(), ("cbs",), ("prob",), ("norm",), ("scale",), ("fast",), ("scale", "fast"), ("norm", "prob", "cbs"),
-        ("norm", "prob", "cbs", "fast"), ("norm", "prob", "cbs", "scale"), ("norm", "prob", "cbs", "scale", "fast")]  # fmt: skip
+_T8 = [
+    (),
+    ("scale",),
+    ("scale", "norm"),
+    ("scale", "max"),
+    ("scale", "norm", "cbs"),
+    ("scale", "norm", "cbs", "max"),
+    ("scale", "norm", "cbs", "max", "fast"),
+]
+_T9 = [
+    (),
+    ("cbs",),
+    ("prob",),
+    ("norm",),
+    ("max",),
+    ("fast",),
+    ("max", "fast"),
+    ("norm", "prob", "cbs"),
+    ("norm", "prob", "cbs", "max"),
+    ("norm", "prob", "cbs", "max", "fast"),
+]
+_T10 = [
+    (),
+    ("cbs",),
+    ("prob",),
+    ("norm",),
+    ("scale",),
+    ("fast",),
+    ("scale", "fast"),
+    ("norm", "prob", "cbs"),
+    ("norm", "prob", "cbs", "fast"),
+    ("norm", "prob", "cbs", "scale"),
+    ("norm", "prob", "cbs", "scale", "fast"),
+]
 TABLE8 = [(s, on) for s in _T8 for on in (False, True)]  # (subset, with prob)
 TABLE9 = [(s, on) for s in _T9 for on in (False, True)]  # (subset, with scale)
 TABLE10 = [(s, on) for s in _T10 for on in (False, True)]  # (subset, with max)
@@ -62,9 +90,11 @@ def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
 
 def _table_cell(config: str) -> tuple[str, str, str] | None:
     """The Table 8-10 cell whose ``config=`` is ``config`` (Table 8 first, as transcribed)."""
-    for table, extra, cols in ((TABLE8, "prob", ("without prob", "with prob")),
-                               (TABLE9, "scale", ("without scale", "with scale")),
-                               (TABLE10, "max", ("Global Average Pooling", "Global Max Pooling"))):  # fmt: skip
+    for table, extra, cols in (
+        (TABLE8, "prob", ("without prob", "with prob")),
+        (TABLE9, "scale", ("without scale", "with scale")),
+        (TABLE10, "max", ("Global Average Pooling", "Global Max Pooling")),
+    ):
         for subset, on in table:
             enabled = tuple(e for e in ALL if e in subset or (on and e == extra))
             if _name(enabled) == config:
@@ -79,8 +109,10 @@ def _row_label(subset: tuple[str, ...], table: str) -> str:
     return " ".join(f"+{e}" for e in subset)
 
 
-_ROW = {t: {s: _row_label(s, t) for s, _ in tab} for t, tab in (("Table 8", TABLE8), ("Table 9", TABLE9),
-                                                                 ("Table 10", TABLE10))}  # fmt: skip
+_ROW = {
+    t: {s: _row_label(s, t) for s, _ in tab}
+    for t, tab in (("Table 8", TABLE8), ("Table 9", TABLE9), ("Table 10", TABLE10))
+}
 
 
 def reference(rec: Any) -> tuple[str, str, str, str] | None:
@@ -97,12 +129,17 @@ def reference(rec: Any) -> tuple[str, str, str, str] | None:
 
 
 def _removal(e: str) -> Claim:
-    return Claim(f"+{e} helps: removing it from ProxyNCA++ lowers R@1",
-                 lambda df: paired(df, "R@1", {"variant": "ProxyNCA++"}, {"variant": f"-{e}"}), unit="R@1 points")  # fmt: skip
+    return Claim(
+        f"+{e} helps: removing it from ProxyNCA++ lowers R@1",
+        lambda df: paired(df, "R@1", {"variant": "ProxyNCA++"}, {"variant": f"-{e}"}),
+        unit="R@1 points",
+    )
 
 
 def _bars(tables: Any) -> Any:
-    return C.bar_figure(tables, order=list(TABLE7) + sorted(table_subsets()), title="Table 7: single removals")
+    return C.bar_figure(
+        tables, order=list(TABLE7) + sorted(table_subsets()), title="Table 7: single removals"
+    )
 
 
 ARTIFACT = Artifact(
@@ -124,21 +161,39 @@ ARTIFACT = Artifact(
         "quick": {"seeds": [0, 1, 2], "datasets": ["synthetic"], "tables_8_10": True},
         "paper": {"seeds": [0, 1, 2, 3, 4], "datasets": ["cub"], "tables_8_10": True},
     },
-    parameter_help={"datasets": "datasets to train on", "tables_8_10": "also train every subset of Tables 8-10"},
+    parameter_help={
+        "datasets": "datasets to train on",
+        "tables_8_10": "also train every subset of Tables 8-10",
+    },
     runs=runs,
     rows=rows,
     reference=reference,
-    claims=tuple(_removal(e) for e in ALL) + (
-        Claim("fast proxies help together with low temperature and max pooling (Sec. 4.6: scale+max+fast vs "
-              "scale+max)", lambda df: paired(df, "R@1", {"config": "scale+max+fast"}, {"config": "scale+max"}),
-              unit="R@1 points"),
-        Claim("low temperature (+scale) helps ProxyNCA alone (Table 9, first row)",
-              lambda df: paired(df, "R@1", {"config": "scale"}, {"config": "baseline"}), unit="R@1 points"),
-        Claim("global max pooling helps ProxyNCA alone (Table 10, first row)",
-              lambda df: paired(df, "R@1", {"config": "max"}, {"config": "baseline"}), unit="R@1 points"),
-    ),  # fmt: skip
-    figures=(Figure(_bars, caption="R@1 of ProxyNCA++ and each single removal (and the Table 8-10 subsets "
-                                   "where trained); mean +- std over seeds."),),  # fmt: skip
+    claims=tuple(_removal(e) for e in ALL)
+    + (
+        Claim(
+            "fast proxies help together with low temperature and max pooling (Sec. 4.6: scale+max+fast vs "
+            "scale+max)",
+            lambda df: paired(df, "R@1", {"config": "scale+max+fast"}, {"config": "scale+max"}),
+            unit="R@1 points",
+        ),
+        Claim(
+            "low temperature (+scale) helps ProxyNCA alone (Table 9, first row)",
+            lambda df: paired(df, "R@1", {"config": "scale"}, {"config": "baseline"}),
+            unit="R@1 points",
+        ),
+        Claim(
+            "global max pooling helps ProxyNCA alone (Table 10, first row)",
+            lambda df: paired(df, "R@1", {"config": "max"}, {"config": "baseline"}),
+            unit="R@1 points",
+        ),
+    ),
+    figures=(
+        Figure(
+            _bars,
+            caption="R@1 of ProxyNCA++ and each single removal (and the Table 8-10 subsets "
+            "where trained); mean +- std over seeds.",
+        ),
+    ),
     not_reproduced={
         "Tables 8-10 (quick profile)": "30 more configurations (90 quick runs) than Table 7; trained on the "
         "paper profile only (their claims read 'inconclusive: the rows cannot decide' on quick)",

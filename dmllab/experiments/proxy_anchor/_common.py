@@ -47,13 +47,25 @@ def config(
     return presets.check(cfg)
 
 
-def pa_config(profile: str, dataset: str, *, dim: int | None = None, batch: int | None = None,
-              alpha: float = 32.0, delta: float = 0.1, overrides: Mapping[str, Any] | None = None) -> Any:
+def pa_config(
+    profile: str,
+    dataset: str,
+    *,
+    dim: int | None = None,
+    batch: int | None = None,
+    alpha: float = 32.0,
+    delta: float = 0.1,
+    overrides: Mapping[str, Any] | None = None,
+) -> Any:
     """Proxy Anchor's preset with the embedding size, batch size, alpha and delta an artifact varies."""
     return config(
-        "proxy_anchor", profile, dataset, alpha=alpha, delta=delta,
+        "proxy_anchor",
+        profile,
+        dataset,
+        alpha=alpha,
+        delta=delta,
         overrides={"model.embedding_dim": dim, "data.batch_size": batch, **(overrides or {})},
-    )  # fmt: skip
+    )
 
 
 def seeds_runs(cfg: Any, params: Params, variant: str, **tags: Any) -> list[Run]:
@@ -83,8 +95,14 @@ def errorbar_lines(ax: Any, data: Any, x: str, hue: str, *, metric: str = "R@1",
     sel = data[data["metric"] == metric]
     for name, part in sel.groupby(hue, sort=False):
         stats = part.groupby(x)["value"].agg(["mean", "std"]).sort_index()
-        ax.errorbar(stats.index.astype(float), stats["mean"], yerr=stats["std"].fillna(0), marker="o", capsize=3,
-                    label=str(name))  # fmt: skip
+        ax.errorbar(
+            stats.index.astype(float),
+            stats["mean"],
+            yerr=stats["std"].fillna(0),
+            marker="o",
+            capsize=3,
+            label=str(name),
+        )
     if logx:
         ax.set_xscale("log", base=2)
     ax.set_ylabel(f"{metric} (%)")

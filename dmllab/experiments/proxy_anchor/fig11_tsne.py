@@ -30,8 +30,16 @@ def tsne_grid(emb: np.ndarray, labels: np.ndarray, *, n: int, seed: int, perplex
     perplexity = min(perplexity, (len(pick) - 1) / 3)
     xy = TSNE(2, init="pca", perplexity=perplexity, random_state=seed).fit_transform(x)
     cells = grid_assignment(xy)
-    return pd.DataFrame({"index": pick, "label": labels[pick], "x": xy[:, 0], "y": xy[:, 1], "gx": cells[:, 0],
-                         "gy": cells[:, 1]})  # fmt: skip
+    return pd.DataFrame(
+        {
+            "index": pick,
+            "label": labels[pick],
+            "x": xy[:, 0],
+            "y": xy[:, 1],
+            "gx": cells[:, 0],
+            "gy": cells[:, 1],
+        }
+    )
 
 
 def rows(params: Params, lookup: RunLookup) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -43,11 +51,18 @@ def rows(params: Params, lookup: RunLookup) -> tuple[list[dict[str, Any]], dict[
     for run in runs(params):
         lookup.result(run)
         emb, labels, _ = embed_run(run)
-        t = tsne_grid(emb.numpy(), labels.numpy(), n=params["points"], seed=run.seed, perplexity=params["perplexity"])
+        t = tsne_grid(
+            emb.numpy(), labels.numpy(), n=params["points"], seed=run.seed, perplexity=params["perplexity"]
+        )
         share = t["label"].value_counts(normalize=True)
         agree = neighbour_agreement(t[["gx", "gy"]].to_numpy(), t["label"].to_numpy())
-        out += tidy({"grid_same_class_neighbours": 100 * agree, "chance_same_class": 100 * float((share**2).sum())},
-                    percent=False, variant=run.variant, dataset=run.config.dataset, seed=run.seed)  # fmt: skip
+        out += tidy(
+            {"grid_same_class_neighbours": 100 * agree, "chance_same_class": 100 * float((share**2).sum())},
+            percent=False,
+            variant=run.variant,
+            dataset=run.config.dataset,
+            seed=run.seed,
+        )
         tables.append(t.assign(seed=run.seed))
     return out, {"tsne": pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()}
 
@@ -99,14 +114,22 @@ ARTIFACT = Artifact(
         "quick": {"seeds": [0, 1, 2], "dataset": "cars", "points": 400, "perplexity": 30.0},
         "paper": {"seeds": [0, 1, 2], "dataset": "cars", "points": 900, "perplexity": 30.0},
     },
-    parameter_help={"dataset": "paper dataset (Cars; the offline benchmark on smoke/quick)",
-                    "points": "test images embedded and laid out", "perplexity": "t-SNE perplexity"},  # fmt: skip
+    parameter_help={
+        "dataset": "paper dataset (Cars; the offline benchmark on smoke/quick)",
+        "points": "test images embedded and laid out",
+        "perplexity": "t-SNE perplexity",
+    },
     runs=runs,
     rows=rows,
     tables=("tsne",),
     claims=(
-        Claim("images of the same class are grouped: same-class grid neighbours above chance", _above_chance,
-              unit="% of neighbour pairs"),
-    ),  # fmt: skip
-    figures=(Figure(_figure, caption="t-SNE scatter and the grid layout of the same test images (first seed)."),),
+        Claim(
+            "images of the same class are grouped: same-class grid neighbours above chance",
+            _above_chance,
+            unit="% of neighbour pairs",
+        ),
+    ),
+    figures=(
+        Figure(_figure, caption="t-SNE scatter and the grid layout of the same test images (first seed)."),
+    ),
 )

@@ -11,8 +11,12 @@ from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLoo
 from dmllab.experiments.compare import rows_from_runs
 from dmllab.experiments.proxy_anchor._common import config, pa_config, seeds_runs
 
-METHODS = {"Proxy Anchor": "proxy_anchor", "ProxyNCA": "proxynca", "Triplet (semi-hard)": "triplet_semihard",
-           "Multi-Similarity": "multi_similarity"}  # fmt: skip
+METHODS = {
+    "Proxy Anchor": "proxy_anchor",
+    "ProxyNCA": "proxynca",
+    "Triplet (semi-hard)": "triplet_semihard",
+    "Multi-Similarity": "multi_similarity",
+}
 PA = "Proxy Anchor"
 # One protocol for every method so the curves compare: train on the training classes' first half ("train") for
 # the preset's schedule in one stage and evaluate the held-out validation classes after every epoch.
@@ -43,8 +47,14 @@ def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
             elapsed += float(h.get("time_s") or 0.0)
             if h.get("val_R@1") is None or (isinstance(h.get("val_R@1"), float) and np.isnan(h["val_R@1"])):
                 continue
-            out += tidy({"val_R@1": 100.0 * float(h["val_R@1"]), "elapsed_s": elapsed}, percent=False,
-                        variant=run.variant, dataset=run.config.dataset, seed=run.seed, epoch=int(h["epoch"]))  # fmt: skip
+            out += tidy(
+                {"val_R@1": 100.0 * float(h["val_R@1"]), "elapsed_s": elapsed},
+                percent=False,
+                variant=run.variant,
+                dataset=run.config.dataset,
+                seed=run.seed,
+                epoch=int(h["epoch"]),
+            )
     return out
 
 
@@ -101,8 +111,14 @@ def _figure(tables: Any) -> Any:
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     for name, part in c.groupby("variant", sort=False):
         by_epoch = part.groupby("param_epoch")["value"].agg(["mean", "std"])
-        axes[0].errorbar(by_epoch.index, by_epoch["mean"], yerr=by_epoch["std"].fillna(0), marker="o", capsize=3,
-                         label=name)  # fmt: skip
+        axes[0].errorbar(
+            by_epoch.index,
+            by_epoch["mean"],
+            yerr=by_epoch["std"].fillna(0),
+            marker="o",
+            capsize=3,
+            label=name,
+        )
         by_time = part.groupby("param_epoch")[["param_time_s", "value"]].mean()
         axes[1].plot(by_time["param_time_s"], by_time["value"], marker="o", label=name)
     axes[0].set_xlabel("epoch")
@@ -121,7 +137,7 @@ ARTIFACT = Artifact(
     label="Fig. 1",
     title="R@1 against training time: Proxy Anchor, ProxyNCA, Triplet, Multi-Similarity",
     description=(
-        "Proxy Anchor Fig. 1 (Cars, batch 150, one Titan Xp): \"our loss enables to achieve the highest "
+        'Proxy Anchor Fig. 1 (Cars, batch 150, one Titan Xp): "our loss enables to achieve the highest '
         "accuracy, and converge faster than the baselines in terms of both the number of epochs and the actual "
         "training time\". dmllab: each method's preset (loss, optimiser, batch sampling, schedule) in one shared "
         "protocol so the curves compare: one stage on the `train` classes, R@1 on the held-out `val` classes "
@@ -135,17 +151,30 @@ ARTIFACT = Artifact(
         "quick": {"seeds": [0, 1, 2], "dataset": "cars", "methods": list(METHODS)},
         "paper": {"seeds": [0, 1, 2], "dataset": "cars", "methods": list(METHODS)},
     },
-    parameter_help={"dataset": "paper dataset (Cars; the offline benchmark on smoke/quick)",
-                    "methods": "methods compared"},  # fmt: skip
+    parameter_help={
+        "dataset": "paper dataset (Cars; the offline benchmark on smoke/quick)",
+        "methods": "methods compared",
+    },
     runs=runs,
     rows=rows,
     claims=(
-        Claim("Proxy Anchor converges faster: higher R@1 than every baseline after the first epoch",
-              lambda df: _pa_minus_best_baseline_at(df, _first_epoch), unit="R@1 points over the best baseline"),
-        Claim("Proxy Anchor reaches the highest R@1 (last epoch)",
-              lambda df: _pa_minus_best_baseline_at(df, _final), unit="R@1 points over the best baseline"),
-        Claim("Proxy Anchor is ahead at equal wall-clock time (the shortest run's total time)", _at_common_time,
-              unit="R@1 points over the best baseline"),
-    ),  # fmt: skip
-    figures=(Figure(_figure, caption="Validation R@1 against epochs (mean, std) and against wall-clock time."),),
+        Claim(
+            "Proxy Anchor converges faster: higher R@1 than every baseline after the first epoch",
+            lambda df: _pa_minus_best_baseline_at(df, _first_epoch),
+            unit="R@1 points over the best baseline",
+        ),
+        Claim(
+            "Proxy Anchor reaches the highest R@1 (last epoch)",
+            lambda df: _pa_minus_best_baseline_at(df, _final),
+            unit="R@1 points over the best baseline",
+        ),
+        Claim(
+            "Proxy Anchor is ahead at equal wall-clock time (the shortest run's total time)",
+            _at_common_time,
+            unit="R@1 points over the best baseline",
+        ),
+    ),
+    figures=(
+        Figure(_figure, caption="Validation R@1 against epochs (mean, std) and against wall-clock time."),
+    ),
 )

@@ -46,17 +46,37 @@ def rows(params: Params, lookup: RunLookup) -> tuple[list[dict[str, Any]], dict[
         nn_idx = top_k(emb, k)
         lab = labels.numpy()
         correct = lab[nn_idx] == lab[:, None]  # (N, k)
-        out += tidy({"P@4": float(correct.mean()), "R@1": float(correct[:, 0].mean())}, variant=run.variant,
-                    dataset=run.config.dataset, seed=run.seed)  # fmt: skip
+        out += tidy(
+            {"P@4": float(correct.mean()), "R@1": float(correct[:, 0].mean())},
+            variant=run.variant,
+            dataset=run.config.dataset,
+            seed=run.seed,
+        )
         if run.seed == params.seeds[0]:
             rng = np.random.default_rng(params["query_seed"])
             queries = np.sort(rng.choice(len(lab), size=min(params["queries"], len(lab)), replace=False))
             for q in queries:
-                grid.append({"variant": run.variant, "query": int(q), "rank": 0, "index": int(q),
-                             "label": int(lab[q]), "correct": np.nan})  # fmt: skip
+                grid.append(
+                    {
+                        "variant": run.variant,
+                        "query": int(q),
+                        "rank": 0,
+                        "index": int(q),
+                        "label": int(lab[q]),
+                        "correct": np.nan,
+                    }
+                )
                 for r, j in enumerate(nn_idx[q], start=1):
-                    grid.append({"variant": run.variant, "query": int(q), "rank": r, "index": int(j),
-                                 "label": int(lab[j]), "correct": float(correct[q, r - 1])})  # fmt: skip
+                    grid.append(
+                        {
+                            "variant": run.variant,
+                            "query": int(q),
+                            "rank": r,
+                            "index": int(j),
+                            "label": int(lab[j]),
+                            "correct": float(correct[q, r - 1]),
+                        }
+                    )
     return out, {"retrievals": pd.DataFrame(grid)}
 
 
@@ -70,11 +90,18 @@ def _figure(tables: Any) -> Any:
     cfg = conv.curve_config("proxy_anchor", profile, "cars")
     ds = raw_dataset(cfg, cfg.data.test_split)
     variants = list(dict.fromkeys(table["variant"]))
-    fig, axes = plt.subplots(1, len(variants), figsize=(4.2 * len(variants), 0.9 * table["query"].nunique() + 1))
+    fig, axes = plt.subplots(
+        1, len(variants), figsize=(4.2 * len(variants), 0.9 * table["query"].nunique() + 1)
+    )
     for ax, v in zip(np.atleast_1d(axes), variants):
         part = table[table["variant"] == v].sort_values(["query", "rank"])
-        rows = [[(thumbnail(ds[int(i)][0]), None if np.isnan(c) else bool(c)) for i, c in zip(p["index"], p["correct"])]
-                for _, p in part.groupby("query")]  # fmt: skip
+        rows = [
+            [
+                (thumbnail(ds[int(i)][0]), None if np.isnan(c) else bool(c))
+                for i, c in zip(p["index"], p["correct"])
+            ]
+            for _, p in part.groupby("query")
+        ]
         retrieval_grid(ax, rows)
         ax.set_title(f"{v}: query, then top-{len(rows[0]) - 1 if rows else 0}")
     fig.tight_layout()
@@ -99,14 +126,21 @@ ARTIFACT = Artifact(
         "quick": {"seeds": [0, 1, 2], "dataset": "cars", "k": 4, "queries": 6, "query_seed": 0},
         "paper": {"seeds": [0, 1, 2], "dataset": "cars", "k": 4, "queries": 6, "query_seed": 0},
     },
-    parameter_help={"dataset": "paper dataset (Cars; the offline benchmark on smoke/quick)",
-                    "k": "neighbours shown", "queries": "queries shown", "query_seed": "draws the queries"},  # fmt: skip
+    parameter_help={
+        "dataset": "paper dataset (Cars; the offline benchmark on smoke/quick)",
+        "k": "neighbours shown",
+        "queries": "queries shown",
+        "query_seed": "draws the queries",
+    },
     runs=runs,
     rows=rows,
     tables=("retrievals",),
     claims=(
-        Claim("Proxy Anchor's top-4 retrievals are more often of the query's class than ProxyNCA's (P@4)",
-              lambda df: paired(df, "P@4", {"variant": PA}, {"variant": PNCA}), unit="P@4 points"),
-    ),  # fmt: skip
+        Claim(
+            "Proxy Anchor's top-4 retrievals are more often of the query's class than ProxyNCA's (P@4)",
+            lambda df: paired(df, "P@4", {"variant": PA}, {"variant": PNCA}),
+            unit="P@4 points",
+        ),
+    ),
     figures=(Figure(_figure, caption="Queries (left) and their top-4 neighbours; green: same class."),),
 )

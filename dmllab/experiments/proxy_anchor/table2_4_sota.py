@@ -18,10 +18,16 @@ def runs(params: Params) -> list[Run]:
     for ds in params["datasets"]:
         low = params["low_dim_inshop"] if ds == "inshop" else params["low_dim"]
         out += seeds_runs(pa_config(params.profile, ds, dim=low), params, LOW, dim=low)
-        out += seeds_runs(pa_config(params.profile, ds, dim=params["high_dim"]), params, HIGH, dim=params["high_dim"])
+        out += seeds_runs(
+            pa_config(params.profile, ds, dim=params["high_dim"]), params, HIGH, dim=params["high_dim"]
+        )
         if params["larger_crops_transform"]:
-            cfg = pa_config(params.profile, ds, dim=params["high_dim"],
-                            overrides={"data.transform": params["larger_crops_transform"]})  # fmt: skip
+            cfg = pa_config(
+                params.profile,
+                ds,
+                dim=params["high_dim"],
+                overrides={"data.transform": params["larger_crops_transform"]},
+            )
             out += seeds_runs(cfg, params, CROPS, dim=params["high_dim"])
     return out
 
@@ -79,13 +85,31 @@ ARTIFACT = Artifact(
         "quick rows face the paper's CUB cells; absolute numbers are not comparable."
     ),
     parameters={
-        "smoke": {"seeds": [0, 1], "datasets": ["cub"], "low_dim": 8, "low_dim_inshop": 8, "high_dim": 16,
-                  "larger_crops_transform": None},
-        "quick": {"seeds": [0, 1, 2], "datasets": ["cub"], "low_dim": 32, "low_dim_inshop": 32, "high_dim": 128,
-                  "larger_crops_transform": None},
-        "paper": {"seeds": [0, 1, 2], "datasets": ["cub", "cars", "sop", "inshop"], "low_dim": 64,
-                  "low_dim_inshop": 128, "high_dim": 512, "larger_crops_transform": "proxynca++"},
-    },  # fmt: skip
+        "smoke": {
+            "seeds": [0, 1],
+            "datasets": ["cub"],
+            "low_dim": 8,
+            "low_dim_inshop": 8,
+            "high_dim": 16,
+            "larger_crops_transform": None,
+        },
+        "quick": {
+            "seeds": [0, 1, 2],
+            "datasets": ["cub"],
+            "low_dim": 32,
+            "low_dim_inshop": 32,
+            "high_dim": 128,
+            "larger_crops_transform": None,
+        },
+        "paper": {
+            "seeds": [0, 1, 2],
+            "datasets": ["cub", "cars", "sop", "inshop"],
+            "low_dim": 64,
+            "low_dim_inshop": 128,
+            "high_dim": 512,
+            "larger_crops_transform": "proxynca++",
+        },
+    },
     parameter_help={
         "datasets": "paper datasets (the offline benchmark stands in for them on smoke/quick)",
         "low_dim": "the low embedding size (Proxy-Anchor^64)",
@@ -97,16 +121,22 @@ ARTIFACT = Artifact(
     rows=rows,
     reference=reference,
     claims=(
-        Claim("the high-dimensional embedding beats the low-dimensional one (R@1)",
-              lambda df: paired(df, "R@1", {"variant": HIGH}, {"variant": LOW}), unit="R@1 points"),
-        Claim("larger input images improve R@1 (paper profile only)",
-              lambda df: paired(df, "R@1", {"variant": CROPS}, {"variant": HIGH}), unit="R@1 points"),
-    ),  # fmt: skip
+        Claim(
+            "the high-dimensional embedding beats the low-dimensional one (R@1)",
+            lambda df: paired(df, "R@1", {"variant": HIGH}, {"variant": LOW}),
+            unit="R@1 points",
+        ),
+        Claim(
+            "larger input images improve R@1 (paper profile only)",
+            lambda df: paired(df, "R@1", {"variant": CROPS}, {"variant": HIGH}),
+            unit="R@1 points",
+        ),
+    ),
     figures=(Figure(_figure, caption="R@K per dataset and setting (mean and std over seeds)."),),
     not_reproduced={
         "BN-Inception backbone": "torchvision has no BN-Inception: ResNet-50 (the released code's other recipe) "
-                                 "stands in on the paper profile",
+        "stands in on the paper profile",
         "†Proxy-Anchor^512 on the quick profile": "the offline benchmark has no larger-image setting",
         "other methods' rows": "literature numbers, not retrained",
-    },  # fmt: skip
+    },
 )

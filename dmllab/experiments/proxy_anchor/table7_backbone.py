@@ -21,7 +21,10 @@ def runs(params: Params) -> list[Run]:
     out: list[Run] = []
     for ds in params["datasets"]:
         for i, s in enumerate(_settings(params)):
-            over = {k: (tuple(tuple(p) for p in v) if isinstance(v, list) else v) for k, v in s["overrides"].items()}
+            over = {
+                k: (tuple(tuple(p) for p in v) if isinstance(v, list) else v)
+                for k, v in s["overrides"].items()
+            }
             cfg = pa_config(params.profile, ds, dim=params["dim"], overrides=over)
             out += seeds_runs(cfg, params, s["variant"], order=i, paper_row=s["row"])
     return out
@@ -61,8 +64,8 @@ ARTIFACT = Artifact(
     title="Proxy Anchor with other backbones and image sizes",
     description=(
         "Proxy Anchor Table 7 (supplement; CUB, Cars, 512-d): GoogLeNet, Inception-BN, ResNet-50, ResNet-101 at "
-        "224 x 224, and Inception-BN at 256/324/448: \"a more powerful architecture achieves a better score in "
-        "general\"; \"the accuracy improves consistently as the sizes of the input images increase\". dmllab: "
+        '224 x 224, and Inception-BN at 256/324/448: "a more powerful architecture achieves a better score in '
+        'general"; "the accuracy improves consistently as the sizes of the input images increase". dmllab: '
         "the torchvision backbones of its registry (GoogLeNet, ResNet-50); Inception-BN and ResNet-101 are not "
         "in it (see not reproduced). Quick analogue of 'a more powerful backbone': the SmallCNN at width 8 and "
         "16 (the preset's, shared), each pre-trained on the synthetic pre-training pool at its own width (the "
@@ -70,16 +73,34 @@ ARTIFACT = Artifact(
         "(weaker: GoogLeNet, stronger: ResNet-50)."
     ),
     parameters={
-        "smoke": {"seeds": [0, 1], "datasets": ["cub"], "dim": 16,
-                  "settings": [["SmallCNN width 4", "GoogleNet 224 × 224", [["model.backbone_kwargs", [["width", 4]]]]],
-                               ["SmallCNN width 8", "ResNet-50 224 × 224", []]]},
-        "quick": {"seeds": [0, 1, 2], "datasets": ["cub"], "dim": 128,
-                  "settings": [["SmallCNN width 8", "GoogleNet 224 × 224", [["model.backbone_kwargs", [["width", 8]]]]],
-                               ["SmallCNN width 16", "ResNet-50 224 × 224", []]]},
-        "paper": {"seeds": [0, 1, 2], "datasets": ["cub", "cars"], "dim": 512,
-                  "settings": [["GoogLeNet 224", "GoogleNet 224 × 224", [["model.backbone", "googlenet"]]],
-                               ["ResNet-50 224", "ResNet-50 224 × 224", _R50]]},
-    },  # fmt: skip
+        "smoke": {
+            "seeds": [0, 1],
+            "datasets": ["cub"],
+            "dim": 16,
+            "settings": [
+                ["SmallCNN width 4", "GoogleNet 224 × 224", [["model.backbone_kwargs", [["width", 4]]]]],
+                ["SmallCNN width 8", "ResNet-50 224 × 224", []],
+            ],
+        },
+        "quick": {
+            "seeds": [0, 1, 2],
+            "datasets": ["cub"],
+            "dim": 128,
+            "settings": [
+                ["SmallCNN width 8", "GoogleNet 224 × 224", [["model.backbone_kwargs", [["width", 8]]]]],
+                ["SmallCNN width 16", "ResNet-50 224 × 224", []],
+            ],
+        },
+        "paper": {
+            "seeds": [0, 1, 2],
+            "datasets": ["cub", "cars"],
+            "dim": 512,
+            "settings": [
+                ["GoogLeNet 224", "GoogleNet 224 × 224", [["model.backbone", "googlenet"]]],
+                ["ResNet-50 224", "ResNet-50 224 × 224", _R50],
+            ],
+        },
+    },
     parameter_help={
         "datasets": "paper datasets (the offline benchmark on smoke/quick)",
         "dim": "embedding size",
@@ -89,15 +110,18 @@ ARTIFACT = Artifact(
     rows=rows,
     reference=reference,
     claims=(
-        Claim("the stronger backbone (last setting) beats the weaker one (first setting) in R@1",
-              lambda df: extremes(df, "R@1", "order", low_minus_high=False), unit="R@1 points"),
-    ),  # fmt: skip
+        Claim(
+            "the stronger backbone (last setting) beats the weaker one (first setting) in R@1",
+            lambda df: extremes(df, "R@1", "order", low_minus_high=False),
+            unit="R@1 points",
+        ),
+    ),
     figures=(Figure(_figure, caption="R@1 per backbone (mean and std over seeds)."),),
     not_reproduced={
         "Inception-BN rows (224, 256, 324, 448)": "torchvision has no BN-Inception and dmllab's backbone "
-                                                  "registry has no ImageNet weights for it",
+        "registry has no ImageNet weights for it",
         "ResNet-101 224 × 224": "not in dmllab's backbone registry (resnet18, resnet50, googlenet, inception_v3, "
-                                "smallcnn); adding it is one registry line plus its weights",
+        "smallcnn); adding it is one registry line plus its weights",
         "image size on the quick profile": "the benchmark is rendered at 64 pixels with one crop transform",
-    },  # fmt: skip
+    },
 )

@@ -59,8 +59,15 @@ def datasets(profile: str, paper: Sequence[str] = ("cars",)) -> list[str]:
     return list(paper) if profile == "paper" else ["synthetic"]
 
 
-def config(profile: str, dataset: str, base: str = "normsoftmax", *, ps: bool = True,
-           options: Mapping[str, Any] | None = None, **replace: Any) -> Any:  # fmt: skip
+def config(
+    profile: str,
+    dataset: str,
+    base: str = "normsoftmax",
+    *,
+    ps: bool = True,
+    options: Mapping[str, Any] | None = None,
+    **replace: Any,
+) -> Any:
     """The released PS setup over ``base`` (with or without PS), with the preset's ``options``
     ({"regularizer": "manifold_mixup"}), plus ``replace`` ({"loss.ps_mu": 2.0}; keys use "__" for "." so they
     can be keyword arguments: ``loss__ps_mu=2.0``)."""
@@ -73,16 +80,19 @@ def config(profile: str, dataset: str, base: str = "normsoftmax", *, ps: bool = 
     return cfg
 
 
-def loss_runs(params: Params, bases: Sequence[str], dataset_list: Sequence[str], *, both: bool = True,
-              **replace: Any) -> list[Run]:  # fmt: skip
+def loss_runs(
+    params: Params, bases: Sequence[str], dataset_list: Sequence[str], *, both: bool = True, **replace: Any
+) -> list[Run]:
     """One run per (dataset, base, with/without PS, seed): the shared Table 6 runs."""
     out = []
     for ds in dataset_list:
         for base in bases:
             for ps in (False, True) if both else (True,):
                 cfg = config(params.profile, ds, base, ps=ps, **replace)
-                out += [Run(cfg, seed, variant=label(base, ps), tags=(("base", base), ("ps", ps)))
-                        for seed in params.seeds]  # fmt: skip
+                out += [
+                    Run(cfg, seed, variant=label(base, ps), tags=(("base", base), ("ps", ps)))
+                    for seed in params.seeds
+                ]
     return out
 
 
@@ -137,8 +147,17 @@ def mean_std_plot(ax: Any, data: Any, x: str, hue: str | None = None, y: str = "
     """Mean over seeds with std error bars."""
     import seaborn as sns
 
-    sns.pointplot(data=data, x=x, y=y, hue=hue, errorbar="sd", ax=ax, dodge=0.3 if hue else False,
-                  capsize=0.1, linestyles="-")  # fmt: skip
+    sns.pointplot(
+        data=data,
+        x=x,
+        y=y,
+        hue=hue,
+        errorbar="sd",
+        ax=ax,
+        dodge=0.3 if hue else False,
+        capsize=0.1,
+        linestyles="-",
+    )
 
 
 def ref_key(table: str, row: str, column: str, dataset: str | None = None) -> tuple[str, ...]:

@@ -9,8 +9,27 @@ from dmllab.experiments.base import Artifact, Claim, Figure, Params, RunLookup
 from dmllab.experiments.compare import paired
 from dmllab.experiments.toyrun import over_seeds
 
-_COMMON = {"separation": 3.0, "std": 0.6, "hidden": 64, "lr": 0.01, "scale": 23.0, "ps_alpha": 0.4, "ps_mu": 1.0}
-_KEYS = ("n_per_class", "separation", "std", "hidden", "steps", "lr", "scale", "ps_alpha", "ps_mu", "grid_resolution")
+_COMMON = {
+    "separation": 3.0,
+    "std": 0.6,
+    "hidden": 64,
+    "lr": 0.01,
+    "scale": 23.0,
+    "ps_alpha": 0.4,
+    "ps_mu": 1.0,
+}
+_KEYS = (
+    "n_per_class",
+    "separation",
+    "std",
+    "hidden",
+    "steps",
+    "lr",
+    "scale",
+    "ps_alpha",
+    "ps_mu",
+    "grid_resolution",
+)
 PS, NS = {"variant": "ps+normsoftmax"}, {"variant": "normsoftmax"}
 
 
@@ -44,10 +63,21 @@ ARTIFACT = Artifact(
     ),
     parameters={
         "smoke": {"seeds": [0, 1], "n_per_class": 50, "steps": 30, "grid_resolution": 40, **_COMMON},
-        "quick": {"seeds": [0, 1, 2, 3, 4], "n_per_class": 200, "steps": 500, "grid_resolution": 100, **_COMMON},
-        "paper": {"seeds": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9], "n_per_class": 200, "steps": 2000,
-                  "grid_resolution": 150, **_COMMON},
-    },  # fmt: skip
+        "quick": {
+            "seeds": [0, 1, 2, 3, 4],
+            "n_per_class": 200,
+            "steps": 500,
+            "grid_resolution": 100,
+            **_COMMON,
+        },
+        "paper": {
+            "seeds": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+            "n_per_class": 200,
+            "steps": 2000,
+            "grid_resolution": 150,
+            **_COMMON,
+        },
+    },
     parameter_help={
         "n_per_class": "samples per Gaussian",
         "steps": "full-batch Adam steps",
@@ -63,12 +93,21 @@ ARTIFACT = Artifact(
     rows=rows,
     tables=("planes",),
     claims=(
-        Claim("PS + Norm-softmax is less confident on the unseen gray class",
-              lambda df: paired(df, "mean_conf_unseen", NS, PS), unit="confidence"),
-        Claim("PS + Norm-softmax has a smoother decision boundary in input space (wider low-confidence region)",
-              lambda df: paired(df, "input_transition_fraction", PS, NS), unit="share of the grid"),
-        Claim("PS + Norm-softmax has a smoother decision boundary in embedding space",
-              lambda df: paired(df, "embedding_transition_fraction", PS, NS), unit="share of directions"),
-    ),  # fmt: skip
+        Claim(
+            "PS + Norm-softmax is less confident on the unseen gray class",
+            lambda df: paired(df, "mean_conf_unseen", NS, PS),
+            unit="confidence",
+        ),
+        Claim(
+            "PS + Norm-softmax has a smoother decision boundary in input space (wider low-confidence region)",
+            lambda df: paired(df, "input_transition_fraction", PS, NS),
+            unit="share of the grid",
+        ),
+        Claim(
+            "PS + Norm-softmax has a smoother decision boundary in embedding space",
+            lambda df: paired(df, "embedding_transition_fraction", PS, NS),
+            unit="share of directions",
+        ),
+    ),
     figures=(Figure(_figure, caption="Panels (a)-(d) as in the paper (first seed)."),),
 )

@@ -22,15 +22,31 @@ def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
 
     out = []
     for run in runs(params):
-        for split_name, split in (("Train", run.config.data.trainval_split), ("Test", run.config.data.test_split)):
+        for split_name, split in (
+            ("Train", run.config.data.trainval_split),
+            ("Test", run.config.data.test_split),
+        ):
             emb, labels = C.embed(run, split, lookup)
             res = embedding_deformation_recall(
-                emb, labels, params["lambdas"], num_pairs=params["num_pairs"], per_pair=params["per_pair"],
-                distance=run.config.run.distance, seed=run.seed,
-            )  # fmt: skip
+                emb,
+                labels,
+                params["lambdas"],
+                num_pairs=params["num_pairs"],
+                per_pair=params["per_pair"],
+                distance=run.config.run.distance,
+                seed=run.seed,
+            )
             for lam, m in res.items():
-                out += tidy(m, variant=run.variant, dataset=run.config.dataset, seed=run.seed, lam=round(lam, 4),
-                            split=split_name, base=run.tag["base"], run_id=run.key)  # fmt: skip
+                out += tidy(
+                    m,
+                    variant=run.variant,
+                    dataset=run.config.dataset,
+                    seed=run.seed,
+                    lam=round(lam, 4),
+                    split=split_name,
+                    base=run.tag["base"],
+                    run_id=run.key,
+                )
     return out
 
 
@@ -67,8 +83,16 @@ def _plot(tables: Any) -> Any:
     for ax, split in zip(axes[0], splits):
         for variant, g in df[df["param_split"] == split].groupby("variant"):
             s = g.groupby("lam")["value"].agg(["mean", "std"]).reset_index()
-            ax.errorbar(s["lam"], s["mean"], yerr=s["std"].fillna(0), marker="o", ms=3, capsize=2,
-                        label=variant, linestyle="--" if not variant.startswith("PS") else "-")  # fmt: skip
+            ax.errorbar(
+                s["lam"],
+                s["mean"],
+                yerr=s["std"].fillna(0),
+                marker="o",
+                ms=3,
+                capsize=2,
+                label=variant,
+                linestyle="--" if not variant.startswith("PS") else "-",
+            )
         ax.set_xlabel("lambda of the synthetic embeddings")
         ax.set_title(f"{split} set")
         ax.legend(fontsize=8)
@@ -95,13 +119,31 @@ ARTIFACT = Artifact(
         "the Cars column), 3 seeds, lambda 0.1-0.9 in steps of 0.1 (the paper: 0.10-0.95 in 0.05)."
     ),
     parameters={
-        "smoke": {"seeds": [0, 1], "bases": ["normsoftmax"], "lambdas": [0.2, 0.5], "num_pairs": 10,
-                  "per_pair": 3, "datasets": ["synthetic"]},
-        "quick": {"seeds": [0, 1, 2], "bases": ["normsoftmax", "proxynca"], "lambdas": _LAMBDAS_QUICK,
-                  "num_pairs": 100, "per_pair": 5, "datasets": ["synthetic"]},
-        "paper": {"seeds": [0, 1, 2], "bases": ["normsoftmax", "proxynca"], "lambdas": _LAMBDAS_PAPER,
-                  "num_pairs": 100, "per_pair": 5, "datasets": ["cars"]},
-    },  # fmt: skip
+        "smoke": {
+            "seeds": [0, 1],
+            "bases": ["normsoftmax"],
+            "lambdas": [0.2, 0.5],
+            "num_pairs": 10,
+            "per_pair": 3,
+            "datasets": ["synthetic"],
+        },
+        "quick": {
+            "seeds": [0, 1, 2],
+            "bases": ["normsoftmax", "proxynca"],
+            "lambdas": _LAMBDAS_QUICK,
+            "num_pairs": 100,
+            "per_pair": 5,
+            "datasets": ["synthetic"],
+        },
+        "paper": {
+            "seeds": [0, 1, 2],
+            "bases": ["normsoftmax", "proxynca"],
+            "lambdas": _LAMBDAS_PAPER,
+            "num_pairs": 100,
+            "per_pair": 5,
+            "datasets": ["cars"],
+        },
+    },
     parameter_help={
         "bases": "losses (each with and without PS)",
         "lambdas": "interpolation coefficients",
@@ -113,13 +155,22 @@ ARTIFACT = Artifact(
     rows=rows,
     reference=reference,
     claims=(
-        Claim("PS + Norm-softmax is more robust to embedding deformation on the test set (mean over lambda)",
-              _gain("normsoftmax", "Test"), unit="R@1 points"),
+        Claim(
+            "PS + Norm-softmax is more robust to embedding deformation on the test set (mean over lambda)",
+            _gain("normsoftmax", "Test"),
+            unit="R@1 points",
+        ),
         Claim("... and on the train set", _gain("normsoftmax", "Train"), unit="R@1 points"),
-        Claim("PS + Proxy-NCA is more robust on the test set (Table Bb)", _gain("proxynca", "Test"),
-              unit="R@1 points"),
-        Claim("PS + Proxy-NCA is more robust on the train set (Table Bb)", _gain("proxynca", "Train"),
-              unit="R@1 points"),
-    ),  # fmt: skip
+        Claim(
+            "PS + Proxy-NCA is more robust on the test set (Table Bb)",
+            _gain("proxynca", "Test"),
+            unit="R@1 points",
+        ),
+        Claim(
+            "PS + Proxy-NCA is more robust on the train set (Table Bb)",
+            _gain("proxynca", "Train"),
+            unit="R@1 points",
+        ),
+    ),
     figures=(Figure(_plot, caption="R@1 of synthetic queries over lambda (mean +- std over seeds)."),),
 )

@@ -24,9 +24,12 @@ def runs(params: Params) -> list[Run]:
             full = full.replace("schedule.epochs", params["full_epochs"])
         for e in params["epochs"]:
             cfg = full
-            if e != full.schedule.epochs:  # drops at or after epoch E never fire within E epochs: leave them out
+            if (
+                e != full.schedule.epochs
+            ):  # drops at or after epoch E never fire within E epochs: leave them out
                 cfg = full.replace("schedule.epochs", e).replace(
-                    "schedule.milestones", tuple(m for m in full.schedule.milestones if m < e))
+                    "schedule.milestones", tuple(m for m in full.schedule.milestones if m < e)
+                )
             out += [Run(cfg, seed, variant=f"epoch {e}", tags=(("epochs", e),)) for seed in params.seeds]
     return out
 
@@ -48,8 +51,16 @@ def rows(params: Params, lookup: RunLookup) -> tuple[list[dict[str, Any]], dict[
             e, y = emb.numpy()[keep], y.numpy()[keep]
             sel = np.concatenate([np.flatnonzero(y == c)[: params["tsne_per_class"]] for c in np.unique(y)])
             xy = C.tsne(e[sel], seed=run.seed)
-            pts += [{"epochs": run.tag["epochs"], "split": split, "label": int(y[s]), "x": float(a), "y": float(b)}
-                    for s, (a, b) in zip(sel, xy)]  # fmt: skip
+            pts += [
+                {
+                    "epochs": run.tag["epochs"],
+                    "split": split,
+                    "label": int(y[s]),
+                    "x": float(a),
+                    "y": float(b),
+                }
+                for s, (a, b) in zip(sel, xy)
+            ]
     return out, {"tsne": pd.DataFrame(pts)}
 
 
@@ -99,13 +110,31 @@ ARTIFACT = Artifact(
         "embeddings and proxies (panels b, d, f) are not drawn: the loss's proxies are not stored."
     ),
     parameters={
-        "smoke": {"seeds": [0], "epochs": [1, 2], "full_epochs": None, "datasets": ["synthetic"],
-                  "tsne_classes": 4, "tsne_per_class": 8},
-        "quick": {"seeds": [0], "epochs": [1, 3, 8], "full_epochs": None, "datasets": ["synthetic"],
-                  "tsne_classes": 10, "tsne_per_class": 20},
-        "paper": {"seeds": [0], "epochs": [2, 30, 60, 150], "full_epochs": 150, "datasets": ["cars"],
-                  "tsne_classes": 10, "tsne_per_class": 30},
-    },  # fmt: skip
+        "smoke": {
+            "seeds": [0],
+            "epochs": [1, 2],
+            "full_epochs": None,
+            "datasets": ["synthetic"],
+            "tsne_classes": 4,
+            "tsne_per_class": 8,
+        },
+        "quick": {
+            "seeds": [0],
+            "epochs": [1, 3, 8],
+            "full_epochs": None,
+            "datasets": ["synthetic"],
+            "tsne_classes": 10,
+            "tsne_per_class": 20,
+        },
+        "paper": {
+            "seeds": [0],
+            "epochs": [2, 30, 60, 150],
+            "full_epochs": 150,
+            "datasets": ["cars"],
+            "tsne_classes": 10,
+            "tsne_per_class": 30,
+        },
+    },
     parameter_help={
         "epochs": "epoch counts shown",
         "full_epochs": "epochs of the longest run (None: the preset's)",
@@ -120,5 +149,7 @@ ARTIFACT = Artifact(
         Figure(_plot, caption="t-SNE of train (top) and test (bottom) embeddings per epoch."),
         Figure(_plot_r1, suffix="_r1", caption="Test R@1 of the same models."),
     ),
-    not_reproduced={"Fig. D (b, d, f): synthetic embeddings and proxies": "the run store keeps no loss proxies"},
+    not_reproduced={
+        "Fig. D (b, d, f): synthetic embeddings and proxies": "the run store keeps no loss proxies"
+    },
 )

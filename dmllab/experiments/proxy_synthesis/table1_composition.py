@@ -27,9 +27,15 @@ def runs(params: Params) -> list[Run]:
             cfg = C.config(params.profile, ds, "normsoftmax", ps=ps)
             if ps:
                 cfg = cfg.replace("loss.ps_embeddings", emb).replace("loss.ps_proxies", prox)
-            out += [Run(cfg, seed, variant=name, tags=(("embeddings", emb if ps else "original"),
-                                                      ("proxies", prox if ps else "original")))
-                    for seed in params.seeds]  # fmt: skip
+            out += [
+                Run(
+                    cfg,
+                    seed,
+                    variant=name,
+                    tags=(("embeddings", emb if ps else "original"), ("proxies", prox if ps else "original")),
+                )
+                for seed in params.seeds
+            ]
     return out
 
 
@@ -55,7 +61,9 @@ def _plot(tables: Any) -> Any:
     df = df[df["metric"] == "R@1"]
     order = [v for v in COMPOSITIONS if v in set(df["variant"])]
     fig, ax = plt.subplots(figsize=(6, 3.8))
-    sns.barplot(data=df, x="variant", y="value", order=order, errorbar="sd", capsize=0.1, ax=ax, color="#8fb3d9")
+    sns.barplot(
+        data=df, x="variant", y="value", order=order, errorbar="sd", capsize=0.1, ax=ax, color="#8fb3d9"
+    )
     sns.stripplot(data=df, x="variant", y="value", order=order, color="black", size=4, ax=ax)
     ax.set_xlabel("composition of X^ and P^ (Table 1)")
     ax.set_ylabel("R@1 (%), mean +- std over seeds")
@@ -77,24 +85,37 @@ ARTIFACT = Artifact(
         "Quick: the offline benchmark (rows face the paper's Cars column), 3 seeds, paired on the seed."
     ),
     parameters={
-        "smoke": {"seeds": [0, 1], "compositions": ["M1 (baseline)", "M2", "Proxy Synthesis"],
-                  "datasets": ["synthetic"]},
+        "smoke": {
+            "seeds": [0, 1],
+            "compositions": ["M1 (baseline)", "M2", "Proxy Synthesis"],
+            "datasets": ["synthetic"],
+        },
         "quick": {"seeds": [0, 1, 2], "compositions": list(COMPOSITIONS), "datasets": ["synthetic"]},
         "paper": {"seeds": [0, 1, 2], "compositions": list(COMPOSITIONS), "datasets": ["cars"]},
-    },  # fmt: skip
+    },
     parameter_help={"compositions": "Table 1 rows", "datasets": "paper-profile datasets (Cars in the paper)"},
     runs=runs,
     rows=rows,
     reference=reference,
     claims=(
-        Claim("PS (all embeddings and proxies) beats the baseline M1", _vs("Proxy Synthesis", "M1 (baseline)"),
-              unit="R@1 points"),
-        Claim("synthetic embeddings and proxies only (M2) are slightly worse than M1", _vs("M1 (baseline)", "M2"),
-              unit="R@1 points"),
+        Claim(
+            "PS (all embeddings and proxies) beats the baseline M1",
+            _vs("Proxy Synthesis", "M1 (baseline)"),
+            unit="R@1 points",
+        ),
+        Claim(
+            "synthetic embeddings and proxies only (M2) are slightly worse than M1",
+            _vs("M1 (baseline)", "M2"),
+            unit="R@1 points",
+        ),
         Claim("adding synthetic proxies (M3) beats M1", _vs("M3", "M1 (baseline)"), unit="R@1 points"),
-        Claim("synthetic embeddings with all proxies (M4) beat M1", _vs("M4", "M1 (baseline)"), unit="R@1 points"),
+        Claim(
+            "synthetic embeddings with all proxies (M4) beat M1",
+            _vs("M4", "M1 (baseline)"),
+            unit="R@1 points",
+        ),
         Claim("PS beats M3 (every element helps)", _vs("Proxy Synthesis", "M3"), unit="R@1 points"),
         Claim("PS beats M4", _vs("Proxy Synthesis", "M4"), unit="R@1 points"),
-    ),  # fmt: skip
+    ),
     figures=(Figure(_plot, caption="R@1 per composition (mean +- std over seeds, seeds as points)."),),
 )

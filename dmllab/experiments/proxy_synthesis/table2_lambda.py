@@ -45,8 +45,11 @@ def reference(rec: Any) -> tuple[str, ...] | None:
     ds = C.stand_in(rec)
     if rec.get("param_generation") == "static" and float(rec["param_lam"]) in (0.1, 0.2, 0.3, 0.4, 0.5):
         return ("Table 2", f"(a) λ = {float(rec['param_lam']):.1f}", "R@1(%)", ds)
-    if (rec.get("param_generation") == "stochastic" and float(rec["param_mu"]) == DEFAULT_MU
-            and float(rec["param_alpha"]) in (0.2, 0.4, 0.8, 1.0, 1.5)):  # fmt: skip
+    if (
+        rec.get("param_generation") == "stochastic"
+        and float(rec["param_mu"]) == DEFAULT_MU
+        and float(rec["param_alpha"]) in (0.2, 0.4, 0.8, 1.0, 1.5)
+    ):
         return ("Table 2", f"(b) α = {float(rec['param_alpha']):.1f}", "R@1(%)", ds)
     return None
 
@@ -62,8 +65,12 @@ def _stochastic_beats_best_static(df: Any) -> Any:
     if static.empty:
         return None
     best = static.groupby("param_lam")["value"].mean().idxmax()
-    return paired(df, "R@1", {"generation": "stochastic", "alpha": DEFAULT_ALPHA, "mu": DEFAULT_MU},
-                  {"generation": "static", "lam": best})  # fmt: skip
+    return paired(
+        df,
+        "R@1",
+        {"generation": "stochastic", "alpha": DEFAULT_ALPHA, "mu": DEFAULT_MU},
+        {"generation": "static", "lam": best},
+    )
 
 
 def _plot_table2(tables: Any) -> Any:
@@ -76,8 +83,10 @@ def _plot_table2(tables: Any) -> Any:
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), sharey=True)
     st = df[df["param_generation"] == "static"]
     sto = df[(df["param_generation"] == "stochastic") & (df["param_mu"].astype(float) == DEFAULT_MU)]
-    for ax, data, col, title in ((axes[0], st, "param_lam", "(a) static lambda"),
-                                 (axes[1], sto, "param_alpha", "(b) lambda ~ Beta(alpha, alpha), mu = 1")):  # fmt: skip
+    for ax, data, col, title in (
+        (axes[0], st, "param_lam", "(a) static lambda"),
+        (axes[1], sto, "param_alpha", "(b) lambda ~ Beta(alpha, alpha), mu = 1"),
+    ):
         if len(data):
             data = data.assign(x=data[col].astype(float).map(lambda v: f"{v:g}"))
             mean_std_plot(ax, data.sort_values(col), "x")
@@ -121,14 +130,31 @@ ARTIFACT = Artifact(
         "to the alpha line at mu = 1 (the mu axis is not trained on quick, for the run budget)."
     ),
     parameters={
-        "smoke": {"seeds": [0, 1], "static_lambdas": [0.2], "alphas": [0.4], "mus": [1.0], "grid": False,
-                  "datasets": ["synthetic"]},
-        "quick": {"seeds": [0, 1, 2], "static_lambdas": [0.2, 0.5], "alphas": [0.4, 1.0], "mus": [1.0],
-                  "grid": False, "datasets": ["synthetic"]},
-        "paper": {"seeds": [0, 1, 2], "static_lambdas": [0.1, 0.2, 0.3, 0.4, 0.5],
-                  "alphas": [0.2, 0.4, 0.8, 1.0, 1.5, 2.0], "mus": [0.2, 0.5, 1.0, 1.5, 2.0], "grid": True,
-                  "datasets": ["cars"]},
-    },  # fmt: skip
+        "smoke": {
+            "seeds": [0, 1],
+            "static_lambdas": [0.2],
+            "alphas": [0.4],
+            "mus": [1.0],
+            "grid": False,
+            "datasets": ["synthetic"],
+        },
+        "quick": {
+            "seeds": [0, 1, 2],
+            "static_lambdas": [0.2, 0.5],
+            "alphas": [0.4, 1.0],
+            "mus": [1.0],
+            "grid": False,
+            "datasets": ["synthetic"],
+        },
+        "paper": {
+            "seeds": [0, 1, 2],
+            "static_lambdas": [0.1, 0.2, 0.3, 0.4, 0.5],
+            "alphas": [0.2, 0.4, 0.8, 1.0, 1.5, 2.0],
+            "mus": [0.2, 0.5, 1.0, 1.5, 2.0],
+            "grid": True,
+            "datasets": ["cars"],
+        },
+    },
     parameter_help={
         "static_lambdas": "Table 2a static lambdas (alpha unused, mu 1)",
         "alphas": "Beta(alpha, alpha) shapes at mu 1 (Table 2b, Fig. A)",
@@ -140,16 +166,31 @@ ARTIFACT = Artifact(
     rows=rows,
     reference=reference,
     claims=(
-        Claim("stochastic generation (alpha 0.4) beats the best static lambda", _stochastic_beats_best_static,
-              unit="R@1 points"),
-        Claim("static lambda 0.2 beats static lambda 0.5 (mid-way synthetics are too easy)",
-              lambda df: paired(df, "R@1", {"lam": 0.2}, {"lam": 0.5}), unit="R@1 points"),
-        Claim("alpha 0.4 beats alpha 1.0 (uniform lambda)",
-              lambda df: paired(df, "R@1", {"generation": "stochastic", "alpha": 0.4, "mu": 1.0},
-                                {"generation": "stochastic", "alpha": 1.0, "mu": 1.0}), unit="R@1 points"),
-    ),  # fmt: skip
+        Claim(
+            "stochastic generation (alpha 0.4) beats the best static lambda",
+            _stochastic_beats_best_static,
+            unit="R@1 points",
+        ),
+        Claim(
+            "static lambda 0.2 beats static lambda 0.5 (mid-way synthetics are too easy)",
+            lambda df: paired(df, "R@1", {"lam": 0.2}, {"lam": 0.5}),
+            unit="R@1 points",
+        ),
+        Claim(
+            "alpha 0.4 beats alpha 1.0 (uniform lambda)",
+            lambda df: paired(
+                df,
+                "R@1",
+                {"generation": "stochastic", "alpha": 0.4, "mu": 1.0},
+                {"generation": "stochastic", "alpha": 1.0, "mu": 1.0},
+            ),
+            unit="R@1 points",
+        ),
+    ),
     figures=(
-        Figure(_plot_table2, caption="Table 2: R@1 for static lambda and for alpha (mean +- std over seeds)."),
+        Figure(
+            _plot_table2, caption="Table 2: R@1 for static lambda and for alpha (mean +- std over seeds)."
+        ),
         Figure(_plot_figa, suffix="_figa", caption="Fig. A: R@1 against alpha (mu 1) and mu (alpha 0.4)."),
     ),
 )

@@ -9,9 +9,16 @@ from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLoo
 from dmllab.experiments.compare import paired
 from dmllab.experiments.proxy_synthesis import _common as C
 
-ROW = {"cutout": "Cutout", "dropout": "Dropout", "zoom_in": "Zoom in", "zoom_out": "Zoom out",
-       "rotation": "Rotation", "shearing": "Shearing", "gaussian_noise": "Gaussian noise",
-       "gaussian_blur": "Gaussian blur"}  # fmt: skip
+ROW = {
+    "cutout": "Cutout",
+    "dropout": "Dropout",
+    "zoom_in": "Zoom in",
+    "zoom_out": "Zoom out",
+    "rotation": "Rotation",
+    "shearing": "Shearing",
+    "gaussian_noise": "Gaussian noise",
+    "gaussian_blur": "Gaussian blur",
+}
 NS, PS = {"variant": "Norm-softmax"}, {"variant": "PS + Norm-softmax"}
 
 
@@ -21,7 +28,9 @@ def runs(params: Params) -> list[Run]:
 
 
 @lru_cache(maxsize=2)
-def _test_views(dataset: str, root: str | None, split: str, kwargs: tuple, preset: str) -> tuple[Any, list[int]]:
+def _test_views(
+    dataset: str, root: str | None, split: str, kwargs: tuple, preset: str
+) -> tuple[Any, list[int]]:
     """The undeformed test views (N, 3, H, W) and labels of a split, computed once per process (every run and
     deformation of the table starts from them)."""
     import torch
@@ -65,18 +74,26 @@ def deformed_recall(run: Run, name: str, *, seed: int, sigma_scale: bool) -> dic
     cfg, d = run.config, run.config.data
     test = build_transforms(d.transform, train=False)
     if d.in_memory:
-        views, labels = _test_views(d.dataset, d.root, d.test_split, tuple(sorted(dict(d.dataset_kwargs).items())),
-                                    d.transform)  # fmt: skip
+        views, labels = _test_views(
+            d.dataset, d.root, d.test_split, tuple(sorted(dict(d.dataset_kwargs).items())), d.transform
+        )
     kwargs: dict[str, Any] = {}
     if name == "gaussian_blur" and sigma_scale:  # C.3's sigma 3 at 224 pixels, rescaled to the crop size
-        size = views.shape[-1] if d.in_memory else build_dataset(
-            d.dataset, d.root, d.test_split, transform=test, **dict(d.dataset_kwargs))[0][0].shape[-1]  # fmt: skip
+        size = (
+            views.shape[-1]
+            if d.in_memory
+            else build_dataset(d.dataset, d.root, d.test_split, transform=test, **dict(d.dataset_kwargs))[0][
+                0
+            ].shape[-1]
+        )
         kwargs["sigma"] = 3.0 * size / 224
     deformed = None if name == "none" else DeformedTransform(test, name, **kwargs)
     if d.in_memory:
         ds: Any = _Views(views, labels, deformed.apply if deformed is not None else None)
     else:
-        ds = build_dataset(d.dataset, d.root, d.test_split, transform=deformed or test, **dict(d.dataset_kwargs))
+        ds = build_dataset(
+            d.dataset, d.root, d.test_split, transform=deformed or test, **dict(d.dataset_kwargs)
+        )
     torch.manual_seed(seed)  # the deformations draw from torch's global generator (num_workers=0)
     loader = DataLoader(ds, batch_size=d.eval_batch_size, shuffle=False, num_workers=0)
     emb, labels_t = embed_dataset(C.load_stored(run), loader, "cpu")
@@ -91,8 +108,14 @@ def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
         lookup.result(run)
         for name in ["none", *params["deformations"]]:
             m = deformed_recall(run, name, seed=run.seed, sigma_scale=params["rescale_blur"])
-            out += tidy(m, variant=run.variant, dataset=run.config.dataset, seed=run.seed, deformation=name,
-                        run_id=run.key)  # fmt: skip
+            out += tidy(
+                m,
+                variant=run.variant,
+                dataset=run.config.dataset,
+                seed=run.seed,
+                deformation=name,
+                run_id=run.key,
+            )
     return out
 
 
@@ -120,8 +143,17 @@ def _plot(tables: Any) -> Any:
     df = df[df["metric"] == "R@1"].copy()
     order = ["none", *[k for k in ROW if k in set(df["param_deformation"])]]
     fig, ax = plt.subplots(figsize=(9, 3.8))
-    sns.barplot(data=df, x="param_deformation", y="value", hue="variant", order=order, errorbar="sd",
-                capsize=0.05, ax=ax, hue_order=["Norm-softmax", "PS + Norm-softmax"])  # fmt: skip
+    sns.barplot(
+        data=df,
+        x="param_deformation",
+        y="value",
+        hue="variant",
+        order=order,
+        errorbar="sd",
+        capsize=0.05,
+        ax=ax,
+        hue_order=["Norm-softmax", "PS + Norm-softmax"],
+    )
     ax.set_xlabel("test-time input deformation")
     ax.set_ylabel("R@1 (%), mean +- std over seeds")
     ax.set_title("PS Table 3: robustness to input deformations")
@@ -144,11 +176,20 @@ ARTIFACT = Artifact(
         "undeformed R@1 ('none') is shown for reference. The deformations' randomness is seeded per run."
     ),
     parameters={
-        "smoke": {"seeds": [0, 1], "deformations": ["cutout", "gaussian_blur"], "rescale_blur": True,
-                  "datasets": ["synthetic"]},
-        "quick": {"seeds": [0, 1, 2], "deformations": list(ROW), "rescale_blur": True, "datasets": ["synthetic"]},
+        "smoke": {
+            "seeds": [0, 1],
+            "deformations": ["cutout", "gaussian_blur"],
+            "rescale_blur": True,
+            "datasets": ["synthetic"],
+        },
+        "quick": {
+            "seeds": [0, 1, 2],
+            "deformations": list(ROW),
+            "rescale_blur": True,
+            "datasets": ["synthetic"],
+        },
         "paper": {"seeds": [0, 1, 2], "deformations": list(ROW), "rescale_blur": False, "datasets": ["cars"]},
-    },  # fmt: skip
+    },
     parameter_help={
         "deformations": "dmllab.data.deform names",
         "rescale_blur": "scale the blur sigma (3 px at 224) to the crop size",
@@ -158,13 +199,21 @@ ARTIFACT = Artifact(
     rows=rows,
     reference=reference,
     claims=(
-        Claim("PS + Norm-softmax has a higher R@1 than Norm-softmax under deformation (mean over deformations)",
-              _mean_gain, unit="R@1 points"),
+        Claim(
+            "PS + Norm-softmax has a higher R@1 than Norm-softmax under deformation (mean over deformations)",
+            _mean_gain,
+            unit="R@1 points",
+        ),
         *(Claim(f"PS is more robust to {ROW[k].lower()}", _gain(k), unit="R@1 points") for k in ROW),
-        Claim("PS's advantage under deformation exceeds its advantage on clean images (relative robustness)",
-              lambda df: paired(df[df["param_deformation"].isin(list(ROW))], "R@1", PS, NS)
-              - paired(df[df["param_deformation"] == "none"], "R@1", PS, NS), unit="R@1 points",
-              paper_says="not stated (the paper compares absolute R@1 only)"),
-    ),  # fmt: skip
+        Claim(
+            "PS's advantage under deformation exceeds its advantage on clean images (relative robustness)",
+            lambda df: (
+                paired(df[df["param_deformation"].isin(list(ROW))], "R@1", PS, NS)
+                - paired(df[df["param_deformation"] == "none"], "R@1", PS, NS)
+            ),
+            unit="R@1 points",
+            paper_says="not stated (the paper compares absolute R@1 only)",
+        ),
+    ),
     figures=(Figure(_plot, caption="R@1 per deformation (mean +- std over seeds)."),),
 )

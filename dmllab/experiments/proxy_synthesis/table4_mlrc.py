@@ -20,8 +20,11 @@ def variant(base: str, ps: bool) -> str:
 def _settings(folds: int, repetitions: int, run_folds: list[int] | None = None) -> Any:
     from dmllab.training.mlrc import MLRCSettings
 
-    return MLRCSettings(folds=max(folds, 2), repetitions=max(repetitions, 1),
-                        run_folds=None if run_folds is None else tuple(run_folds))  # fmt: skip
+    return MLRCSettings(
+        folds=max(folds, 2),
+        repetitions=max(repetitions, 1),
+        run_folds=None if run_folds is None else tuple(run_folds),
+    )
 
 
 def _single_runs(params: Params) -> list[Run]:
@@ -34,9 +37,15 @@ def _single_runs(params: Params) -> list[Run]:
         for base in params["bases"]:
             for ps in (False, True):
                 cfg = mlrc_config(C.config(params.profile, ds, base, ps=ps), _settings(4, 1))
-                out += [Run(cfg, seed, variant=variant(base, ps), tags=(("base", base), ("ps", ps),
-                                                                         ("protocol", "single model")))
-                        for seed in params.seeds]  # fmt: skip
+                out += [
+                    Run(
+                        cfg,
+                        seed,
+                        variant=variant(base, ps),
+                        tags=(("base", base), ("ps", ps), ("protocol", "single model")),
+                    )
+                    for seed in params.seeds
+                ]
     return out
 
 
@@ -55,9 +64,19 @@ def _fold_groups(params: Params) -> list[tuple[str, str, bool, int, list[tuple[i
             for ps in (False, True):
                 cfg = C.config(params.profile, ds, base, ps=ps)
                 for seed in params.seeds:
-                    folds = [(r, f, Run(fcfg, s, variant=variant(base, ps), tags=(
-                        ("base", base), ("ps", ps), ("protocol", "mlrc fold"), ("fold", f))))
-                        for r, f, fcfg, s in fold_runs(cfg, settings, seed)]  # fmt: skip
+                    folds = [
+                        (
+                            r,
+                            f,
+                            Run(
+                                fcfg,
+                                s,
+                                variant=variant(base, ps),
+                                tags=(("base", base), ("ps", ps), ("protocol", "mlrc fold"), ("fold", f)),
+                            ),
+                        )
+                        for r, f, fcfg, s in fold_runs(cfg, settings, seed)
+                    ]
                     out.append((ds, base, ps, seed, folds))
     return out
 
@@ -84,8 +103,17 @@ def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
         res = aggregate(settings, seed, done, embeddings=embed)
         for emb, prefix in (("concatenated", "concat_"), ("separated", "sep_")):
             m = {k: res.metrics[prefix + k] for k in METRICS}
-            out += tidy(m, variant=variant(base, ps), dataset=ds, seed=seed, base=base, ps=ps,
-                        protocol="mlrc folds", embedding=emb, folds=len(res.folds_trained))  # fmt: skip
+            out += tidy(
+                m,
+                variant=variant(base, ps),
+                dataset=ds,
+                seed=seed,
+                base=base,
+                ps=ps,
+                protocol="mlrc folds",
+                embedding=emb,
+                folds=len(res.folds_trained),
+            )
     return out
 
 
@@ -121,8 +149,16 @@ def _plot(tables: Any) -> Any:
     panels = list(dict.fromkeys(df["panel"]))
     fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(6 * max(1, len(panels)), 3.8), squeeze=False)
     for ax, p in zip(axes[0], panels):
-        sns.barplot(data=df[df["panel"] == p], x="metric", y="value", hue="variant", errorbar="sd", capsize=0.05,
-                    ax=ax, order=list(METRICS))  # fmt: skip
+        sns.barplot(
+            data=df[df["panel"] == p],
+            x="metric",
+            y="value",
+            hue="variant",
+            errorbar="sd",
+            capsize=0.05,
+            ax=ax,
+            order=list(METRICS),
+        )
         ax.set_title(p)
         ax.set_xlabel("")
         ax.set_ylabel("%, mean +- std over seeds")
@@ -153,13 +189,31 @@ ARTIFACT = Artifact(
         "paper's 50-trial hyper-parameter search is not run."
     ),
     parameters={
-        "smoke": {"seeds": [0, 1], "bases": ["normsoftmax"], "datasets": ["synthetic"], "mlrc_folds": 4,
-                  "mlrc_run_folds": [0], "mlrc_repetitions": 1},
-        "quick": {"seeds": [0, 1, 2], "bases": ["normsoftmax"], "datasets": ["synthetic"], "mlrc_folds": 4,
-                  "mlrc_run_folds": None, "mlrc_repetitions": 1},
-        "paper": {"seeds": [0], "bases": list(BASES), "datasets": ["cub", "cars", "sop"], "mlrc_folds": 4,
-                  "mlrc_run_folds": None, "mlrc_repetitions": 10},
-    },  # fmt: skip
+        "smoke": {
+            "seeds": [0, 1],
+            "bases": ["normsoftmax"],
+            "datasets": ["synthetic"],
+            "mlrc_folds": 4,
+            "mlrc_run_folds": [0],
+            "mlrc_repetitions": 1,
+        },
+        "quick": {
+            "seeds": [0, 1, 2],
+            "bases": ["normsoftmax"],
+            "datasets": ["synthetic"],
+            "mlrc_folds": 4,
+            "mlrc_run_folds": None,
+            "mlrc_repetitions": 1,
+        },
+        "paper": {
+            "seeds": [0],
+            "bases": list(BASES),
+            "datasets": ["cub", "cars", "sop"],
+            "mlrc_folds": 4,
+            "mlrc_run_folds": None,
+            "mlrc_repetitions": 10,
+        },
+    },
     parameter_help={
         "bases": "losses, each with and without PS",
         "datasets": "paper-profile datasets",
@@ -171,17 +225,32 @@ ARTIFACT = Artifact(
     rows=rows,
     reference=reference,
     claims=(
-        Claim("PS improves the MAP@R of Norm-softmax (MLRC architecture, single 128-d model)", _gain("normsoftmax"),
-              unit="MAP@R points"),
-        Claim("PS improves the P@1 of Norm-softmax (MLRC architecture, single 128-d model)",
-              _gain("normsoftmax", "P@1"), unit="P@1 points"),
-        Claim("PS improves the MAP@R of Norm-softmax (MLRC fold protocol, concatenated 512-d: Table 4)",
-              _gain("normsoftmax", "MAP@R", "mlrc folds", "concatenated"), unit="MAP@R points"),
-        Claim("PS improves the P@1 of Norm-softmax (MLRC fold protocol, concatenated 512-d: Table 4)",
-              _gain("normsoftmax", "P@1", "mlrc folds", "concatenated"), unit="P@1 points"),
-        Claim("PS improves the MAP@R of Norm-softmax (MLRC fold protocol, separated 128-d)",
-              _gain("normsoftmax", "MAP@R", "mlrc folds", "separated"), unit="MAP@R points"),
-    ),  # fmt: skip
+        Claim(
+            "PS improves the MAP@R of Norm-softmax (MLRC architecture, single 128-d model)",
+            _gain("normsoftmax"),
+            unit="MAP@R points",
+        ),
+        Claim(
+            "PS improves the P@1 of Norm-softmax (MLRC architecture, single 128-d model)",
+            _gain("normsoftmax", "P@1"),
+            unit="P@1 points",
+        ),
+        Claim(
+            "PS improves the MAP@R of Norm-softmax (MLRC fold protocol, concatenated 512-d: Table 4)",
+            _gain("normsoftmax", "MAP@R", "mlrc folds", "concatenated"),
+            unit="MAP@R points",
+        ),
+        Claim(
+            "PS improves the P@1 of Norm-softmax (MLRC fold protocol, concatenated 512-d: Table 4)",
+            _gain("normsoftmax", "P@1", "mlrc folds", "concatenated"),
+            unit="P@1 points",
+        ),
+        Claim(
+            "PS improves the MAP@R of Norm-softmax (MLRC fold protocol, separated 128-d)",
+            _gain("normsoftmax", "MAP@R", "mlrc folds", "separated"),
+            unit="MAP@R points",
+        ),
+    ),
     figures=(Figure(_plot, caption="P@1, RP, MAP@R per loss with and without PS (mean +- std over seeds)."),),
     not_reproduced={
         "Quick: 10 repetitions of the fold protocol": "3 seeds with one repetition each stand in for them",

@@ -75,7 +75,9 @@ def _plot(tables: Any) -> Any:
     df["loss"] = df["variant"].str.split(" | ", regex=False).str[1]
     order = [r for r in REGULARIZERS if r in set(df["regularizer"])]
     fig, ax = plt.subplots(figsize=(7.5, 3.8))
-    sns.barplot(data=df, x="loss", y="value", hue="regularizer", hue_order=order, errorbar="sd", capsize=0.05, ax=ax)
+    sns.barplot(
+        data=df, x="loss", y="value", hue="regularizer", hue_order=order, errorbar="sd", capsize=0.05, ax=ax
+    )
     ax.set_xlabel("")
     ax.set_ylabel("R@1 (%), mean +- std over seeds")
     ax.set_title("PS Table 5: Proxy Synthesis vs other regularizers")
@@ -100,17 +102,31 @@ ARTIFACT = Artifact(
         "0.5) and PS; mixups on Softmax and the alpha search are cut for the run budget."
     ),
     parameters={
-        "smoke": {"seeds": [0, 1], "cells": {"normsoftmax": ["Baseline", "Manifold Mixup", "Proxy Synthesis"]},
-                  "mixup_alphas": [0.5], "datasets": ["synthetic"]},
-        "quick": {"seeds": [0, 1, 2],
-                  "cells": {"softmax": ["Baseline", "Virtual Softmax", "Proxy Synthesis"],
-                            "normsoftmax": ["Baseline", "Input Mixup", "Manifold Mixup", "Proxy Synthesis"]},
-                  "mixup_alphas": [0.5], "datasets": ["synthetic"]},
-        "paper": {"seeds": [0, 1, 2],
-                  "cells": {"softmax": list(REGULARIZERS),
-                            "normsoftmax": ["Baseline", "Input Mixup", "Manifold Mixup", "Proxy Synthesis"]},
-                  "mixup_alphas": [0.3, 0.4, 0.5, 1.0, 1.5, 2.0], "datasets": ["cars", "sop"]},
-    },  # fmt: skip
+        "smoke": {
+            "seeds": [0, 1],
+            "cells": {"normsoftmax": ["Baseline", "Manifold Mixup", "Proxy Synthesis"]},
+            "mixup_alphas": [0.5],
+            "datasets": ["synthetic"],
+        },
+        "quick": {
+            "seeds": [0, 1, 2],
+            "cells": {
+                "softmax": ["Baseline", "Virtual Softmax", "Proxy Synthesis"],
+                "normsoftmax": ["Baseline", "Input Mixup", "Manifold Mixup", "Proxy Synthesis"],
+            },
+            "mixup_alphas": [0.5],
+            "datasets": ["synthetic"],
+        },
+        "paper": {
+            "seeds": [0, 1, 2],
+            "cells": {
+                "softmax": list(REGULARIZERS),
+                "normsoftmax": ["Baseline", "Input Mixup", "Manifold Mixup", "Proxy Synthesis"],
+            },
+            "mixup_alphas": [0.3, 0.4, 0.5, 1.0, 1.5, 2.0],
+            "datasets": ["cars", "sop"],
+        },
+    },
     parameter_help={
         "cells": "base loss -> Table 5 rows trained",
         "mixup_alphas": "mixup Beta(alpha, alpha) values (Table E); Table 5 rows use 0.5",
@@ -120,16 +136,33 @@ ARTIFACT = Artifact(
     rows=rows,
     reference=reference,
     claims=(
-        Claim("PS beats Input Mixup (Norm-softmax)", _vs("Proxy Synthesis", "Input Mixup"), unit="R@1 points"),
-        Claim("PS beats Manifold Mixup (Norm-softmax)", _vs("Proxy Synthesis", "Manifold Mixup"), unit="R@1 points"),
-        Claim("PS improves on the Norm-softmax baseline", _vs("Proxy Synthesis", "Baseline"), unit="R@1 points"),
-        Claim("PS beats Virtual Softmax (Softmax)", _vs("Proxy Synthesis", "Virtual Softmax", "Softmax"),
-              unit="R@1 points"),
-        Claim("Virtual Softmax hurts Softmax on Cars (paper: -4.2)", _vs("Baseline", "Virtual Softmax", "Softmax"),
-              unit="R@1 points"),
-        Claim("Manifold Mixup barely helps Norm-softmax (paper +0.3 on Cars): its gain is below 1 point",
-              lambda df: 1.0 - _vs("Manifold Mixup", "Baseline")(df), unit="1 - R@1 gain"),
-    ),  # fmt: skip
+        Claim(
+            "PS beats Input Mixup (Norm-softmax)", _vs("Proxy Synthesis", "Input Mixup"), unit="R@1 points"
+        ),
+        Claim(
+            "PS beats Manifold Mixup (Norm-softmax)",
+            _vs("Proxy Synthesis", "Manifold Mixup"),
+            unit="R@1 points",
+        ),
+        Claim(
+            "PS improves on the Norm-softmax baseline", _vs("Proxy Synthesis", "Baseline"), unit="R@1 points"
+        ),
+        Claim(
+            "PS beats Virtual Softmax (Softmax)",
+            _vs("Proxy Synthesis", "Virtual Softmax", "Softmax"),
+            unit="R@1 points",
+        ),
+        Claim(
+            "Virtual Softmax hurts Softmax on Cars (paper: -4.2)",
+            _vs("Baseline", "Virtual Softmax", "Softmax"),
+            unit="R@1 points",
+        ),
+        Claim(
+            "Manifold Mixup barely helps Norm-softmax (paper +0.3 on Cars): its gain is below 1 point",
+            lambda df: 1.0 - _vs("Manifold Mixup", "Baseline")(df),
+            unit="1 - R@1 gain",
+        ),
+    ),
     figures=(Figure(_plot, caption="R@1 per regularizer and base loss (mean +- std over seeds)."),),
     not_reproduced={
         "Table 5/E SOP columns on quick": "the offline benchmark stands in for one dataset (Cars)",

@@ -9,7 +9,16 @@ from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLoo
 from dmllab.experiments.compare import paired, rows_from_runs
 from dmllab.experiments.proxy_synthesis import _common as C
 
-ALL_BASES = ("softmax", "normsoftmax", "sphereface", "cosface", "arcface", "proxynca", "softtriple", "proxy_anchor")
+ALL_BASES = (
+    "softmax",
+    "normsoftmax",
+    "sphereface",
+    "cosface",
+    "arcface",
+    "proxynca",
+    "softtriple",
+    "proxy_anchor",
+)
 QUICK_BASES = ["softmax", "normsoftmax", "proxynca", "softtriple", "proxy_anchor"]
 
 
@@ -44,8 +53,15 @@ def _logit_summary(emb: Any, labels: Any, n_classes: int, lam: float, seed: int)
     gt = torch.diagonal(heat[:c, :c]).mean().item()
     masked = heat[:c, :c] - 2 * torch.eye(c)
     competitor = masked.max(1).values.mean().item()
-    return ({"gt_logit": gt, "competitor_logit": competitor, "synthetic_gt_logit": torch.diagonal(heat[c:, c:])
-             .mean().item(), "gt_margin": gt - competitor}, np.asarray(heat))  # fmt: skip
+    return (
+        {
+            "gt_logit": gt,
+            "competitor_logit": competitor,
+            "synthetic_gt_logit": torch.diagonal(heat[c:, c:]).mean().item(),
+            "gt_margin": gt - competitor,
+        },
+        np.asarray(heat),
+    )
 
 
 def rows(params: Params, lookup: RunLookup) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -61,22 +77,35 @@ def rows(params: Params, lookup: RunLookup) -> tuple[list[dict[str, Any]], dict[
     tsne_rows, heat_rows = [], []
     for run in pair:  # Fig. 4 numbers on every seed (claims), the t-SNE and heat map on the first seed
         emb, labels = C.embed(run, run.config.data.trainval_split, lookup)
-        summary, heat = _logit_summary(emb, labels, params["heatmap_classes"], params["heatmap_lambda"], run.seed)
+        summary, heat = _logit_summary(
+            emb, labels, params["heatmap_classes"], params["heatmap_lambda"], run.seed
+        )
         out += tidy(summary, percent=False, variant=run.variant, dataset=run.config.dataset, seed=run.seed)
         if run.seed != params.seeds[0]:
             continue
         c = heat.shape[0] // 2
         for i in range(heat.shape[0]):
             for j in range(heat.shape[1]):
-                heat_rows.append({"model": run.variant, "row": f"{'x' if i < c else 'x~'}{i % c}",
-                                  "column": f"{'p' if j < c else 'p~'}{j % c}", "cosine": float(heat[i, j])})
-        for split, (e, y) in (("train", (emb, labels)), ("test", C.embed(run, run.config.data.test_split, lookup))):
+                heat_rows.append(
+                    {
+                        "model": run.variant,
+                        "row": f"{'x' if i < c else 'x~'}{i % c}",
+                        "column": f"{'p' if j < c else 'p~'}{j % c}",
+                        "cosine": float(heat[i, j]),
+                    }
+                )
+        for split, (e, y) in (
+            ("train", (emb, labels)),
+            ("test", C.embed(run, run.config.data.test_split, lookup)),
+        ):
             keep = C.class_subset(y.numpy(), params["tsne_classes"])
             e, y = e.numpy()[keep], y.numpy()[keep]
             sel = np.concatenate([np.flatnonzero(y == c)[: params["tsne_per_class"]] for c in np.unique(y)])
             xy = C.tsne(e[sel], seed=run.seed)
-            tsne_rows += [{"model": run.variant, "split": split, "label": int(y[s]), "x": float(a), "y": float(b)}
-                          for s, (a, b) in zip(sel, xy)]  # fmt: skip
+            tsne_rows += [
+                {"model": run.variant, "split": split, "label": int(y[s]), "x": float(a), "y": float(b)}
+                for s, (a, b) in zip(sel, xy)
+            ]
     return out, {"tsne": pd.DataFrame(tsne_rows), "logits": pd.DataFrame(heat_rows)}
 
 
@@ -117,11 +146,20 @@ def _plot_r1(tables: Any) -> Any:
     df["loss"] = [C.NAMES[C.base_of(v)[0]][0] for v in df["variant"]]
     df["PS"] = ["with PS" if v.startswith("PS + ") else "without PS" for v in df["variant"]]
     datasets = sorted(df["dataset"].unique())
-    fig, axes = plt.subplots(1, len(datasets), figsize=(1.2 + 1.6 * df["loss"].nunique() * len(datasets) / 2, 3.8),
-                             squeeze=False)  # fmt: skip
+    fig, axes = plt.subplots(
+        1, len(datasets), figsize=(1.2 + 1.6 * df["loss"].nunique() * len(datasets) / 2, 3.8), squeeze=False
+    )
     for ax, ds in zip(axes[0], datasets):
-        sns.barplot(data=df[df["dataset"] == ds], x="loss", y="value", hue="PS", hue_order=["without PS", "with PS"],
-                    errorbar="sd", capsize=0.1, ax=ax)  # fmt: skip
+        sns.barplot(
+            data=df[df["dataset"] == ds],
+            x="loss",
+            y="value",
+            hue="PS",
+            hue_order=["without PS", "with PS"],
+            errorbar="sd",
+            capsize=0.1,
+            ax=ax,
+        )
         ax.set_title(ds)
         ax.set_xlabel("")
         ax.set_ylabel("R@1 (%), mean +- std over seeds")
@@ -140,8 +178,16 @@ def _plot_tsne(tables: Any) -> Any:
     for ax, m in zip(axes[0], models):
         for split, marker in (("train", "o"), ("test", "^")):
             s = t[(t["model"] == m) & (t["split"] == split)]
-            ax.scatter(s["x"], s["y"], c=s["label"], cmap="tab20", marker=marker, s=12, alpha=0.8,
-                       label=f"{split} (classes {'seen' if split == 'train' else 'unseen'})")  # fmt: skip
+            ax.scatter(
+                s["x"],
+                s["y"],
+                c=s["label"],
+                cmap="tab20",
+                marker=marker,
+                s=12,
+                alpha=0.8,
+                label=f"{split} (classes {'seen' if split == 'train' else 'unseen'})",
+            )
         ax.set_title(m)
         ax.set_xlabel("t-SNE 1")
         ax.set_ylabel("t-SNE 2")
@@ -196,11 +242,22 @@ ARTIFACT = Artifact(
         "(cosine with the own class), nearest competitor, and their margin."
     ),
     parameters={
-        "smoke": {"seeds": [0, 1], "bases": ["normsoftmax", "softtriple"], "datasets": ["synthetic"],
-                  **_COMMON, "tsne_classes": 4, "tsne_per_class": 8},
+        "smoke": {
+            "seeds": [0, 1],
+            "bases": ["normsoftmax", "softtriple"],
+            "datasets": ["synthetic"],
+            **_COMMON,
+            "tsne_classes": 4,
+            "tsne_per_class": 8,
+        },
         "quick": {"seeds": [0, 1, 2], "bases": QUICK_BASES, "datasets": ["synthetic"], **_COMMON},
-        "paper": {"seeds": [0, 1, 2], "bases": list(ALL_BASES), "datasets": list(C.PAPER_DATASETS), **_COMMON},
-    },  # fmt: skip
+        "paper": {
+            "seeds": [0, 1, 2],
+            "bases": list(ALL_BASES),
+            "datasets": list(C.PAPER_DATASETS),
+            **_COMMON,
+        },
+    },
     parameter_help={
         "bases": "proxy losses, each trained with and without PS",
         "datasets": "datasets of the paper profile (quick/smoke: the offline benchmark)",
@@ -213,17 +270,27 @@ ARTIFACT = Artifact(
     rows=rows,
     tables=("tsne", "logits"),
     claims=(
-        *(Claim(f"PS improves the R@1 of {C.NAMES[b][0]}", _ps_effect(b), unit="R@1 points") for b in QUICK_BASES),
-        Claim("PS improves R@1 on average over the losses (the paper's 'average boost')", _average_boost,
-              unit="R@1 points"),
-        Claim("Fig. 4: PS lowers the confidence of the ground-truth logit (train embeddings vs own class proxy)",
-              lambda df: paired(df, "gt_logit", {"variant": "Norm-softmax"}, {"variant": "PS + Norm-softmax"}),
-              unit="cosine"),
-    ),  # fmt: skip
+        *(
+            Claim(f"PS improves the R@1 of {C.NAMES[b][0]}", _ps_effect(b), unit="R@1 points")
+            for b in QUICK_BASES
+        ),
+        Claim(
+            "PS improves R@1 on average over the losses (the paper's 'average boost')",
+            _average_boost,
+            unit="R@1 points",
+        ),
+        Claim(
+            "Fig. 4: PS lowers the confidence of the ground-truth logit (train embeddings vs own class proxy)",
+            lambda df: paired(df, "gt_logit", {"variant": "Norm-softmax"}, {"variant": "PS + Norm-softmax"}),
+            unit="cosine",
+        ),
+    ),
     reference=reference,
     figures=(
         Figure(_plot_r1, caption="R@1 per loss with and without PS (mean +- std over seeds)."),
-        Figure(_plot_tsne, suffix="_tsne", caption="Fig. 3 analogue: t-SNE, Norm-softmax vs PS + Norm-softmax."),
+        Figure(
+            _plot_tsne, suffix="_tsne", caption="Fig. 3 analogue: t-SNE, Norm-softmax vs PS + Norm-softmax."
+        ),
         Figure(_plot_logits, suffix="_logits", caption="Fig. 4 analogue: embedding-proxy cosine heat map."),
     ),
     not_reproduced={

@@ -50,8 +50,12 @@ def benchmark(*, mu: float, batch: int, dim: int, classes: int, repeats: int, se
         base.zero_grad(set_to_none=True)
         sync()
 
-    return {"generation_ms": _median_ms(gen, repeats) if k else 0.0, "loss_ms": _median_ms(step, repeats),
-            "embedding_rows": float(batch + k), "proxy_rows": float(classes + k)}  # fmt: skip
+    return {
+        "generation_ms": _median_ms(gen, repeats) if k else 0.0,
+        "loss_ms": _median_ms(step, repeats),
+        "embedding_rows": float(batch + k),
+        "proxy_rows": float(classes + k),
+    }
 
 
 def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
@@ -62,10 +66,18 @@ def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
     out = []
     for seed in params.seeds:
         for mu in params["mus"]:
-            m = benchmark(mu=mu, batch=params["batch"], dim=params["dim"], classes=params["classes"],
-                          repeats=params["repeats"], seed=seed, device=device)  # fmt: skip
-            out += tidy(m, percent=False, variant="PS + Norm-softmax", dataset="none", seed=seed, mu=mu,
-                        device=device)  # fmt: skip
+            m = benchmark(
+                mu=mu,
+                batch=params["batch"],
+                dim=params["dim"],
+                classes=params["classes"],
+                repeats=params["repeats"],
+                seed=seed,
+                device=device,
+            )
+            out += tidy(
+                m, percent=False, variant="PS + Norm-softmax", dataset="none", seed=seed, mu=mu, device=device
+            )
     return out
 
 
@@ -86,8 +98,14 @@ def _grows(metric: str):
 
 
 def _overhead_below(ms: float):
-    return lambda df: ms - (per_seed(df, "loss_ms", mu=1.0) + per_seed(df, "generation_ms", mu=1.0)
-                            - per_seed(df, "loss_ms", mu=0.0))  # fmt: skip
+    return lambda df: (
+        ms
+        - (
+            per_seed(df, "loss_ms", mu=1.0)
+            + per_seed(df, "generation_ms", mu=1.0)
+            - per_seed(df, "loss_ms", mu=0.0)
+        )
+    )
 
 
 def _plot(tables: Any) -> Any:
@@ -97,8 +115,14 @@ def _plot(tables: Any) -> Any:
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     for metric, label in (("loss_ms", "loss (forward + backward)"), ("generation_ms", "generation")):
         s = df[df["metric"] == metric].groupby("param_mu")["value"].agg(["mean", "std"]).reset_index()
-        ax.errorbar(s["param_mu"].astype(float), s["mean"], yerr=s["std"].fillna(0), marker="o", capsize=3,
-                    label=label)  # fmt: skip
+        ax.errorbar(
+            s["param_mu"].astype(float),
+            s["mean"],
+            yerr=s["std"].fillna(0),
+            marker="o",
+            capsize=3,
+            label=label,
+        )
     ax.set_xlabel("mu (synthetics per sample)")
     ax.set_ylabel("median time per batch (ms)")
     dev = df["device"].iloc[0] if "device" in df.columns and len(df) else "?"
@@ -127,16 +151,24 @@ ARTIFACT = Artifact(
         "smoke": {"seeds": [0, 1], "mus": [0.0, 1.0], "repeats": 3, **_COMMON},
         "quick": {"seeds": [0, 1, 2], "mus": [0.0, 0.2, 0.5, 1.0, 1.5, 2.0], "repeats": 30, **_COMMON},
         "paper": {"seeds": [0, 1, 2], "mus": [0.0, 0.2, 0.5, 1.0, 1.5, 2.0], "repeats": 100, **_COMMON},
-    },  # fmt: skip
-    parameter_help={"mus": "synthetics per sample", "repeats": "timed calls per point (median)",
-                    "batch": "N", "dim": "embedding size", "classes": "proxies"},  # fmt: skip
+    },
+    parameter_help={
+        "mus": "synthetics per sample",
+        "repeats": "timed calls per point (median)",
+        "batch": "N",
+        "dim": "embedding size",
+        "classes": "proxies",
+    },
     runs=lambda params: (),
     rows=rows,
     reference=reference,
     claims=(
         Claim("the loss time grows with mu", _grows("loss_ms"), unit="ms"),
-        Claim("the overhead of PS (mu = 1: generation + extra loss time) is below 1 ms per batch ('trivial')",
-              _overhead_below(1.0), unit="ms below 1 ms"),
-    ),  # fmt: skip
+        Claim(
+            "the overhead of PS (mu = 1: generation + extra loss time) is below 1 ms per batch ('trivial')",
+            _overhead_below(1.0),
+            unit="ms below 1 ms",
+        ),
+    ),
     figures=(Figure(_plot, caption="Median time per batch against mu (mean +- std over repetitions)."),),
 )

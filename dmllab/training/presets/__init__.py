@@ -106,9 +106,12 @@ def check(cfg: ExperimentConfig) -> ExperimentConfig:
     before training, after any override."""
     s = cfg.schedule
     schedules.check_schedule(
-        epochs=s.epochs, scheduler=s.scheduler, milestones=s.milestones, heat_epoch=s.heat_epoch,
+        epochs=s.epochs,
+        scheduler=s.scheduler,
+        milestones=s.milestones,
+        heat_epoch=s.heat_epoch,
         two_stage=cfg.run.two_stage,
-    )  # fmt: skip
+    )
     return cfg
 
 

@@ -38,8 +38,18 @@ from dmllab.training.presets.datasets import DatasetSpec
 # are frozen and their output is cached for 4 augmented views per image (model.frozen_blocks, data.feature_views),
 # so only the last two blocks, the head and the proxies train; ProxyNCA++'s two-stage protocol becomes one stage on
 # trainval (see quick()).
-QUICK = dict(epochs=8, warmup=1, patience=2, batch_size=32, per_class=4, image_size=64, width=16, dim=128,
-             frozen_blocks=4, feature_views=4)  # fmt: skip
+QUICK = dict(
+    epochs=8,
+    warmup=1,
+    patience=2,
+    batch_size=32,
+    per_class=4,
+    image_size=64,
+    width=16,
+    dim=128,
+    frozen_blocks=4,
+    feature_views=4,
+)
 # The smoke profile: seconds, for tests. 24 synthetic classes x 10 images at 32x32 (train 6 classes, val 6,
 # test 12), SmallCNN width 8 from scratch, 16-d, batch 16 (4 x 4), 2 epochs, no warm-up, CPU.
 SMOKE = dict(epochs=2, warmup=0, patience=1, batch_size=16, per_class=4, image_size=32, width=8, dim=16)

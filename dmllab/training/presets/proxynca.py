@@ -76,9 +76,17 @@ def proxynca(
 ) -> ExperimentConfig:
     """Classic ProxyNCA in the ProxyNCA++ code base: every enhancement off unless toggled on."""
     return _proxynca_family(
-        cfg, prob=prob, scale=scale, cbs=cbs, norm=norm, max=max, fast=fast, pooling=pooling, k=k,
+        cfg,
+        prob=prob,
+        scale=scale,
+        cbs=cbs,
+        norm=norm,
+        max=max,
+        fast=fast,
+        pooling=pooling,
+        k=k,
         temperature=temperature,
-    )  # fmt: skip
+    )
 
 
 def proxynca_pp(
@@ -97,9 +105,17 @@ def proxynca_pp(
 ) -> ExperimentConfig:
     """ProxyNCA++: every enhancement on unless toggled off (ablations: ``get(..., fast=False)``)."""
     return _proxynca_family(
-        cfg, prob=prob, scale=scale, cbs=cbs, norm=norm, max=max, fast=fast, pooling=pooling, k=k,
+        cfg,
+        prob=prob,
+        scale=scale,
+        cbs=cbs,
+        norm=norm,
+        max=max,
+        fast=fast,
+        pooling=pooling,
+        k=k,
         temperature=temperature,
-    )  # fmt: skip
+    )
 
 
 def normsoftmax(
