@@ -106,7 +106,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 
     check = sub.add_parser("check", help="verify counts and decode every image of a dataset folder")
     check.add_argument("name", help="dataset name: cub, cars, sop, inshop")
-    check.add_argument("root", help="the dataset folder (see README 'Datasets')")
+    check.add_argument("root", help="the dataset folder (see docs/guide/datasets.md)")
     check.add_argument("--no-counts", action="store_true", help="skip the canonical image/class counts")
     check.add_argument("--quiet", action="store_true", help="no progress bar")
     check.set_defaults(func=_check)
