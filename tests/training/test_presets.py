@@ -59,9 +59,11 @@ def test_proxynca_toggles():
 def test_heated_variants_and_shorthand():
     hbn = presets.get("heated_softmax:HBN", "cub", "paper")
     assert hbn == presets.get("heated_softmax", "cub", "paper", variant="HBN")
-    assert hbn.model.norm == "batchnorm" and hbn.schedule.heat_epoch is None  # a fine-tune of BN
-    assert (hbn.finetune.epochs, hbn.finetune.alpha_factor, hbn.finetune.lr_factor) == (20, 0.25, 0.1)
-    assert hbn.model.embedding_dim == 64 and hbn.finetune.parent_method == "heated_softmax:BN"
+    assert hbn.model.norm == "batchnorm" and hbn.schedule.heat_epoch == 62  # the release's in-run heating
+    assert hbn.model.embedding_dim == 64 and hbn.finetune.epochs == 0
+    quick = presets.get("heated_softmax:HBN", "synthetic", "quick")  # a fine-tune of BN
+    assert (quick.finetune.epochs, quick.finetune.alpha_factor, quick.finetune.lr_factor) == (2, 0.25, 0.1)
+    assert quick.finetune.parent_method == "heated_softmax:BN" and quick.schedule.heat_epoch is None
     ln = presets.get("heated_softmax:LN", "cub", "paper")
     assert ln.model.l2_normalize and ln.schedule.heat_epoch is None and ln.finetune.epochs == 0
     assert presets.get("heated_softmax:SM", "cub", "paper").loss.name == "softmax"
@@ -279,7 +281,9 @@ def test_a_heated_run_that_would_not_heat_is_a_config_error(variant):
         assert 2 <= s.heat_epoch <= s.epochs
     # a fine-tune heats from its first epoch: no heating epoch; options of one mode are errors in the other
     with pytest.raises(ValueError, match="heat_epoch"):
-        presets.get(f"heated_softmax:{variant}", "cars", "paper", heat_epoch=60)
+        presets.get(f"heated_softmax:{variant}", "cars", "paper", heating="finetune", heat_epoch=60)
+    with pytest.raises(ValueError, match="heat_epoch"):
+        presets.get(f"heated_softmax:{variant}", "synthetic", "quick", heat_epoch=6)
     with pytest.raises(ValueError, match="heating"):
         presets.get(f"heated_softmax:{variant}", "cars", "paper", heating="gently")
     # variants that never heat may use the two-stage protocol, and take no heating option

@@ -144,6 +144,9 @@ def get(method: str, dataset: str, profile: str = "paper", **options: Any) -> Ex
         raise ValueError(
             f"unknown option(s) {unknown} for method {name!r}; valid options: {', '.join(m.options) or 'none'}"
         )
+    defaults = m.profile_options.get(profile)
+    if defaults is not None:
+        options = {**defaults(options), **options}
     cfg = m.build(paper_base(spec), spec, **options)
     cfg = apply_overlay(overlay(cfg, spec), m.overlays.get(profile, {}))
     label = name if m.variant_option is None else f"{name}:{options.get(m.variant_option, m.default_variant)}"

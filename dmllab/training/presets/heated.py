@@ -13,24 +13,30 @@ clipping (none stated, none in the script).
 Epochs: 80 for every variant (run_Inception.py:88, ``--nb_epoch 80``; the paper says the training "usually
 converges within 50 training epochs": ``epochs=50``).
 
-Heating (HLN / HBN), ``heating="finetune"`` (default, every profile): the paper's procedure, Sec. 3.4 (ii)
-("training with the starting temperature until convergence and using a higher temperature to fine-tune the
-trained network ... we used the latter in our experiments") and Sec. 5.2 ("HLN: Heated-up model using alpha = 4 to
-fine-tune LN"): HLN/HBN is a fine-tune (:class:`dmllab.training.config.FinetuneConfig`) of the LN/BN run with
-its full schedule, its own run in the run store keyed on that parent, for ``heat_epochs`` epochs at alpha x 1/4
-and every lr x 0.1, with a fresh optimiser. ``heat_epochs`` defaults to a quarter of the parent's epochs,
-rounded up: 20 after 80 on the paper profile (the release's ``--nb_hu_epoch=20``, run_Inception.py:32, 35); the
-quick and smoke profiles keep that share of their own schedules (:func:`dmllab.training.presets.profiles.
-compress_finetune`): 2 epochs after the quick LN/BN's 8, 1 after the smoke's 2. So HLN is LN plus heating,
-and both see the same epochs at alpha 16. The learned-alpha variant of Table 5 heats the same way (the parent
-learns alpha; the fine-tune uses the learned value x 1/4, frozen; see :class:`dmllab.losses.HeatedSoftmaxLoss`).
+Heating (HLN / HBN). The paper heats a converged model: Sec. 3.4 (ii) ("training with the starting temperature
+until convergence and using a higher temperature to fine-tune the trained network ... we used the latter in our
+experiments"), Sec. 5.2 ("HLN: Heated-up model using alpha = 4 to fine-tune LN"). The release does it inside one
+run: the script lowers the lr x 0.1 and alpha x 1/4 after 0-based epoch ``nb_epoch - nb_hu_epoch``
+(deep_metric_learning_Inception.py:391-394) with ``--nb_epoch 80 --nb_hu_epoch=20`` (run_Inception.py:31-35, 88),
+i.e. 61 of its 80 epochs at alpha 16 and the last 19 heated, the optimiser's momentum carried over; its LN/BN runs
+train all 80 epochs at alpha 16.
 
-``heating="in_run"``: the release's own loop, one run that heats late: the script lowers the lr x 0.1 and alpha
-x 1/4 after 0-based epoch ``nb_epoch - nb_hu_epoch`` (deep_metric_learning_Inception.py:391-394), i.e. 61 of its 80
-epochs at alpha 16 and the last 19 heated: ``heat_epoch`` (first heated schedule epoch) defaults to
-``epochs - heat_epochs + 2`` = 62. The LN/BN runs of the release train all 80 epochs at alpha 16, so there
-HLN sees 19 fewer epochs at alpha 16 than LN. The momentum of the optimiser carries over into the heated epochs
-there; the fine-tune starts a fresh one.
+* ``heating="in_run"``, the ``paper`` preset (the release's loop: where paper and code disagree the paper preset
+  follows the code): one run; ``heat_epoch`` (first heated schedule epoch) defaults to ``epochs - heat_epochs + 2``
+  = 62.
+* ``heating="finetune"``, the ``quick`` and ``smoke`` presets (and an option on ``paper``): the paper text's
+  procedure. HLN/HBN is a fine-tune (:class:`dmllab.training.config.FinetuneConfig`) of the LN/BN run with its full
+  schedule, its own run in the run store keyed on that parent, for ``heat_epochs`` epochs at alpha x 1/4 and every
+  lr x 0.1 with a fresh optimiser; so HLN is LN plus heating and both see the same epochs at alpha 16. The compressed
+  schedules keep the paper's procedure because at their scale a model heated at the release's 76 % of training
+  (epoch 7 of 8 on quick) has not converged: the heated epochs follow the whole LN/BN schedule, a quarter of its
+  epochs rounded up (2 after quick's 8, 1 after smoke's 2;
+  :func:`dmllab.training.presets.profiles.compress_finetune`). The learned-alpha variant of Table 5 heats the same
+  way (the parent learns alpha; the fine-tune uses the learned value x 1/4, frozen; see
+  :class:`dmllab.losses.HeatedSoftmaxLoss`).
+
+``heat_epochs`` defaults to a quarter of the (parent's) epochs, rounded up: 20 of 80 on the paper profile, the
+release's ``--nb_hu_epoch=20``.
 
 Sec. 5.2: "All the features are l2-normalized before calculating the evaluation metric": cosine distance for
 R@K and NMI on L2-normalised features (``run.nmi_l2``); NMI for Cars, CUB and SOP as Table 1 prints (Table 2,
@@ -54,7 +60,9 @@ parent's stage-2 model and fine-tunes on ``trainval``.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 from dmllab.training.config import ExperimentConfig, FinetuneConfig, OptimConfig, ScheduleConfig
 from dmllab.training.presets.datasets import DatasetSpec
@@ -80,23 +88,24 @@ def heated_softmax(
     variant: str = "HLN",
     alpha: float = 16.0,
     epochs: int = EPOCHS,
-    heating: str = "finetune",
+    heating: str | None = None,
     heat_epochs: int | None = None,
     heat_epoch: int | None = None,
     two_stage: bool = False,
 ) -> ExperimentConfig:
     """Heated-up Softmax ``variant`` (module docstring). ``epochs``: the LN/BN schedule (for HLN/HBN: the
-    parent's, or with ``heating="in_run"`` the whole run's); ``heating``: "finetune" (a fine-tune of the LN/BN
-    run, default) or "in_run" (the release's single run); ``heat_epochs``: heated epochs (default a quarter of
+    parent's, or with ``heating="in_run"`` the whole run's); ``heating``: "in_run" (the release's single run, the
+    default for HLN/HBN) or "finetune" (a fine-tune of the LN/BN run; the quick and smoke presets' default); ``heat_epochs``: heated epochs (default a quarter of
     ``epochs``, rounded up); ``heat_epoch``: the first heated epoch of an in-run heating (default the release's
     ``epochs - heat_epochs + 2``). Heating options are errors for SM/LN/BN, which never heat."""
     if variant not in HEATED_VARIANTS:
         raise ValueError(f"unknown heated_softmax variant {variant!r}; valid: {', '.join(HEATED_VARIANTS)}")
-    if heating not in HEATINGS:
+    if heating is not None and heating not in HEATINGS:
         raise ValueError(f"unknown heating {heating!r}; valid: {', '.join(HEATINGS)}")
     heats = variant.startswith("H")
-    if not heats and (heat_epoch is not None or heat_epochs is not None or heating != "finetune"):
+    if not heats and (heat_epoch is not None or heat_epochs is not None or heating is not None):
         raise ValueError(f"heat_epoch, heat_epochs and heating are for HLN/HBN; {variant} never heats")
+    heating = heating or "in_run"
     if heat_epoch is not None and heating != "in_run":
         raise ValueError(
             "heat_epoch is the first heated epoch of heating='in_run'; a fine-tune heats from its start"
@@ -155,6 +164,19 @@ def heated_softmax(
 # The small from-pretrained CNN: 10 x the paper's lr (dmllab choice).
 OVERLAYS = {profile: {"optim.lr": lambda cfg: 10 * cfg.optim.lr} for profile in ("quick", "smoke")}
 
+
+def _heat_by_finetune(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The compressed profiles heat by fine-tuning (module docstring): HLN/HBN default to ``heating="finetune"``."""
+    return {"heating": "finetune"} if str(options.get("variant", "HLN")).startswith("H") else {}
+
+
 METHODS = (
-    Method("heated_softmax", heated_softmax, OVERLAYS, variant_option="variant", default_variant="HLN"),
+    Method(
+        "heated_softmax",
+        heated_softmax,
+        OVERLAYS,
+        variant_option="variant",
+        default_variant="HLN",
+        profile_options={"quick": _heat_by_finetune, "smoke": _heat_by_finetune},
+    ),
 )
