@@ -1,17 +1,13 @@
-"""What an artifact is: a paper's table or figure declared as data and a few small functions, and how its
+"""What an artifact is (a paper's table or figure declared as data and a few small functions) and how its
 parameters are resolved.
 
-An :class:`Artifact` names what it reproduces (``id``, ``paper``, ``label``, ``title``), its parameters per
-profile, the training runs it needs (:class:`Run`: a composed config plus a seed, so a study can plan, de-duplicate
-and train them before any notebook runs), how its tidy rows are derived (by default the test metrics of its runs;
-otherwise a function of the stored runs, or computed for toy models that train no image network), its claims
-(:class:`Claim`, judged over seeds by :mod:`dmllab.experiments.stats`), which printed cells of the paper its rows
-correspond to, and its figures, drawn from the tidy CSVs only. One module per artifact under
-``dmllab/experiments/<package>/`` defines ``ARTIFACT`` (or ``ARTIFACTS``, a tuple, for a group sharing runs);
-:mod:`dmllab.experiments.registry` discovers them.
-
-:func:`resolve_parameters` turns what a notebook or the study gives (``None``: the profile's default) into
-:class:`Params`, the one place where parameter names, kinds, seeds and the device are checked.
+An :class:`Artifact` names what it reproduces, its parameters per profile, the training runs it needs (:class:`Run`:
+a config plus a seed, so that a study plans and trains them before any notebook runs), how its tidy rows are derived
+(by default the test metrics of its runs), its claims (:class:`Claim`, judged over seeds), the printed cells of the
+paper its rows face, and its figures, drawn from the tidy CSVs only. One module per artifact under
+``dmllab/experiments/<package>/`` defines ``ARTIFACT`` (or ``ARTIFACTS``); :mod:`dmllab.experiments.registry` finds
+them. :func:`resolve_parameters` turns what a notebook or the study gives (``None``: the profile's default) into
+:class:`Params`: the one place where parameter names, kinds, seeds and the device are checked.
 """
 
 from __future__ import annotations
@@ -63,9 +59,8 @@ STANDARD_PARAMETERS: tuple[str, ...] = ("profile", "seeds", "device", "data_root
 class Run:
     """One training run an artifact needs: a composed config, a seed, and the name its rows use.
 
-    Two artifacts that need the same (config, seed) share one stored run: the study trains it once. ``variant``
-    and ``tags`` only label the run for the artifact's rows; they are not part of its identity. Where it runs
-    (device, data root) is set by :func:`dmllab.experiments.lookup.place`, not by the artifact.
+    Two artifacts that need the same (config, seed) share one stored run. ``variant`` and ``tags`` only label the
+    run's rows. Where it runs (device, data root) is set by :func:`dmllab.experiments.lookup.place`.
     """
 
     config: ExperimentConfig
@@ -173,11 +168,9 @@ class Artifact:
         parameters: ``{profile: {name: value}}`` for every profile in :data:`PROFILES` with the same keys; may
             include ``seeds``.
         runs: ``runs(params) -> list[Run]``; none for toy artifacts.
-        rows: ``rows(params, lookup) -> rows`` or ``(rows, tables)``: tidy rows (``variant, dataset, seed,
-            metric, value`` and ``param_*``; see :func:`dmllab.results.tidy`) and, optionally, extra tables
-            (``{name: DataFrame}``, written as ``results/<id>.<name>.csv``) that a figure needs beyond the rows.
-            ``lookup`` (:class:`dmllab.experiments.lookup.Lookup`) reads what the runs left. Default: the test
-            metrics of every run (:meth:`Lookup.rows`).
+        rows: ``rows(params, lookup) -> rows`` or ``(rows, extra tables)``: tidy rows (:func:`dmllab.results.tidy`)
+            and ``{name: DataFrame}`` written as ``results/<id>.<name>.csv``, from what the runs left
+            (:class:`dmllab.experiments.lookup.Lookup`). Default: the test metrics of every run.
         claims: judged over seeds.
         reference: maps an aggregated row (``variant, dataset, metric`` and ``param_*``) to the printed cell
             ``(artifact label, row, column)`` of ``results/reference``; ``None`` where the paper prints none.
@@ -225,9 +218,8 @@ class Artifact:
                 f"artifact {self.id!r}: {sorted(clash)} are standard parameters, not per profile"
             )
 
-    # The report and notebook code call an artifact's stem its name.
     @property
-    def name(self) -> str:
+    def name(self) -> str:  # the notebook stem
         return self.id
 
     @property
@@ -262,20 +254,10 @@ class Artifact:
         return rows, dict(tables)
 
 
-# ------------------------------------------------------------------------------------- parameter resolution
-
-
 def _as_seeds(value: Any, name: str) -> list[int]:
-    if isinstance(value, bool):
-        raise ValueError(f"notebook {name}: seeds must be an int or a list of ints, got {value!r}")
-    if isinstance(value, int):
-        return [value]
-    if (
-        isinstance(value, (list, tuple))
-        and value
-        and all(isinstance(s, int) and not isinstance(s, bool) for s in value)
-    ):
-        return list(value)
+    seeds = [value] if isinstance(value, int) else value
+    if isinstance(seeds, (list, tuple)) and seeds and all(_kind(s) == "int" for s in seeds):
+        return list(seeds)
     raise ValueError(f"notebook {name}: seeds must be an int or a non-empty list of ints, got {value!r}")
 
 
@@ -288,18 +270,14 @@ def _kind(value: Any) -> str:
     return type(value).__name__
 
 
-def _fits(kind: str, kinds: set[str]) -> bool:
-    return kind in kinds or (kind == "int" and "float" in kinds)  # an int is accepted where floats are
+def _fits(kind: str, kinds: set[str]) -> bool:  # an int is accepted where floats are
+    return kind in kinds or (kind == "int" and "float" in kinds)
 
 
 def _check_kind(artifact: Artifact, key: str, value: Any) -> None:
-    """Raise ValueError when ``value`` has another kind than the non-None defaults of ``key`` in every profile,
-    or, for a list, holds an element of another kind than the defaults' elements.
-
-    An int is accepted where the defaults are floats. A ``papermill -p temperatures 0.1`` (a scalar where a list
-    is expected), ``-p steps 100.5`` or ``-y 'temperatures: [a, b]'`` therefore fails in the setup cell, not deep
-    inside the computation.
-    """
+    """Raise ValueError when ``value`` (or, for a list, one of its elements) has another kind than the non-None
+    defaults of ``key`` (or their elements); an int is accepted for a float. ``papermill -p temperatures 0.1``,
+    ``-p steps 100.5`` or ``-y 'temperatures: [a, b]'`` therefore fail in the setup cell, not deep inside."""
     defaults = [artifact.parameters[p][key] for p in PROFILES if artifact.parameters[p][key] is not None]
     kinds = {_kind(d) for d in defaults}
     if not kinds:
@@ -327,14 +305,12 @@ def _check_kind(artifact: Artifact, key: str, value: Any) -> None:
 def check_train_missing(artifact_id: str, value: Any) -> bool:
     """The notebook parameter ``train_missing`` as a bool (``None``: True, a notebook run by hand trains what is
     missing); anything but None, True or False raises ValueError naming the parameter."""
-    if value is None:
-        return True
-    if not isinstance(value, bool):
-        raise ValueError(
-            f"notebook {artifact_id}: parameter 'train_missing' must be True or False, got {value!r} "
-            f"({type(value).__name__})"
-        )
-    return value
+    if value is None or isinstance(value, bool):
+        return value is not False
+    raise ValueError(
+        f"notebook {artifact_id}: parameter 'train_missing' must be True or False, got {value!r} "
+        f"({type(value).__name__})"
+    )
 
 
 def resolve_parameters(artifact: Artifact, given: Mapping[str, Any]) -> Params:

@@ -202,7 +202,7 @@ def test_table3_deformed_recall_is_the_same_on_both_data_paths(name, monkeypatch
         backbone=m.backbone, embedding_dim=m.embedding_dim, pooling=m.pooling, **dict(m.backbone_kwargs)
     ).eval()
     got = [
-        T.deformed_recall(model, cfg.replace("data.in_memory", mem), name, seed=1, sigma_scale=True)
+        T.deformed_recall(lambda: model, cfg.replace("data.in_memory", mem), name, seed=1, sigma_scale=True)
         for mem in (False, True)
     ]
     assert got[0] == got[1] and 0.0 < got[0]["R@1"] <= 1.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -58,8 +59,12 @@ class _Views:
         return (view if self.deform is None else self.deform(view)), self.labels[i]
 
 
-def deformed_recall(model: Any, cfg: Any, name: str, *, seed: int, sigma_scale: bool) -> dict[str, float]:
-    """Test metrics (fractions) of ``model`` (trained with ``cfg``) with the test images deformed by ``name``.
+def deformed_recall(
+    load: Callable[[], Any], cfg: Any, name: str, *, seed: int, sigma_scale: bool
+) -> dict[str, float]:
+    """Test metrics (fractions) of the model ``load()`` gives (trained with ``cfg``) with the test images deformed
+    by ``name``. The model is loaded after torch's global generator is seeded: building it draws from that
+    generator before the deformations do.
 
     Each image's deformation is drawn in image order from torch's global generator seeded with ``seed``, after
     the test transform (:class:`dmllab.data.deform.DeformedTransform`). On an in-memory dataset (the quick
@@ -97,7 +102,7 @@ def deformed_recall(model: Any, cfg: Any, name: str, *, seed: int, sigma_scale: 
         )
     torch.manual_seed(seed)  # the deformations draw from torch's global generator (num_workers=0)
     loader = DataLoader(ds, batch_size=d.eval_batch_size, shuffle=False, num_workers=0)
-    emb, labels_t = embed_dataset(model, loader, "cpu")
+    emb, labels_t = embed_dataset(load(), loader, "cpu")
     return evaluate(emb, labels_t, metrics=("recall",), ks=(1,), distance=cfg.run.distance)
 
 
@@ -109,9 +114,14 @@ def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
         lookup.result(run)  # every run stored (or trained where allowed) before any is read
     out = []
     for run in planned:
-        model = lookup.model(run)
         for name in ["none", *params["deformations"]]:
-            m = deformed_recall(model, run.config, name, seed=run.seed, sigma_scale=params["rescale_blur"])
+            m = deformed_recall(
+                lambda run=run: lookup.model(run),
+                run.config,
+                name,
+                seed=run.seed,
+                sigma_scale=params["rescale_blur"],
+            )
             out += tidy(
                 m,
                 variant=run.variant,
