@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from dmllab.experiments import Artifact, Figure, Run
+from dmllab.pipeline import executors
 from dmllab.pipeline.executors import JobResult, SlurmExecutor, SlurmOptions, train_run
 from dmllab.pipeline.plan import format_plan, make_plan
 from dmllab.pipeline.study import StudyResult, format_summary
@@ -123,3 +124,27 @@ def test_diverged_run_is_an_outcome_planned_as_decided(store_env, monkeypatch):
     assert "diverged (recorded in the run store" in format_summary(result)
     failed = StudyResult(again, (JobResult("x", "FAILED", 0.0, "boom"),), (), (), None, 1.0)
     assert failed.failed
+
+
+def test_jobs_auto_is_one_worker_per_usable_core_on_the_cpu_and_one_on_an_accelerator(monkeypatch):
+    monkeypatch.setattr(executors, "usable_cores", lambda: 8)
+    assert executors.resolve_jobs("auto", "cpu") == 8
+    assert executors.resolve_jobs("auto", "cuda") == executors.resolve_jobs("auto", "mps") == 1
+    assert executors.resolve_jobs("3", "cpu") == executors.resolve_jobs(3, "cuda") == 3
+    for bad in (0, -3, "0", "x", "", 1.5, True):
+        with pytest.raises(ValueError, match="--jobs must be 'auto' or a positive integer"):
+            executors.resolve_jobs(bad, "cpu")
+    # A CPU run always uses one thread (its numbers depend on the thread count); a GPU worker shares the cores.
+    assert executors.threads_per_worker("cpu", 8) == executors.threads_per_worker("cpu", 1) == 1
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert executors.threads_per_worker("cuda", 1) == 8 and executors.threads_per_worker("cuda:0", 2) == 4
+
+
+def test_a_slurm_job_resubmits_itself_when_preempted_or_out_of_time():
+    """submitit requeues a job whose callable has ``checkpoint`` (submitit/core/job_environment.py); the
+    resubmission is the same callable on the same run, which resumes from its last epoch checkpoint."""
+    submitit = pytest.importorskip("submitit")
+    run = Run(presets.get("proxynca++", "synthetic", "smoke"), 3)
+    again = executors.TrainJob().checkpoint(run)
+    assert isinstance(again, submitit.helpers.DelayedSubmission)
+    assert isinstance(again.function, executors.TrainJob) and again.args == (run,)
