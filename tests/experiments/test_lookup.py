@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from dmllab import metrics
+from dmllab import data, metrics
 from dmllab.experiments import Lookup, Run, kit, registry
 from dmllab.experiments.lookup import place, planned_runs
 from dmllab.metrics import deform
@@ -94,11 +94,12 @@ PAIRS = [(a, p) for a in registry.all_artifacts() for p in PROFILES]
 @pytest.mark.parametrize("artifact,profile", PAIRS, ids=[f"{a.id}-{p}" for a, p in PAIRS])
 def test_rows_look_up_only_the_runs_the_study_plans(artifact, profile, store_env, monkeypatch):
     """With CUDA mocked as available (nothing touches it) and a data root given, every key rows() asks for is a
-    key of the study's plan; where rows() stops before its end (at a network or a dataset), it has looked up
+    key of the study's plan; where rows() stops before its end (at a network or the images), it has looked up
     every planned run by then, so every key it would ask for is checked. Artifacts without runs (toy models)
     compute on the device and are not run here. The metrics and t-SNE of the fakes are stubbed (speed)."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(kit, "evaluate_network", _stop)  # the untrained network: real images and weights
+    monkeypatch.setattr(data, "build_dataset", _stop)  # images are never read here
     monkeypatch.setattr(metrics, "evaluate", _metrics)  # the metrics of the fakes are not what is tested here
     monkeypatch.setattr(kit, "tsne", _tsne)
     monkeypatch.setattr(deform, "embedding_deformation_recall", _deformation_recall)
