@@ -6,9 +6,10 @@ from typing import Any
 
 import pandas as pd
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
-from dmllab.experiments.compare import paired, rows_from_runs
-from dmllab.experiments.heated._common import hs_config, seeds_runs, table1_cell
+from dmllab.experiments import kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.compare import paired
+from dmllab.experiments.heated._common import hs_config, table1_cell
 
 VARIANTS = ("SM", "LN", "BN", "HLN", "HBN")
 
@@ -17,12 +18,8 @@ def runs(params: Params) -> list[Run]:
     out: list[Run] = []
     for ds in params["datasets"]:
         for v in params["variants"]:
-            out += seeds_runs(hs_config(params.profile, ds, v), params, v)
+            out += kit.seeds_runs(hs_config(params.profile, ds, v), params, v)
     return out
-
-
-def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
-    return rows_from_runs(runs(params), lookup)
 
 
 def _heating(df: pd.DataFrame, heated: str, base: str) -> pd.Series:
@@ -71,7 +68,6 @@ ARTIFACT = Artifact(
         "variants": "SM, LN, BN, HLN, HBN",
     },
     runs=runs,
-    rows=rows,
     reference=table1_cell,
     claims=(
         Claim("LN beats SM (R@1)", lambda df: _heating(df, "LN", "SM"), unit="R@1 points"),

@@ -1,12 +1,13 @@
-"""What an artifact is: a paper's table or figure declared as data and a few small functions.
+"""What an artifact is (a paper's table or figure declared as data and a few small functions) and how its
+parameters are resolved.
 
-An :class:`Artifact` names what it reproduces (``id``, ``paper``, ``label``, ``title``), its parameters per
-profile, the training runs it needs (:class:`Run`: a composed config plus a seed, so a study can plan, de-duplicate
-and train them before any notebook runs), how its tidy rows are derived (from the stored runs, or computed for
-toy models that train no image network), its claims (:class:`Claim`, judged over seeds by
-:mod:`dmllab.experiments.stats`), which printed cells of the paper its rows correspond to, and its figures, drawn
-from the tidy CSVs only. One module per artifact under ``dmllab/experiments/<paper>/`` defines ``ARTIFACT`` (or
-``ARTIFACTS``, a tuple, for a group sharing runs); :mod:`dmllab.experiments.registry` discovers them.
+An :class:`Artifact` names what it reproduces, its parameters per profile, the training runs it needs (:class:`Run`:
+a config plus a seed, so that a study plans and trains them before any notebook runs), how its tidy rows are derived
+(by default the test metrics of its runs), its claims (:class:`Claim`, judged over seeds), the printed cells of the
+paper its rows face, and its figures, drawn from the tidy CSVs only. One module per artifact under
+``dmllab/experiments/<package>/`` defines ``ARTIFACT`` (or ``ARTIFACTS``); :mod:`dmllab.experiments.registry` finds
+them. :func:`resolve_parameters` turns what a notebook or the study gives (``None``: the profile's default) into
+:class:`Params`: the one place where parameter names, kinds, seeds and the device are checked.
 """
 
 from __future__ import annotations
@@ -16,14 +17,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dmllab.profiles import PROFILES
+from dmllab.profiles import PROFILES, resolve_device
 
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure as MplFigure
 
+    from dmllab.experiments.lookup import Lookup
     from dmllab.training.config import ExperimentConfig
-    from dmllab.training.protocol import RunResult
 
 # Papers in report order; "dmllab" holds the package's own artifacts (the offline benchmark).
 PAPERS: tuple[str, ...] = ("pnpp", "proxy_anchor", "heated", "proxy_synthesis", "dmllab")
@@ -48,6 +49,8 @@ ID_PREFIX: dict[str, str] = {
     "heated": "heated",
     "proxy_synthesis": "ps",
 }
+# The offline benchmark stands in for the fine-grained datasets; its rows face the paper's CUB cells.
+STAND_IN_DATASET: dict[str, str] = {"synthetic": "cub", "digits": "cub"}
 # Parameters every notebook has; ``None`` means "the profile's default".
 STANDARD_PARAMETERS: tuple[str, ...] = ("profile", "seeds", "device", "data_root")
 
@@ -56,8 +59,8 @@ STANDARD_PARAMETERS: tuple[str, ...] = ("profile", "seeds", "device", "data_root
 class Run:
     """One training run an artifact needs: a composed config, a seed, and the name its rows use.
 
-    Two artifacts that need the same (config, seed) share one stored run: the study trains it once. ``variant``
-    and ``tags`` only label the run for the artifact's rows; they are not part of its identity.
+    Two artifacts that need the same (config, seed) share one stored run. ``variant`` and ``tags`` only label the
+    run's rows. Where it runs (device, data root) is set by :func:`dmllab.experiments.lookup.place`.
     """
 
     config: ExperimentConfig
@@ -144,41 +147,12 @@ class Figure:
     caption: str = ""
 
 
-Derive = Callable[[Params, "RunLookup"], "list[dict[str, Any]] | tuple[list[dict[str, Any]], dict[str, Any]]"]
+Rows = list[dict[str, Any]]
+Derive = Callable[[Params, "Lookup"], "Rows | tuple[Rows, dict[str, Any]]"]
 
 
-class RunLookup:
-    """What ``rows`` receives: the stored result of each run (training it only where allowed)."""
-
-    def __init__(self, train_missing: bool = False, progress: bool = False) -> None:
-        self.train_missing = train_missing
-        self.progress = progress
-
-    def result(self, run: Run) -> RunResult:
-        """The stored :class:`RunResult` of ``run``; trains it when missing and allowed, else raises
-        :class:`MissingRunError` (:class:`dmllab.training.DivergedRunError` for a run the store records as diverged)."""
-        from dmllab.training.store import DivergedRunError, RunStore
-        from dmllab.training.store import run as train
-
-        store = RunStore()
-        stored = store.load(run.config, run.seed)
-        if stored is not None:
-            return stored
-        record = store.diverged(run.config, run.seed)
-        if record is not None:
-            raise DivergedRunError(
-                f"run {run.key} ({run.variant or 'no variant'}) diverged: {record.get('error')}", record
-            )
-        if not self.train_missing:
-            raise MissingRunError(
-                f"run {run.key} ({run.config.method} on {run.config.dataset}, {run.variant or 'no variant'}) "
-                "is not stored; train the artifact's runs first with `dmllab study --only <artifact>`"
-            )
-        return train(run.config, seed=run.seed, progress=self.progress)
-
-
-class MissingRunError(RuntimeError):
-    """A run an artifact needs is not in the run store (and training was not allowed)."""
+def _no_runs(params: Params) -> Sequence[Run]:
+    return ()
 
 
 @dataclass(frozen=True)
@@ -194,9 +168,9 @@ class Artifact:
         parameters: ``{profile: {name: value}}`` for every profile in :data:`PROFILES` with the same keys; may
             include ``seeds``.
         runs: ``runs(params) -> list[Run]``; none for toy artifacts.
-        rows: ``rows(params, lookup) -> rows`` or ``(rows, tables)``: tidy rows (``variant, dataset, seed,
-            metric, value`` and ``param_*``; see :func:`dmllab.results.tidy`) and, optionally, extra tables
-            (``{name: DataFrame}``, written as ``results/<id>.<name>.csv``) that a figure needs beyond the rows.
+        rows: ``rows(params, lookup) -> rows`` or ``(rows, extra tables)``: tidy rows (:func:`dmllab.results.tidy`)
+            and ``{name: DataFrame}`` written as ``results/<id>.<name>.csv``, from what the runs left
+            (:class:`dmllab.experiments.lookup.Lookup`). Default: the test metrics of every run.
         claims: judged over seeds.
         reference: maps an aggregated row (``variant, dataset, metric`` and ``param_*``) to the printed cell
             ``(artifact label, row, column)`` of ``results/reference``; ``None`` where the paper prints none.
@@ -212,8 +186,8 @@ class Artifact:
     title: str
     description: str
     parameters: Mapping[str, Mapping[str, Any]]
-    rows: Derive
-    runs: Callable[[Params], Sequence[Run]] = lambda params: ()
+    rows: Derive | None = None
+    runs: Callable[[Params], Sequence[Run]] = _no_runs
     claims: tuple[Claim, ...] = ()
     reference: Callable[[Mapping[str, Any]], tuple[str, str, str] | None] | None = None
     figures: tuple[Figure, ...] = ()
@@ -229,6 +203,8 @@ class Artifact:
             raise ValueError(
                 f"artifact id {self.id!r} must read {prefix}_<table|fig|sec|app><n>_<topic> (paper {self.paper})"
             )
+        if self.rows is None and self.runs is _no_runs:
+            raise ValueError(f"artifact {self.id!r}: give its runs, its rows, or both")
         if set(self.parameters) != set(PROFILES):
             raise ValueError(
                 f"artifact {self.id!r}: parameters must give every profile {PROFILES}, got {sorted(self.parameters)}"
@@ -236,15 +212,14 @@ class Artifact:
         keys = [set(self.parameters[p]) for p in PROFILES]
         if any(k != keys[0] for k in keys):
             raise ValueError(f"artifact {self.id!r}: the profiles declare different parameter keys: {keys}")
-        clash = keys[0] & {"profile", "device", "data_root"}
+        clash = keys[0] & {"profile", "device", "data_root", "train_missing"}
         if clash:
             raise ValueError(
                 f"artifact {self.id!r}: {sorted(clash)} are standard parameters, not per profile"
             )
 
-    # Compatibility with the report and notebook code, which call an artifact's stem its name.
     @property
-    def name(self) -> str:
+    def name(self) -> str:  # the notebook stem
         return self.id
 
     @property
@@ -268,19 +243,106 @@ class Artifact:
         self, profile: str, device: str = "auto", data_root: str | None = None, **given: Any
     ) -> Params:
         """The resolved :class:`Params` of ``profile`` (defaults, overridden by ``given``)."""
-        from dmllab.pipeline.notebook import resolve_parameters
-
-        return Params(
-            resolve_parameters(self, {"profile": profile, "device": device, "data_root": data_root, **given})
+        return resolve_parameters(
+            self, {"profile": profile, "device": device, "data_root": data_root, **given}
         )
 
-    def planned_runs(self, params: Params) -> list[Run]:
-        """``runs(params)`` placed on the parameters' device and data root (neither changes a run's identity
-        beyond what the run store keys on), so the study and the notebook see the same runs."""
-        out = []
-        for run in self.runs(params):
-            cfg = run.config.replace("run.device", params.device)
-            if params.data_root is not None:
-                cfg = cfg.replace("data.root", params.data_root)
-            out.append(Run(cfg, run.seed, run.variant, run.tags))
-        return out
+    def derive(self, params: Params, lookup: Lookup) -> tuple[Rows, dict[str, Any]]:
+        """``(rows, extra tables)`` of ``params``: :attr:`rows`, or the test metrics of every run."""
+        out = self.rows(params, lookup) if self.rows is not None else lookup.rows(self.runs(params))
+        rows, tables = out if isinstance(out, tuple) else (out, {})
+        return rows, dict(tables)
+
+
+def _as_seeds(value: Any, name: str) -> list[int]:
+    seeds = [value] if isinstance(value, int) else value
+    if isinstance(seeds, (list, tuple)) and seeds and all(_kind(s) == "int" for s in seeds):
+        return list(seeds)
+    raise ValueError(f"notebook {name}: seeds must be an int or a non-empty list of ints, got {value!r}")
+
+
+def _kind(value: Any) -> str:
+    """The parameter kind of a default value: bool, int, float, str, list or dict (``type`` name otherwise)."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (list, tuple)):
+        return "list"
+    return type(value).__name__
+
+
+def _fits(kind: str, kinds: set[str]) -> bool:  # an int is accepted where floats are
+    return kind in kinds or (kind == "int" and "float" in kinds)
+
+
+def _check_kind(artifact: Artifact, key: str, value: Any) -> None:
+    """Raise ValueError when ``value`` (or, for a list, one of its elements) has another kind than the non-None
+    defaults of ``key`` (or their elements); an int is accepted for a float. ``papermill -p temperatures 0.1``,
+    ``-p steps 100.5`` or ``-y 'temperatures: [a, b]'`` therefore fail in the setup cell, not deep inside."""
+    defaults = [artifact.parameters[p][key] for p in PROFILES if artifact.parameters[p][key] is not None]
+    kinds = {_kind(d) for d in defaults}
+    if not kinds:
+        return
+    kind = _kind(value)
+    example = defaults[0]
+    if not _fits(kind, kinds):
+        raise ValueError(
+            f"notebook {artifact.name}: parameter {key!r} must be of type {' or '.join(sorted(kinds))} "
+            f"(e.g. {example!r}), got {value!r} ({type(value).__name__}). Lists are passed with papermill -y, "
+            "e.g. -y 'temperatures: [1.0, 0.5]'."
+        )
+    element_kinds = {_kind(e) for d in defaults if _kind(d) == "list" for e in d if e is not None}
+    if kind != "list" or not element_kinds:
+        return
+    for element in value:
+        if element is not None and not _fits(_kind(element), element_kinds):
+            raise ValueError(
+                f"notebook {artifact.name}: parameter {key!r} must be a list of "
+                f"{' or '.join(sorted(element_kinds))} (e.g. {example!r}), got {value!r}: element {element!r} "
+                f"is {type(element).__name__}"
+            )
+
+
+def check_train_missing(artifact_id: str, value: Any) -> bool:
+    """The notebook parameter ``train_missing`` as a bool (``None``: True, a notebook run by hand trains what is
+    missing); anything but None, True or False raises ValueError naming the parameter."""
+    if value is None or isinstance(value, bool):
+        return value is not False
+    raise ValueError(
+        f"notebook {artifact_id}: parameter 'train_missing' must be True or False, got {value!r} "
+        f"({type(value).__name__})"
+    )
+
+
+def resolve_parameters(artifact: Artifact, given: Mapping[str, Any]) -> Params:
+    """Check ``given`` against the artifact's parameters and fill the profile's defaults for ``None`` values.
+
+    Raises:
+        ValueError: an unknown parameter name (listing the valid ones), an unknown profile, an artifact
+            parameter whose type differs from its defaults' (a scalar for a list, a float for an int, a list
+            element of another type), or a negative seed.
+    """
+    valid = artifact.parameter_names + ("train_missing",)
+    unknown = sorted(set(given) - set(valid))
+    if unknown:
+        raise ValueError(
+            f"unknown parameter {unknown[0]!r} for notebook {artifact.id}; valid parameters: {', '.join(valid)}"
+            + (f" (also unknown: {', '.join(unknown[1:])})" if len(unknown) > 1 else "")
+            + ". Interactively: restart the kernel before running the setup cell again."
+        )
+    profile = given.get("profile") or "quick"
+    if profile not in PROFILES:
+        raise ValueError(
+            f"notebook {artifact.id}: unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}"
+        )
+    defaults = artifact.defaults(profile)
+    params: dict[str, Any] = {"profile": profile}
+    for key in artifact.parameter_names[1:]:
+        value = given.get(key)
+        if value is not None and key in artifact.specific_parameters:
+            _check_kind(artifact, key, value)
+        params[key] = defaults.get(key) if value is None else value
+    params["seeds"] = _as_seeds(params["seeds"], artifact.id)
+    if any(s < 0 for s in params["seeds"]):
+        raise ValueError(f"notebook {artifact.id}: seeds must be non-negative, got {params['seeds']}")
+    params["device"] = resolve_device(params["device"] or "auto")
+    return Params(params)
