@@ -112,6 +112,9 @@ class Params:
         return self.values.get(key, default)
 
 
+CLAIM_KINDS: tuple[str, ...] = ("verdict", "check")
+
+
 @dataclass(frozen=True)
 class Claim:
     """A statement of the paper, judged over seeds.
@@ -126,12 +129,46 @@ class Claim:
         effect: rows -> per-seed effect (positive = the claim holds).
         unit: the effect's unit, shown in the report ("R@1 points", "%", "").
         paper_says: what the paper reports: "yes" unless the paper itself contradicts the statement.
+        differs: one line, what differs from the paper in this comparison on a profile (the report prints it next
+            to any verdict other than "yes"): a string for the quick and smoke profiles (the analogue), or
+            ``{profile: line}``.
+        arms: the methods the claim compares, by their labels in the offline benchmark's "trains" rows (e.g.
+            ``"proxynca++"``, ``"proxy_synthesis:normsoftmax"``): on a profile where one of them does not train,
+            the claim is "not testable".
+        not_testable: ``{profile: why}``: profiles on which the paper's procedure cannot be kept, so the claim is
+            "not testable" there whatever the rows say.
+        kind: "verdict" (judged over seeds) or "check" (an analytic property of a toy: shown as a pass/fail check,
+            not counted among the verdicts).
+        key: a short identifier, unique within the artifact (``same_as`` refers to it).
+        same_as: ``"<artifact id>:<claim key>"`` when this claim is the same comparison on the same runs as another
+            artifact's claim: the summary counts it once.
     """
 
     text: str
     effect: Callable[[pd.DataFrame], pd.Series | None]
     unit: str = ""
     paper_says: str = "yes"
+    differs: str | Mapping[str, str] = ""
+    arms: tuple[str, ...] = ()
+    not_testable: Mapping[str, str] = field(default_factory=dict)
+    kind: str = "verdict"
+    key: str = ""
+    same_as: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in CLAIM_KINDS:
+            raise ValueError(
+                f"claim {self.text!r}: unknown kind {self.kind!r}; valid: {', '.join(CLAIM_KINDS)}"
+            )
+        bad = sorted(set(self.not_testable) - set(PROFILES))
+        if bad or (isinstance(self.differs, Mapping) and set(self.differs) - set(PROFILES)):
+            raise ValueError(f"claim {self.text!r}: profiles must be among {PROFILES}")
+
+    def differs_on(self, profile: str) -> str:
+        """What differs from the paper on ``profile`` ("" when nothing is stated)."""
+        if isinstance(self.differs, Mapping):
+            return self.differs.get(profile, "")
+        return self.differs if profile in ("quick", "smoke") else ""
 
 
 @dataclass(frozen=True)
@@ -217,6 +254,9 @@ class Artifact:
             raise ValueError(
                 f"artifact {self.id!r}: {sorted(clash)} are standard parameters, not per profile"
             )
+        claim_keys = [c.key for c in self.claims if c.key]
+        if len(claim_keys) != len(set(claim_keys)):
+            raise ValueError(f"artifact {self.id!r}: claim keys must be unique, got {claim_keys}")
 
     @property
     def name(self) -> str:  # the notebook stem
