@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dmllab.experiments.artifact import REFERENCE_PAPER, STAND_IN_DATASET, Artifact
@@ -34,9 +34,10 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------------------------------- summaries
 
 
-def summarise(rows: pd.DataFrame) -> pd.DataFrame:
-    """Mean, std and count over seeds for each (variant, dataset, param_*, metric)."""
-    keys = ["variant", "dataset"] + sorted(c for c in rows.columns if c.startswith("param_")) + ["metric"]
+def summarise(rows: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
+    """Mean, std and count over seeds for each (variant, dataset, ``by``, param_*, metric)."""
+    params = sorted(c for c in rows.columns if c.startswith("param_"))
+    keys = ["variant", "dataset", *by] + params + ["metric"]
     keys = [k for k in keys if k in rows.columns and rows[k].notna().any()]
     grouped = rows.groupby(keys or ["metric"], dropna=False, sort=False)["value"]
     return grouped.agg(mean="mean", std="std", n="count").reset_index()
