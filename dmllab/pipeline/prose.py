@@ -50,7 +50,7 @@ def human(value: Any) -> str:
     return repr(value)
 
 
-def _sentences(text: str) -> list[str]:
+def sentences(text: str) -> list[str]:
     """``text`` cut after each full stop, question or exclamation mark that ends a sentence (not after the
     abbreviations of :data:`_ABBREVIATIONS`)."""
     out: list[str] = []
@@ -78,7 +78,7 @@ def paragraphs(text: str, limit: int = PARAGRAPH_CHARS) -> list[str]:
             out.append(block)
             continue
         current = ""
-        for sentence in _sentences(block):
+        for sentence in sentences(block):
             if current and len(current) + 1 + len(sentence) > limit:
                 out.append(current)
                 current = sentence

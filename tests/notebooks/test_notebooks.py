@@ -95,6 +95,20 @@ def test_rows_and_figures_written(aid, smoke_env, smoke_study):
         assert png.exists() and png.with_suffix(".pdf").exists(), png
 
 
+def test_notebooks_show_their_figures_and_steps(smoke_study):
+    """The executed plotting notebooks show each figure inline; an artifact notebook shows its parameters as a
+    person writes them, its verdicts with what differs from the paper, and its figures."""
+    shown = {}
+    for result in smoke_study.plots + smoke_study.notebooks:
+        nb = nbformat.read(result.output, as_version=4)
+        outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+        shown[result.name] = {kind for o in outputs for kind in o.get("data", {})}
+    assert all("image/png" in shown[p] for p in ("plots_pnpp", "plots_heated", "plots_proxy_synthesis")), (
+        shown
+    )
+    assert "image/png" in shown["pnpp_fig3_two_moons"] and "text/html" in shown["pnpp_fig3_two_moons"]
+
+
 def test_rerun_trains_nothing_and_skips_unchanged_notebooks(smoke_study, tmp_path):
     plan = make_plan(registry.select(STUDIED), "smoke", device="cpu")
     assert plan.missing == []
