@@ -48,7 +48,7 @@ table { border-collapse: collapse; margin: .6em 0; font-size: .88em; }
 th, td { border: 1px solid #c9d6e6; padding: .2em .5em; text-align: right; vertical-align: top; }
 th { background: #e6eef8; } td:first-child, th:first-child { text-align: left; }
 table.claims td, table.claims th { text-align: left; } table.claims td.num { text-align: right; white-space: nowrap; }
-td.claim { max-width: 26em; } td.differs { max-width: 22em; font-size: .9em; color: #4a5568; }
+td.claim { max-width: 26em; } td.art { white-space: nowrap; } td.differs { max-width: 22em; font-size: .9em; color: #4a5568; }
 tr.light td.differs { color: #9aa5b1; } tr.nt td { color: #8a8f98; }
 #summary-counts td:first-child { white-space: nowrap; }
 .missing { color: #a0522d; font-style: italic; }

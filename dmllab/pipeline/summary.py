@@ -79,7 +79,7 @@ def claim_rows(frame: pd.DataFrame, labels: dict[str, str], *, with_artifact: bo
             )
         cells = [f"<td class='claim'>{html.escape(rec['claim'])}</td>"]
         if with_artifact:
-            cells.append(f"<td>{_link(rec['artifact'], rec['label'])}</td>")
+            cells.append(f"<td class='art'>{_link(rec['artifact'], rec['label'])}</td>")
         cells += [
             f"<td class='num'>{effect}</td>",
             f"<td class='num'>{interval}</td>",
