@@ -21,8 +21,9 @@ method is searched around its own scale: Adam eps 1 in the ProxyNCA++ code base,
   studies, or none), :data:`LOSS_DECADES` decades.
 
 **Budget**: the same number of trials per method (:data:`DEFAULT_TRIALS`), the profile's epochs, frozen blocks,
-batch and schedule, one run seed. TPE's first :data:`STARTUP_TRIALS` trials are random; every method uses the
-same sampler seed.
+batch and schedule, one run seed. Trial 0 is the method's untuned preset (every multiplier 1), so the chosen
+recipe is never worse on validation than the preset; then TPE's random start (up to :data:`STARTUP_TRIALS`
+trials in all) and its model. Every method uses the same sampler seed.
 
 **Validation only**: a trial is an ordinary run of the run store (:func:`dmllab.training.store.run`) whose config
 trains on ``train`` and evaluates ``val`` as its test split (:func:`on_validation`): its ``metrics.json`` holds
@@ -101,7 +102,11 @@ LOSS_PARAMS: dict[str, tuple[str | None, str]] = {
     "proxy_synthesis:arcface": ("scale", "as SphereFace (gamma 23)"),
     "proxy_synthesis:softtriple": ("scale", "SoftTriple's scale lambda (Qian et al. 2019, 20)"),
     "proxy_synthesis:proxy_anchor": ("alpha", "as Proxy Anchor (32)"),
-    "proxy_synthesis:virtual_softmax": (None, "Virtual Softmax (Chen et al. 2018) has no hyper-parameter"),
+    "proxy_synthesis:virtual_softmax": (
+        None,
+        "Virtual Softmax (Chen et al. 2018) has no hyper-parameter (the cap 10 on its virtual logit is the PS "
+        "supplement D.4's guard)",
+    ),
 }
 
 
@@ -178,7 +183,8 @@ class Dim:
         return 1 / half, half
 
     def value(self, multiplier: float) -> float:
-        return _round(self.centre * multiplier)
+        """The searched value (rounded, :data:`SIGNIFICANT_DIGITS`); multiplier 1 is the preset's exact value."""
+        return self.centre if multiplier == 1.0 else _round(self.centre * multiplier)
 
 
 @dataclass(frozen=True)
@@ -378,16 +384,20 @@ def tune(
     chosen = list(derived) if methods is None else list(methods)
     spaces = [search_space(m, d, profile) for m in chosen for d in derived.get(m, ("synthetic",))]
     studies = [optuna.create_study(direction="maximize", sampler=_sampler(seed)) for _ in spaces]
+    for space, st in zip(spaces, studies):  # trial 0: the method's untuned preset
+        st.enqueue_trial({d.name: 1.0 for d in space.dims})
     width = max(len(s.method) for s in spaces)
     bars = [
         tqdm(total=trials, desc=s.method.ljust(width), unit="trial", position=i, disable=not progress)
         for i, s in enumerate(spaces)
     ]
     store, told, trained, train = RunStore(), [], 0, train or train_runs
-    while any(len(st.trials) < trials for st in studies):
+    n_asked = [0] * len(studies)
+    while any(n < trials for n in n_asked):
         asked: list[tuple[int, Any, Trial]] = []
         for i, (space, st) in enumerate(zip(spaces, studies)):
-            for _ in range(min(batch, trials - len(st.trials))):
+            for _ in range(min(batch, trials - n_asked[i])):
+                n_asked[i] += 1
                 ot = st.ask(space.distributions())
                 values = space.values(ot.params)
                 run = Run(space.config(values), run_seed, variant=space.method)
@@ -480,6 +490,8 @@ def trial_row(t: Trial, *, profile: str, seed: int, batch: int) -> dict[str, Any
 
 def _merge(path: Path, rows: list[dict[str, Any]], methods: set[tuple[str, str]]) -> None:
     """Write ``rows`` to ``path``, keeping the existing rows of other (method, dataset) pairs."""
+    import pandas as pd
+
     from dmllab import results
 
     kept: list[dict[str, Any]] = []
@@ -487,7 +499,7 @@ def _merge(path: Path, rows: list[dict[str, Any]], methods: set[tuple[str, str]]
         old = results.read_rows(path)
         keep = [(v, d) not in methods for v, d in zip(old["variant"], old["dataset"])]
         kept = [
-            {k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v)) or k == "value"}
+            {k: v for k, v in r.items() if k == "value" or not pd.isna(v)}
             for r in old[keep].to_dict("records")
         ]
     results.write_rows(path, kept + rows, mode="replace")

@@ -63,6 +63,15 @@ def test_trials_are_run_store_runs_evaluated_on_validation(smoke_tuning):
         assert t.value == pytest.approx(100 * metrics["R@1"])
 
 
+def test_trial_zero_is_the_untuned_preset(smoke_tuning):
+    first, _ = smoke_tuning
+    for method in SMOKE_METHODS:
+        zero = next(t for t in first.trials if t.method == method and t.number == 0)
+        space = tune.search_space(method, "synthetic", "smoke")
+        assert zero.values == {d.name: d.centre for d in space.dims}
+        assert zero.run.config == tune.on_validation(space.base)
+
+
 def test_rerun_asks_the_same_trials_and_trains_nothing(smoke_tuning):
     first, again = smoke_tuning
     assert again.trained == 0
@@ -124,6 +133,16 @@ def test_trials_train_on_the_study_executor():
     result = tune.tune(["heated_softmax:BN"], profile="smoke", trials=1, jobs=1, progress=False, write=False)
     assert result.trained == 1 and [t.state for t in result.trials] == ["ok"]
     assert RunStore().load(result.trials[0].run.config, 0) is not None
+
+
+def test_tuning_more_methods_keeps_the_others_rows(smoke_tuning):
+    from dmllab import results
+
+    tune.tune(["heated_softmax:LN"], profile="smoke", trials=1, progress=False, train=_in_process)
+    record, best = tune.record_paths("smoke")
+    counts = results.read_rows(record).groupby("variant").size().to_dict()
+    assert counts == {**{m: TRIALS for m in SMOKE_METHODS}, "heated_softmax:LN": 1}
+    assert sorted(results.read_rows(best)["variant"]) == sorted([*SMOKE_METHODS, "heated_softmax:LN"])
 
 
 def test_best_ties_go_to_the_lower_trial_number():

@@ -116,9 +116,11 @@ def apply(
     for key, value in recipe.loss:
         if key not in explicit and kwargs.get(key) == base.get(key):
             kwargs[key] = value
+    # an embedding lr equal to the trunk's stays implicit where it was (the preset's own values keep its run key)
+    lr_embedding = None if o.lr_embedding is None and new_emb == lr else new_emb
     return replace(
         cfg,
-        optim=replace(o, lr=lr, lr_embedding=new_emb, lr_proxies=proxies),
+        optim=replace(o, lr=lr, lr_embedding=lr_embedding, lr_proxies=proxies),
         loss=replace(cfg.loss, kwargs=pairs(kwargs)),
     )
 
