@@ -20,6 +20,12 @@ SMOKE_METHODS = ["proxynca++", "heated_softmax:SM"]
 TRIALS = 3
 
 
+@pytest.fixture(autouse=True)
+def _no_committed_recipes(tmp_path, monkeypatch):
+    """The quick presets without the repository's quick_best.csv (a test that needs recipes writes its own)."""
+    monkeypatch.setattr(tuned, "best_csv", lambda profile: tmp_path / "absent" / f"{profile}_best.csv")
+
+
 def _in_process(runs, **_):
     """An executor that trains in this process (so a test can watch what the trainer reads)."""
     from dmllab.training.store import run
