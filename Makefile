@@ -7,7 +7,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.dmllab-installed
 PROFILE ?= quick
-JOBS ?= 2
+JOBS ?= auto
 
 .PHONY: setup study test lint bench clean-results
 
@@ -33,3 +33,7 @@ bench: setup
 	$(BIN)/python benchmarks/bench_evaluator.py
 	$(BIN)/python benchmarks/bench_data.py
 	$(BIN)/python benchmarks/bench_trainer.py
+
+.PHONY: docs
+docs: setup
+	$(BIN)/dmllab docs

@@ -185,7 +185,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             ]
             print(tune.format_spaces(spaces))
             return 0
-        from dmllab.pipeline.study import SlurmOptions
+        from dmllab.pipeline.executors import SlurmOptions
 
         slurm = SlurmOptions(
             partition=args.partition,
@@ -289,7 +289,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--seed", type=int, default=0, help="the TPE sampler's seed (default 0)")
     p.add_argument("--run-seed", type=int, default=0, help="the trials' training seed (default 0)")
-    p.add_argument("--jobs", type=int, default=1, help="local workers (default 1)")
+    p.add_argument(
+        "--jobs",
+        default="auto",
+        metavar="N|auto",
+        help="local workers; auto (default): one per usable core (each trial on one thread)",
+    )
     p.add_argument("--executor", choices=("local", "slurm"), default="local")
     p.add_argument("--list", action="store_true", help="print the methods and their search spaces and stop")
     p.add_argument("--quiet", action="store_true", help="no progress bars")

@@ -116,10 +116,11 @@ LOSS_PARAMS: dict[str, tuple[str | None, str]] = {
 def study_methods(profile: str = "quick") -> dict[str, tuple[str, ...]]:
     """``method -> datasets`` over every artifact's runs at ``profile`` (module docstring), in first-seen order."""
     from dmllab.experiments import registry
+    from dmllab.experiments.lookup import planned_runs
 
     found: dict[str, list[str]] = {}
     for artifact in registry.all_artifacts():
-        for run in artifact.planned_runs(artifact.params(profile)):
+        for run in planned_runs(artifact, artifact.params(profile)):
             datasets = found.setdefault(unit(run.config.method), [])
             if run.config.dataset not in datasets:
                 datasets.append(run.config.dataset)
@@ -279,20 +280,28 @@ def on_validation(cfg: ExperimentConfig) -> ExperimentConfig:
 
 
 def train_runs(
-    runs: Sequence[Any], *, jobs: int = 1, executor: str = "local", slurm: Any = None, progress: bool = True
+    runs: Sequence[Any],
+    *,
+    jobs: int | str = "auto",
+    executor: str = "local",
+    slurm: Any = None,
+    progress: bool = True,
 ) -> list[Any]:
-    """Train ``runs`` (:class:`dmllab.experiments.Run`) on the study's executor: a local process pool of ``jobs``
-    workers or SLURM jobs (``slurm``: :class:`dmllab.pipeline.study.SlurmOptions`). The one call into
-    :mod:`dmllab.pipeline`; returns its ``JobResult`` per run."""
-    from dmllab.pipeline import study
+    """Train ``runs`` (:class:`dmllab.experiments.artifact.Run`) on the study's executor
+    (:mod:`dmllab.pipeline.executors`): a local process pool of ``jobs`` workers (``"auto"``: one per usable core
+    on the CPU, each run on one thread) or SLURM jobs (``slurm``: :class:`~dmllab.pipeline.executors.SlurmOptions`).
+    The one call into :mod:`dmllab.pipeline`; returns its ``JobResult`` per run."""
+    from dmllab.pipeline import executors
+    from dmllab.profiles import resolve_device
 
     if executor == "slurm":
-        return study.train_slurm(runs, slurm or study.SlurmOptions(), progress=progress)
+        return executors.SlurmExecutor(slurm, progress=progress).submit(runs, desc="trials (slurm)")
     if executor != "local":
         raise ValueError(f"unknown executor {executor!r}; valid executors: local, slurm")
-    return study._run_pool(
-        runs, study.train_run, lambda r: r.key, jobs=jobs, desc="trials", progress=progress
-    )
+    device = resolve_device(runs[0].config.run.device) if runs else "cpu"
+    workers = executors.resolve_jobs(jobs, device)
+    threads = executors.threads_per_worker(device, workers)
+    return executors.LocalExecutor(workers, threads=threads, progress=progress).submit(runs, desc="trials")
 
 
 # ------------------------------------------------------------------------------------------------- tuning
@@ -358,7 +367,7 @@ def tune(
     batch: int = DEFAULT_BATCH,
     seed: int = 0,
     run_seed: int = 0,
-    jobs: int = 1,
+    jobs: int | str = "auto",
     executor: str = "local",
     slurm: Any = None,
     progress: bool = True,
@@ -374,7 +383,7 @@ def tune(
     import optuna
     from tqdm.auto import tqdm
 
-    from dmllab.experiments.base import Run
+    from dmllab.experiments.artifact import Run
     from dmllab.training.store import RunStore
 
     if trials < 1 or batch < 1:
