@@ -28,18 +28,19 @@ def pa_config(
     *,
     dim: int | None = None,
     batch: int | None = None,
-    alpha: float = 32.0,
-    delta: float = 0.1,
+    alpha: float | None = None,
+    delta: float | None = None,
     overrides: Mapping[str, Any] | None = None,
 ) -> Any:
-    """Proxy Anchor's preset with the embedding size, batch size, alpha and delta an artifact varies."""
+    """Proxy Anchor's preset with the embedding size, batch size, alpha and delta an artifact varies (alpha and
+    delta are passed to the preset only when given: a given one wins over the quick profile's tuned value)."""
+    loss = {k: v for k, v in (("alpha", alpha), ("delta", delta)) if v is not None}
     return kit.config(
         "proxy_anchor",
         kit.benchmark_for(profile, dataset),
         profile,
-        alpha=alpha,
-        delta=delta,
         overrides={"model.embedding_dim": dim, "data.batch_size": batch, **(overrides or {})},
+        **loss,
     )
 
 
