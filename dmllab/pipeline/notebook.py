@@ -23,6 +23,7 @@ from dmllab.profiles import PROFILES, resolve_device
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
+    from pandas.io.formats.style import Styler
 
 # Names the IPython kernel puts into a notebook's globals; never parameters.
 _KERNEL_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open"})
@@ -132,10 +133,36 @@ class ArtifactContext:
 
         return paper_vs_reproduced(self.artifact, self.read_results(), load_reference())
 
-    def verdicts(self) -> pd.DataFrame:
-        from dmllab.experiments.compare import verdict_table
+    def parameters_table(self) -> Styler:
+        """The values this notebook runs with, as a person writes them (``1/9``, ``4e2``), and why each is there."""
+        import pandas as pd
 
-        return verdict_table(self.artifact, self.read_results())
+        from dmllab.pipeline.prose import human
+        from dmllab.pipeline.template import STANDARD_HELP
+
+        helps = {**STANDARD_HELP, **self.artifact.parameter_help}
+        values = {**self.params.values, "train_missing": self.train_missing}
+        table = pd.DataFrame(
+            [{"parameter": k, "value": human(v), "why": helps.get(k, "")} for k, v in values.items()],
+            columns=["parameter", "value", "why"],
+        )
+        return table.style.hide(axis="index").set_properties(**{"text-align": "left"})
+
+    def verdicts(self) -> pd.DataFrame:
+        """Each claim's effect, 95% interval, verdict (four classes) and why, what differs from the paper here, and
+        its p-value (:func:`dmllab.experiments.verdicts.verdict_table`; whether a compared method trains comes from
+        the offline benchmark's rows as they are now: the report, built last, is definitive)."""
+        from dmllab.experiments.verdicts import training_status, verdict_table
+
+        return verdict_table(
+            self.artifact, self.read_results(), self.profile, training_status(self.profile)
+        ).set_index("claim")
+
+    def checks(self) -> pd.DataFrame:
+        """The analytic properties the artifact checks: measured value, passes or fails."""
+        from dmllab.experiments.verdicts import check_table
+
+        return check_table(self.artifact, self.read_results(), self.profile).set_index("check")
 
     def figures(self, save: bool = False) -> list[Figure]:
         """Draw every figure of the artifact from its CSVs (and save it under ``figures/`` with ``save``)."""
