@@ -379,10 +379,12 @@ def format_fast_dev(result: StudyResult) -> str:
     notebooks = {r.name: r for r in result.notebooks}
     by_artifact = _artifact_runs(result)
     rows = []
+    stored = {r.run.key for r in plan.stored}  # trained by an earlier fast dev run of the same command
     for a in plan.artifacts:
         keys = by_artifact.get(a.id, [])
         ran = [jobs[k] for k in keys if k in jobs]
-        ok = sum(r.status == "ok" for r in ran) + sum(k not in jobs for k in keys)  # stored: trained before
+        reused = sum(k in stored for k in keys)
+        ok = sum(r.status == "ok" for r in ran) + reused
         nb = notebooks.get(a.id)
         if nb is None:
             found = "not run"
@@ -396,7 +398,7 @@ def format_fast_dev(result: StudyResult) -> str:
         rows.append(
             (
                 a.id,
-                f"{ok}/{len(keys)}",
+                f"{ok}/{len(keys)}" + (f" ({reused} stored)" if reused else ""),
                 str(sum(int(r.info.get("steps", 0)) for r in ran)),
                 _memory([r.info for r in ran]),
                 f"{sum(r.wall_s for r in ran):.0f} s",
