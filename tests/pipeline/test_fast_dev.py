@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from dmllab.experiments import registry
-from dmllab.pipeline import execute, study
+from dmllab.pipeline import execute, fastdev, study
 from dmllab.pipeline.executors import JobResult, LocalExecutor
 from dmllab.pipeline.plan import estimate, make_plan
 
@@ -159,7 +159,7 @@ def test_fast_dev_summary_per_artifact(store_env):
         JobResult("pa_fig11_tsne", "FAILED", 4.0, "MissingRunError: run x is not stored", cell=5),
     )
     result = study.StudyResult(plan, training, notebooks, (), None, 30.0)
-    text = study.format_fast_dev(result)
+    text = fastdev.format_fast_dev(result)
     lines = {line.split()[0]: line for line in text.splitlines() if line.split()}
     assert lines["pnpp_appd_googlenet"].split()[1:3] == ["1/1", "4"]
     assert "CUDA 0.50 GB, RSS 2.00 GB" in lines["pnpp_appd_googlenet"]
@@ -169,7 +169,7 @@ def test_fast_dev_summary_per_artifact(store_env):
     assert "  cub train: batch 32 random images -> 5 random images (2 classes, 5 images)" in text
     assert "NOT READY" in text and "random initialisation (--pretrained none)" in text
     one = make_plan(arts[:1], "paper", device="cpu", fast_dev_run=2)
-    ready = study.format_fast_dev(study.StudyResult(one, training[:1], notebooks[:1], (), None, 30.0))
+    ready = fastdev.format_fast_dev(study.StudyResult(one, training[:1], notebooks[:1], (), None, 30.0))
     assert "READY: every run trained and every notebook found its runs" in ready
 
 
