@@ -104,6 +104,27 @@ def raw_dataset(cfg: Any, split: str) -> Any:
     return build_dataset(cfg.data.dataset, cfg.data.root, split, transform=None, **kw)
 
 
+def image_files(dataset: Any, indices: Sequence[int]) -> list[str | None]:
+    """The files of images ``indices`` of ``dataset`` (one read from a folder: its ``image_path``), so that a
+    figure table names the images it shows and the figure is drawn from the table wherever the data root is;
+    ``None`` each for a dataset rendered in memory (the offline benchmark: :func:`figure_images` rebuilds it)."""
+    path = getattr(dataset, "image_path", None)
+    return [str(path(int(i))) if path is not None else None for i in indices]
+
+
+def figure_images(table: Any, dataset: Callable[[], Any]) -> dict[int, Any]:
+    """``{index: PIL image}`` of the rows of a figure table: read from its ``image`` column where it names the
+    files (:func:`image_files`), else from ``dataset()`` (:func:`raw_dataset`)."""
+    if "image" in table and table["image"].notna().all():
+        from pathlib import Path
+
+        from dmllab.data.real import load_image
+
+        return {int(i): load_image(Path(p)) for i, p in zip(table["index"], table["image"])}
+    ds = dataset()
+    return {int(i): ds[int(i)][0] for i in table["index"]}
+
+
 def tsne(points: Any, seed: int = 0, perplexity: float = 30.0) -> Any:
     """2-D t-SNE (scikit-learn, PCA init) of ``points`` (N, D) as float32; perplexity capped at (N - 1) / 3 (and
     at least 2) for small N."""

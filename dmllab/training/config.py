@@ -227,6 +227,11 @@ class RunConfig:
     weights (model and loss) of the epoch with the best monitored validation value (``schedule.monitor``,
     warm-up epochs excluded) are tested and saved as the final model, instead of the last epoch's (MLRC's early
     stopping on validation); ``best_epoch`` of the result is that epoch.
+    ``fast_dev_run``: 0 (a real run) or N > 0, a fast dev run that checks the run's code path in seconds (PyTorch
+    Lightning's name; ``dmllab study --fast-dev-run``): N training batches per epoch, at most one warm-up and
+    one schedule epoch per stage, N batches per evaluation, and the batch shrunk to fit a dataset smaller than
+    one class-balanced batch (:func:`dmllab.training.protocol.training_config`, :class:`dmllab.training.Trainer`).
+    It is part of the run key: a fast dev run is never taken for a real one.
     """
 
     seed: int = 0
@@ -241,6 +246,7 @@ class RunConfig:
     nmi_average: str = "geometric"
     eval_every: int = 1
     keep_best: bool = False
+    fast_dev_run: int = 0
 
 
 @dataclass(frozen=True)
@@ -277,6 +283,7 @@ _HASH_OMIT_AT_DEFAULT = {
     ("run", "nmi_l2"): False,
     ("run", "nmi_average"): "geometric",
     ("run", "keep_best"): False,
+    ("run", "fast_dev_run"): 0,
 }
 _HASH_OMIT_AT_DEFAULT.update(
     {
@@ -624,6 +631,7 @@ VALUE_RULES: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "schedule.gamma": _POSITIVE,
     "run.seed": _NON_NEGATIVE_INT,
     "run.eval_every": _POSITIVE_INT,
+    "run.fast_dev_run": _NON_NEGATIVE_INT,
     "data.batch_size": _POSITIVE_INT,
     "data.eval_batch_size": _POSITIVE_INT,
     "data.num_workers": ("an integer >= 0 or 'auto'", lambda v: v == "auto" or (_is_int(v) and v >= 0)),

@@ -42,7 +42,7 @@ def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str
     grid = []
     k = params["k"]
     for run in runs(params):
-        emb, labels, _ = lookup.embed(run)
+        emb, labels, ds = lookup.embed(run)
         nn_idx = top_k(emb, k)
         lab = labels.numpy()
         correct = lab[nn_idx] == lab[:, None]  # (N, k)
@@ -77,7 +77,11 @@ def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str
                             "correct": float(correct[q, r - 1]),
                         }
                     )
-    return out, {"retrievals": pd.DataFrame(grid)}
+    table = pd.DataFrame(grid)
+    files = kit.image_files(ds, table["index"]) if len(table) else []
+    if any(files):  # a real dataset: the table names its images (the figure needs no data root)
+        table = table.assign(image=files)
+    return out, {"retrievals": table}
 
 
 def _figure(tables: Any) -> Any:
@@ -88,7 +92,7 @@ def _figure(tables: Any) -> Any:
     table = tables["retrievals"]
     profile = str(tables["rows"]["profile"].iloc[0]) if "profile" in tables["rows"] else "quick"
     cfg = conv.curve_config("proxy_anchor", profile, "cars")
-    ds = kit.raw_dataset(cfg, cfg.data.test_split)
+    images = kit.figure_images(table, lambda: kit.raw_dataset(cfg, cfg.data.test_split))
     variants = list(dict.fromkeys(table["variant"]))
     fig, axes = plt.subplots(
         1, len(variants), figsize=(4.2 * len(variants), 0.9 * table["query"].nunique() + 1)
@@ -97,7 +101,7 @@ def _figure(tables: Any) -> Any:
         part = table[table["variant"] == v].sort_values(["query", "rank"])
         rows = [
             [
-                (thumbnail(ds[int(i)][0]), None if np.isnan(c) else bool(c))
+                (thumbnail(images[int(i)]), None if np.isnan(c) else bool(c))
                 for i, c in zip(p["index"], p["correct"])
             ]
             for _, p in part.groupby("query")
