@@ -83,8 +83,29 @@ ARTIFACT = Artifact(
             "a lower k is better: R@1 at k = 1 (GMP) above k = H x W (GAP)",
             lambda df: extremes(df, "R@1", "k", low_minus_high=True),
             unit="R@1 points",
+            differs=kit.differs(
+                lambda p: (
+                    f"k = H x W is {ARTIFACT.parameters[p]['map_size']} on the SmallCNN's map (paper: 64)"
+                ),
+                "proxynca++",
+            ),
+            arms=("proxynca++",),
+            key="gmp_vs_gap",
         ),
-        Claim("k and R@1 are negatively correlated (per seed, minus Pearson r)", _correlation, unit="-r"),
+        Claim(
+            "k and R@1 are negatively correlated (per seed, minus Pearson r)",
+            _correlation,
+            unit="-r",
+            differs=kit.differs(
+                lambda p: (
+                    f"k = {', '.join(map(str, ARTIFACT.parameters[p]['ks']))} (paper: a curve over 1..64, "
+                    "r = -0.98)"
+                ),
+                "proxynca++",
+            ),
+            arms=("proxynca++",),
+            key="k_correlation",
+        ),
     ),
     figures=(Figure(_figure, caption="R@1 against k, mean +- one std over seeds (shaded)."),),
 )
