@@ -1,8 +1,9 @@
 """The Proxy Synthesis paper's facts shared by its artifacts: the run configs (so tables share their runs), the
 paper's row names per loss, and the profile -> datasets mapping.
 
-Every PS run is built from the ``proxy_synthesis`` preset (the released setup, ``presets.get("proxy_synthesis",
-ds, profile, base=...)``); "without PS" is the *same* config with ``loss.synthesis=False``, as in the paper
+Every PS run is built from the ``proxy_synthesis`` preset (the released setup on the paper profile, its compressed
+analogue on quick/smoke: ``presets.get("proxy_synthesis", ds, profile, base=...)``); "without PS" is the *same*
+config with ``loss.synthesis=False``, as in the paper
 (Table 6 compares a loss with and without PS under one training setup). SoftTriple is the preset's
 ``base="softtriple"`` (the loss's own defaults, K=10, scale 20, gamma 0.1, margin 0.01, tau 0.2: SoftTriple
 paper / PS supplement); Table 5's Virtual Softmax and mixups are ``base="virtual_softmax"`` and the preset's
@@ -37,6 +38,17 @@ FULL_TABLE = {"cub": "Table F", "cars": "Table H", "sop": "Table J", "inshop": "
 # the R@K columns Tables F, H, J, L print
 FULL_KS = {"cub": (1, 2, 4, 8), "cars": (1, 2, 4, 8), "sop": (1, 10, 100, 1000), "inshop": (1, 10, 20, 40)}
 MLRC_TABLE = {"cub": "Table G", "cars": "Table I", "sop": "Table K"}
+
+
+def arm(base: str) -> str:
+    """The method label of a base loss (a claim's ``arms``; PS on or off is the arm's switch)."""
+    return f"{METHOD}:{base}"
+
+
+def differs(specific: Any, base: str = "normsoftmax", dataset: str = "cars") -> Any:
+    """A Proxy Synthesis claim's ``differs``: ``specific``, the profile's analogue of the PS preset over ``base``,
+    and on the paper profile ResNet-50 for BN-Inception (:func:`dmllab.experiments.kit.differs`)."""
+    return kit.differs(specific, METHOD, dataset, paper=kit.BN_INCEPTION, base=base)
 
 
 def label(base: str, ps: bool) -> str:
