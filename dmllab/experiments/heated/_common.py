@@ -57,7 +57,7 @@ def heating(profile: str) -> str:
             f"heating fine-tunes the converged {s.epochs}-epoch LN/BN run for {ft.epochs} epoch"
             f"{'s' if ft.epochs > 1 else ''} at alpha "
             f"x{ft.alpha_factor:g}, lr x{ft.lr_factor:g} (the paper text's procedure; a quarter of the parent's epochs, "
-            "as the release's 20 of 80)"
+            "rounded up, as the release's --nb_hu_epoch 20 of 80)"
         )
     return (
         f"heating inside the run from epoch {s.heat_epoch} of {s.epochs}, as the release does (the paper text: a "

@@ -143,8 +143,8 @@ ARTIFACT = Artifact(
     description=(
         "ProxyNCA++ appendix E, Fig. 7: R@1 of GMP and GAP models on CUB per object size (box area in percent "
         "of the image): GMP is better in every bin, which disproved the authors' hypothesis that GAP fails on "
-        "small objects. dmllab loads the ablation's ProxyNCA++ (+max, GMP) and -max (GAP) models of every seed "
-        "(no new training), embeds the test split, and computes each query's R@1 (nearest other test image, "
+        "small objects. dmllab loads the ProxyNCA++ (+max, GMP) and -max (GAP) models of every seed (the runs "
+        "of Tables 3-6 and 12-13 on the benchmark's draw 0; no new training), embeds the test split, and computes each query's R@1 (nearest other test image, "
         "cosine on L2-normalised embeddings) over the whole test set, averaged within quantile bins of the "
         "box-area fraction (CUB's bounding_boxes.txt on the paper profile, the offline benchmark's recorded "
         "boxes on quick). The paper's bin edges are not printed; the bins here are the test set's quantiles."

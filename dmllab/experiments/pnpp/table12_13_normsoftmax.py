@@ -99,7 +99,7 @@ ARTIFACT = Artifact(
             "+max helps NormSoftMax (R@1)",
             lambda df: paired(df, "R@1", _v("NormSoftMax (+max)"), _v("NormSoftMax")),
             unit="R@1 points",
-            differs=kit.differs("GMP vs GAP over the SmallCNN's 7 x 7 map (paper: 8 x 8)", "normsoftmax"),
+            differs=kit.differs(C.pooling_line, "normsoftmax"),
             arms=("normsoftmax",),
             key="ns_max",
         ),

@@ -137,7 +137,7 @@ _REMOVAL = {
     "scale": "-scale is T = 1 as in the paper",
     "cbs": "random batches of the same size for 8 x 4 class-balanced ones",
     "norm": "",
-    "max": "GAP vs GMP over the SmallCNN's 7 x 7 map (paper: ResNet-50's 8 x 8)",
+    "max": C.pooling_line,
     "fast": lambda profile: (
         f"+fast {kit.lr_line(C.pnpp('synthetic', profile))} vs -fast "
         f"{kit.lr_line(C.pnpp('synthetic', profile, fast=False))} (paper: base lr 4e-3, proxies 4e2)"
