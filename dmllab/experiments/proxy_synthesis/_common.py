@@ -81,9 +81,9 @@ def config(
     options: Mapping[str, Any] | None = None,
     **replace: Any,
 ) -> Any:
-    """The released PS setup over ``base`` (with or without PS), with the preset's ``options``
-    ({"regularizer": "manifold_mixup"}), plus ``replace`` ({"loss.ps_mu": 2.0}; keys use "__" for "." so they
-    can be keyword arguments: ``loss__ps_mu=2.0``)."""
+    """The profile's PS preset over ``base`` (the released setup on the paper profile; with or without PS), with
+    the preset's ``options`` ({"regularizer": "manifold_mixup"}), plus ``replace`` ({"loss.ps_mu": 2.0}; keys use
+    "__" for "." so they can be keyword arguments: ``loss__ps_mu=2.0``)."""
     from dmllab.training import presets
 
     cfg = presets.get(METHOD, dataset, profile, base=base, **(options or {}))

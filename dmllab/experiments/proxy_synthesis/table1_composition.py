@@ -85,7 +85,8 @@ ARTIFACT = Artifact(
         "PS Table 1 (CARS196, PS + Norm-softmax): the loss sees original and/or synthetic embeddings (X^) and "
         "proxies (P^): M1 = original only (the base loss), M2 = synthetic only, M3 = original embeddings with "
         "all proxies, M4 = synthetic embeddings with all proxies, PS = all. dmllab sets `loss.ps_embeddings` / "
-        "`loss.ps_proxies` on the released PS setup; M1 and PS are the Table 6 Norm-softmax runs (shared). "
+        "`loss.ps_proxies` on the profile's PS preset (the released setup on the paper profile); M1 and PS are the "
+        "Table 6 Norm-softmax runs (shared). "
         "Quick: the offline benchmark (rows face the paper's Cars column), 3 seeds, paired on the seed."
     ),
     parameters={
