@@ -64,10 +64,11 @@ def seeds_runs(cfg: Any, params: Params, variant: str, **tags: Any) -> list[Run]
 
 def draw_of(params: Params, seed: int) -> int:
     """The benchmark draw that run seed ``seed`` trains on: ``seed`` itself where the artifact's ``data_seed``
-    parameter is ``"per_seed"``, else the default draw 0."""
+    parameter is ``"per_seed"``, else (``"fixed"``, or None where that is the profile's default) the default
+    draw 0."""
     mode = params.get("data_seed")
-    if mode not in (None, "per_seed"):
-        raise ValueError(f"data_seed must be 'per_seed' or None, got {mode!r}")
+    if mode not in (None, "fixed", "per_seed"):
+        raise ValueError(f"data_seed must be 'per_seed' or 'fixed', got {mode!r}")
     return int(seed) if mode == "per_seed" else 0
 
 

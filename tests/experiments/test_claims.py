@@ -436,3 +436,11 @@ def test_heated_arms_are_the_unheated_run_plus_heating():
                 aid,
                 run.variant,
             )
+
+
+def test_data_seed_fixed_puts_every_seed_on_draw_zero():
+    a = registry.get("pnpp_table7_10_ablation")
+    fixed = a.params("quick", device="cpu", data_seed="fixed")
+    assert all("seed" not in dict(r.config.data.dataset_kwargs) for r in a.runs(fixed))
+    with pytest.raises(ValueError, match="data_seed"):
+        kit.draw_of(a.params("quick", device="cpu", data_seed="per-seed"), 1)

@@ -266,7 +266,8 @@ ARTIFACT = Artifact(
         "paper": {"seeds": [0, 1, 2, 3, 4], "data_seed": "per_seed", "methods": []},
     },
     parameter_help={
-        "data_seed": "'per_seed': seed k trains ProxyNCA++ on draw k of the benchmark; None: every seed on draw 0",
+        "data_seed": "'per_seed': seed k trains ProxyNCA++ on draw k of the benchmark; 'fixed': every seed on "
+        "draw 0",
         "methods": "method labels whose gain over the pre-trained network is measured (their default runs)",
     },
     runs=runs,

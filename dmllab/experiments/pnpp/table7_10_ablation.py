@@ -217,7 +217,7 @@ ARTIFACT = Artifact(
     parameter_help={
         "datasets": "datasets to train on",
         "tables_8_10": "also train every subset of Tables 8-10",
-        "data_seed": "'per_seed': seed k trains on draw k of the benchmark; None: every seed on draw 0",
+        "data_seed": "'per_seed': seed k trains on draw k of the benchmark; 'fixed': every seed on draw 0",
     },
     runs=runs,
     reference=reference,
