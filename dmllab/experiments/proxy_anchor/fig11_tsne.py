@@ -10,7 +10,7 @@ import pandas as pd
 from dmllab.experiments import kit
 from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
 from dmllab.experiments.lookup import Lookup
-from dmllab.experiments.proxy_anchor._common import pa_config
+from dmllab.experiments.proxy_anchor._common import differs, pa_config
 
 
 def runs(params: Params) -> list[Run]:
@@ -128,6 +128,11 @@ ARTIFACT = Artifact(
             "images of the same class are grouped: same-class grid neighbours above chance",
             _above_chance,
             unit="% of neighbour pairs",
+            differs=differs(
+                "same-class grid neighbours against chance quantify the paper's qualitative figure", "cars"
+            ),
+            arms=("proxy_anchor",),
+            key="grouped",
         ),
     ),
     figures=(

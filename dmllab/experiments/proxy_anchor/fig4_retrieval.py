@@ -12,6 +12,7 @@ from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
 from dmllab.experiments.compare import paired
 from dmllab.experiments.lookup import Lookup
 from dmllab.experiments.proxy_anchor import fig1_convergence as conv
+from dmllab.experiments.proxy_anchor._common import differs
 
 PA, PNCA = "Proxy Anchor", "ProxyNCA"
 
@@ -144,6 +145,13 @@ ARTIFACT = Artifact(
             "Proxy Anchor's top-4 retrievals are more often of the query's class than ProxyNCA's (P@4)",
             lambda df: paired(df, "P@4", {"variant": PA}, {"variant": PNCA}),
             unit="P@4 points",
+            differs=differs(
+                "P@4 over every test query quantifies the paper's qualitative figure; the runs of Fig. 1 (one "
+                "stage on train)",
+                "cars",
+            ),
+            arms=("proxy_anchor", "proxynca"),
+            key="p_at_4",
         ),
     ),
     figures=(Figure(_figure, caption="Queries (left) and their top-4 neighbours; green: same class."),),
