@@ -261,7 +261,7 @@ def _quiet() -> None:
 
 def train_run(run: Run) -> JobResult:
     """Train one run through the run store (a stored run is returned at once); never raises."""
-    from dmllab.metrics import NonFiniteEmbeddingError
+    from dmllab.metrics import DegenerateEmbeddingError as NonFiniteEmbeddingError  # collapsed too
     from dmllab.training import NonFiniteLossError
     from dmllab.training.store import run as train
 

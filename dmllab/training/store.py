@@ -11,7 +11,8 @@ a restarted run (after SIGINT or SIGKILL) resumes from it. When the run finishes
 by ``final.pt`` (the final model's weights, for ``dmllab evaluate`` and embedding export).
 
 A run that diverges (non-finite loss or embeddings: :class:`NonFiniteLossError`, :class:`NonFiniteEmbeddingError`)
-is an outcome of its config and seed, not a crash: the store never keeps its metrics, but records the divergence
+or whose embeddings collapse onto one point (:class:`~dmllab.metrics.CollapsedEmbeddingError`; both embedding
+errors are :class:`~dmllab.metrics.DegenerateEmbeddingError`) is an outcome of its config and seed, not a crash: the store never keeps its metrics, but records the divergence
 in ``<hash>/seed<k>/diverged.json`` (the error, provenance). Asking for that run again raises
 :class:`DivergedRunError` at once instead of training it again (``force=True`` retrains), so a study re-run
 with nothing changed does not retrain settings known to diverge, and artifacts show them as ``diverged`` rows.
@@ -346,9 +347,10 @@ def run(
 
     Raises:
         DivergedRunError: the store records this run as diverged (without ``force``: nothing is trained).
-        NonFiniteLossError, NonFiniteEmbeddingError: the run diverged now; the store records it (module docstring).
+        NonFiniteLossError, DegenerateEmbeddingError: the run diverged (or collapsed) now; the store records it
+            (module docstring).
     """
-    from dmllab.metrics import NonFiniteEmbeddingError
+    from dmllab.metrics import DegenerateEmbeddingError
     from dmllab.numerics import late_pin_message, stale_cache_message
 
     store = store or RunStore()
@@ -383,7 +385,7 @@ def run(
                 checkpoint=ckpt_dir / "last.pt",
                 final_model=ckpt_dir / "final.pt",
             )
-        except (NonFiniteLossError, NonFiniteEmbeddingError) as err:
+        except (NonFiniteLossError, DegenerateEmbeddingError) as err:
             store.save_diverged(cfg, seed, err, time.perf_counter() - start)  # last good checkpoint kept
             raise
         result.run_dir = str(store.save(cfg, seed, result))

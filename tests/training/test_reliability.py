@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from dmllab.metrics import NonFiniteEmbeddingError
+from dmllab.metrics import CollapsedEmbeddingError, NonFiniteEmbeddingError
 from dmllab.training import RunStore, Trainer, apply_overrides, presets, run
 from dmllab.training.config import ConfigValueError, check_value, validate
 from dmllab.training.protocol import CorruptCheckpointError, _resume_state, _save_atomic, load_checkpoint
@@ -184,9 +184,16 @@ def test_check_embeddings_refuses_diverged_models():
     check_embeddings(torch.randn(5, 3), "val")
     with pytest.raises(NonFiniteEmbeddingError, match="split 'test' contain NaN"):
         check_embeddings(torch.tensor([[1.0, math.nan]]), "test")
-    check_embeddings(torch.full((2, 2), 1e19), "test")  # |x|^2 = 2e38: still representable
+    check_embeddings(torch.tensor([[1e19, 1e19], [0.0, 0.0]]), "test")  # |x|^2 = 2e38: still representable
     with pytest.raises(NonFiniteEmbeddingError, match=r"reach \|x\| = 4.24e\+19.*overflow float32"):
-        check_embeddings(torch.full((2, 2), 3e19), "test")
+        check_embeddings(torch.tensor([[3e19, 3e19], [0.0, 0.0]]), "test")
+    with pytest.raises(CollapsedEmbeddingError, match="split 'val' are collapsed"):
+        check_embeddings(torch.full((4, 3), 0.25), "val")
+    with pytest.raises(CollapsedEmbeddingError, match="collapsed"):  # nearly: rounding-level differences
+        check_embeddings(torch.full((4, 3), 2.0) + 1e-6 * torch.randn(4, 3), "val")
+    check_embeddings(
+        torch.full((4, 3), 2.0) + 1e-3 * torch.randn(4, 3), "val"
+    )  # a bad model, not a failed one
 
 
 def test_diverged_run_is_recorded_not_stored_and_not_retrained(smoke_cfg, tmp_path):
@@ -220,6 +227,26 @@ def test_diverged_run_is_recorded_not_stored_and_not_retrained(smoke_cfg, tmp_pa
     result = run(cfg, seed=0, store=store, progress=False, force=True)  # force retrains (here: no NaN hook)
     assert store.load(cfg, 0) is not None and store.diverged(cfg, 0) is None
     assert "R@1" in result.metrics
+
+
+def test_collapsed_run_is_recorded_like_a_diverged_one(smoke_cfg, tmp_path):
+    from dmllab.training import DivergedRunError
+
+    cfg = smoke_cfg.replace("schedule.epochs", 1).replace("run.two_stage", False)
+
+    class Collapse:  # after the last epoch the head maps every image to its bias: one point
+        def on_epoch_end(self, trainer, epoch, row):
+            with torch.no_grad():
+                for name, p in trainer.model.head.named_parameters():
+                    p.fill_(0.0 if "weight" in name else 0.5)
+
+    store = RunStore(tmp_path / "runs")
+    with pytest.raises(CollapsedEmbeddingError, match="collapsed"):
+        run(cfg, seed=0, store=store, hooks=(Collapse(),), progress=False)
+    assert store.load(cfg, 0) is None
+    assert store.diverged(cfg, 0)["error"].startswith("CollapsedEmbeddingError")
+    with pytest.raises(DivergedRunError, match="recorded as diverged"):
+        run(cfg, seed=0, store=store, progress=False)
 
 
 # ------------------------------------------------------------------------------------------------ loaders
