@@ -7,7 +7,6 @@ one clean message on stderr with exit status 2, never as a traceback.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -89,16 +88,29 @@ def cmd_train(args: argparse.Namespace) -> int:
 def _find_weights(target: Path) -> tuple[Any, Path]:
     """(config, weights file) for a run folder of the store or a checkpoint file."""
     from dmllab import paths
+    from dmllab.fileio import set_aside
     from dmllab.training import ExperimentConfig
     from dmllab.training.protocol import load_checkpoint
+    from dmllab.training.store import CorruptRunError, verify_final_model, verify_run_dir
 
     if target.is_dir():
-        cfg_file = target / "config.json"
-        if not cfg_file.is_file():
+        if not (target / "config.json").is_file():
             raise FileNotFoundError(f"{target} is not a stored run (no config.json)")
-        cfg = ExperimentConfig.from_dict(json.loads(cfg_file.read_text()))
-        # the run's key is its folder's parent name: no need to recompute it (nor to find its dataset)
+        # the run's key is its folder's parent name: no need to recompute it (nor to find its dataset); what is
+        # read is checked against the run's record (config.json against its config hash, final.pt against its
+        # checksum): a damaged run is set aside, to be trained again
         weights = paths.checkpoints_dir() / target.parent.name / target.name / "final.pt"
+        try:
+            _, config, _ = verify_run_dir(target)
+            if weights.is_file():
+                verify_final_model(target, weights)
+        except CorruptRunError as err:
+            aside = set_aside(target, str(err), then="train the run again (dmllab train ... or dmllab study)")
+            where = f"; moved it to {aside}" if aside else ""
+            raise CorruptRunError(
+                f"{err}{where}; train the run again (dmllab train ... or dmllab study)"
+            ) from None
+        cfg = ExperimentConfig.from_dict(config)
         if not weights.is_file():
             raise FileNotFoundError(f"no final model for {target} at {weights} (checkpoints are not in git)")
         return cfg, weights

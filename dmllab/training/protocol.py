@@ -16,6 +16,7 @@ bookkeeping is re-derived from the saved history), the current stage continues a
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 import time
@@ -25,6 +26,7 @@ from typing import Any
 
 import torch
 
+from dmllab.fileio import CorruptFileError, check_sidecar, naming, sidecar, write_sidecar
 from dmllab.training import schedules
 from dmllab.training.config import ExperimentConfig, config_hash
 from dmllab.training.trainer import StagePlan, Trainer
@@ -113,14 +115,17 @@ def stage2_plan(cfg: ExperimentConfig, best: int, drops: list[int]) -> StagePlan
     )
 
 
-class CorruptCheckpointError(ValueError):
-    """A checkpoint file cannot be read: truncated, not a torch file, a folder, or not a dmllab checkpoint."""
+class CorruptCheckpointError(CorruptFileError):
+    """A checkpoint file cannot be read: truncated, not a torch file, a folder, not a dmllab checkpoint, or not
+    the bytes its checksum sidecar was written for (:mod:`dmllab.fileio`)."""
 
 
 def load_checkpoint(path: str | os.PathLike, what: str = "checkpoint") -> dict[str, Any]:
     """Read a dmllab checkpoint (a dict of tensors and plain Python values) on the CPU.
 
-    ``weights_only=True``: dmllab's checkpoints hold nothing else, and no code in a file is ever run.
+    ``weights_only=True``: dmllab's checkpoints hold nothing else, and no code in a file is ever run. A file
+    written by :func:`_save_atomic` has a checksum sidecar (``<file>.sha256``), checked first: ``torch.load`` does
+    not check the CRCs of its zip archive, so a damaged tensor would load silently.
 
     Raises:
         FileNotFoundError: no such file. CorruptCheckpointError: anything that makes it unreadable, naming it.
@@ -130,6 +135,10 @@ def load_checkpoint(path: str | os.PathLike, what: str = "checkpoint") -> dict[s
         raise CorruptCheckpointError(f"{what} {path} is a folder, not a checkpoint file")
     if not path.is_file():
         raise FileNotFoundError(f"{what} {path} does not exist")
+    try:
+        check_sidecar(path, what)
+    except CorruptFileError as err:
+        raise CorruptCheckpointError(str(err)) from None
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001  (torch raises many types for a damaged file)
@@ -153,6 +162,8 @@ def _resume_state(path: Path) -> dict[str, Any] | None:
     except CorruptCheckpointError as err:
         aside = path.with_name(path.name + ".corrupt")
         os.replace(path, aside)
+        if sidecar(path).exists():
+            os.replace(sidecar(path), sidecar(aside))
         print(
             f"dmllab: warning: {err}; moved it to {aside}, restarting the run from scratch", file=sys.stderr
         )
@@ -160,14 +171,33 @@ def _resume_state(path: Path) -> dict[str, Any] | None:
     return state
 
 
-def _save_atomic(obj: Any, path: Path) -> None:
-    """torch.save to a temporary file renamed into place; on any failure (full disk) the temporary is
-    removed, so neither a partial checkpoint nor a stray file is left."""
+class _HashingWriter:
+    """A binary file that also feeds what is written to a sha256 (the checksum costs no second read)."""
+
+    def __init__(self, fh: Any) -> None:
+        self.fh, self.hash = fh, hashlib.sha256()
+
+    def write(self, data: Any) -> int:
+        self.hash.update(data)
+        return self.fh.write(data)
+
+    def flush(self) -> None:
+        self.fh.flush()
+
+
+def _save_atomic(obj: Any, path: Path) -> str:
+    """torch.save to a temporary file renamed into place, then its checksum sidecar (:mod:`dmllab.fileio`);
+    returns the sha256. On any failure (full disk: an OSError naming ``path``) the temporary is removed, so
+    neither a partial checkpoint nor a stray file is left."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        torch.save(obj, tmp)
-        os.replace(tmp, path)
+        with naming(path, "writing"):
+            with open(tmp, "wb") as fh:
+                writer = _HashingWriter(fh)
+                torch.save(obj, writer)
+            os.replace(tmp, path)
+            return write_sidecar(path, writer.hash.hexdigest())
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

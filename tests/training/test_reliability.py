@@ -140,13 +140,14 @@ def test_full_disk_leaves_no_temporary_folder(smoke_cfg, tmp_path, monkeypatch):
 
 
 def test_atomic_checkpoint_write_cleans_up(tmp_path, monkeypatch):
-    def failing_save(obj, path):
-        Path(path).write_bytes(b"partial")
+    def failing_save(obj, fh):
+        fh.write(b"partial")
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(torch, "save", failing_save)
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match="last.pt") as info:
         _save_atomic({"a": 1}, tmp_path / "last.pt")
+    assert info.value.filename == str(tmp_path / "last.pt")  # the full disk names the file being written
     assert list(tmp_path.iterdir()) == []
 
 
