@@ -6,6 +6,9 @@
 * :func:`sha256_file` and the checksum sidecar (``<file>.sha256``, :func:`write_sidecar` / :func:`check_sidecar`):
   a torch checkpoint is a zip archive whose CRCs ``torch.load`` does not check, so a flipped byte in a tensor loads
   silently; the sidecar written with the file catches it.
+* :func:`content_fingerprint`: a cheap fingerprint (CRC-32 and size) of a large cache file (generated images,
+  cached features), computed once per process and file state and compared with the one recorded when the cache was
+  written, so a cache damaged or edited in place is noticed when it is opened.
 * :func:`set_aside` moves a damaged entry (run folder, cache folder, checkpoint) next to where it was, under a name
   that no reader picks up, and says so on stderr: never deleted, and the caller treats it as missing.
 """
@@ -14,15 +17,19 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import mmap
 import os
 import sys
 import time
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 SIDECAR_SUFFIX = ".sha256"
 _CHUNK = 1 << 20
+# content_fingerprint per (path, inode, size, mtime, ctime): a file is read once per process while unchanged.
+_FINGERPRINTS: dict[tuple, str] = {}
 
 
 class CorruptFileError(ValueError):
@@ -134,3 +141,37 @@ def set_aside(path: str | os.PathLike, reason: str, *, then: str = "it is treate
         return None
     warn(f"{path} is damaged ({reason}); moved it to {aside}; {then}")
     return aside
+
+
+def content_fingerprint(path: str | os.PathLike) -> str:
+    """``"crc32:<8 hex digits>:<size>"`` of the file's bytes: CRC-32 reads about 1.5 GB/s, against about 0.7 for
+    sha256 (a cache is checked against damage, not against an adversary). Memoised per process while the file's
+    inode, size, modification and change times stay the same (any write changes its change time)."""
+    path = Path(path)
+    with naming(path, "reading"):
+        st = os.stat(path)
+        key = (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        if key in _FINGERPRINTS:
+            return _FINGERPRINTS[key]
+        crc = 0
+        if st.st_size:
+            with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as view:
+                crc = zlib.crc32(view)
+    digest = f"crc32:{crc:08x}:{st.st_size}"
+    _FINGERPRINTS[key] = digest
+    return digest
+
+
+def check_fingerprints(folder: str | os.PathLike, expected: dict[str, str], what: str) -> None:
+    """Compare every ``name -> fingerprint`` of ``expected`` with :func:`content_fingerprint` of
+    ``folder/name``.
+
+    Raises:
+        CorruptFileError: naming the first file that differs (or is missing) and ``what`` it belongs to.
+    """
+    for name, digest in expected.items():
+        path = Path(folder) / name
+        if not path.is_file():
+            raise CorruptFileError(f"{what}: {path} is missing")
+        if content_fingerprint(path) != digest:
+            raise CorruptFileError(f"{what}: {path} changed after it was written (its fingerprint differs)")
