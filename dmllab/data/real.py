@@ -41,6 +41,8 @@ from dmllab.data.base import (
     RetrievalDataset,
     contiguous_labels,
 )
+from dmllab.fileio import naming
+from dmllab.validation import check_path
 
 Record = tuple[str, Hashable]  # (image path relative to the dataset root, original class id)
 
@@ -70,7 +72,7 @@ class DuplicateImageIdError(IndexFileError):
 
 def _read_lines(path: Path) -> list[str]:
     try:
-        with open(path, encoding="utf-8") as fh:
+        with naming(path, "reading"), open(path, encoding="utf-8") as fh:
             return fh.read().splitlines()
     except UnicodeDecodeError as err:
         raise IndexFileError(f"{path}: not a UTF-8 text index file ({err}); is the file corrupt?") from None
@@ -110,6 +112,18 @@ def parse_int(value: str, path: Path, line: int, what: str) -> int:
         return int(value)
     except ValueError:
         raise IndexFileError(f"{path}, line {line}: {what} {value!r} is not an integer") from None
+
+
+def _class_id(value: str, path: Path, line: int, highest: int | None) -> int:
+    """A 1-based class id of an index file, in 1..``highest`` (any positive id when None); IndexFileError naming
+    file and line otherwise."""
+    cid = parse_int(value, path, line, "class id")
+    if cid < 1 or (highest is not None and cid > highest):
+        bound = f"1..{highest}" if highest is not None else "positive"
+        raise IndexFileError(
+            f"{path}, line {line}: class id {cid} is not {bound} (a damaged or foreign index file?)"
+        )
+    return cid
 
 
 def _parse_float(value: str, path: Path, line: int, what: str) -> float:
@@ -197,7 +211,7 @@ class ImageFileDataset(RetrievalDataset):
         name = type(self).__name__
         if root is None:
             raise DatasetNotFoundError(f"{name}: no root given. Expected {self.layout}; {README_HINT}")
-        root = Path(root).expanduser()
+        root = check_path(f"{name} root", root)
         if not root.is_dir():
             raise DatasetNotFoundError(
                 f"{name}: dataset root {root} does not exist. Expected {self.layout}; {README_HINT}"
@@ -300,7 +314,7 @@ class CUB200(_ClassRangeDataset):
         boxes_file = self.root / "bounding_boxes.txt"
         paths = {i: f[1] for i, (_, f) in read_id_table(images, 2, "image_id path").items()}
         classes = {
-            i: parse_int(f[1], labels, n, "class id")
+            i: _class_id(f[1], labels, n, 200)
             for i, (n, f) in read_id_table(labels, 2, "image_id class_id").items()
         }
         boxes = {
@@ -363,13 +377,29 @@ class Cars196(_ClassRangeDataset):
     def _read_sides(self) -> dict[str, list[Record]]:
         import scipy.io
 
-        mat = scipy.io.loadmat(self.root / "cars_annos.mat", squeeze_me=True, struct_as_record=False)
+        path = self.root / "cars_annos.mat"
+        try:
+            mat = scipy.io.loadmat(path, squeeze_me=True, struct_as_record=False)
+        except (
+            ValueError,
+            TypeError,
+            EOFError,
+            OSError,
+            NotImplementedError,
+        ) as err:  # MatReadError: ValueError
+            if (
+                isinstance(err, OSError) and err.errno is not None
+            ):  # unreadable (permissions): the OSError names it
+                raise
+            raise IndexFileError(
+                f"{path} cannot be read as a MATLAB file ({type(err).__name__}: {err}); is it truncated? Download "
+                f"it again. {README_HINT}"
+            ) from None
         if "annotations" not in mat:
-            raise ValueError(f"Cars196: {self.root / 'cars_annos.mat'} has no 'annotations' struct array")
+            raise IndexFileError(f"Cars196: {path} has no 'annotations' struct array")
         annotations = np.atleast_1d(mat["annotations"])
         names = np.atleast_1d(mat.get("class_names", np.array([], dtype=object)))
         self._names = {i + 1: str(n) for i, n in enumerate(names)}
-        path = self.root / "cars_annos.mat"
         records = []
         for i, a in enumerate(annotations):
             try:  # "class" is a Python keyword, hence getattr
@@ -378,6 +408,11 @@ class Cars196(_ClassRangeDataset):
                 raise IndexFileError(
                     f"{path}: annotation {i + 1} has no usable relative_im_path / class ({err})"
                 ) from None
+            if not 1 <= records[-1][1] <= 196:
+                raise IndexFileError(
+                    f"{path}: annotation {i + 1} has class {records[-1][1]}, outside Cars196's 1..196 (a damaged or "
+                    "foreign annotation file?)"
+                )
         _check_unique([(p, i + 1) for i, (p, _) in enumerate(records)], path, "image path (annotation)")
         return self._sides_from(sorted(records))
 
@@ -424,7 +459,7 @@ class SOP(ImageFileDataset):
                         "each image may appear once"
                     )
                 first[f[3]] = (path, n)
-            sides[side] = [(f[3], parse_int(f[1], path, n, "class id")) for n, f in rows]
+            sides[side] = [(f[3], _class_id(f[1], path, n, None)) for n, f in rows]
             self._super.update({f[3]: parse_int(f[2], path, n, "super class id") for n, f in rows})
         return sides
 

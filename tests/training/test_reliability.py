@@ -55,8 +55,10 @@ def test_validate_is_reusable_and_called_by_the_trainer(smoke_cfg):
     check_value("loss.temperature", 0.05)
     with pytest.raises(ConfigValueError, match="loss.temperature"):
         check_value("loss.temperature", float("inf"))
-    with pytest.raises(ConfigValueError, match="NaN"):
+    with pytest.raises(ConfigValueError, match="loss.margin must be a finite number, got nan"):
         check_value("loss.margin", float("nan"))
+    with pytest.raises(ConfigValueError, match="NaN"):  # a key without a rule of its own
+        check_value("loss.some_weight", float("nan"))
     bad = smoke_cfg.replace("schedule.epochs", 0)  # replace() does not validate; the trainer does
     with pytest.raises(ConfigValueError, match="schedule.epochs"):
         Trainer(bad, progress=False)
