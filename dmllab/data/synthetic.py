@@ -44,6 +44,7 @@ import numpy as np
 from dmllab.data.base import DATASETS, RetrievalDataset, contiguous_labels
 from dmllab.fileio import CorruptFileError, check_fingerprints, content_fingerprint, naming, set_aside
 from dmllab.paths import cache_dir
+from dmllab.validation import VALUE_RULES, check_int, check_path
 
 #: Bump when the renderer changes: it is part of the cache key, so stale caches are never reused.
 GENERATOR_VERSION = 3
@@ -640,7 +641,7 @@ def ensure_cached(
     """
     key = _cache_key(pool, seed, image_size, num_classes, _per_class_range(images_per_class))
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-    base = Path(root) if root is not None else cache_dir() / "synthetic"
+    base = check_path("synthetic cache root", root) if root is not None else cache_dir() / "synthetic"
     final = base / f"{pool}-{digest}"
     if (final / "meta.json").is_file():
         try:
@@ -809,6 +810,14 @@ class SyntheticFineGrained(RetrievalDataset):
         progress: bool = True,
     ) -> None:
         super().__init__(split, transform)
+        check_int("seed", seed, low=0)
+        check_int("image_size", image_size, low=8)
+        check_int("num_classes", num_classes)
+        check_int("num_pretrain_classes", num_pretrain_classes)
+        if not VALUE_RULES["data.images_per_class"](images_per_class):
+            raise ValueError(
+                f"images_per_class must be {VALUE_RULES['data.images_per_class'].what}, got {images_per_class!r}"
+            )
         if num_classes < 4 or num_classes % 2:
             raise ValueError(
                 f"num_classes must be an even number >= 4 (train/val/test halves), got {num_classes}"

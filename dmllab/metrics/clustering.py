@@ -174,6 +174,8 @@ def nmi(
         raise ValueError(f"unknown NMI average {average!r}; valid: {list(NMI_AVERAGES)}")
     if kmeans not in KMEANS_IMPLEMENTATIONS:
         raise ValueError(f"unknown kmeans {kmeans!r}; valid: {list(KMEANS_IMPLEMENTATIONS)}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**32:
+        raise ValueError(f"the NMI seed must be an integer in [0, 2^32), got {seed!r}")
     emb = as_tensor(embeddings, "embeddings")
     lab = as_tensor(labels, "labels")
     check_embeddings_labels(emb, lab, "")
