@@ -155,12 +155,15 @@ def _atomic_write_csv(path: Path, frame: pd.DataFrame) -> None:
     # os.open with mode 0o666 honours the umask, like an ordinary write (mkstemp would leave the CSV 0600,
     # unreadable for the other users of a shared results folder); O_EXCL keeps the name private to us.
     tmp = str(path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    from dmllab.fileio import naming
+
     try:
-        with os.fdopen(fd, "w", newline="") as fh:
-            frame.to_csv(fh, index=False)
-            fh.flush()
-            os.fsync(fh.fileno())
+        with naming(path, "writing"):  # a full disk names the result file
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            with os.fdopen(fd, "w", newline="") as fh:
+                frame.to_csv(fh, index=False)
+                fh.flush()
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -380,16 +380,8 @@ class Cars196(_ClassRangeDataset):
         path = self.root / "cars_annos.mat"
         try:
             mat = scipy.io.loadmat(path, squeeze_me=True, struct_as_record=False)
-        except (
-            ValueError,
-            TypeError,
-            EOFError,
-            OSError,
-            NotImplementedError,
-        ) as err:  # MatReadError: ValueError
-            if (
-                isinstance(err, OSError) and err.errno is not None
-            ):  # unreadable (permissions): the OSError names it
+        except Exception as err:  # noqa: BLE001  (scipy raises MatReadError, ValueError, ... for a damaged file)
+            if isinstance(err, OSError) and err.errno is not None:  # unreadable: the OSError names the file
                 raise
             raise IndexFileError(
                 f"{path} cannot be read as a MATLAB file ({type(err).__name__}: {err}); is it truncated? Download "
