@@ -46,11 +46,17 @@ def warn(message: str) -> None:
 def naming(path: str | os.PathLike, action: str) -> Iterator[None]:
     """Re-raise an OSError of the block with ``path`` as its file name and ``action`` ("reading" or "writing")
     as its ``dmllab_action`` attribute where it has none; a RuntimeError of ``torch.save``'s zip writer
-    ("unexpected pos", "PytorchStreamWriter failed") becomes the OSError it stands for (ENOSPC when the folder has
-    no room left, else EIO)."""
+    ("unexpected pos", "PytorchStreamWriter failed") or numpy's short-write OSError without errno becomes the
+    OSError it stands for (ENOSPC when the folder has no room left, else EIO)."""
     try:
         yield
     except OSError as err:
+        if err.filename is None and err.errno is None and action == "writing":
+            # numpy's own short-write error ("737280 requested and 98176 written") carries no errno
+            code = errno.ENOSPC if _no_room(Path(path).parent) else errno.EIO
+            new = OSError(code, os.strerror(code), str(path))
+            new.dmllab_action = action  # type: ignore[attr-defined]
+            raise new from err
         if err.filename is None and err.errno is not None:
             new = OSError(err.errno, err.strerror or os.strerror(err.errno), str(path))
             new.dmllab_action = action  # type: ignore[attr-defined]

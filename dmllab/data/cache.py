@@ -60,12 +60,13 @@ def cache_image(src: Path, dst: Path, shorter_side: int = 288, quality: int = 95
         size, scale = resized_size(img.width, img.height, shorter_side)
         if dst.exists():
             return scale
-        dst.parent.mkdir(parents=True, exist_ok=True)
         tmp = dst.with_name(dst.name + ".tmp")
-        if scale == 1.0:
-            shutil.copyfile(src, tmp)
-        else:
-            img.convert("RGB").resize(size, Image.BILINEAR).save(tmp, format="JPEG", quality=quality)
+        with naming(dst, "writing"):
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if scale == 1.0:
+                shutil.copyfile(src, tmp)
+            else:
+                img.convert("RGB").resize(size, Image.BILINEAR).save(tmp, format="JPEG", quality=quality)
     os.replace(tmp, dst)
     return scale
 
