@@ -33,3 +33,7 @@ bench: setup
 	$(BIN)/python benchmarks/bench_evaluator.py
 	$(BIN)/python benchmarks/bench_data.py
 	$(BIN)/python benchmarks/bench_trainer.py
+
+.PHONY: docs
+docs: setup
+	$(BIN)/dmllab docs

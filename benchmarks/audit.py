@@ -1477,7 +1477,9 @@ def main() -> int:
     parser.add_argument("--only", default=None, help="comma-separated classes")
     parser.add_argument("--out", default=str(DEFAULT_OUT))
     parser.add_argument(
-        "--code", default=str(REPO), help="checkout whose dmllab is audited (default: this one; e.g. an older one)"
+        "--code",
+        default=str(REPO),
+        help="checkout whose dmllab is audited (default: this one; e.g. an older one)",
     )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()

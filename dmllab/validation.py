@@ -133,6 +133,7 @@ VALUE_RULES: dict[str, Rule] = {
     "model.pretrained": BOOL,
     "model.l2_normalize": BOOL,
     "model.freeze_bn": BOOL,
+    "model.freeze_bn_affine": optional(BOOL),
     "model.width": POSITIVE_INT,
     # loss (the section's fields, then keywords of the loss constructors)
     "loss.synthesis": BOOL,
@@ -188,6 +189,10 @@ VALUE_RULES: dict[str, Rule] = {
     "run.ks": each(POSITIVE_INT),
     "run.nmi_l2": BOOL,
     "run.keep_best": BOOL,
+    # finetune
+    "finetune.epochs": NON_NEGATIVE_INT,
+    "finetune.alpha_factor": POSITIVE,
+    "finetune.lr_factor": POSITIVE,
 }
 
 
@@ -240,6 +245,9 @@ MODE_RULES: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ),
     ("optim.momentum", lambda c: c.optim.name in ("sgd", "rmsprop"), "optim.name=sgd or rmsprop"),
     ("data.feature_views", lambda c: c.model.frozen_blocks > 0, "model.frozen_blocks > 0"),
+    ("finetune.alpha_factor", lambda c: c.finetune.epochs > 0, "finetune.epochs > 0"),
+    ("finetune.lr_factor", lambda c: c.finetune.epochs > 0, "finetune.epochs > 0"),
+    ("finetune.parent_method", lambda c: c.finetune.epochs > 0, "finetune.epochs > 0"),
 )
 
 

@@ -1,4 +1,4 @@
-"""``dmllab data check|cache``: verify a dataset folder, or write its pre-resized cache."""
+"""``dmllab data fetch|check|cache``: get a dataset, verify a dataset folder, or write its resized cache."""
 
 from __future__ import annotations
 
@@ -47,15 +47,71 @@ def _cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fetch(args: argparse.Namespace) -> int:
+    from dmllab.data import fetch
+    from dmllab.data.check import check_dataset
+
+    try:
+        result = fetch.fetch_dataset(
+            args.name,
+            args.root,
+            archives=args.archives,
+            downloads=args.downloads,
+            keep_archives=args.keep_archives,
+            verify_checksums=not args.no_verify,
+            progress=not args.quiet,
+            echo=print,
+        )
+        report = check_dataset(
+            args.name, result.root, check_counts=not args.no_counts, progress=not args.quiet
+        )
+    except (KeyError, OSError, ValueError) as err:
+        return _fail(err, args)
+    print(report.summary())
+    if report.ok:
+        print(f"use root={result.root}")
+    return 0 if report.ok else 1
+
+
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
-    """Register ``data check`` and ``data cache`` on the top-level ``dmllab`` parser."""
-    data = subparsers.add_parser("data", help="verify or cache a dataset folder")
+    """Register ``data fetch``, ``data check`` and ``data cache`` on the top-level ``dmllab`` parser."""
+    data = subparsers.add_parser("data", help="get, verify or cache a dataset folder")
     data.set_defaults(func=lambda args: (data.print_help(), 2)[1])
     sub = data.add_subparsers(dest="data_command", metavar="ACTION")
 
+    fetch = sub.add_parser(
+        "fetch",
+        help="download (or take with --from) a dataset's archives, verify, unpack into ROOT, run data check",
+        description="Download the official archives of dataset NAME (resumable; checksums verified), unpack "
+        "them into ROOT in the layout the loaders read, and run 'data check'. A dataset without a working "
+        "download (cars, inshop) needs its files with --from. See docs/guide/datasets.md.",
+    )
+    fetch.add_argument("name", help="dataset name: cub, cars, sop, inshop")
+    fetch.add_argument("root", help="the dataset folder to create (the root the loaders read)")
+    fetch.add_argument(
+        "--from",
+        dest="archives",
+        action="append",
+        default=[],
+        metavar="ARCHIVE",
+        help="use this file instead of downloading it (repeat for each file of a dataset)",
+    )
+    fetch.add_argument("--downloads", default=None, help="folder for downloads (default: ROOT's parent)")
+    fetch.add_argument(
+        "--keep-archives", action="store_true", help="keep downloaded archives after unpacking"
+    )
+    fetch.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="unpack even if a checksum differs from the published one (the manifest records it)",
+    )
+    fetch.add_argument("--no-counts", action="store_true", help="data check: skip the canonical counts")
+    fetch.add_argument("--quiet", action="store_true", help="no progress bars")
+    fetch.set_defaults(func=_fetch)
+
     check = sub.add_parser("check", help="verify counts and decode every image of a dataset folder")
     check.add_argument("name", help="dataset name: cub, cars, sop, inshop")
-    check.add_argument("root", help="the dataset folder (see README 'Datasets')")
+    check.add_argument("root", help="the dataset folder (see docs/guide/datasets.md)")
     check.add_argument("--no-counts", action="store_true", help="skip the canonical image/class counts")
     check.add_argument("--quiet", action="store_true", help="no progress bar")
     check.set_defaults(func=_check)

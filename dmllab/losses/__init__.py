@@ -26,6 +26,7 @@ from .mixup import MIXUP_MODES, Mixup
 from .pair import MarginLoss, MultiSimilarityLoss, PairLoss, TripletSemiHardLoss
 from .proxy import (
     MARGIN_SOFTMAX_PRESETS,
+    PROXY_INITS,
     HeatedSoftmaxLoss,
     MarginSoftmaxLoss,
     NormSoftmaxLoss,
@@ -47,6 +48,7 @@ __all__ = [
     "SoftTripleLoss",
     "VirtualSoftmaxLoss",
     "MARGIN_SOFTMAX_PRESETS",
+    "PROXY_INITS",
     "HeatedSoftmaxLoss",
     "MarginLoss",
     "MarginSoftmaxLoss",

@@ -11,8 +11,11 @@ the functional core. Shared behaviour (in :class:`ProxyLoss`):
 * mixed precision: inputs are cast to float32 and autocast is disabled inside the loss, so under fp16/bf16
   autocast the proxies stay float32 and the logits are computed in float32.
 
-Proxy initialisation (``proxy_init``): "randn/8" (ProxyNCA++ released code), "kaiming_normal_fan_out"
-(Proxy Anchor released code), "linear" (``nn.Linear``'s default, kaiming-uniform with a = sqrt(5)).
+Proxy initialisation (``proxy_init``, every proxy loss; the registry :data:`PROXY_INITS`): "randn/8" (ProxyNCA++
+released code, loss.py: ``torch.randn(nb_classes, sz_embed) / 8``; norm about sqrt(D)/8, 2.8 at D = 512),
+"kaiming_normal_fan_out" (Proxy Anchor released code, losses.py), "linear" (``nn.Linear``'s default,
+``kaiming_uniform_(a=sqrt(5))``: U(-1/sqrt(D), 1/sqrt(D)), norm about 1/sqrt(3) = 0.58 at any D; the Proxy Synthesis
+release initialises its Norm_SoftMax and Proxy_NCA proxies so, loss/proxy_losses.py).
 """
 
 from __future__ import annotations
@@ -25,11 +28,13 @@ from torch import nn
 
 from dmllab.validation import check_number
 
+from ..registry import Registry
 from . import functional as LF
 from ._validate import check_batch, check_embeddings, check_positive_int
 
 __all__ = [
     "MARGIN_SOFTMAX_PRESETS",
+    "PROXY_INITS",
     "HeatedSoftmaxLoss",
     "MarginSoftmaxLoss",
     "NormSoftmaxLoss",
@@ -39,8 +44,6 @@ __all__ = [
     "SoftmaxLoss",
     "init_proxies",
 ]
-
-PROXY_INITS = ("randn/8", "kaiming_normal_fan_out", "linear")
 
 # Proxy Synthesis supplement, Section "Implementation details" (values quoted from the PS paper text):
 # "gamma = 30.0, m1 = 1.05, m2 = 0.0, m3 = 0.0 ... SphereFace, gamma = 23.0, m1 = 1.0, m2 = 0.0, m3 = 0.1 ...
@@ -52,17 +55,23 @@ MARGIN_SOFTMAX_PRESETS: dict[str, dict[str, float]] = {
 }
 
 
+# name -> in-place initialiser of a (C, D) tensor (called under ``torch.no_grad``).
+PROXY_INITS: Registry = Registry("proxy_init")
+PROXY_INITS.register("randn/8", lambda t: t.normal_(0.0, 1.0).div_(8.0))
+PROXY_INITS.register("kaiming_normal_fan_out", lambda t: nn.init.kaiming_normal_(t, mode="fan_out"))
+PROXY_INITS.register("linear", lambda t: nn.init.kaiming_uniform_(t, a=math.sqrt(5)))
+
+
 def init_proxies(tensor: torch.Tensor, scheme: str) -> torch.Tensor:
-    """Initialise a (C, D) proxy/weight tensor in place with one of ``PROXY_INITS`` and return it."""
+    """Initialise a (C, D) proxy/weight tensor in place with the :data:`PROXY_INITS` entry ``scheme``; return it.
+
+    Raises:
+        ValueError: an unknown ``scheme``, listing the valid ones.
+    """
+    if scheme not in PROXY_INITS:
+        raise ValueError(f"unknown proxy_init {scheme!r}; valid: {', '.join(PROXY_INITS.names())}")
     with torch.no_grad():
-        if scheme == "randn/8":
-            tensor.normal_(0.0, 1.0).div_(8.0)
-        elif scheme == "kaiming_normal_fan_out":
-            nn.init.kaiming_normal_(tensor, mode="fan_out")
-        elif scheme == "linear":
-            nn.init.kaiming_uniform_(tensor, a=math.sqrt(5))
-        else:
-            raise ValueError(f"unknown proxy_init {scheme!r}; valid: {', '.join(PROXY_INITS)}")
+        PROXY_INITS.get(scheme)(tensor)
     return tensor
 
 
@@ -160,7 +169,8 @@ class ProxyNCALoss(ProxyLoss):
 
     Squared Euclidean distance between the L2-normalised embeddings and proxies, divided by the temperature
     T (ProxyNCA++ uses T = 1/9; ``temperature=1`` is the unscaled loss). Proxies are initialised randn/8 as
-    in the ProxyNCA++ released code. ``logits`` returns -d / T.
+    in the ProxyNCA++ released code (``proxy_init``: any :data:`PROXY_INITS` entry; the Proxy Synthesis release
+    uses "linear"). ``logits`` returns -d / T.
     """
 
     def __init__(

@@ -124,3 +124,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         "--check", action="store_true", help="only check that the notebooks are up to date"
     )
     notebooks.set_defaults(func=_notebooks)
+
+    from dmllab.pipeline.docs import add_command as add_docs_command
+
+    add_docs_command(subparsers)

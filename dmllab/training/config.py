@@ -1,6 +1,7 @@
 """Experiment configuration: small frozen dataclasses composed into one :class:`ExperimentConfig`.
 
-Every run is described by one ``ExperimentConfig`` (data, model, loss, optimiser, schedule, run). Configs are
+Every run is described by one ``ExperimentConfig`` (data, model, loss, optimiser, schedule, run; a fine-tune of
+another run also ``finetune``, :class:`FinetuneConfig`, whose parent is derived from the config). Configs are
 immutable; variations are made with :func:`apply_overrides` (``"section.field=value"`` strings, as on the
 command line) or :meth:`ExperimentConfig.replace`. An unknown section or field is an error listing the valid
 keys, never silently dropped.
@@ -14,7 +15,9 @@ mappings are validated against the signature of the component that will receive 
 :func:`config_hash` is the sha256 of the canonical (sorted-keys) JSON of the config without the fields that
 cannot change a result: ``data.root`` (where the same images live on this machine), ``data.num_workers``
 (loader processes; every random draw is seeded per epoch, not per worker) and ``run.seed`` (the run store
-keys runs by hash *and* seed). ``run.device`` stays in the hash: cpu and cuda runs differ numerically.
+keys runs by hash *and* seed). ``run.device`` stays in the hash: cpu and cuda runs differ numerically. Fields added
+after runs were stored are left out at their default (``_HASH_OMIT_AT_DEFAULT``; the ``finetune`` section when unused),
+so existing keys stay valid; a fine-tune's hash covers every field of its parent's config.
 """
 
 from __future__ import annotations
@@ -95,7 +98,12 @@ class ModelConfig:
     ``pretrained`` means the weights of the backbone's weights source (:mod:`dmllab.models.weights`): for
     ``smallcnn`` the weights pre-trained on the synthetic pre-training pool (``dmllab pretrain``), for torchvision
     backbones ImageNet.
-    ``freeze_bn`` freezes every BatchNorm of the backbone (Proxy Anchor on CUB/Cars). ``frozen_blocks``: the
+    ``freeze_bn`` freezes the running statistics of every BatchNorm of the backbone (eval mode; Proxy Anchor and
+    Proxy Synthesis on CUB/Cars); ``freeze_bn_affine`` keeps their affine parameters (weight, bias) without
+    gradient too: None = as ``freeze_bn`` (both frozen or neither), False = the affine parameters train whenever
+    the trunk trains (after the warm-up: the Proxy Anchor release sets ``requires_grad = True`` on every trunk
+    parameter at ``epoch == args.warm``; the Proxy Synthesis release's ``--freeze_BN`` only calls ``m.eval()``),
+    True = frozen for the whole run (see :class:`dmllab.models.EmbeddingNet`). ``frozen_blocks``: the
     first n conv blocks of the trunk stay fixed at their initial (pre-trained) weights, BatchNorm included
     (eval mode): only the later blocks and the head train (SmallCNN has 6 blocks; 0 = train the whole trunk).
     """
@@ -111,6 +119,7 @@ class ModelConfig:
     l2_normalize: bool = False
     head_init: str = "default"
     freeze_bn: bool = False
+    freeze_bn_affine: bool | None = None
     frozen_blocks: int = 0
     backbone_kwargs: Pairs = ()
 
@@ -177,9 +186,11 @@ class ScheduleConfig:
     lr by ``heat_lr_factor``.
 
     ``monitor``: the validation value the plateau rule steps on and the stage-1 best epoch is chosen by:
-    "R@1" (default; the ProxyNCA++ paper text, Sec. 4.1) or "hmean_nmi_r1", the harmonic mean
-    ``2 * NMI * R@1 / (NMI + R@1)`` that the authors' code (train.py) uses; with it NMI is computed on the
-    validation split every epoch. ``stage2_drop_lag``: stage 2 replays the stage-1 plateau drops ``d`` as
+    "R@1" (default; the ProxyNCA++ paper text, Sec. 4.1), "hmean_r1" = ``2 * R@1 / (1 + R@1)``, what the authors'
+    code (train.py ``chmean``) computes in its train mode, where NMI is not evaluated and set to 1
+    (:func:`dmllab.training.schedules.hmean_r1`), or "hmean_nmi_r1", the harmonic mean
+    ``2 * NMI * R@1 / (NMI + R@1)`` with the validation NMI (the authors' code with ``--eval_nmi``); with it NMI is
+    computed on the validation split every epoch. ``stage2_drop_lag``: stage 2 replays the stage-1 plateau drops ``d`` as
     MultiStepLR milestones ``d + stage2_drop_lag``: 0 = the paper's description (the same epochs as in
     stage 1), 1 = the authors' code (``MultiStepLR.step(e)`` at the end of epoch ``e`` with the milestones
     = the first stage-1 epochs at the lower lr, so each drop takes effect one epoch later in stage 2).
@@ -232,8 +243,29 @@ class RunConfig:
     keep_best: bool = False
 
 
+@dataclass(frozen=True)
+class FinetuneConfig:
+    """A fine-tune: the run starts from the final model (and loss parameters) of a *parent* run and trains on.
+
+    The parent is this config with ``method = parent_method`` and no fine-tune (:func:`parent_config`): every
+    other section (data, model, loss, optimiser, schedule, run) describes the parent, so an override of the network
+    or the data changes parent and fine-tune alike. The fine-tune itself trains ``epochs`` epochs on the split the
+    parent's final model was trained on, without warm-up or validation, with every base lr x ``lr_factor`` and
+    the loss's scale ``alpha`` x ``alpha_factor`` from its first epoch, and a fresh optimiser (see
+    :func:`dmllab.training.protocol.training_config`). Heated-up Softmax heats up this way (Sec. 3.4 (ii), Sec. 5.2:
+    "HLN: Heated-up model using alpha = 4 to fine-tune LN"): alpha x 1/4, lr x 0.1.
+
+    ``epochs=0`` (default): not a fine-tune; the section is then left out of :func:`config_hash`.
+    """
+
+    epochs: int = 0
+    parent_method: str = ""
+    alpha_factor: float = 0.25
+    lr_factor: float = 0.1
+
+
 ANY_KEYWORD = "**"
-SECTIONS = ("data", "model", "loss", "optim", "schedule", "run")
+SECTIONS = ("data", "model", "loss", "optim", "schedule", "run", "finetune")
 # Fields of sections that do not change results: kept out of the hash (see module docstring).
 _HASH_EXCLUDED = {("data", "root"), ("data", "num_workers"), ("run", "seed")}
 # Fields added after runs were stored: left out of the hash at their default, so existing run keys stay valid.
@@ -241,6 +273,7 @@ _HASH_OMIT_AT_DEFAULT = {
     ("data", "in_memory"): False,
     ("data", "feature_views"): 0,
     ("model", "frozen_blocks"): 0,
+    ("model", "freeze_bn_affine"): None,
     ("run", "nmi_l2"): False,
     ("run", "nmi_average"): "geometric",
     ("run", "keep_best"): False,
@@ -258,7 +291,7 @@ _HASH_OMIT_AT_DEFAULT.update(
 _CHOICES = {
     ("optim", "name"): ("adam", "adamw", "sgd", "rmsprop"),
     ("schedule", "scheduler"): ("plateau", "multistep", "step", "none"),
-    ("schedule", "monitor"): ("R@1", "hmean_nmi_r1"),
+    ("schedule", "monitor"): ("R@1", "hmean_r1", "hmean_nmi_r1"),
     ("run", "device"): ("auto", "cpu", "cuda", "mps"),
     ("run", "amp"): ("auto", "off", "bf16", "fp16"),
     ("run", "channels_last"): ("auto", "on", "off"),
@@ -287,6 +320,7 @@ class ExperimentConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     run: RunConfig = field(default_factory=RunConfig)
+    finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
 
     def replace(self, key: str, value: Any) -> ExperimentConfig:
         """Return a copy with ``key`` ("section.field" or a top-level field) set to ``value`` (no coercion)."""
@@ -315,6 +349,7 @@ _SECTION_TYPES: dict[str, type] = {
     "optim": OptimConfig,
     "schedule": ScheduleConfig,
     "run": RunConfig,
+    "finetune": FinetuneConfig,
 }
 
 
@@ -357,6 +392,8 @@ def config_hash(cfg: ExperimentConfig, length: int = 16) -> str:
     The same on every process and machine (no ``hash()``, sorted keys, ``repr``-exact floats via JSON).
     """
     d = cfg.to_dict()
+    if cfg.finetune == FinetuneConfig():  # a section added after runs were stored: absent when unused
+        del d["finetune"]
     for section, name in _HASH_EXCLUDED:
         d[section].pop(name, None)
     for (section, name), default in _HASH_OMIT_AT_DEFAULT.items():
@@ -364,6 +401,21 @@ def config_hash(cfg: ExperimentConfig, length: int = 16) -> str:
             d[section].pop(name, None)
     text = json.dumps(d, sort_keys=True, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
+
+
+def is_finetune(cfg: ExperimentConfig) -> bool:
+    """Whether ``cfg`` starts from a parent run's final model (``finetune.epochs > 0``, :class:`FinetuneConfig`)."""
+    return cfg.finetune.epochs > 0
+
+
+def parent_config(cfg: ExperimentConfig) -> ExperimentConfig | None:
+    """The config of the run a fine-tune starts from: ``cfg`` with ``method = finetune.parent_method`` and no
+    fine-tune section (:class:`FinetuneConfig`); None when ``cfg`` is not a fine-tune."""
+    if not is_finetune(cfg):
+        return None
+    return dataclasses.replace(
+        cfg, method=cfg.finetune.parent_method or cfg.method, finetune=FinetuneConfig()
+    )
 
 
 # ----------------------------------------------------------------------------------------------- overrides

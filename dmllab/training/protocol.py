@@ -10,12 +10,17 @@ same schedule and also stops after the best epoch. Model selection never looks a
 Single-stage: train on ``data.train_split`` (``trainval`` for In-Shop, constant lr) for all epochs,
 optionally watching ``val``, and test the last model.
 
+Fine-tune (``finetune.epochs > 0``, :class:`dmllab.training.config.FinetuneConfig`): one stage ("finetune") that
+starts from the parent run's final model (``init_from``, which :func:`dmllab.training.store.run` trains or loads
+first) and trains :func:`training_config`'s schedule; the parent's protocol is not repeated.
+
 Interrupted runs resume from the epoch checkpoint (``checkpoint``): finished stages are skipped (their
 bookkeeping is re-derived from the saved history), the current stage continues at the next epoch.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import sys
@@ -28,7 +33,7 @@ import torch
 
 from dmllab.fileio import CorruptFileError, check_sidecar, naming, sidecar, write_sidecar
 from dmllab.training import schedules
-from dmllab.training.config import ExperimentConfig, config_hash
+from dmllab.training.config import ExperimentConfig, ScheduleConfig, config_hash, is_finetune
 from dmllab.training.trainer import StagePlan, Trainer
 
 
@@ -36,7 +41,8 @@ from dmllab.training.trainer import StagePlan, Trainer
 class RunResult:
     """Outcome of a run: test ``metrics`` (fractions in [0, 1]), per-epoch ``history`` rows (stage, epoch,
     loss, lrs, validation metrics, time), stage-1 ``best_epoch`` and ``lr_drop_epochs`` (None / [] without
-    validation), wall time, identity (config hash, seed), where it is stored, and whether it came from the store."""
+    validation), wall time, identity (config hash, seed), where it is stored, whether it came from the store, and the
+    precision it trained in."""
 
     metrics: dict[str, float]
     history: list[dict]
@@ -49,6 +55,9 @@ class RunResult:
     run_dir: str | None = None
     cached: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    precision: str | None = (
+        None  # the training's arithmetic (Trainer.precision); None in runs stored before it
+    )
 
     def history_frame(self):  # -> pandas.DataFrame
         """The history as a pandas DataFrame."""
@@ -57,9 +66,40 @@ class RunResult:
         return pd.DataFrame(self.history)
 
 
+def training_config(cfg: ExperimentConfig) -> ExperimentConfig:
+    """The config the trainer runs: ``cfg`` itself, or for a fine-tune (:class:`~dmllab.training.config.FinetuneConfig`)
+    the fine-tune's own training: ``finetune.epochs`` epochs on the split the parent's final model was trained on
+    (``trainval`` after a two-stage parent, else ``data.train_split``), no warm-up, every base lr x
+    ``finetune.lr_factor`` (a "multistep" drop at 0) and the loss's alpha x ``finetune.alpha_factor`` (a heating
+    epoch 1) from the first epoch, a single stage. Idempotent."""
+    if not is_finetune(cfg):
+        return cfg
+    ft, d = cfg.finetune, cfg.data
+    schedule = ScheduleConfig(
+        epochs=ft.epochs,
+        warmup_epochs=0,
+        scheduler="none" if ft.lr_factor == 1.0 else "multistep",
+        milestones=() if ft.lr_factor == 1.0 else (0,),
+        factor=ft.lr_factor,
+        heat_epoch=None if ft.alpha_factor == 1.0 else 1,
+        heat_alpha_factor=ft.alpha_factor,
+        heat_lr_factor=1.0,
+        monitor=cfg.schedule.monitor,
+    )
+    split = d.trainval_split if cfg.run.two_stage else d.train_split
+    return dataclasses.replace(
+        cfg,
+        data=dataclasses.replace(d, train_split=split),
+        schedule=schedule,
+        run=dataclasses.replace(cfg.run, two_stage=False, keep_best=False),
+    )
+
+
 def stage_plans(cfg: ExperimentConfig) -> list[StagePlan]:
-    """The first stage of the config's protocol (stage 2 depends on stage 1's outcome: :func:`stage2_plan`).
-    The schedule is checked first (:func:`dmllab.training.schedules.check_schedule`)."""
+    """The first stage of the config's protocol (stage 2 depends on stage 1's outcome: :func:`stage2_plan`);
+    a fine-tune's one stage ("finetune", :func:`training_config`). The schedule is checked first
+    (:func:`dmllab.training.schedules.check_schedule`)."""
+    cfg = training_config(cfg)
     d, s = cfg.data, cfg.schedule
     schedules.check_schedule(
         epochs=s.epochs,
@@ -77,9 +117,8 @@ def stage_plans(cfg: ExperimentConfig) -> list[StagePlan]:
             )
         ]
     eval_split = d.val_split if d.train_split != d.trainval_split else None
-    return [
-        StagePlan("single", d.train_split, eval_split, s.epochs, s.warmup_epochs, s.scheduler, s.milestones)
-    ]
+    name = "finetune" if is_finetune(cfg) else "single"
+    return [StagePlan(name, d.train_split, eval_split, s.epochs, s.warmup_epochs, s.scheduler, s.milestones)]
 
 
 def stage1_summary(cfg: ExperimentConfig, rows: list[dict]) -> tuple[int, list[int]]:
@@ -246,6 +285,7 @@ def run_protocol(
     progress: bool = True,
     checkpoint: str | os.PathLike | None = None,
     final_model: str | os.PathLike | None = None,
+    init_from: str | os.PathLike | None = None,
 ) -> RunResult:
     """Train and test ``cfg`` with its protocol (``run.two_stage``); see the module docstring.
 
@@ -254,7 +294,18 @@ def run_protocol(
         checkpoint: epoch checkpoint file (written atomically after every epoch, resumed from if present).
         final_model: where to save the final model's and the loss's state dicts (``{"config", "model", "loss"}``,
             for ``dmllab evaluate`` / export and the artifacts that read learned proxies or scales).
+        init_from: a fine-tune's start: the parent run's final model file (model and loss state dicts).
+
+    Raises:
+        ValueError: a fine-tune without ``init_from``, or ``init_from`` for a config that is not a fine-tune.
     """
+    if is_finetune(cfg) != (init_from is not None):
+        raise ValueError(
+            "a fine-tune (finetune.epochs > 0) starts from its parent's final model: train it with "
+            "dmllab.training.store.run, which trains or loads the parent first"
+            if init_from is None
+            else "init_from is for a fine-tune (finetune.epochs > 0)"
+        )
     seed = cfg.run.seed if seed is None else seed
     t0 = time.perf_counter()
     ckpt_path = Path(checkpoint) if checkpoint else None
@@ -268,6 +319,8 @@ def run_protocol(
         st = saved["trainer"]
         done = st.get("epoch", "?")
         print(f"resuming from {ckpt_path} ({st['plan']['name']}, after epoch {done})", flush=True)
+    config = cfg  # what the final model file records; a fine-tune trains its training_config
+    cfg = training_config(cfg)
     keep = KeepBest() if cfg.run.keep_best else None
     if keep is not None:
         if cfg.run.two_stage or stage_plans(cfg)[0].eval_split is None:
@@ -277,7 +330,7 @@ def run_protocol(
             )
         if saved is not None:
             keep.load_state_dict(saved.get("keep_best"))
-    trainer = Trainer(cfg, hooks=hooks, progress=progress, seed=seed)
+    trainer = Trainer(cfg, hooks=hooks, progress=progress, seed=seed, init_from=init_from)
     phase = {"setup": 0.0, "checkpoint": 0.0, "test": 0.0}  # seconds; the trainer times data/step/eval
 
     def run_stage(plan: StagePlan, prior: list[dict]) -> list[dict]:
@@ -332,7 +385,7 @@ def run_protocol(
         t_ckpt = time.perf_counter()
         # the loss's state too: learned proxies, scales (Heated-up's alpha) and classifier weights
         final = {
-            "config": cfg.to_dict(),
+            "config": config.to_dict(),
             "model": trainer.model.state_dict(),
             "loss": trainer.loss.state_dict(),
         }
@@ -348,6 +401,7 @@ def run_protocol(
         seed=seed,
         device=str(trainer.device),
         extra={"timings": {**phase, **trainer.timings}},
+        precision=trainer.precision,
     )
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-MONITORS = ("R@1", "hmean_nmi_r1")
+MONITORS = ("R@1", "hmean_r1", "hmean_nmi_r1")
 
 
 def plateau_drop_epochs(
@@ -61,6 +61,15 @@ def hmean_nmi_r1(nmi: float, r1: float) -> float:
     return 0.0 if total == 0 else 2.0 * nmi * r1 / total
 
 
+def hmean_r1(r1: float) -> float:
+    """``2 * R@1 / (1 + R@1)`` (R@1 a fraction): what the ProxyNCA++ authors' code monitors in its train mode, where
+    ``--eval_nmi`` is off (train.py sets it only for the trainval/test modes), ``utils.evaluate`` returns
+    ``nmi = 1`` and ``chmean = 2 * nmi * R@1 / (nmi + R@1)`` (train.py). It ranks epochs exactly as R@1 (strictly
+    increasing), but ReduceLROnPlateau's relative threshold (``v > best * (1 + 1e-4)``) sees it improve by a factor
+    ``1 + R@1`` less than R@1, so a small gain in R@1 can count for one and not for the other."""
+    return hmean_nmi_r1(1.0, r1)
+
+
 def monitor_needs_nmi(monitor: str) -> bool:
     """Whether the per-epoch validation must compute NMI for ``monitor`` (see :func:`monitored_value`)."""
     if monitor not in MONITORS:
@@ -70,9 +79,12 @@ def monitor_needs_nmi(monitor: str) -> bool:
 
 def monitored_value(row: Mapping[str, float], monitor: str) -> float:
     """The value the plateau rule and the best-epoch choice look at, from a history row's ``val_R@1`` /
-    ``val_NMI``: "R@1" (the ProxyNCA++ paper, Sec. 4.1) or "hmean_nmi_r1" (the authors' code)."""
+    ``val_NMI``: "R@1" (the ProxyNCA++ paper, Sec. 4.1), "hmean_r1" (the authors' code as released and run:
+    :func:`hmean_r1`) or "hmean_nmi_r1" (the harmonic mean with the validation NMI, which the authors' code
+    computes only when ``--eval_nmi`` is given)."""
     if not monitor_needs_nmi(monitor):
-        return float(row["val_R@1"])
+        r1 = float(row["val_R@1"])
+        return hmean_r1(r1) if monitor == "hmean_r1" else r1
     if "val_NMI" not in row:
         raise ValueError("monitor 'hmean_nmi_r1' needs the validation NMI (val_NMI) in every history row")
     return hmean_nmi_r1(float(row["val_NMI"]), float(row["val_R@1"]))

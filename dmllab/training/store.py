@@ -20,6 +20,11 @@ While training, an epoch checkpoint lives at ``checkpoints_dir()/<hash>/seed<k>/
 a restarted run (after SIGINT or SIGKILL) resumes from it. When the run finishes the checkpoint is replaced
 by ``final.pt`` (the final model's weights, for ``dmllab evaluate`` and embedding export).
 
+A fine-tune (``finetune.epochs > 0``, e.g. Heated-up's heating) is its own run, keyed on its parent's key too
+(:func:`run_key`). :func:`run` trains or loads the parent first (through :func:`run`, under the parent's own lock,
+so a parent that another process is training is waited for and then reused, never trained twice) and starts the
+fine-tune from the parent's ``final.pt``.
+
 A run that diverges (non-finite loss or embeddings: :class:`NonFiniteLossError`, :class:`NonFiniteEmbeddingError`)
 or whose embeddings collapse onto one point (:class:`~dmllab.metrics.CollapsedEmbeddingError`; both embedding
 errors are :class:`~dmllab.metrics.DegenerateEmbeddingError`) is an outcome of its config and seed, not a crash: the store never keeps its metrics, but records the divergence
@@ -46,7 +51,7 @@ from typing import Any
 
 from dmllab import paths
 from dmllab.fileio import CorruptFileError, naming, set_aside, sha256_file, sidecar, warn
-from dmllab.training.config import ExperimentConfig, config_hash, validate
+from dmllab.training.config import ExperimentConfig, config_hash, parent_config, validate
 from dmllab.training.protocol import RunResult, run_protocol
 from dmllab.training.trainer import NonFiniteLossError
 
@@ -101,8 +106,11 @@ def _package_version(name: str) -> str | None:
         return None
 
 
-def provenance(device: str | None = None, wall_time_s: float | None = None) -> dict[str, Any]:
-    """Git sha, package versions, device, wall time, timestamp (UTC); deliberately no host name."""
+def provenance(
+    device: str | None = None, wall_time_s: float | None = None, precision: str | None = None
+) -> dict[str, Any]:
+    """Git sha, package versions, device, the precision the run trained in (``Trainer.precision``), wall time,
+    timestamp (UTC); deliberately no host name."""
     import numpy
     import torch
 
@@ -123,6 +131,7 @@ def provenance(device: str | None = None, wall_time_s: float | None = None) -> d
         "versions": versions,
         "python": platform.python_version(),
         "device": device,
+        "precision": precision,
         # CPU kernels reduce in a thread-count-dependent order: identical metrics need the same thread count.
         "torch_threads": torch.get_num_threads(),
         **cpu_kernels(),  # cpu_isa, cpu_capability: other CPU kernels give other last bits (dmllab.numerics)
@@ -208,9 +217,12 @@ def implicit_inputs(cfg: ExperimentConfig) -> dict[str, str]:
 
 
 def run_key(cfg: ExperimentConfig) -> str:
-    """The store's key of a run: :func:`config_hash` plus :func:`implicit_inputs`, so that a changed
-    renderer or pre-training recipe never returns a stale stored result."""
+    """The store's key of a run: :func:`config_hash` plus :func:`implicit_inputs` (and a fine-tune's parent's
+    key), so that a changed renderer, pre-training recipe or parent never returns a stale stored result."""
     extra = implicit_inputs(cfg)
+    parent = parent_config(cfg)
+    if parent is not None:
+        extra["parent"] = run_key(parent)
     if not extra:
         return config_hash(cfg)
     text = config_hash(cfg) + json.dumps(extra, sort_keys=True)
@@ -345,13 +357,14 @@ class RunStore:
             "config_hash": result.config_hash,
             "seed": result.seed,
             "device": result.device,
+            "precision": result.precision,
             "method": cfg.method,
             "dataset": cfg.dataset,
             "profile": cfg.profile,
         }
         _write_json(tmp / "config.json", cfg.to_dict())
         _write_history(tmp / "history.csv", result.history)
-        _write_json(tmp / "provenance.json", provenance(result.device, result.wall_time_s))
+        _write_json(tmp / "provenance.json", provenance(result.device, result.wall_time_s, result.precision))
         _write_json(tmp / "metrics.json", metrics)
         model = RunStore.checkpoint_dir(cfg, result.seed) / "final.pt"
         record = {
@@ -502,6 +515,7 @@ def load_run_dir(
         device=m["device"],
         run_dir=str(d),
         cached=True,
+        precision=m.get("precision"),
     )
 
 
@@ -659,6 +673,7 @@ def run(
             stored = stored_outcome()
             if stored is not None:
                 return stored
+        parent_model = _parent_model(cfg, seed, store, progress) if parent_config(cfg) is not None else None
         ckpt_dir = store.checkpoint_dir(cfg, seed)
         if force:
             (ckpt_dir / "last.pt").unlink(missing_ok=True)
@@ -672,6 +687,7 @@ def run(
                 progress=progress,
                 checkpoint=ckpt_dir / "last.pt",
                 final_model=ckpt_dir / "final.pt",
+                init_from=parent_model,
             )
         except (NonFiniteLossError, DegenerateEmbeddingError) as err:
             store.save_diverged(cfg, seed, err, time.perf_counter() - start)  # last good checkpoint kept
@@ -679,3 +695,29 @@ def run(
         result.run_dir = str(store.save(cfg, seed, result))
         (ckpt_dir / "last.pt").unlink(missing_ok=True)
     return result
+
+
+def _parent_model(cfg: ExperimentConfig, seed: int, store: RunStore, progress: bool) -> Path:
+    """The final model file of ``cfg``'s parent run (same seed), trained or loaded through :func:`run` first.
+
+    A stored parent whose ``final.pt`` is gone (the checkpoints live in the cache folder, the results elsewhere)
+    is trained again, with a warning, to recover the weights the fine-tune starts from.
+    """
+    parent = parent_config(cfg)
+    run(parent, seed, store, progress=progress)
+    path = store.checkpoint_dir(parent, seed) / "final.pt"
+    if path.is_file():
+        try:
+            return store.final_model(parent, seed)  # checked against the parent's record
+        except CorruptRunError:  # set aside (said on stderr): the parent is trained again
+            run(parent, seed, store, progress=progress)
+            return path
+    if not path.is_file():
+        warnings.warn(
+            f"the parent run {run_key(parent)}/seed{seed} of this fine-tune is stored but its final model {path} "
+            "is missing: training the parent again to recover it",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        run(parent, seed, store, progress=progress, force=True)
+    return path

@@ -38,7 +38,7 @@ from dmllab.training import schedules
 from dmllab.training.config import ExperimentConfig
 from dmllab.training.optim import build_optimizer, check_all_params_in_groups, param_groups
 
-_STAGE_IDS = {"stage1": 1, "stage2": 2, "single": 3, "pretrain": 4}
+_STAGE_IDS = {"stage1": 1, "stage2": 2, "single": 3, "pretrain": 4, "finetune": 5}
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -162,6 +162,9 @@ class Trainer:
         hooks: objects with optional ``on_train_start`` / ``on_step_end`` / ``on_epoch_end`` (module doc).
         progress: show a tqdm bar per epoch (loss, lr, last validation R@1); False for batch runs.
         seed: overrides ``cfg.run.seed``.
+        init_from: a final model file (``{"model", "loss"}`` state dicts, :func:`dmllab.training.run_protocol`'s
+            ``final_model``) loaded into the model and the loss of every stage after they are built: a fine-tune
+            starts from its parent's weights (:class:`~dmllab.training.config.FinetuneConfig`).
     """
 
     def __init__(
@@ -171,6 +174,7 @@ class Trainer:
         hooks: Iterable[Any] = (),
         progress: bool = True,
         seed: int | None = None,
+        init_from: str | os.PathLike | None = None,
     ) -> None:
         from dmllab.training.config import check_value, validate
 
@@ -179,6 +183,7 @@ class Trainer:
         check_value("run.seed", self.seed)
         self.hooks = list(hooks)
         self.progress = progress
+        self.init_from = init_from
         self.device = torch.device(resolve_device(cfg.run.device))
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = True  # fixed input sizes: let cuDNN pick its fastest kernels
@@ -255,6 +260,7 @@ class Trainer:
             weights_path=weights_path,
             head_init=m.head_init,
             frozen_bn=m.freeze_bn,
+            frozen_bn_affine=m.freeze_bn_affine,
             **dict(m.backbone_kwargs),
         )
 
@@ -304,7 +310,29 @@ class Trainer:
         self.scaler = torch.amp.GradScaler("cuda") if self.amp_dtype == torch.float16 else None
         heat_target = self._heat_target()
         self._base_alpha = float(heat_target.alpha) if heat_target is not None else None
+        if (
+            self.init_from is not None
+        ):  # after the base alpha: a learned alpha is heated from its initial value
+            self._load_initial_weights()
         self.state = StageState(plan)
+
+    def _load_initial_weights(self) -> None:
+        """Load ``init_from``'s model and loss state (a fine-tune's parent) into the freshly built stage."""
+        from dmllab.training.protocol import CorruptCheckpointError, load_checkpoint
+
+        state = load_checkpoint(self.init_from, "parent model")
+        if not isinstance(state.get("model"), dict) or not isinstance(state.get("loss"), dict):
+            raise CorruptCheckpointError(f"parent model {self.init_from} lacks the model or the loss state")
+        self.model.load_state_dict(state["model"])
+        self.loss.load_state_dict(state["loss"])
+
+    @property
+    def precision(self) -> str:
+        """The arithmetic of training and evaluation (``run.amp`` resolved on this device): "fp32",
+        "bf16 autocast" or "fp16 autocast + loss scaling"; the losses compute in float32 in every case."""
+        if self.amp_dtype is None:
+            return "fp32"
+        return "fp16 autocast + loss scaling" if self.amp_dtype == torch.float16 else "bf16 autocast"
 
     def _heat_target(self) -> nn.Module | None:
         if self.cfg.schedule.heat_epoch is None:
@@ -517,8 +545,9 @@ class Trainer:
         for p in self.model.backbone.parameters():
             p.requires_grad_(not warm)
         self._freeze_prefix()  # the frozen blocks stay frozen after the warm-up
-        if getattr(self.model, "frozen_bn", False):
-            self.model.frozen_bn = True  # re-freeze BN affine parameters after the loop above
+        # model.freeze_bn_affine: the BN affine parameters stay without gradient after the loop above; without it
+        # they train from the end of the warm-up on (the Proxy Anchor release, train.py at epoch == args.warm)
+        self.model.refreeze_bn()
         target = self._heat_target()
         if target is not None:
             target.alpha = schedules.loss_alpha(

@@ -48,7 +48,7 @@ def test_final_model_file_holds_the_trained_loss_state(smoke_cfg, tmp_path):
 
 
 def test_heating_up_changes_alpha_and_lr_at_the_heat_epoch():
-    cfg = presets.get("heated_softmax:HLN", "synthetic", "smoke")
+    cfg = presets.get("heated_softmax:HLN", "synthetic", "smoke", heating="in_run")
     cfg = apply_overrides(cfg, ["schedule.epochs=3", "schedule.heat_epoch=3", "run.two_stage=false"])
 
     class Watch:

@@ -73,7 +73,8 @@ QUICK_PATH = {"data.in_memory": True, "model.frozen_blocks": 4, "data.feature_vi
 def test_every_method_family_trains_on_the_quick_path(method):
     from dmllab.training import presets
 
-    cfg = presets.get(method, "synthetic", "smoke")
+    options = {"heating": "in_run"} if method.startswith("heated_softmax") else {}  # heating inside the run
+    cfg = presets.get(method, "synthetic", "smoke", **options)
     for k, v in QUICK_PATH.items():
         cfg = cfg.replace(k, v)
     r = run_protocol(cfg, seed=0, progress=False)

@@ -59,10 +59,13 @@ def test_proxynca_toggles():
 def test_heated_variants_and_shorthand():
     hbn = presets.get("heated_softmax:HBN", "cub", "paper")
     assert hbn == presets.get("heated_softmax", "cub", "paper", variant="HBN")
-    assert hbn.model.norm == "batchnorm" and hbn.schedule.heat_epoch is not None
-    assert hbn.schedule.heat_alpha_factor == 0.25 and hbn.model.embedding_dim == 64
+    assert hbn.model.norm == "batchnorm" and hbn.schedule.heat_epoch == 62  # the release's in-run heating
+    assert hbn.model.embedding_dim == 64 and hbn.finetune.epochs == 0
+    quick = presets.get("heated_softmax:HBN", "synthetic", "quick")  # a fine-tune of BN
+    assert (quick.finetune.epochs, quick.finetune.alpha_factor, quick.finetune.lr_factor) == (2, 0.25, 0.1)
+    assert quick.finetune.parent_method == "heated_softmax:BN" and quick.schedule.heat_epoch is None
     ln = presets.get("heated_softmax:LN", "cub", "paper")
-    assert ln.model.l2_normalize and ln.schedule.heat_epoch is None
+    assert ln.model.l2_normalize and ln.schedule.heat_epoch is None and ln.finetune.epochs == 0
     assert presets.get("heated_softmax:SM", "cub", "paper").loss.name == "softmax"
     with pytest.raises(ValueError, match="variant"):
         presets.get("heated_softmax:XX", "cub", "paper")
@@ -104,11 +107,11 @@ def test_evaluation_distance_per_method(profile):
 
 @pytest.mark.parametrize("method", ["proxynca++", "proxynca", "normsoftmax"])
 def test_proxynca_code_base_paper_presets_follow_the_authors_code(method):
-    """ProxyNCA++ code base, paper profile: hmean(NMI, R@1) monitor, fresh Adam after warm-up, stage-2 lag 1;
+    """ProxyNCA++ code base, paper profile: the code's monitor 2R/(1+R), fresh Adam after warm-up, stage-2 lag 1;
     quick/smoke keep the paper text's choices; other methods' paper presets are not affected."""
     for dataset in ("cub", "cars", "sop"):
         cfg = presets.get(method, dataset, "paper")
-        assert cfg.schedule.monitor == "hmean_nmi_r1" and cfg.schedule.stage2_drop_lag == 1
+        assert cfg.schedule.monitor == "hmean_r1" and cfg.schedule.stage2_drop_lag == 1
         assert cfg.optim.fresh_after_warmup
     for profile in ("quick", "smoke"):
         cfg = presets.get(method, "cub", profile)
@@ -143,7 +146,7 @@ def test_one_profiles_tuple_and_discovered_families():
         assert isinstance(method, methods_mod.Method)
         assert presets.method_options(name) == method.options
     assert presets.method_options("heated_softmax:HBN") == sorted(
-        ["variant", "alpha", "epochs", "heat_epoch", "two_stage"]
+        ["variant", "alpha", "epochs", "heating", "heat_epochs", "heat_epoch", "two_stage"]
     )
 
 
@@ -255,30 +258,44 @@ def test_a_heated_run_that_would_not_heat_is_a_config_error(variant):
     from dmllab.training import apply_overrides
     from dmllab.training.protocol import stage_plans
 
-    cfg = presets.get(f"heated_softmax:{variant}", "cars", "paper")
-    assert (cfg.schedule.epochs, cfg.schedule.heat_epoch, cfg.run.two_stage) == (50, 40, False)
+    def in_run(**kw):
+        return presets.get(f"heated_softmax:{variant}", "cars", "paper", heating="in_run", **kw)
+
+    # the release's loop: 80 epochs, alpha and lr lowered after 0-based epoch 80 - 20 = 60 -> schedule epoch 62
+    cfg = in_run()
+    assert (cfg.schedule.epochs, cfg.schedule.heat_epoch, cfg.run.two_stage) == (80, 62, False)
+    assert cfg.finetune.epochs == 0
+    assert in_run(epochs=40).schedule.heat_epoch == 32  # 10 heated epochs of 40: the release's 1 less, 9
     with pytest.raises(ValueError, match="heat_epoch"):
-        presets.get(f"heated_softmax:{variant}", "cars", "paper", epochs=30)
+        in_run(epochs=60, heat_epoch=62)
     with pytest.raises(ValueError, match="heat_epoch"):
-        presets.get(f"heated_softmax:{variant}", "cars", "paper", heat_epoch=51)
+        in_run(heat_epoch=81)
     with pytest.raises(ValueError, match="fixed schedule"):
-        presets.get(f"heated_softmax:{variant}", "cars", "paper", two_stage=True)
+        in_run(two_stage=True)
     # overrides after get() are checked when the protocol plans the run, before any training
-    for override in (["schedule.epochs=30"], ["run.two_stage=true", "data.train_split=train"]):
+    for override in (["schedule.epochs=60"], ["run.two_stage=true", "data.train_split=train"]):
         with pytest.raises(ValueError, match="heat"):
             stage_plans(apply_overrides(cfg, override))
     for profile in ("quick", "smoke"):
-        s = presets.get(f"heated_softmax:{variant}", "synthetic", profile).schedule
+        s = presets.get(f"heated_softmax:{variant}", "synthetic", profile, heating="in_run").schedule
         assert 2 <= s.heat_epoch <= s.epochs
-    # variants that never heat may use the two-stage protocol, and take no heating epoch
+    # a fine-tune heats from its first epoch: no heating epoch; options of one mode are errors in the other
+    with pytest.raises(ValueError, match="heat_epoch"):
+        presets.get(f"heated_softmax:{variant}", "cars", "paper", heating="finetune", heat_epoch=60)
+    with pytest.raises(ValueError, match="heat_epoch"):
+        presets.get(f"heated_softmax:{variant}", "synthetic", "quick", heat_epoch=6)
+    with pytest.raises(ValueError, match="heating"):
+        presets.get(f"heated_softmax:{variant}", "cars", "paper", heating="gently")
+    # variants that never heat may use the two-stage protocol, and take no heating option
     assert presets.get("heated_softmax:LN", "cars", "paper", two_stage=True).run.two_stage
-    with pytest.raises(ValueError, match="never heats"):
-        presets.get("heated_softmax:LN", "cars", "paper", heat_epoch=10)
+    for option in ({"heat_epoch": 10}, {"heat_epochs": 5}, {"heating": "in_run"}):
+        with pytest.raises(ValueError, match="never heats"):
+            presets.get("heated_softmax:LN", "cars", "paper", **option)
 
 
 def test_a_heated_smoke_run_really_heats(monkeypatch):
-    """The trainer's epochs of the smoke preset (batches skipped): the last epoch runs with alpha 16 / 4 and
-    lr x 0.1."""
+    """The trainer's epochs of the in-run smoke preset (batches skipped): the last epoch runs with alpha 16 / 4
+    and lr x 0.1."""
     from dmllab.training import Trainer
     from dmllab.training.protocol import stage_plans
 
@@ -288,7 +305,7 @@ def test_a_heated_smoke_run_really_heats(monkeypatch):
         def on_epoch_end(self, trainer, epoch, row):
             seen.append((trainer.loss.alpha, row["lr_backbone"]))
 
-    cfg = presets.get("heated_softmax:HLN", "synthetic", "smoke")
+    cfg = presets.get("heated_softmax:HLN", "synthetic", "smoke", heating="in_run")
     monkeypatch.setattr(Trainer, "train_epoch", lambda self, plan, epoch: 0.0)
     trainer = Trainer(cfg, hooks=(Alpha(),), progress=False)
     trainer.setup(stage_plans(cfg)[0])

@@ -51,10 +51,11 @@ ARTIFACT = Artifact(
     description=(
         "Heated-up Softmax Tables 1 (Cars, CUB, SOP: NMI, R@K) and 2 (In-Shop: R@K): plain softmax (SM), "
         "L2-normalised (LN) and BatchNorm-normalised (BN) features with a scaled normalised softmax (alpha 16), "
-        "and their heated-up versions (HLN, HBN: alpha 16 -> 4 and lr x 0.1 late in training). dmllab: the "
-        "`heated_softmax` preset per variant (GoogLeNet 64-d, batch 32, 50 epochs, heating at epoch 40 on the "
-        "paper profile, a fixed schedule on every training class, NMI on L2-normalised features). Quick: the "
-        "offline benchmark (SmallCNN, 128-d, 8 epochs, heating at epoch 7); the rows face the CUB cells."
+        "and their heated-up versions (HLN, HBN: LN, BN fine-tuned at alpha 16 -> 4 and lr x 0.1). dmllab: the "
+        "`heated_softmax` preset per variant (GoogLeNet 64-d, batch 32, 80 epochs on the paper profile, a fixed "
+        "schedule on every training class, NMI on L2-normalised features); HLN/HBN are fine-tunes of the LN/BN "
+        "runs for a quarter of their epochs (20). Quick: the offline benchmark (SmallCNN, 128-d, 8 epochs, "
+        "HLN/HBN fine-tune the quick LN/BN for 2); the rows face the CUB cells."
     ),
     parameters={
         "smoke": {"seeds": [0, 1], "datasets": ["cub"], "variants": ["SM", "BN", "HBN"]},

@@ -110,9 +110,10 @@ ARTIFACT = Artifact(
     description=(
         "Heated-up Softmax Table 5 (Cars, BN features): alpha learned from an initial value 1-32 grows during "
         "training (1 -> 15.6, 32 -> 44.7); the learned alpha does not beat a fixed alpha = 16 (BN: 71.1 R@1), "
-        "and heating up (the learned alpha x 1/4 at the heating epoch, lr x 0.1) improves every learned model. "
+        "and heating up (fine-tuning with the final learned alpha x 1/4, lr x 0.1) improves every learned model. "
         "dmllab: `HeatedSoftmaxLoss(learn_alpha=True)` (alpha an `nn.Parameter` in the loss's optimiser group; "
-        "from heating on it is frozen and scaled by 1/4) on the BN (no heating) and HBN (heating) presets. Quick: "
+        "in the heated fine-tune of the learned-alpha BN run it is frozen and scaled by 1/4) on the BN (no "
+        "heating) and HBN (heating) presets. Quick: "
         "initial alpha 4 only (the run budget) plus the fixed-alpha BN/HBN runs of Table 1. The final alpha is "
         "read from the loss state in the run's `final.pt`; runs that do not store it give no alpha rows."
     ),

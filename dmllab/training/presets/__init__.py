@@ -17,6 +17,11 @@ method family: ``proxynca.py`` (ProxyNCA, ProxyNCA++, NormSoftmax of the ProxyNC
 
 Protocols: the ProxyNCA++ code base and the pair baselines use ProxyNCA++'s two-stage protocol; Proxy Anchor,
 Heated-up and Proxy Synthesis train a fixed schedule, as their papers do (``two_stage=True`` is an option).
+Heated-up's HLN/HBN are fine-tunes of the LN/BN run (``ExperimentConfig.finetune``: their own runs, keyed on the
+parent, which the run store trains first); ``heating="in_run"`` is the release's single run.
+Precision (``run.amp``) is each release's on the paper profile: fp16 autocast with loss scaling for the ProxyNCA++
+code base (apex O1), fp32 for Proxy Anchor, Proxy Synthesis and Heated-up; the default (none on the CPU) on quick
+and smoke.
 Every preset's schedule is checked (:func:`dmllab.training.schedules.check_schedule`): an lr drop after the
 last epoch, or a heated run that would end (or stop) before heating, is an error here, not a silent
 difference. Sources are cited in each module; values the papers do not state are marked "dmllab choice".
@@ -139,6 +144,9 @@ def get(method: str, dataset: str, profile: str = "paper", **options: Any) -> Ex
         raise ValueError(
             f"unknown option(s) {unknown} for method {name!r}; valid options: {', '.join(m.options) or 'none'}"
         )
+    defaults = m.profile_options.get(profile)
+    if defaults is not None:
+        options = {**defaults(options), **options}
     cfg = m.build(paper_base(spec), spec, **options)
     cfg = apply_overlay(overlay(cfg, spec), m.overlays.get(profile, {}))
     label = name if m.variant_option is None else f"{name}:{options.get(m.variant_option, m.default_variant)}"
@@ -168,6 +176,9 @@ def describe(cfg: ExperimentConfig) -> str:
         sched += f"({','.join(map(str, s.milestones))}x{_fmt(s.factor)})"
     if s.heat_epoch:
         sched += f"@{s.heat_epoch}heat"
+    ft = cfg.finetune
+    if ft.epochs:
+        sched += f" +finetune {ft.epochs} ep (alpha x{_fmt(ft.alpha_factor)}, lr x{_fmt(ft.lr_factor)}) of {ft.parent_method}"
     proto = "two-stage" if cfg.run.two_stage else f"fixed on {d.train_split}"
     return (
         f"{cfg.method:<28} {cfg.dataset:<9} {cfg.profile:<6} {m.backbone}{'(pt)' if m.pretrained else ''} "

@@ -33,6 +33,9 @@ class Method:
         overlays: profile -> :data:`Overlay` applied after that profile's own overlay.
         variant_option: the option that ``"name:value"`` sets (``heated_softmax:HBN`` sets ``variant``).
         default_variant: the value of ``variant_option`` when not given (used in the config's method label).
+        profile_options: profile -> ``options -> defaults``: option values a profile uses unless the caller gives
+            them (a procedure the profile keeps differently from the paper preset, e.g. Heated-up's heating by
+            fine-tuning on the compressed quick schedule); the function sees the caller's options.
     """
 
     name: str
@@ -40,6 +43,9 @@ class Method:
     overlays: Mapping[str, Overlay] = field(default_factory=dict)
     variant_option: str | None = None
     default_variant: str | None = None
+    profile_options: Mapping[str, Callable[[Mapping[str, Any]], Mapping[str, Any]]] = field(
+        default_factory=dict
+    )
 
     @property
     def options(self) -> list[str]:

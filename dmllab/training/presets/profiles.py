@@ -5,7 +5,8 @@ official-code.md); the method module replaces what its paper does differently. T
 profiles keep each method's loss, head, optimiser family and protocol and replace the *scale*: backbone,
 image size, embedding size, batch, number of epochs, device. The schedule keeps its shape: warm-up (one
 epoch if the paper warms up), lr drops and the heating epoch at the same fraction of training
-(:func:`compress_schedule`). What a method sets differently at a profile's scale (its learning rates for the
+(:func:`compress_schedule`); a fine-tune (Heated-up's heating) keeps its share of its parent's epochs
+(:func:`compress_finetune`). Precision is the default (none on the CPU), not the paper's. What a method sets differently at a profile's scale (its learning rates for the
 small CNN) is the method's own overlay (``Method.overlays``), applied after these.
 
 The profile names are :data:`dmllab.profiles.PROFILES` (the one definition).
@@ -21,6 +22,7 @@ from dmllab.profiles import PROFILES
 from dmllab.training.config import (
     DataConfig,
     ExperimentConfig,
+    FinetuneConfig,
     LossConfig,
     ModelConfig,
     OptimConfig,
@@ -58,7 +60,7 @@ SMOKE = dict(epochs=2, warmup=0, patience=1, batch_size=16, per_class=4, image_s
 def paper_base(spec: DatasetSpec) -> ExperimentConfig:
     """ProxyNCA++ setup (Table 1, Sec. 4.1, official-code.md): ResNet-50 (ImageNet), 2048-d, Adam eps 1,
     Table 1 lrs, warm-up 5 epochs, grad clip 10, plateau(4, 0.1) two-stage (In-Shop: trainval, constant lr),
-    256 crops, the dataset's R@K (and NMI on CUB/Cars)."""
+    256 crops, the dataset's R@K (and NMI on CUB/Cars), fp16 autocast with loss scaling (the release's apex O1)."""
     return ExperimentConfig(
         dataset=spec.name,
         profile="paper",
@@ -85,6 +87,7 @@ def paper_base(spec: DatasetSpec) -> ExperimentConfig:
             factor=0.1,
         ),
         run=RunConfig(
+            amp="fp16",  # the ProxyNCA++ release's apex O1 (README: --apex); other families set their own
             two_stage=spec.two_stage,
             metrics=("recall", "nmi") if spec.nmi else ("recall",),
             ks=spec.ks,
@@ -120,6 +123,14 @@ def compress_schedule(s: ScheduleConfig, *, epochs: int, warmup: int, patience: 
     )
 
 
+def compress_finetune(ft: FinetuneConfig, *, parent_epochs: int, epochs: int) -> FinetuneConfig:
+    """A fine-tune (:class:`~dmllab.training.config.FinetuneConfig`) of a parent whose ``parent_epochs`` epochs become
+    ``epochs``: its epochs keep their share of the parent's, rounded up (at least 1). Not a fine-tune: unchanged."""
+    if ft.epochs == 0:
+        return ft
+    return replace(ft, epochs=max(1, math.ceil(ft.epochs * epochs / parent_epochs)))
+
+
 def _scaled(
     cfg: ExperimentConfig, spec: DatasetSpec, profile: str, p: dict, **extra_kwargs: int
 ) -> ExperimentConfig:
@@ -148,10 +159,14 @@ def _scaled(
             embedding_dim=p["dim"],
             backbone_kwargs=pairs(width=p["width"]),
             freeze_bn=False,
+            freeze_bn_affine=None,
         ),
         schedule=compress_schedule(
             cfg.schedule, epochs=p["epochs"], warmup=p["warmup"], patience=p["patience"]
         ),
+        # precision: the default ("auto": none on the CPU these profiles run on), not the paper's
+        run=replace(cfg.run, amp=RunConfig.amp),
+        finetune=compress_finetune(cfg.finetune, parent_epochs=cfg.schedule.epochs, epochs=p["epochs"]),
     )
 
 

@@ -22,9 +22,15 @@ tjddus9597/Proxy-Anchor-CVPR2020; official-code.md = /work/shared/notes):
 * grad clip by value 10 on the model *and* the proxies (``clip_proxies``): train.py, after ``loss.backward()``:
   ``clip_grad_value_(model.parameters(), 10)`` and, ``if args.loss == 'Proxy_Anchor'``,
   ``clip_grad_value_(criterion.parameters(), 10)``.
-* head GAP + GMP -> Linear (kaiming init) -> L2: official-code.md; BN frozen on CUB/Cars (``--bn-freeze 1``),
-  trained on SOP/In-Shop: README commands and the dataset spec. 224 crops (``proxy_anchor`` transform): paper
-  Sec. 4.2 "Image setting".
+* head GAP + GMP -> Linear (kaiming init) -> L2: official-code.md; BN statistics frozen on CUB/Cars
+  (``--bn-freeze 1``: ``m.eval()`` every epoch, train.py:265-271), trained on SOP/In-Shop: README commands and the
+  dataset spec. The BN affine parameters train after the warm-up (``model.freeze_bn_affine=False``): the model's
+  constructor sets their ``requires_grad`` to False (net/resnet.py:150-155), but train.py sets
+  ``requires_grad = True`` on every parameter outside the embedding and the proxies at ``epoch == args.warm``
+  (train.py:285-287), BN weight and bias included; the trunk (BN affine included) is frozen during the warm-up
+  in both. ``model.freeze_bn_affine=true`` keeps them frozen for the whole run (dmllab's behaviour before).
+  224 crops (``proxy_anchor`` transform): paper Sec. 4.2 "Image setting".
+* precision: fp32 (``run.amp="off"``): train.py has no autocast or loss scaling. ``run.amp=bf16`` is an option.
 * evaluation by cosine similarity (train.py ``evaluate_cos``). The released code keeps the epoch with the best
   *test* R@1; dmllab trains the fixed schedule on every training class and tests the last model
   (``two_stage=True``: the ProxyNCA++ protocol, selecting on validation).
@@ -92,6 +98,7 @@ def proxy_anchor(
             head_init="kaiming",
             embedding_dim=512,
             freeze_bn=spec.freeze_bn,
+            freeze_bn_affine=False,  # train.py: requires_grad = True on every trunk parameter at epoch == warm
         ),
         optim=OptimConfig(
             name="adamw",
@@ -109,7 +116,7 @@ def proxy_anchor(
             milestones=milestones,
             factor=spec.pa_lr_decay_gamma,
         ),
-        run=replace(cfg.run, distance="cosine"),
+        run=replace(cfg.run, distance="cosine", amp="off"),
     )
     cfg = fixed_schedule(cfg, spec, two_stage=two_stage)
     return with_loss(cfg, "proxy_anchor", alpha=alpha, delta=delta)

@@ -13,9 +13,24 @@ the authors' release, navervision/proxy-synthesis; official-code.md = /work/shar
 * 130 epochs: the README commands (``--epochs=130``). Fig. D of the supplement shows Cars up to epoch 150:
   ``epochs=150``.
 * Norm-softmax scale 23 (T = 1/23), ProxyNCA scale 12 (T = 1/12): README commands; margin-softmax
-  parameters per the supplement (the loss registry's presets). BN frozen on CUB/Cars (``--freeze_BN``,
-  supplement), 224 crops (``proxy_anchor`` transform: main.py RandomResizedCrop(224) + flip; Resize(256) +
-  CenterCrop(224)).
+  parameters per the supplement (the loss registry's presets). Both released losses L2-normalise embeddings and
+  proxies (loss/proxy_losses.py:63-64, 92-93), as dmllab's ``normsoftmax`` and ``proxynca`` do.
+* the Proxy-NCA base is the release's ``Proxy_NCA``: ``-log_softmax(-scale * ||x - p||^2)`` over *all* proxies,
+  the positive included (loss/proxy_losses.py:99-102), i.e. ProxyNCA++'s +prob form (``loss.prob=True``; the
+  bases "proxynca" and "proxynca++" are now the same loss). ``nca_prob=False``: the classic ProxyNCA of the PS
+  paper's citation (Movshovitz-Attias et al. 2017; ProxyNCA++ Eq. 3: the positive left out of the denominator).
+* proxies initialised ``kaiming_uniform_(a=sqrt(5))`` (``loss.proxy_init="linear"``; norm about 0.58 at any
+  dimension) for the two losses the release has, Norm_SoftMax and Proxy_NCA (loss/proxy_losses.py:59, 88): the
+  bases normsoftmax, proxynca and proxynca++. The other bases keep their loss's own initialisation (softmax,
+  softtriple, virtual_softmax: the same "linear"; the margin-softmax bases: randn/8, dmllab choice, the release
+  has none of them; proxy_anchor: its release's kaiming_normal).
+* BN statistics frozen on CUB/Cars (``--freeze_BN``, supplement), the BN affine parameters train
+  (``model.freeze_bn_affine=False``): main.py's ``--freeze_BN`` only calls ``m.eval()`` on every BatchNorm2d
+  (main.py:393-396) and never touches ``requires_grad`` (there is no warm-up in the README commands).
+  ``model.freeze_bn_affine=true`` freezes them too. 224 crops (``proxy_anchor`` transform: main.py
+  RandomResizedCrop(224) + flip; Resize(256) + CenterCrop(224)).
+* precision: fp32 (``run.amp="off"``): main.py's ``--use_amp`` defaults to False (main.py:95) and no README
+  command sets it.
 * evaluation: main.py evaluates the L2-normalised features (``features_l2``) for every metric: cosine
   distance and NMI on L2-normalised features. It keeps the checkpoint with the best *test* R@1; dmllab trains
   the fixed schedule on every training class and tests the last model (``two_stage=True``: ProxyNCA++'s).
@@ -66,6 +81,7 @@ MIXUP_ALPHA = 0.5  # PS Table 5's mixup rows (Table E searches 0.3-2.0)
 LR_DECAYS = ("code", "paper")
 RELEASED_DECAY_EPOCH = 50  # README: --decay_step=50 --decay_stop=50
 RELEASED_EPOCHS = 130  # README: --epochs=130
+RELEASED_PROXY_INIT = "linear"  # loss/proxy_losses.py: init.kaiming_uniform_(self.proxy, a=math.sqrt(5))
 
 
 def proxy_synthesis(
@@ -80,13 +96,19 @@ def proxy_synthesis(
     two_stage: bool = False,
     regularizer: str = "none",
     mixup_alpha: float = MIXUP_ALPHA,
+    nca_prob: bool = True,
 ) -> ExperimentConfig:
     """Proxy Synthesis (PS Eq. 2-5) over ``base`` in the released setup (module docstring). ``lr_decay``:
     "code" (epoch 50) or "paper" (the supplement's per-dataset epoch); ``epochs``: default 130 (Proxy Anchor
     base: its own 60); ``regularizer`` / ``mixup_alpha``: PS Table 5's mixups (``loss.regularizer``; input
-    mixup's ``data.feature_views=0`` is set by :data:`OVERLAYS`, module docstring)."""
+    mixup's ``data.feature_views=0`` is set by :data:`OVERLAYS`, module docstring); ``nca_prob``: base
+    "proxynca" with the positive proxy in the softmax denominator (the release), False = classic ProxyNCA."""
     if base not in PS_BASES:
         raise ValueError(f"unknown proxy_synthesis base {base!r}; valid: {', '.join(PS_BASES)}")
+    if not nca_prob and base != "proxynca":
+        raise ValueError(
+            f"nca_prob=False is for base 'proxynca' (classic ProxyNCA); base {base!r} has no such form"
+        )
     if regularizer not in REGULARIZERS:
         raise ValueError(f"unknown regularizer {regularizer!r}; valid: {', '.join(REGULARIZERS)}")
     if lr_decay not in LR_DECAYS:
@@ -100,9 +122,10 @@ def proxy_synthesis(
         cfg = proxy_anchor(cfg, spec, two_stage=two_stage, **pa)
     else:
         if base in ("proxynca", "proxynca++"):
-            cfg = with_loss(cfg, "proxynca", temperature=1 / 12, prob=base == "proxynca++")
+            prob = nca_prob or base == "proxynca++"
+            cfg = with_loss(cfg, "proxynca", temperature=1 / 12, prob=prob, proxy_init=RELEASED_PROXY_INIT)
         elif base == "normsoftmax":
-            cfg = with_loss(cfg, "normsoftmax", temperature=1 / 23)
+            cfg = with_loss(cfg, "normsoftmax", temperature=1 / 23, proxy_init=RELEASED_PROXY_INIT)
         else:
             cfg = with_loss(cfg, base)
         lr = 1e-3 if spec.large else 1e-4
@@ -117,6 +140,7 @@ def proxy_synthesis(
                 l2_normalize=False,
                 embedding_dim=512,
                 freeze_bn=spec.freeze_bn,
+                freeze_bn_affine=False,  # main.py --freeze_BN: m.eval() only
             ),
             optim=OptimConfig(
                 name="adam", lr=lr, lr_proxies=100 * lr, eps=1e-2, weight_decay=1e-4, grad_clip_value=None
@@ -129,7 +153,7 @@ def proxy_synthesis(
                 milestones=(decay - 1,),
                 factor=0.1,
             ),
-            run=replace(cfg.run, distance="cosine", nmi_l2=True),
+            run=replace(cfg.run, distance="cosine", nmi_l2=True, amp="off"),
         )
         cfg = fixed_schedule(cfg, spec, two_stage=two_stage)
     loss = replace(

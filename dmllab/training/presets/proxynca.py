@@ -1,11 +1,25 @@
 """ProxyNCA, ProxyNCA++ and NormSoftmax as set up in the ProxyNCA++ code base (Teh et al., ECCV 2020).
 
-Paper profile: ProxyNCA++ Table 1 / Sec. 4.1 (the paper base) plus, where the authors' released train.py and
-the paper disagree, the code (official-code.md): plateau rule and best epoch on the NMI/R@1 harmonic mean
-(``schedule.monitor``), a fresh Adam after the warm-up (``optim.fresh_after_warmup``), stage-2 drops one epoch
-later (``schedule.stage2_drop_lag=1``). The paper's versions of a ``paper`` run: ``schedule.monitor=R@1
-optim.fresh_after_warmup=false schedule.stage2_drop_lag=0``; the quick and smoke overlays keep the paper
-text's choices.
+Paper profile: ProxyNCA++ Table 1 / Sec. 4.1 (the paper base) plus, where the authors' released code
+(euwern/proxynca_pp at 217233d; official-code.md) and the paper disagree, the code:
+
+* the plateau rule and the stage-1 best epoch watch ``2 * R@1 / (1 + R@1)`` (``schedule.monitor="hmean_r1"``):
+  train.py steps ``ReduceLROnPlateau(mode="max", patience=4)`` on ``chmean = 2 * nmi * R@1 / (nmi + R@1)``
+  (train.py:484-486), but in the train mode that selects epochs ``--eval_nmi`` stays off (only the
+  trainval/test modes set it, train.py:73-77) and ``utils.evaluate`` then returns ``nmi = 1`` (utils.py:111-120).
+  The value ranks epochs as R@1 does, yet the plateau's relative threshold sees it improve by a factor
+  ``1 + R@1`` less (:func:`dmllab.training.schedules.hmean_r1`). Options: ``schedule.monitor=R@1`` (the paper
+  text), ``schedule.monitor=hmean_nmi_r1`` (the harmonic mean with the real validation NMI: the code run with
+  ``--eval_nmi``);
+* a fresh Adam after the warm-up (``optim.fresh_after_warmup``: train.py builds ``opt_warmup`` and ``opt``);
+* stage-2 drops one epoch later (``schedule.stage2_drop_lag=1``: train.py ``scheduler.step(e)`` at the end of
+  epoch ``e``);
+* fp16 autocast with loss scaling (``run.amp="fp16"``, set in the paper base): every README command passes
+  ``--apex``, i.e. ``amp.initialize(..., opt_level='O1')`` with dynamic loss scaling (train.py:314-315, 411-413).
+  dmllab keeps the loss in float32 (apex O1 would run its matmul in fp16). ``run.amp=off`` or ``bf16`` are options.
+
+The paper's versions of a ``paper`` run: ``schedule.monitor=R@1 optim.fresh_after_warmup=false
+schedule.stage2_drop_lag=0``; the quick and smoke overlays keep the paper text's choices.
 
 Quick overlay: backbone lr 1.0, embedding lr = the dataset's base lr (dmllab choice): with the papers' Adam
 eps = 1 the update is about ``lr * gradient`` (SGD-like), and at the base lr 4e-3 the SmallCNN trunk barely
@@ -27,7 +41,7 @@ def _authors_code(cfg: ExperimentConfig) -> ExperimentConfig:
     return replace(
         cfg,
         optim=replace(cfg.optim, fresh_after_warmup=True),
-        schedule=replace(cfg.schedule, monitor="hmean_nmi_r1", stage2_drop_lag=1),
+        schedule=replace(cfg.schedule, monitor="hmean_r1", stage2_drop_lag=1),
     )
 
 
