@@ -14,7 +14,7 @@ case's timeout; the worker is killed and restarted).
 
 Every case runs in a worker process (one dmllab import, restarted after a hang) with DMLLAB_CACHE / DMLLAB_RESULTS /
 DMLLAB_FIGURES in a scratch folder. A full disk is a real one where a small tmpfs can be mounted (root), else the
-writes are made to fail with ENOSPC. Rows go to results/benchmarks/audit.csv (class, case, outcome, detail, seconds).
+writes are made to fail with ENOSPC. Rows go to results/reliability/audit.csv (class, case, outcome, detail, seconds).
 
     python benchmarks/audit.py                 # every case (about 10 minutes on 2 busy cores)
     python benchmarks/audit.py --only locks    # one class
@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_OUT = REPO / "results" / "benchmarks" / "audit.csv"
+DEFAULT_OUT = REPO / "results" / "reliability" / "audit.csv"
 CORRECT, NAMED, UNHELPFUL, WRONG, TRACE, HANG = (
     "correct answer",
     "named error",

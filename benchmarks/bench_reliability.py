@@ -10,7 +10,7 @@
    ``torch.save`` of the same state, and ``load_checkpoint`` with and without the sidecar check.
 4. The run store: ``RunStore.load`` of a stored run (verified) against reading its metrics.json and history.csv.
 
-Rows go to results/benchmarks/reliability.csv (benchmark, case, variant, seconds, note, threads, load_average).
+Rows go to results/reliability/bench_reliability.csv (benchmark, case, variant, seconds, note, threads, load_average).
 
     python benchmarks/bench_reliability.py --before 1ff9148
 """
@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_OUT = REPO / "results" / "benchmarks" / "reliability.csv"
+DEFAULT_OUT = REPO / "results" / "reliability" / "bench_reliability.csv"
 
 
 def _best(fn, repeats: int) -> float:
