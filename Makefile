@@ -7,7 +7,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.dmllab-installed
 PROFILE ?= quick
-JOBS ?= 2
+JOBS ?= auto
 
 .PHONY: setup study test lint bench clean-results
 

@@ -75,7 +75,7 @@ print("RESULT " + json.dumps({"import_s": t1 - t0, "run_s": time.perf_counter() 
 # The pre-trained-only network's test R@1 (building the images and pre-training the SmallCNN if missing).
 _PRETRAINED = r"""
 import json, sys
-from dmllab.experiments.dmllab.offline_benchmark import evaluate_network
+from dmllab.experiments.kit import evaluate_network
 from dmllab.training import apply_overrides, presets
 cfg = apply_overrides(presets.get("proxynca++", "synthetic", "quick"), json.loads(sys.argv[1]))
 print("RESULT " + json.dumps(evaluate_network(cfg, seed=int(sys.argv[2]))["R@1"]))

@@ -5,7 +5,7 @@ A fresh machine is simulated by empty folders, under ``--workdir``, for everythi
 besides the checkout's sources: the cache (``$DMLLAB_CACHE``: the generated benchmark images, the pre-trained
 SmallCNN, the frozen-prefix feature caches, all built again), the run store and the result CSVs
 (``$DMLLAB_RESULTS``) and the figures (``$DMLLAB_FIGURES``). Each pass is a fresh process that runs what
-``make study`` runs (``dmllab study --profile quick --jobs 2``: :func:`dmllab.pipeline.study.run_study`) and
+``make study`` runs (``dmllab study --profile quick --jobs auto``: :func:`dmllab.pipeline.study.run_study`) and
 reports its steps (plan, train, notebooks, plots, report). Pass ``from_empty`` trains every run; pass
 ``unchanged`` repeats it with nothing changed.
 
@@ -42,7 +42,7 @@ VOLATILE = ("git_sha", "timestamp")
 _RUN = r"""
 import json, sys
 from dmllab.pipeline.study import format_summary, run_study
-res = run_study(sys.argv[1], only=sys.argv[2] or None, jobs=int(sys.argv[3]), say=lambda s: print(s, file=sys.stderr))
+res = run_study(sys.argv[1], only=sys.argv[2] or None, jobs=sys.argv[3], say=lambda s: print(s, file=sys.stderr))
 print(format_summary(res), file=sys.stderr)
 runs = [r.wall_s for r in res.training if r.status in ("ok", "diverged")]
 nb = list(res.notebooks) + list(res.plots)
@@ -85,7 +85,7 @@ FIELDS = [
 ]
 
 
-def one_pass(name: str, env: dict[str, str], profile: str, only: str, jobs: int) -> dict:
+def one_pass(name: str, env: dict[str, str], profile: str, only: str, jobs: str) -> dict:
     start = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-c", _RUN, profile, only, str(jobs)],
@@ -207,7 +207,7 @@ REPRO_FIELDS = [
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", default="quick")
-    ap.add_argument("--jobs", type=int, default=2, help="as make study (JOBS=2)")
+    ap.add_argument("--jobs", default="auto", help="N or auto, as make study (JOBS=auto)")
     ap.add_argument("--only", default="", help="artifact ids or prefixes, comma-separated (default: all)")
     ap.add_argument(
         "--workdir", default=None, help="the fresh machine's folders (default: a temporary folder)"

@@ -28,6 +28,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dmllab import paths
 from dmllab.paths import git_sha
 
 if TYPE_CHECKING:  # pandas is imported lazily: ``import dmllab`` must stay cheap.
@@ -302,6 +303,57 @@ def read_rows(path: str | os.PathLike) -> pd.DataFrame:
                     f"result file {path}: column {column!r} holds a non-number ({err}); {rewrite}"
                 ) from None
     return frame
+
+
+# ---------------------------------------------------------------------------------------- artifact files
+
+
+def artifact_csv(artifact_id: str, table: str | None = None) -> Path:
+    """``results/<id>.csv`` (the artifact's rows) or ``results/<id>.<table>.csv`` (an extra figure table)."""
+    return paths.results_dir() / (f"{artifact_id}.csv" if table is None else f"{artifact_id}.{table}.csv")
+
+
+def read_artifact_rows(artifact_id: str, profile: str) -> pd.DataFrame:
+    """The rows of artifact ``artifact_id`` for ``profile`` in ``results/<id>.csv`` (empty when there are none)."""
+    import pandas as pd
+
+    path = artifact_csv(artifact_id)
+    if not path.exists():
+        return pd.DataFrame(
+            columns=["experiment", "profile", "variant", "dataset", "seed", "metric", "value"]
+        )
+    rows = read_rows(path)
+    return rows[(rows["experiment"] == artifact_id) & (rows["profile"] == profile)].reset_index(drop=True)
+
+
+def read_tables(artifact_id: str, tables: Iterable[str], profile: str) -> dict[str, pd.DataFrame]:
+    """``{"rows": ..., <table>: ...}``: everything a figure of the artifact may draw from, read from its CSVs."""
+    import pandas as pd
+
+    out = {"rows": read_artifact_rows(artifact_id, profile)}
+    for name in tables:
+        path = artifact_csv(artifact_id, name)
+        frame = pd.read_csv(path) if path.exists() else pd.DataFrame()
+        if "profile" in frame.columns:
+            frame = frame[frame["profile"] == profile].drop(columns="profile").reset_index(drop=True)
+        out[name] = frame
+    return out
+
+
+def write_table(path: str | os.PathLike, frame: Any, *, profile: str) -> None:
+    """Write an extra figure table (a DataFrame) with a ``profile`` column, replacing that profile's lines."""
+    import pandas as pd
+
+    path = Path(path)
+    frame = pd.DataFrame(frame).assign(profile=profile)
+    if path.exists():
+        old = pd.read_csv(path)
+        if "profile" in old.columns:
+            frame = pd.concat([old[old["profile"] != profile], frame], ignore_index=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    frame.to_csv(tmp, index=False, float_format="%.6g")
+    os.replace(tmp, path)
 
 
 # ------------------------------------------------------------------------------------------ row builders

@@ -7,20 +7,35 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from dmllab.data.base import (
     DATASETS,
     DatasetCountError,
     DatasetNotFoundError,
     ImageLoadError,
     RetrievalDataset,
-    build_dataset,
-    list_datasets,
 )
 from dmllab.data.digits import Digits
 from dmllab.data.real import CUB200, SOP, Cars196, DuplicateImageIdError, IndexFileError, InShop, fingerprint
 from dmllab.data.sampler import ClassBalancedSampler
 from dmllab.data.synthetic import SyntheticFineGrained
 from dmllab.data.transforms import TRANSFORMS, build_transforms, list_transforms
+
+
+# Defined in the package, which imports (and so registers) every dataset module above.
+def build_dataset(
+    name: str, root: str | None, split: str, transform: Callable[[Any], Any] | None = None, **kwargs: Any
+) -> RetrievalDataset:
+    """Build a registered dataset by name (``list_datasets()``); ``root`` may be None for synthetic/digits."""
+    return DATASETS.get(name)(root, split, transform=transform, **kwargs)
+
+
+def list_datasets() -> list[str]:
+    """Names accepted by :func:`build_dataset`, sorted."""
+    return DATASETS.names()
+
 
 __all__ = [
     "CUB200",

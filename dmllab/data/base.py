@@ -100,19 +100,3 @@ class RetrievalDataset(Dataset):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(split={self.split!r}, images={len(self)}, classes={self.num_classes})"
-
-
-def build_dataset(
-    name: str, root: str | None, split: str, transform: Callable[[Any], Any] | None = None, **kwargs: Any
-) -> RetrievalDataset:
-    """Build a registered dataset by name (``list_datasets()``); ``root`` may be None for synthetic/digits."""
-    import dmllab.data  # noqa: F401  (registers every dataset module)
-
-    return DATASETS.get(name)(root, split, transform=transform, **kwargs)
-
-
-def list_datasets() -> list[str]:
-    """Names accepted by :func:`build_dataset`, sorted."""
-    import dmllab.data  # noqa: F401
-
-    return DATASETS.names()

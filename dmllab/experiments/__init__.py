@@ -1,17 +1,10 @@
 """The experiment layer: every paper table and figure as one module declaring its runs, rows, claims,
-reference cells and figures (:class:`Artifact`), discovered by :mod:`dmllab.experiments.registry`."""
+reference cells and figures (:class:`Artifact`), discovered by :mod:`dmllab.experiments.registry`; the runs are
+placed and read through :class:`Lookup` (:mod:`dmllab.experiments.lookup`), and what artifacts share is in
+:mod:`dmllab.experiments.kit`."""
 
-from dmllab.experiments.base import (
-    PAPER_TITLES,
-    PAPERS,
-    Artifact,
-    Claim,
-    Figure,
-    MissingRunError,
-    Params,
-    Run,
-    RunLookup,
-)
+from dmllab.experiments.artifact import PAPER_TITLES, PAPERS, Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.lookup import Lookup, MissingRunError
 from dmllab.experiments.registry import all_artifacts, get, names, select
 
 __all__ = [
@@ -20,10 +13,10 @@ __all__ = [
     "Artifact",
     "Claim",
     "Figure",
+    "Lookup",
     "MissingRunError",
     "Params",
     "Run",
-    "RunLookup",
     "all_artifacts",
     "get",
     "names",

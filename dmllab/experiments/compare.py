@@ -2,70 +2,21 @@
 the paper's printed numbers side by side, and the claims' verdicts with their effect and interval.
 
 Also the small helpers artifacts use to state a claim's per-seed effect (:func:`per_seed`, :func:`paired`,
-:func:`extremes`) and to turn stored runs into tidy rows (:func:`rows_from_runs`).
+:func:`extremes`).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from dmllab.experiments import stats
-from dmllab.experiments.base import REFERENCE_PAPER, Artifact, Claim, Run, RunLookup
+from dmllab.experiments.artifact import REFERENCE_PAPER, STAND_IN_DATASET, Artifact, Claim
 
 if TYPE_CHECKING:
     import pandas as pd
-
-# The offline benchmark stands in for the fine-grained datasets; its rows are compared with the paper's CUB column.
-STAND_IN_DATASET = {"synthetic": "cub", "digits": "cub"}
-
-
-# ---------------------------------------------------------------------------------------------- rows
-
-
-def rows_from_runs(runs: Sequence[Run], lookup: RunLookup, **columns: Any) -> list[dict[str, Any]]:
-    """Tidy rows of the test metrics of every run (percent), labelled by its variant, tags and provenance.
-
-    A run the store records as diverged (:class:`dmllab.training.DivergedRunError`: a setting whose loss or
-    embeddings became non-finite) gives one row with metric ``diverged`` = 1 and no other metric, so the CSV says
-    so and the claims that need its metrics cannot decide. A run that is simply not stored raises
-    :class:`MissingRunError`."""
-    from dmllab.results import tidy
-    from dmllab.training.store import DivergedRunError
-
-    rows: list[dict[str, Any]] = []
-    for run in runs:
-        try:
-            result = lookup.result(run)
-        except DivergedRunError:
-            rows += tidy(
-                {"diverged": 1.0},
-                percent=False,
-                variant=run.variant,
-                dataset=run.config.dataset,
-                seed=run.seed,
-                run_id=run.key,
-                **run.tag,
-                **columns,
-            )
-            continue
-        metrics = dict(result.metrics)
-        if result.wall_time_s is not None:
-            metrics["wall_time_s"] = float(result.wall_time_s)
-        rows += tidy(
-            metrics,
-            variant=run.variant,
-            dataset=run.config.dataset,
-            seed=run.seed,
-            config_hash=result.config_hash,
-            run_id=run.key,
-            device=result.device,
-            **run.tag,
-            **columns,
-        )
-    return rows
 
 
 # ---------------------------------------------------------------------------------------- summaries

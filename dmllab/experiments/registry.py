@@ -1,5 +1,6 @@
-"""Discovery of artifacts: every module under ``dmllab/experiments/<paper>/`` that defines ``ARTIFACT`` (or
-``ARTIFACTS``, a tuple) contributes it. Adding an artifact is adding one file; nothing else lists them."""
+"""Discovery of artifacts: every module under ``dmllab/experiments/<package>/`` (one package per paper,
+:data:`PACKAGES`) that defines ``ARTIFACT`` (or ``ARTIFACTS``, a tuple) contributes it. Adding an artifact is adding
+one file; nothing else lists them."""
 
 from __future__ import annotations
 
@@ -8,14 +9,17 @@ import importlib
 import pkgutil
 from functools import lru_cache
 
-from dmllab.experiments.base import PAPERS, Artifact
+from dmllab.experiments.artifact import PAPERS, Artifact
+
+# The package under dmllab/experiments/ that holds each paper's artifacts ("dmllab": the offline benchmark).
+PACKAGES: dict[str, str] = {paper: paper for paper in PAPERS} | {"dmllab": "benchmark"}
 
 
 @lru_cache(maxsize=1)
 def _discover() -> dict[str, Artifact]:
     found: dict[str, Artifact] = {}
     for paper in PAPERS:
-        package = importlib.import_module(f"dmllab.experiments.{paper}")
+        package = importlib.import_module(f"dmllab.experiments.{PACKAGES[paper]}")
         for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
             if info.name.startswith("_"):
                 continue
@@ -29,7 +33,7 @@ def _discover() -> dict[str, Artifact]:
                 if artifact.paper != paper:
                     raise ValueError(
                         f"{module.__name__}: artifact {artifact.id!r} says paper {artifact.paper!r} but lives "
-                        f"under dmllab/experiments/{paper}/"
+                        f"under dmllab/experiments/{PACKAGES[paper]}/"
                     )
                 if artifact.id in found:
                     raise ValueError(f"duplicate artifact id {artifact.id!r} ({module.__name__})")
@@ -58,13 +62,20 @@ def select(only: str | None) -> list[Artifact]:
     """Artifacts whose id matches ``only``: comma-separated ids, substrings or glob patterns (all if None).
 
     Raises:
-        ValueError: a pattern that matches nothing (listing the valid ids).
+        ValueError: a pattern that matches nothing (listing the valid ids), or ``only`` with no pattern at all
+            (``""``, ``","``).
     """
     arts = all_artifacts()
-    if not only:
+    if only is None:
         return arts
+    patterns = [p.strip() for p in only.split(",") if p.strip()]
+    if not patterns:
+        raise ValueError(
+            f"--only {only!r} names no artifact; give ids, substrings or globs, comma-separated (artifacts: "
+            f"{', '.join(a.id for a in arts)})"
+        )
     chosen: list[Artifact] = []
-    for pattern in (p.strip() for p in only.split(",") if p.strip()):
+    for pattern in patterns:
         hit = [
             a
             for a in arts

@@ -26,16 +26,20 @@ is assumed to hold such ImageNet-style weights (torchvision's file, or a trunk f
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from dmllab.models.smallcnn import build_smallcnn
-from dmllab.models.weights import download_imagenet_state_dict, load_trunk_state_dict, read_state_dict
+from dmllab.models.weights import (
+    TORCHVISION_SPECS,
+    download_imagenet_state_dict,
+    imagenet_weights_enum,
+    load_trunk_state_dict,
+    read_state_dict,
+)
 from dmllab.registry import Registry
 
 __all__ = [
@@ -99,64 +103,6 @@ class ConvTrunk(nn.Module):
         return x  # (B, out_channels, h, w)
 
 
-@dataclass(frozen=True)
-class _TorchvisionSpec:
-    """How to build one torchvision classifier and which of its children are the conv trunk."""
-
-    make: Callable[[bool], tuple[nn.Module, type]]  # init_weights -> (classifier, weights enum class)
-    out_channels: int
-    drop: tuple[str, ...]  # children after the last conv block
-    tf_ported_weights: bool  # expects [-1, 1] input with its ImageNet weights
-
-
-def _make_resnet50(init_weights: bool) -> tuple[nn.Module, type]:
-    from torchvision.models import ResNet50_Weights, resnet50
-
-    return resnet50(weights=None), ResNet50_Weights
-
-
-def _make_resnet18(init_weights: bool) -> tuple[nn.Module, type]:
-    from torchvision.models import ResNet18_Weights, resnet18
-
-    return resnet18(weights=None), ResNet18_Weights
-
-
-def _make_googlenet(init_weights: bool) -> tuple[nn.Module, type]:
-    from torchvision.models import GoogLeNet_Weights, googlenet
-
-    model = googlenet(weights=None, aux_logits=False, transform_input=False, init_weights=init_weights)
-    return model, GoogLeNet_Weights
-
-
-def _make_inception_v3(init_weights: bool) -> tuple[nn.Module, type]:
-    from torchvision.models import Inception_V3_Weights, inception_v3
-
-    model = inception_v3(weights=None, aux_logits=False, transform_input=False, init_weights=init_weights)
-    return model, Inception_V3_Weights
-
-
-_TORCHVISION_SPECS = {
-    "resnet50": _TorchvisionSpec(_make_resnet50, 2048, ("avgpool", "fc"), tf_ported_weights=False),
-    "resnet18": _TorchvisionSpec(_make_resnet18, 512, ("avgpool", "fc"), tf_ported_weights=False),
-    "googlenet": _TorchvisionSpec(
-        _make_googlenet, 1024, ("avgpool", "dropout", "fc"), tf_ported_weights=True
-    ),
-    "inception_v3": _TorchvisionSpec(
-        _make_inception_v3, 2048, ("avgpool", "dropout", "fc"), tf_ported_weights=True
-    ),
-}
-
-
-@functools.cache  # finding the enum builds the model once; run keys ask for it per run
-def imagenet_weights_enum(arch: str) -> type:
-    """torchvision's ``WeightsEnum`` class of a torchvision backbone name (e.g. ``ResNet50_Weights``)."""
-    if arch not in _TORCHVISION_SPECS:
-        raise KeyError(
-            f"{arch!r} is not a torchvision backbone; valid: {', '.join(sorted(_TORCHVISION_SPECS))}"
-        )
-    return _TORCHVISION_SPECS[arch].make(False)[1]
-
-
 def _weights_member(enum_cls: type, name: str, arch: str):
     try:
         return enum_cls[name]
@@ -175,7 +121,7 @@ def _build_torchvision_trunk(
     imagenet_weights: str,
     transform_input: bool | None,
 ) -> ConvTrunk:
-    spec = _TORCHVISION_SPECS[arch]
+    spec = TORCHVISION_SPECS[arch]
     loads_weights = pretrained or weights_path is not None
     # Random init is wasted work when every parameter is overwritten by strict loading.
     classifier, enum_cls = spec.make(not loads_weights)
@@ -217,7 +163,7 @@ def _torchvision_builder(arch: str) -> Callable[..., ConvTrunk]:
 
 
 BACKBONES: Registry[Callable[..., nn.Module]] = Registry("backbone")
-for _arch in _TORCHVISION_SPECS:
+for _arch in TORCHVISION_SPECS:
     BACKBONES.register(_arch, _torchvision_builder(_arch))
 BACKBONES.register("smallcnn", build_smallcnn)
 

@@ -14,6 +14,7 @@ identifies those weights for the run store.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 from collections.abc import Callable, Mapping
@@ -36,6 +37,9 @@ __all__ = [
     "hub_checkpoint_path",
     "WeightsSource",
     "WEIGHTS_SOURCES",
+    "TORCHVISION_SPECS",
+    "TorchvisionSpec",
+    "imagenet_weights_enum",
     "weights_source",
     "resolve_weights",
     "weights_fingerprint",
@@ -198,12 +202,67 @@ def _callable(target: Provider | str) -> Provider:
     return getattr(importlib.import_module(module), name)
 
 
+@dataclass(frozen=True)
+class TorchvisionSpec:
+    """How to build one torchvision classifier and which of its children are the conv trunk."""
+
+    make: Callable[[bool], tuple[nn.Module, type]]  # init_weights -> (classifier, weights enum class)
+    out_channels: int
+    drop: tuple[str, ...]  # children after the last conv block
+    tf_ported_weights: bool  # expects [-1, 1] input with its ImageNet weights
+
+
+def _make_resnet50(init_weights: bool) -> tuple[nn.Module, type]:
+    from torchvision.models import ResNet50_Weights, resnet50
+
+    return resnet50(weights=None), ResNet50_Weights
+
+
+def _make_resnet18(init_weights: bool) -> tuple[nn.Module, type]:
+    from torchvision.models import ResNet18_Weights, resnet18
+
+    return resnet18(weights=None), ResNet18_Weights
+
+
+def _make_googlenet(init_weights: bool) -> tuple[nn.Module, type]:
+    from torchvision.models import GoogLeNet_Weights, googlenet
+
+    model = googlenet(weights=None, aux_logits=False, transform_input=False, init_weights=init_weights)
+    return model, GoogLeNet_Weights
+
+
+def _make_inception_v3(init_weights: bool) -> tuple[nn.Module, type]:
+    from torchvision.models import Inception_V3_Weights, inception_v3
+
+    model = inception_v3(weights=None, aux_logits=False, transform_input=False, init_weights=init_weights)
+    return model, Inception_V3_Weights
+
+
+#: The torchvision trunks: how to build each classifier, its weights enum, and which children are the trunk.
+TORCHVISION_SPECS: dict[str, TorchvisionSpec] = {
+    "resnet50": TorchvisionSpec(_make_resnet50, 2048, ("avgpool", "fc"), tf_ported_weights=False),
+    "resnet18": TorchvisionSpec(_make_resnet18, 512, ("avgpool", "fc"), tf_ported_weights=False),
+    "googlenet": TorchvisionSpec(_make_googlenet, 1024, ("avgpool", "dropout", "fc"), tf_ported_weights=True),
+    "inception_v3": TorchvisionSpec(
+        _make_inception_v3, 2048, ("avgpool", "dropout", "fc"), tf_ported_weights=True
+    ),
+}
+
+
+@functools.cache  # finding the enum builds the model once; run keys ask for it per run
+def imagenet_weights_enum(arch: str) -> type:
+    """torchvision's ``WeightsEnum`` class of a torchvision backbone name (e.g. ``ResNet50_Weights``)."""
+    if arch not in TORCHVISION_SPECS:
+        raise KeyError(
+            f"{arch!r} is not a torchvision backbone; valid: {', '.join(sorted(TORCHVISION_SPECS))}"
+        )
+    return TORCHVISION_SPECS[arch].make(False)[1]
+
+
 DEFAULT_IMAGENET_WEIGHTS = "IMAGENET1K_V1"  # the torchvision backbones' default ``imagenet_weights``
 
 
 def _imagenet_member(backbone: str, backbone_kwargs: Mapping[str, Any]) -> Any:
-    from dmllab.models.backbones import imagenet_weights_enum  # backbones imports this module
-
     name = str(backbone_kwargs.get("imagenet_weights", DEFAULT_IMAGENET_WEIGHTS))
     enum_cls = imagenet_weights_enum(backbone)
     try:

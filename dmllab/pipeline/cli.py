@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from dmllab.profiles import PROFILES
@@ -10,13 +11,16 @@ from dmllab.profiles import PROFILES
 
 def _study(args: argparse.Namespace) -> int:
     from dmllab.experiments import registry
-    from dmllab.pipeline.study import SlurmOptions, format_plan, format_summary, make_plan, run_study
+    from dmllab.pipeline.executors import SlurmOptions, resolve_jobs
+    from dmllab.pipeline.plan import format_plan, make_plan
+    from dmllab.pipeline.study import format_summary, run_study
+    from dmllab.profiles import resolve_device
 
     if args.plan:
-        plan = make_plan(
-            registry.select(args.only), args.profile, device=args.device or "auto", data_root=args.data_root
-        )
-        print(format_plan(plan, jobs=args.jobs))
+        device = resolve_device(args.device or "auto")
+        jobs = resolve_jobs(args.jobs, device)
+        plan = make_plan(registry.select(args.only), args.profile, device=device, data_root=args.data_root)
+        print(format_plan(plan, jobs=jobs))
         return 1 if plan.errors else 0
     slurm = SlurmOptions(
         partition=args.partition,
@@ -38,8 +42,13 @@ def _study(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         force=args.force,
     )
-    print(format_summary(result))
-    return 1 if result.failed else 0
+    print(format_summary(result), flush=True)
+    if (
+        result.stopped
+    ):  # everything the study wrote is closed: skip the interpreter's teardown (seconds with torch)
+        sys.stderr.flush()
+        os._exit(result.exit_code)
+    return result.exit_code
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -50,7 +59,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _notebooks(args: argparse.Namespace) -> int:
-    from dmllab.pipeline.notebook import stale_notebooks, write_all
+    from dmllab.pipeline.template import stale_notebooks, write_all
 
     if args.check:
         stale = stale_notebooks()
@@ -75,7 +84,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         description="Plan the selected artifacts' training runs (de-duplicated by run key), train the missing "
         "ones (local process pool or SLURM through submitit), run each artifact's notebook with papermill "
         "(results/<artifact>.csv), run the plotting notebooks (figures/), build figures/report.html. "
-        "Exit code 1 if a run or notebook failed.",
+        "Exit code 1 if a run or notebook failed; Ctrl-C or SIGTERM stops it within seconds (exit code 130 "
+        "or 143) and the summary says what finished.",
     )
     study.add_argument("--profile", choices=PROFILES, default="quick", help="profile (default: quick)")
     study.add_argument("--only", metavar="PATTERN", help="comma-separated artifact ids, globs or substrings")
@@ -88,7 +98,13 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         default="local",
         help="where missing runs train: local process pool, or SLURM jobs via submitit",
     )
-    study.add_argument("--jobs", type=int, default=1, help="local workers (runs and notebooks) at a time")
+    study.add_argument(
+        "--jobs",
+        default="auto",
+        metavar="N|auto",
+        help="local workers (runs and notebooks) at a time; auto (default): one per usable core on the CPU "
+        "(each run on one thread, so the numbers do not depend on the machine), one on a GPU",
+    )
     study.add_argument("--data-root", help="folder of the benchmark datasets (paper profile)")
     study.add_argument("--device", help="auto | cpu | cuda | mps (default: auto)")
     study.add_argument("--no-progress", action="store_true", help="no progress bars")

@@ -84,7 +84,7 @@ def artifact_table(results: Path, profile: str = TABLE_PROFILE) -> str:
     tables before its figures; the verdicts are those of ``profile``'s rows in ``results/<id>.csv``."""
     from dmllab.experiments.compare import verdict_table
     from dmllab.experiments.registry import all_artifacts
-    from dmllab.pipeline.notebook import read_artifact_rows
+    from dmllab.results import read_artifact_rows
 
     artifacts = all_artifacts()
     papers = list(dict.fromkeys(a.paper for a in artifacts))
@@ -99,7 +99,9 @@ def artifact_table(results: Path, profile: str = TABLE_PROFILE) -> str:
                 (a for a in artifacts if a.paper == paper), key=lambda a: (_label_key(a.label), a.id)
             )
             for i, art in enumerate(mine):
-                verdicts = [str(v) for v in verdict_table(art, read_artifact_rows(art, profile))["verdict"]]
+                verdicts = [
+                    str(v) for v in verdict_table(art, read_artifact_rows(art.id, profile))["verdict"]
+                ]
                 every += verdicts
                 name = PAPER_NAMES.get(paper, paper) if i == 0 else ""
                 title = _cell(f"**{art.label}**: {art.title}")
@@ -345,7 +347,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "study": Benchmark(
         "bench_study.py",
         "python benchmarks/bench_study.py --workdir W --keep",
-        "`make study` (`dmllab study --profile quick --jobs 2`) on a simulated fresh machine (empty cache, run "
+        "`make study` (`dmllab study --profile quick --jobs auto`) on a simulated fresh machine (empty cache, run "
         "store, results and figures under `W`), then again with nothing changed: wall time of each step, runs "
         "trained / reused / diverged / failed, the mean wall time of one run on its share of the cores, notebooks "
         "run / cached / failed.",

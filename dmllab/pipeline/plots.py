@@ -7,7 +7,8 @@ from pathlib import Path
 
 from dmllab import paths
 from dmllab.experiments import registry
-from dmllab.pipeline.notebook import draw_figures, read_artifact_rows
+from dmllab.pipeline.notebook import draw_figures
+from dmllab.results import read_artifact_rows
 
 
 def draw_paper(paper: str, profile: str = "quick") -> dict[str, str]:
@@ -22,7 +23,7 @@ def draw_paper(paper: str, profile: str = "quick") -> dict[str, str]:
     for artifact in registry.all_artifacts():
         if artifact.paper != paper or not artifact.figures:
             continue
-        if read_artifact_rows(artifact, profile).empty:
+        if read_artifact_rows(artifact.id, profile).empty:
             out[artifact.id] = "no rows yet"
             continue
         try:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from dmllab import paths
 from dmllab.experiments import registry
-from dmllab.experiments.base import PAPER_TITLES, Artifact
+from dmllab.experiments.artifact import PAPER_TITLES, Artifact
 from dmllab.experiments.compare import paper_vs_reproduced, summarise, verdict_table
 from dmllab.profiles import PROFILES
 
@@ -200,7 +200,7 @@ def build_report(
         out: the HTML file (default ``<figures>/report.html``).
         reference_directory: folder of the papers' numbers (default ``results/reference``).
     """
-    from dmllab.pipeline.reference import load_reference
+    from dmllab.reference import load_reference
     from dmllab.results import read_rows
 
     if profile is not None and profile not in PROFILES:

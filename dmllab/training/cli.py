@@ -1,4 +1,4 @@
-"""``dmllab train``, ``dmllab evaluate``, ``dmllab presets`` and ``dmllab pretrain``.
+"""``dmllab train``, ``dmllab evaluate``, ``dmllab presets``, ``dmllab pretrain`` and ``dmllab tune``.
 
 Expected user errors (a wrong ``--data-root``, an unknown ``--set`` key, an unknown method) are printed as
 one clean message on stderr with exit status 2, never as a traceback.
@@ -224,8 +224,50 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tune(args: argparse.Namespace) -> int:
+    """``dmllab tune``: :mod:`dmllab.training.tune`."""
+    from dmllab.training import tune
+
+    try:
+        methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None
+        if args.list:
+            derived = tune.study_methods(args.profile)
+            names = methods or list(derived)
+            spaces = [
+                tune.search_space(m, d, args.profile) for m in names for d in derived.get(m, ("synthetic",))
+            ]
+            print(tune.format_spaces(spaces))
+            return 0
+        from dmllab.pipeline.executors import SlurmOptions
+
+        slurm = SlurmOptions(
+            partition=args.partition,
+            time_min=args.time_min,
+            gpus_per_job=args.gpus_per_job,
+            cpus_per_job=args.cpus_per_job,
+            array_parallelism=args.array_parallelism,
+            folder=args.slurm_folder,
+        )
+        result = tune.tune(
+            methods,
+            profile=args.profile,
+            trials=args.trials,
+            batch=args.batch,
+            seed=args.seed,
+            run_seed=args.run_seed,
+            jobs=args.jobs,
+            executor=args.executor,
+            slurm=slurm,
+            progress=not args.quiet,
+        )
+    except _USER_ERRORS as err:
+        return _fail(err, args)
+    print(tune.format_result(result))
+    return 1 if result.failed else 0
+
+
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    """Register ``train``, ``evaluate``, ``presets`` and ``pretrain`` on the ``dmllab`` parser."""
+    """Register ``train``, ``evaluate``, ``presets``, ``pretrain`` and ``tune`` on the ``dmllab`` parser."""
     p = sub.add_parser("train", help="train (or fetch from the run store) one preset run")
     p.add_argument("--method", required=True, help="e.g. proxynca++, proxy_anchor, heated_softmax:HLN")
     p.add_argument("--dataset", required=True, help="cub, cars, sop, inshop, synthetic, digits")
@@ -280,3 +322,44 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--force", action="store_true")
     p.set_defaults(func=cmd_pretrain)
+
+    p = sub.add_parser(
+        "tune",
+        help="equal-budget hyper-parameter search on the validation split for every method the study trains",
+    )
+    p.add_argument(
+        "--profile", default="quick", help="the study profile whose methods are tuned (default quick)"
+    )
+    p.add_argument(
+        "--methods", default=None, help="comma-separated methods (default: every method of the study)"
+    )
+    p.add_argument("--trials", type=int, default=20, help="trials per method (default 20)")
+    p.add_argument(
+        "--batch",
+        type=int,
+        default=4,
+        help="trials asked at once per method (default 4; the trials depend on it)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="the TPE sampler's seed (default 0)")
+    p.add_argument("--run-seed", type=int, default=0, help="the trials' training seed (default 0)")
+    p.add_argument(
+        "--jobs",
+        default="auto",
+        metavar="N|auto",
+        help="local workers; auto (default): one per usable core (each trial on one thread)",
+    )
+    p.add_argument("--executor", choices=("local", "slurm"), default="local")
+    p.add_argument("--list", action="store_true", help="print the methods and their search spaces and stop")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    slurm = p.add_argument_group("slurm executor (submitit)")
+    slurm.add_argument("--partition", help="SLURM partition")
+    slurm.add_argument(
+        "--time-min", type=int, default=60, help="time limit per trial in minutes (default 60)"
+    )
+    slurm.add_argument("--gpus-per-job", type=int, default=0, help="GPUs per trial (default 0: quick is CPU)")
+    slurm.add_argument("--cpus-per-job", type=int, default=1, help="CPUs per trial (default 1)")
+    slurm.add_argument(
+        "--array-parallelism", type=int, default=32, help="trials running at once (default 32)"
+    )
+    slurm.add_argument("--slurm-folder", help="submitit logs (default results/slurm/<timestamp>/)")
+    p.set_defaults(func=cmd_tune)

@@ -152,7 +152,8 @@ class LossConfig:
 @dataclass(frozen=True)
 class OptimConfig:
     """Optimiser with three parameter groups: backbone (``lr``), embedding head (``lr_embedding`` or ``lr``),
-    loss parameters / proxies (``lr_proxies`` or ``lr``; ProxyNCA++ "+fast").
+    loss parameters / proxies (``lr_proxies`` or else the embedding head's lr; ProxyNCA++ "+fast" / "-fast",
+    :mod:`dmllab.training.optim`).
 
     ``grad_clip_value`` clips gradients by value on the model parameters every step (ProxyNCA++ and Proxy
     Anchor code: 10); proxies are clipped too only when ``clip_proxies``.

@@ -1,5 +1,11 @@
 """Optimiser construction: three named parameter groups (backbone / embedding / proxies) with their own lrs.
 
+Without ``optim.lr_proxies`` the proxies train at the embedding layer's lr (``lr_embedding``, which is ``lr``
+wherever ``lr_embedding`` is unset): ProxyNCA++ "-fast", "the proxies, the embedding layer, and the backbone
+model all share the same learning rate" (Sec. 3.6); ``lr_proxies`` is ProxyNCA++ "+fast" (Table 1's proxy lr,
+a multiple of the embedding lr). Where a profile gives the trunk its own lr (the quick profile's small CNN,
+:mod:`dmllab.training.presets.proxynca`), "-fast" keeps the proxies with the embedding layer.
+
 The "proxies" group holds *every* learnable parameter of the loss (proxies, a classifier bias, the learnable
 beta of the margin loss): a loss parameter left out of the optimiser is the reproduction trap of the Proxy
 Anchor repository issue #25 (official-code.md), so :func:`check_all_params_in_groups` asserts coverage.
@@ -22,12 +28,14 @@ def param_groups(model: nn.Module, loss: nn.Module, cfg: OptimConfig) -> list[di
 
     Args:
         model: an ``EmbeddingNet`` (``.backbone`` and ``.head``).
-        loss: the loss module; all of ``loss.parameters()`` go to the "proxies" group.
+        loss: the loss module; all of ``loss.parameters()`` go to the "proxies" group, at ``cfg.lr_proxies``
+            or else the embedding layer's lr (module docstring).
     """
+    embedding = cfg.lr if cfg.lr_embedding is None else cfg.lr_embedding
     lrs = {
         "backbone": cfg.lr,
-        "embedding": cfg.lr if cfg.lr_embedding is None else cfg.lr_embedding,
-        "proxies": cfg.lr if cfg.lr_proxies is None else cfg.lr_proxies,
+        "embedding": embedding,
+        "proxies": embedding if cfg.lr_proxies is None else cfg.lr_proxies,
     }
     params = {
         "backbone": list(model.backbone.parameters()),

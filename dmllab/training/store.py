@@ -186,9 +186,10 @@ def _read_history(path: Path) -> list[dict]:
 def implicit_inputs(cfg: ExperimentConfig) -> dict[str, str]:
     """Versions of inputs a config names but does not contain: the real dataset copy under ``data.root``
     (:func:`dmllab.data.real.fingerprint` of its index files and image list), the synthetic renderer behind
-    ``dataset="synthetic"`` and the weights behind ``pretrained=True``
+    ``dataset="synthetic"``, the weights behind ``pretrained=True``
     (:func:`dmllab.models.weights.weights_fingerprint`: the pre-training recipe of the SmallCNN, torchvision's
-    weights file of an ImageNet backbone)."""
+    weights file of an ImageNet backbone) and, where the trunk and the embedding layer have different lrs and
+    ``lr_proxies`` is unset, the proxies' lr rule (the embedding layer's lr, :mod:`dmllab.training.optim`)."""
     from dmllab.models.weights import weights_fingerprint
 
     extra: dict[str, str] = {}
@@ -205,6 +206,10 @@ def implicit_inputs(cfg: ExperimentConfig) -> dict[str, str]:
     )
     if weights is not None:
         extra["weights"] = weights
+    o = cfg.optim
+    if o.lr_proxies is None and o.lr_embedding is not None and o.lr_embedding != o.lr:
+        # proxies at the embedding lr, not the trunk's (dmllab.training.optim): runs stored before are stale
+        extra["proxy_lr"] = "embedding"
     from dmllab.data.base import DatasetNotFoundError
     from dmllab.data.real import fingerprint, is_real_dataset
 

@@ -318,7 +318,7 @@ class Trainer:
 
     def _load_initial_weights(self) -> None:
         """Load ``init_from``'s model and loss state (a fine-tune's parent) into the freshly built stage."""
-        from dmllab.training.protocol import CorruptCheckpointError, load_checkpoint
+        from dmllab.training.checkpoint import CorruptCheckpointError, load_checkpoint
 
         state = load_checkpoint(self.init_from, "parent model")
         if not isinstance(state.get("model"), dict) or not isinstance(state.get("loss"), dict):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from dmllab.data.base import build_dataset
+from dmllab.data import build_dataset
 from dmllab.data.digits import Digits, stratified_split
 
 

@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from dmllab.data import synthetic
-from dmllab.data.base import build_dataset
+from dmllab.data import build_dataset, synthetic
 from dmllab.data.synthetic import (
     SPECIES_PER_GENUS,
     SyntheticFineGrained,

@@ -98,17 +98,16 @@ def test_verdict_table():
     assert "cannot decide" in table.loc[2, "why"]
 
 
-def test_rows_from_runs_marks_diverged_runs_and_raises_for_missing_ones():
+def test_lookup_rows_mark_diverged_runs_and_raise_for_missing_ones():
     from types import SimpleNamespace
 
-    from dmllab.experiments.base import MissingRunError, Run
-    from dmllab.experiments.compare import rows_from_runs
+    from dmllab.experiments import Lookup, MissingRunError, Params, Run
     from dmllab.training import DivergedRunError, presets
 
     cfg = presets.get("proxynca++", "synthetic", "smoke")
     ok, diverged, missing = Run(cfg, 0, variant="BN"), Run(cfg, 1, variant="SM+ α"), Run(cfg, 2, variant="X")
 
-    class Lookup:
+    class Stored(Lookup):
         def result(self, run):
             if run.seed == 1:
                 raise DivergedRunError("recorded as diverged")
@@ -116,11 +115,13 @@ def test_rows_from_runs_marks_diverged_runs_and_raises_for_missing_ones():
                 raise MissingRunError("not stored")
             return SimpleNamespace(metrics={"R@1": 0.5}, wall_time_s=1.0, config_hash="h", device="cpu")
 
-    rows = pd.DataFrame(rows_from_runs([ok, diverged], Lookup()))
+    lookup = Stored(Params({"profile": "smoke", "seeds": [0], "device": "cpu", "data_root": None}))
+    rows = pd.DataFrame(lookup.rows([ok, diverged]))
     assert set(rows.loc[rows["variant"] == "SM+ α", "metric"]) == {"diverged"}
     assert rows.loc[rows["variant"] == "SM+ α", "value"].tolist() == [1.0]
     assert rows.loc[(rows["variant"] == "BN") & (rows["metric"] == "R@1"), "value"].item() == pytest.approx(
         50.0
     )
+    assert set(rows["run_id"]) == {ok.key, diverged.key}
     with pytest.raises(MissingRunError):
-        rows_from_runs([ok, missing], Lookup())
+        lookup.rows([ok, missing])

@@ -11,7 +11,8 @@ import pytest
 
 from dmllab import paths
 from dmllab.experiments import compare, registry
-from dmllab.experiments.base import REFERENCE_PAPER
+from dmllab.experiments.artifact import REFERENCE_PAPER
+from dmllab.experiments.lookup import planned_runs
 
 IDS = [
     a.id
@@ -105,7 +106,7 @@ def fake_rows(artifact, profile: str) -> pd.DataFrame:
 def test_runs_build_on_every_profile(artifact_id: str) -> None:
     artifact = registry.get(artifact_id)
     for profile in ("smoke", "quick", "paper"):
-        runs = artifact.planned_runs(artifact.params(profile, device="cpu"))
+        runs = planned_runs(artifact, artifact.params(profile, device="cpu"))
         assert all(r.config.profile == profile for r in runs)
         if profile != "paper":
             assert all(r.config.dataset == "synthetic" for r in runs)

@@ -8,6 +8,7 @@ import pytest
 
 from dmllab.experiments import registry
 from dmllab.experiments.pnpp import _common as C
+from dmllab.reference import load_reference
 
 TRAINED = [
     "pnpp_table3_6_sota",
@@ -23,7 +24,7 @@ TRAINED = [
     "pnpp_fig7_object_size",
     "pnpp_appd_googlenet",
 ]
-CELLS = set(zip(*(C.reference_cells()[c] for c in ("artifact", "row", "column"))))
+CELLS = set(zip(*(load_reference("pnpp")[c] for c in ("artifact", "row", "column"))))
 
 
 def _fake_rows(artifact, params) -> pd.DataFrame:
@@ -97,7 +98,7 @@ def test_quick_runs_are_shared() -> None:
 def test_table7_10_paper_subsets_match_reference_configs() -> None:
     from dmllab.experiments.pnpp import table7_10_ablation as T
 
-    ref = C.reference_cells()
+    ref = load_reference("pnpp")
     for name in T.table_subsets():
         label, row, column, _ = T.reference({"variant": name, "dataset": "cub", "metric": "R@1"})
         note = ref[(ref["artifact"] == label) & (ref["row"] == row) & (ref["column"] == column)]["note"].iloc[
@@ -109,7 +110,7 @@ def test_table7_10_paper_subsets_match_reference_configs() -> None:
 def test_table1_paper_preset_equals_table1() -> None:
     from dmllab.experiments.pnpp import table1_settings as T
 
-    ref = C.reference_cells()
+    ref = load_reference("pnpp")
     for name in C.PAPER_DATASETS:
         for metric, value in T.hyper_parameters(C.pnpp(name, "paper")).items():
             label, row, column, _ = T.reference({"dataset": name, "metric": metric})

@@ -8,6 +8,7 @@ import pytest
 
 from dmllab.experiments import registry
 from dmllab.experiments.compare import STAND_IN_DATASET, summarise
+from dmllab.experiments.lookup import planned_runs
 
 IDS = [
     "ps_table6_losses",
@@ -29,7 +30,7 @@ def _fake_rows(artifact, profile):
     """Rows like the artifact's, from its declared runs (smoke) with made-up values, plus computed metrics."""
     params = artifact.params(profile, device="cpu")
     rows = []
-    for run in artifact.planned_runs(params):
+    for run in planned_runs(artifact, params):
         for metric in (*(f"R@{k}" for k in run.config.run.ks), "P@1", "RP", "MAP@R"):
             rows.append(
                 {
@@ -49,7 +50,7 @@ def _fake_rows(artifact, profile):
 def test_declared_runs_and_claims(artifact_id):
     a = registry.get(artifact_id)
     for profile in ("smoke", "quick", "paper"):
-        runs = a.planned_runs(a.params(profile, device="cpu"))
+        runs = planned_runs(a, a.params(profile, device="cpu"))
         assert len({r.key for r in runs}) == len(runs), "an artifact declares each run once"
     rows = _fake_rows(a, "smoke")
     for claim in a.claims:  # evaluates (or says it cannot decide) without raising
@@ -99,7 +100,7 @@ def test_tablea_reference():
 def test_runs_are_shared_between_tables():
     def keys(artifact_id, profile="quick"):
         a = registry.get(artifact_id)
-        return {r.key for r in a.planned_runs(a.params(profile, device="cpu"))}
+        return {r.key for r in planned_runs(a, a.params(profile, device="cpu"))}
 
     t6 = keys("ps_table6_losses")
     for other in ("ps_table3_input_deformation", "ps_fig5_embedding_deformation"):
@@ -114,7 +115,7 @@ def test_quick_run_budget():
     total = set()
     for i in IDS:
         a = registry.get(i)
-        total |= {r.key for r in a.planned_runs(a.params("quick", device="cpu"))}
+        total |= {r.key for r in planned_runs(a, a.params("quick", device="cpu"))}
     assert len(total) <= 90  # 65 runs + the 24 MLRC fold models of ps_table4_mlrc (2 x 3 seeds x 4 folds)
 
 
@@ -130,22 +131,24 @@ def test_table4_fold_protocol_reads_store_runs(tmp_path, monkeypatch):
     hold the fold protocol's concatenated and separated numbers; a second pass trains nothing."""
     for key in ("DMLLAB_RESULTS", "DMLLAB_CACHE", "DMLLAB_FIGURES"):
         monkeypatch.setenv(key, str(tmp_path / key.lower()))
-    from dmllab.experiments.base import RunLookup
+    from dmllab.experiments import Lookup
     from dmllab.training import RunStore
 
     a = registry.get("ps_table4_mlrc")
     params = a.params("smoke", device="cpu", seeds=[0])
-    declared = a.planned_runs(params)
+    declared = planned_runs(a, params)
     folds = [r for r in declared if r.config.data.train_split.startswith("mlrc:")]
     assert len(folds) == 2 and {r.config.data.train_split for r in folds} == {"mlrc:0of4:train"}
     assert all(r.config.run.keep_best for r in folds)
-    rows = pd.DataFrame(a.rows(params, RunLookup(train_missing=True)))
+    rows = pd.DataFrame(a.rows(params, Lookup(params, train_missing=True)))
     assert all(RunStore().load(r.config, r.seed) is not None for r in declared)
     mlrc = rows[rows["param_protocol"] == "mlrc folds"]
     assert set(mlrc["param_embedding"]) == {"concatenated", "separated"}
     assert set(mlrc["metric"]) == {"P@1", "RP", "MAP@R"} and len(mlrc) == 2 * 2 * 3  # PS x embedding x metric
     assert mlrc["value"].between(0, 100).all()
-    again = pd.DataFrame(a.rows(params, RunLookup(train_missing=False)))  # everything stored: no training
+    again = pd.DataFrame(
+        a.rows(params, Lookup(params, train_missing=False))
+    )  # everything stored: no training
     keys = ["variant", "param_protocol", "param_embedding", "metric"]
 
     def tidy(df):
@@ -188,8 +191,6 @@ def test_table3_deformed_recall_is_the_same_on_both_data_paths(name, monkeypatch
     or transformed per image as they are read (image files, the paper profile), for the same model and seed."""
     import torch
 
-    from dmllab.experiments import Run
-    from dmllab.experiments.proxy_synthesis import _common as C
     from dmllab.experiments.proxy_synthesis import table3_input_deformation as T
     from dmllab.models import build_model
     from dmllab.training import presets
@@ -200,9 +201,8 @@ def test_table3_deformed_recall_is_the_same_on_both_data_paths(name, monkeypatch
     model = build_model(
         backbone=m.backbone, embedding_dim=m.embedding_dim, pooling=m.pooling, **dict(m.backbone_kwargs)
     ).eval()
-    monkeypatch.setattr(C, "load_stored", lambda run: model)
     got = [
-        T.deformed_recall(Run(cfg.replace("data.in_memory", mem), 1), name, seed=1, sigma_scale=True)
+        T.deformed_recall(lambda: model, cfg.replace("data.in_memory", mem), name, seed=1, sigma_scale=True)
         for mem in (False, True)
     ]
     assert got[0] == got[1] and 0.0 < got[0]["R@1"] <= 1.0

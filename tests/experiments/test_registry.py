@@ -5,8 +5,9 @@ import re
 import pytest
 
 from dmllab.experiments import PAPERS, registry
-from dmllab.experiments.base import ID_PREFIX
-from dmllab.pipeline.notebook import stale_notebooks
+from dmllab.experiments.artifact import ID_PREFIX
+from dmllab.experiments.lookup import planned_runs
+from dmllab.pipeline.template import stale_notebooks
 
 ARTIFACTS = registry.all_artifacts()
 IDS = [a.id for a in ARTIFACTS]
@@ -32,7 +33,7 @@ def test_declaration(artifact):
     if artifact.claims:
         assert len(quick["seeds"]) >= 3, "claims are judged over at least 3 seeds on the quick profile"
     for profile in ("smoke", "quick"):  # runs are declared as data: listing them needs no training
-        for run in artifact.planned_runs(artifact.params(profile, device="cpu")):
+        for run in planned_runs(artifact, artifact.params(profile, device="cpu")):
             assert run.config.profile in ("smoke", "quick"), run.config.profile
             assert run.key.endswith(f"/seed{run.seed}")
 
@@ -43,6 +44,9 @@ def test_select_patterns():
     assert [a.paper for a in registry.select(None)] == sorted((a.paper for a in ARTIFACTS), key=PAPERS.index)
     with pytest.raises(ValueError, match="matches no artifact"):
         registry.select("no_such_thing")
+    for empty in ("", " ", ","):  # no pattern at all is an error, not "everything"
+        with pytest.raises(ValueError, match="names no artifact"):
+            registry.select(empty)
     with pytest.raises(KeyError, match="valid artifacts"):
         registry.get("nope")
 

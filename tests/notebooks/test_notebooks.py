@@ -11,7 +11,8 @@ import pytest
 
 from dmllab.experiments import registry
 from dmllab.pipeline import report, study
-from dmllab.pipeline.notebook import make_notebook, notebooks_dir
+from dmllab.pipeline.plan import make_plan
+from dmllab.pipeline.template import make_notebook, notebooks_dir
 
 NOTEBOOKS = sorted(notebooks_dir().glob("*.ipynb"))
 # The papermill path is exercised on these (every artifact's rows and figures run in-process in
@@ -95,7 +96,7 @@ def test_rows_and_figures_written(aid, smoke_env, smoke_study):
 
 
 def test_rerun_trains_nothing_and_skips_unchanged_notebooks(smoke_study, tmp_path):
-    plan = study.make_plan(registry.select(STUDIED), "smoke", device="cpu")
+    plan = make_plan(registry.select(STUDIED), "smoke", device="cpu")
     assert plan.missing == []
     again = study.run_study(
         "smoke",

@@ -1,4 +1,5 @@
-"""dmllab.pipeline.notebook: parameter validation, defaults, generated notebook shape."""
+"""The notebook runtime (dmllab.pipeline.notebook), parameter resolution (dmllab.experiments.artifact) and the
+generated notebooks (dmllab.pipeline.template)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import types
 import pytest
 
 from dmllab.experiments import Artifact, Claim, Figure
+from dmllab.experiments.artifact import resolve_parameters
 from dmllab.pipeline import notebook as nbmod
+from dmllab.pipeline import template
 from dmllab.profiles import PROFILES
 
 
@@ -34,7 +37,7 @@ def _artifact(**kw) -> Artifact:
 def test_unknown_parameter_lists_valid_ones():
     art = _artifact()
     with pytest.raises(ValueError) as err:
-        nbmod.resolve_parameters(art, {"profile": "smoke", "seedz": [1]})
+        resolve_parameters(art, {"profile": "smoke", "seedz": [1]})
     msg = str(err.value)
     assert "unknown parameter 'seedz' for notebook pnpp_fig9_toy" in msg
     for name in ("profile", "seeds", "device", "data_root", "train_missing", "temperature", "steps"):
@@ -43,10 +46,10 @@ def test_unknown_parameter_lists_valid_ones():
 
 def test_defaults_fill_none_and_keep_given_values():
     art = _artifact()
-    p = nbmod.resolve_parameters(
+    p = resolve_parameters(
         art, {"profile": "quick", "seeds": None, "device": "cpu", "temperature": None, "steps": 7}
     )
-    assert p == {
+    assert p.values == {
         "profile": "quick",
         "seeds": [0, 1],
         "device": "cpu",
@@ -54,33 +57,51 @@ def test_defaults_fill_none_and_keep_given_values():
         "temperature": 0.1,
         "steps": 7,
     }
-    p = nbmod.resolve_parameters(art, {"profile": "smoke", "seeds": 5})
+    p = resolve_parameters(art, {"profile": "smoke", "seeds": 5})
     assert p["seeds"] == [5] and p["temperature"] == 1.0
 
 
 def test_bad_profile_and_seeds():
     art = _artifact()
     with pytest.raises(ValueError, match="valid profiles: smoke, quick, paper"):
-        nbmod.resolve_parameters(art, {"profile": "fast"})
+        resolve_parameters(art, {"profile": "fast"})
     with pytest.raises(ValueError, match="seeds must be"):
-        nbmod.resolve_parameters(art, {"profile": "smoke", "seeds": "0"})
+        resolve_parameters(art, {"profile": "smoke", "seeds": "0"})
     with pytest.raises(ValueError, match="seeds must be non-negative"):
-        nbmod.resolve_parameters(art, {"profile": "smoke", "seeds": [0, -1]})
+        resolve_parameters(art, {"profile": "smoke", "seeds": [0, -1]})
 
 
 def test_parameter_of_the_wrong_type_fails_in_setup():
     art = _artifact()
     with pytest.raises(ValueError, match=r"parameter 'steps' must be of type int .*got 7.5"):
-        nbmod.resolve_parameters(art, {"profile": "smoke", "steps": 7.5})
+        resolve_parameters(art, {"profile": "smoke", "steps": 7.5})
     with pytest.raises(ValueError, match=r"parameter 'temperature' must be of type float"):
-        nbmod.resolve_parameters(art, {"profile": "smoke", "temperature": "0.1"})
-    assert nbmod.resolve_parameters(art, {"profile": "smoke", "temperature": 1})["temperature"] == 1
+        resolve_parameters(art, {"profile": "smoke", "temperature": "0.1"})
+    assert resolve_parameters(art, {"profile": "smoke", "temperature": 1})["temperature"] == 1
     sweep = {p: {"temps": [1.0, 0.5], "epochs": None if p == "smoke" else 2} for p in PROFILES}
     art = _artifact(id="pnpp_fig9_sweep", parameters=sweep)
     with pytest.raises(ValueError, match=r"parameter 'temps' must be of type list .*papermill -y"):
-        nbmod.resolve_parameters(art, {"profile": "quick", "temps": 0.1})
-    p = nbmod.resolve_parameters(art, {"profile": "smoke", "temps": (0.25,), "epochs": 3})
+        resolve_parameters(art, {"profile": "quick", "temps": 0.1})
+    p = resolve_parameters(art, {"profile": "smoke", "temps": (0.25,), "epochs": 3})
     assert p["temps"] == (0.25,) and p["epochs"] == 3
+    assert resolve_parameters(art, {"profile": "smoke", "temps": [1, 0.5]})["temps"] == [
+        1,
+        0.5,
+    ]  # int for float
+    with pytest.raises(ValueError, match=r"parameter 'temps' must be a list of float .*element 'a' is str"):
+        resolve_parameters(art, {"profile": "quick", "temps": ["a", "b"]})
+    with pytest.raises(ValueError, match=r"parameter 'temps' must be a list of float .*element True is bool"):
+        resolve_parameters(art, {"profile": "quick", "temps": [1.0, True]})
+
+
+def test_train_missing_must_be_a_bool(tmp_path, monkeypatch):
+    monkeypatch.setenv("DMLLAB_RESULTS", str(tmp_path / "res"))
+    ns = {"profile": "smoke", "device": "cpu"}
+    assert nbmod.setup(ns, "pnpp_fig3_two_moons").train_missing is True  # None: a notebook run by hand trains
+    assert nbmod.setup({**ns, "train_missing": False}, "pnpp_fig3_two_moons").train_missing is False
+    for bad in ("maybe", 1, "False"):
+        with pytest.raises(ValueError, match=r"parameter 'train_missing' must be True or False, got"):
+            nbmod.setup({**ns, "train_missing": bad}, "pnpp_fig3_two_moons")
 
 
 def test_user_globals_ignore_kernel_and_modules():
@@ -110,6 +131,8 @@ def test_artifact_validation():
         _artifact(parameters={"smoke": {"a": 1}, "quick": {"a": 1}, "paper": {"b": 1}})
     with pytest.raises(ValueError, match="standard parameters"):
         _artifact(parameters={p: {"device": "cpu"} for p in PROFILES})
+    with pytest.raises(ValueError, match="give its runs, its rows, or both"):
+        _artifact(rows=None)
     with pytest.raises(ValueError, match="must read pnpp_<table"):
         _artifact(id="toy")
 
@@ -120,11 +143,11 @@ def test_generated_notebook_shape(tmp_path):
 
     art = _artifact()
     path = tmp_path / "pnpp_fig9_toy.ipynb"
-    nbformat.write(nbmod.make_notebook(art), path)
+    nbformat.write(template.make_notebook(art), path)
     nb = nbformat.read(path, as_version=4)
     nbformat.validate(nb)
     assert [c.cell_type for c in nb.cells[:3]] == ["markdown", "code", "code"]
-    assert len(nb.cells) == 3 + len(nbmod.TEMPLATE_BODY)
+    assert len(nb.cells) == 3 + len(template.TEMPLATE_BODY)
     assert nb.cells[1].metadata["tags"] == ["parameters"]
     assert "quick: 0.1" in nb.cells[1].source and "smoke: 1.0" in nb.cells[1].source  # every profile's value
     assert 'nb.setup(globals(), "pnpp_fig9_toy")' in nb.cells[2].source
@@ -153,15 +176,15 @@ def test_setup_runs_in_a_namespace(tmp_path, monkeypatch):
 def test_stale_notebooks_detects_edits_outputs_and_orphans(tmp_path):
     import nbformat
 
-    paths = nbmod.write_all(tmp_path)
-    assert paths and nbmod.stale_notebooks(tmp_path) == []
+    paths = template.write_all(tmp_path)
+    assert paths and template.stale_notebooks(tmp_path) == []
     nb = nbformat.read(paths[0], as_version=4)
     nb.cells[-1].source += "\nprint('edited by hand')"
     nbformat.write(nb, paths[0])
-    assert nbmod.stale_notebooks(tmp_path) == [paths[0].stem]
-    nbmod.write_all(tmp_path)
+    assert template.stale_notebooks(tmp_path) == [paths[0].stem]
+    template.write_all(tmp_path)
     nb = nbformat.read(paths[1], as_version=4)
     nb.cells[4].outputs = [nbformat.v4.new_output("stream", text="x")]
     nbformat.write(nb, paths[1])
     (tmp_path / "orphan.ipynb").write_text(paths[2].read_text())
-    assert nbmod.stale_notebooks(tmp_path) == sorted([paths[1].stem, "orphan"])
+    assert template.stale_notebooks(tmp_path) == sorted([paths[1].stem, "orphan"])

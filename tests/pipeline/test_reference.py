@@ -1,10 +1,10 @@
-"""dmllab.pipeline.reference.load_reference against the schema of results/reference/*.csv."""
+"""dmllab.reference.load_reference against the schema of results/reference/*.csv."""
 
 from __future__ import annotations
 
 import pytest
 
-from dmllab.pipeline.reference import REFERENCE_COLUMNS, REFERENCE_PAPERS, load_reference, reference_dir
+from dmllab.reference import REFERENCE_COLUMNS, REFERENCE_PAPERS, load_reference, reference_dir
 
 HEADER = ",".join(REFERENCE_COLUMNS)
 

@@ -165,7 +165,9 @@ def test_no_method_module_branches_on_a_dataset_name():
 
 
 def test_quick_and_smoke_profiles_are_overlays_of_the_paper_config():
-    quick = presets.get("proxynca++", "synthetic", "quick")
+    quick = presets.get(
+        "proxynca++", "synthetic", "quick", tuned=False
+    )  # the overlays, before the tuned recipe
     m, d, s = quick.model, quick.data, quick.schedule
     assert (m.backbone, m.pretrained, dict(m.backbone_kwargs), m.embedding_dim) == (
         "smallcnn",

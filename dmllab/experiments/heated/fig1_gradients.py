@@ -6,8 +6,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, RunLookup
-from dmllab.experiments.toyrun import over_seeds
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params
+from dmllab.experiments.kit import over_seeds
+from dmllab.experiments.lookup import Lookup
 
 _COMMON = {
     "alpha_min": 0.01,
@@ -29,7 +30,7 @@ def alpha_grid(alpha_min: float, alpha_max: float, num_alphas: int) -> list[floa
     return [float(a) for a in np.logspace(np.log10(alpha_min), np.log10(alpha_max), num_alphas)]
 
 
-def rows(params: Params, lookup: RunLookup) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     from dmllab.toys import heated
 
     alphas = alpha_grid(params["alpha_min"], params["alpha_max"], params["num_alphas"])

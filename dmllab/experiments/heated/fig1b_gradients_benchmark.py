@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments.base import Artifact, Figure, Params, Run, RunLookup
+from dmllab.experiments.artifact import Artifact, Figure, Params, Run
 from dmllab.experiments.heated import fig1_gradients as toy
-from dmllab.experiments.heated._common import classifier, embed_run, hs_config
+from dmllab.experiments.heated._common import classifier, hs_config
+from dmllab.experiments.lookup import Lookup
 
 
 def runs(params: Params) -> list[Run]:
@@ -16,7 +17,7 @@ def runs(params: Params) -> list[Run]:
     return [Run(cfg, s, variant="LN") for s in params.seeds]
 
 
-def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
+def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
     import torch
 
     from dmllab.metrics.classification import class_means
@@ -26,10 +27,9 @@ def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
     alphas = toy.alpha_grid(params["alpha_min"], params["alpha_max"], params["num_alphas"])
     out: list[dict[str, Any]] = []
     for run in runs(params):
-        lookup.result(run)
         split = run.config.data.train_split  # the classifier's classes: the training images
-        emb, labels, ds = embed_run(run, split)
-        _, loss, kind = classifier(run)
+        emb, labels, ds = lookup.embed(run, split)
+        loss, kind = classifier(lookup, run)
         f_hat = torch.nn.functional.normalize(emb.float(), dim=1)
         weight = (
             loss.proxies.detach().float() if loss is not None else class_means(emb, labels, ds.num_classes)

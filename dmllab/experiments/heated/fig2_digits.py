@@ -5,15 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from dmllab.experiments.arrays import frame_to_arrays
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, RunLookup
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params
 from dmllab.experiments.compare import paired
-from dmllab.experiments.toyrun import over_seeds
+from dmllab.experiments.kit import over_seeds
+from dmllab.experiments.lookup import Lookup
 
 _COMMON = {"alpha": 4.0, "hidden": [256, 128], "lr": 0.001}
 LN, SM = {"variant": "LN alpha=4"}, {"variant": "SM"}
 
 
-def rows(params: Params, lookup: RunLookup) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     from dmllab.toys import heated
 
     return over_seeds(

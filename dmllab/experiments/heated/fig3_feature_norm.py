@@ -7,8 +7,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
-from dmllab.experiments.heated._common import classifier, embed_run, hs_config
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.heated._common import classifier, hs_config
+from dmllab.experiments.lookup import Lookup
 
 
 def runs(params: Params) -> list[Run]:
@@ -28,7 +29,7 @@ def sm_gradients(emb: Any, labels: Any, weight: Any, bias: Any) -> tuple[np.ndar
     return f.detach().norm(dim=1).numpy(), grad.norm(dim=1).numpy(), correct
 
 
-def rows(params: Params, lookup: RunLookup) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     from scipy.stats import spearmanr
 
     from dmllab.metrics.classification import class_means
@@ -37,9 +38,8 @@ def rows(params: Params, lookup: RunLookup) -> tuple[list[dict[str, Any]], dict[
     out: list[dict[str, Any]] = []
     bins = []
     for run in runs(params):
-        lookup.result(run)
-        emb, labels, ds = embed_run(run, run.config.data.train_split)
-        _, loss, kind = classifier(run)
+        emb, labels, ds = lookup.embed(run, run.config.data.train_split)
+        loss, kind = classifier(lookup, run)
         if loss is not None:
             weight, bias = (
                 loss.proxies.detach().float(),

@@ -7,9 +7,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
-from dmllab.experiments.compare import paired, per_seed, rows_from_runs
-from dmllab.experiments.heated._common import embed_run, hs_config, seeds_runs
+from dmllab.experiments import kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.compare import paired, per_seed
+from dmllab.experiments.heated._common import hs_config
+from dmllab.experiments.lookup import Lookup
 
 SM, HBN = "SM", "HBN (16 → 4)"
 
@@ -21,13 +23,13 @@ def bn(alpha: float) -> str:
 def runs(params: Params) -> list[Run]:
     ds, out = params["dataset"], []
     for d in params["dims"]:
-        out += seeds_runs(hs_config(params.profile, ds, "SM", dim=d), params, SM, dim=d)
+        out += kit.seeds_runs(hs_config(params.profile, ds, "SM", dim=d), params, SM, dim=d)
         if d in params["alpha_dims"]:
             for a in params["alphas"]:
-                out += seeds_runs(
+                out += kit.seeds_runs(
                     hs_config(params.profile, ds, "BN", alpha=a, dim=d), params, bn(a), dim=d, alpha=a
                 )
-        out += seeds_runs(hs_config(params.profile, ds, "HBN", dim=d), params, HBN, dim=d)
+        out += kit.seeds_runs(hs_config(params.profile, ds, "HBN", dim=d), params, HBN, dim=d)
     return out
 
 
@@ -44,18 +46,18 @@ def cosine_pairs(emb: Any, labels: Any, max_n: int, seed: int) -> tuple[np.ndarr
     return sim[iu][same], sim[iu][~same]
 
 
-def rows(params: Params, lookup: RunLookup) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     from dmllab.results import tidy
 
     planned = runs(params)
-    out = rows_from_runs(planned, lookup)
+    out = lookup.rows(planned)
     hist = []
     bins = np.linspace(-1, 1, params["bins"] + 1)
     for run in planned:
         if run.tag.get("dim") != params["histogram_dim"]:
             continue
         for split in ("trainval", run.config.data.test_split):
-            emb, labels, _ = embed_run(run, split)
+            emb, labels, _ = lookup.embed(run, split)
             pos, neg = cosine_pairs(emb, labels, params["pairs_samples"], run.seed)
             side = "train" if split == "trainval" else "test"
             out += tidy(

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
-from dmllab.experiments.compare import paired, rows_from_runs
-from dmllab.experiments.heated._common import hs_config, seeds_runs, split_accuracy, stand_in
+from dmllab.experiments import kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.compare import paired
+from dmllab.experiments.heated._common import hs_config, split_accuracy
+from dmllab.experiments.lookup import Lookup
 
 # The offline benchmark's same-class split (dmllab.data.synthetic): 80/20 of every trainval class's images.
 SPLIT = {
@@ -24,17 +26,17 @@ def runs(params: Params) -> list[Run]:
         if ds != "synthetic" and params.profile == "paper":
             continue  # the real datasets have no same-class split in dmllab (see not reproduced)
         for v in params["variants"]:
-            out += seeds_runs(hs_config(params.profile, ds, v, overrides=SPLIT), params, v)
+            out += kit.seeds_runs(hs_config(params.profile, ds, v, overrides=SPLIT), params, v)
     return out
 
 
-def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
+def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
     from dmllab.results import tidy
 
     planned = runs(params)
-    out = rows_from_runs(planned, lookup)
+    out = lookup.rows(planned)
     for run in planned:
-        acc, kind = split_accuracy(run, "classify_test", "classify_train")
+        acc, kind = split_accuracy(lookup, run, "classify_test", "classify_train")
         out += tidy(
             {"accuracy": acc}, variant=run.variant, dataset=run.config.dataset, seed=run.seed, classifier=kind
         )
@@ -44,7 +46,7 @@ def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
 def reference(rec: Any) -> tuple[str, str, str, str] | None:
     if rec["metric"] != "accuracy":
         return None
-    ds = stand_in(str(rec["dataset"]))
+    ds = kit.stand_in(str(rec["dataset"]))
     return ("Table 4", COLUMN[ds], str(rec["variant"]), ds) if ds in COLUMN else None
 
 

@@ -6,9 +6,11 @@ from typing import Any
 
 import pandas as pd
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
-from dmllab.experiments.compare import per_seed, rows_from_runs
-from dmllab.experiments.heated._common import classifier, hs_config, seeds_runs
+from dmllab.experiments import kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.compare import per_seed
+from dmllab.experiments.heated._common import classifier, hs_config
+from dmllab.experiments.lookup import Lookup
 
 FIXED = 16.0
 
@@ -24,23 +26,23 @@ def runs(params: Params) -> list[Run]:
             cfg = hs_config(
                 params.profile, ds, "HBN" if heated else "BN", alpha=a, loss_kwargs={"learn_alpha": True}
             )
-            out += seeds_runs(cfg, params, learned(a, heated), alpha_init=float(a), heated=heated)
-    out += seeds_runs(hs_config(params.profile, ds, "BN"), params, "BN", alpha_init=FIXED, heated=False)
-    out += seeds_runs(
+            out += kit.seeds_runs(cfg, params, learned(a, heated), alpha_init=float(a), heated=heated)
+    out += kit.seeds_runs(hs_config(params.profile, ds, "BN"), params, "BN", alpha_init=FIXED, heated=False)
+    out += kit.seeds_runs(
         hs_config(params.profile, ds, "HBN"), params, "BN, heated", alpha_init=FIXED, heated=True
     )
     return out
 
 
-def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
+def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
     from dmllab.results import tidy
 
     planned = runs(params)
-    out = rows_from_runs(planned, lookup)
+    out = lookup.rows(planned)
     for run in planned:
         if not dict(run.config.loss.kwargs).get("learn_alpha"):
             continue
-        _, loss, _ = classifier(run)
+        loss, _ = classifier(lookup, run)
         if loss is None:  # the run did not save the loss state: the learned alpha is unknown
             continue
         values = {"alpha_final": float(loss.alpha_param.detach())}
@@ -112,7 +114,8 @@ ARTIFACT = Artifact(
         "training (1 -> 15.6, 32 -> 44.7); the learned alpha does not beat a fixed alpha = 16 (BN: 71.1 R@1), "
         "and heating up (fine-tuning with the final learned alpha x 1/4, lr x 0.1) improves every learned model. "
         "dmllab: `HeatedSoftmaxLoss(learn_alpha=True)` (alpha an `nn.Parameter` in the loss's optimiser group; "
-        "in the heated fine-tune of the learned-alpha BN run it is frozen and scaled by 1/4) on the BN (no "
+        "once heated it is frozen and scaled by 1/4: inside the run on the paper profile, as the release heats, and "
+        "in a fine-tune of the learned-alpha BN run on the quick profile) on the BN (no "
         "heating) and HBN (heating) presets. Quick: "
         "initial alpha 4 only (the run budget) plus the fixed-alpha BN/HBN runs of Table 1. The final alpha is "
         "read from the loss state in the run's `final.pt`; runs that do not store it give no alpha rows."

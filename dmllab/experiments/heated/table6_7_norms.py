@@ -7,9 +7,11 @@ from typing import Any
 
 import pandas as pd
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
-from dmllab.experiments.compare import paired, per_seed, rows_from_runs
-from dmllab.experiments.heated._common import hs_config, seeds_runs, split_accuracy
+from dmllab.experiments import kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.compare import paired, per_seed
+from dmllab.experiments.heated._common import hs_config, split_accuracy
+from dmllab.experiments.lookup import Lookup
 
 PRINTED_ALPHAS = (2.0, 4.0, 8.0, 16.0, 32.0)  # Table 7's columns
 SETTINGS = {  # variant -> (preset variant, extra loss kwargs, extra overrides)
@@ -21,31 +23,31 @@ SETTINGS = {  # variant -> (preset variant, extra loss kwargs, extra overrides)
 
 def runs(params: Params) -> list[Run]:
     ds, out = params["dataset"], []
-    out += seeds_runs(hs_config(params.profile, ds, "SM"), params, "SM", table="6")
+    out += kit.seeds_runs(hs_config(params.profile, ds, "SM"), params, "SM", table="6")
     for name in ("SM+ α", "BN w/o WN", "BN"):
         preset, kw, over = SETTINGS[name]
         for a in params["table6_alphas"]:
             cfg = hs_config(params.profile, ds, preset, alpha=a, loss_kwargs=kw or None, overrides=over)
-            out += seeds_runs(cfg, params, name, alpha=float(a), table="6")
+            out += kit.seeds_runs(cfg, params, name, alpha=float(a), table="6")
     for a in params["table7_alphas"]:
         if a in params["table6_alphas"]:
             continue  # the Table 6 BN run of that alpha
-        out += seeds_runs(
+        out += kit.seeds_runs(
             hs_config(params.profile, ds, "BN", alpha=a), params, "BN", alpha=float(a), table="7"
         )
     return out
 
 
-def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
+def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
     from dmllab.results import tidy
 
     planned = runs(params)
     # SM + alpha (unnormalised features and weights under a large scale) can diverge: such runs give `diverged` rows
-    out = rows_from_runs(planned, lookup)
+    out = lookup.rows(planned)
     train = planned[0].config.data.train_split
     for run in planned:
         if run.variant == "BN" and run.tag.get("alpha") in params["table7_alphas"]:
-            acc, kind = split_accuracy(run, train, train)
+            acc, kind = split_accuracy(lookup, run, train, train)
             out += tidy(
                 {"train_accuracy": 100.0 * acc},
                 percent=False,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments.base import Artifact, Figure, Params, Run, RunLookup
-from dmllab.experiments.compare import rows_from_runs
+from dmllab.experiments import kit
+from dmllab.experiments.artifact import Artifact, Figure, Params, Run
 from dmllab.experiments.pnpp import _common as C
 
 SMALL_CROP = {"paper": "proxynca++227", "quick": "quick227", "smoke": "smoke"}
@@ -14,7 +14,7 @@ SMALL_CROP = {"paper": "proxynca++227", "quick": "quick227", "smoke": "smoke"}
 def build(dataset: str, profile: str) -> Any:
     """ProxyNCA (every enhancement off) with T = 1/3, 64-d and 227 crops; GoogLeNet (ImageNet) on the paper
     profile, the profile's SmallCNN otherwise."""
-    cfg = C.config("proxynca", dataset, profile, temperature=1 / 3).replace("model.embedding_dim", 64)
+    cfg = kit.config("proxynca", dataset, profile, temperature=1 / 3).replace("model.embedding_dim", 64)
     cfg = cfg.replace("data.transform", SMALL_CROP[profile])
     return cfg.replace("model.backbone", "googlenet") if profile == "paper" else cfg
 
@@ -25,10 +25,6 @@ def runs(params: Params) -> list[Run]:
         for d in C.datasets(params)
         for s in params.seeds
     ]
-
-
-def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
-    return rows_from_runs(runs(params), lookup)
 
 
 def reference(rec: Any) -> tuple[str, str, str, str] | None:
@@ -45,7 +41,7 @@ def reference(rec: Any) -> tuple[str, str, str, str] | None:
 
 
 def _bars(tables: Any) -> Any:
-    return C.bar_figure(tables, title="App. D: ProxyNCA re-implementation, R@1")
+    return kit.bar_figure(tables, title="App. D: ProxyNCA re-implementation, R@1")
 
 
 ARTIFACT = Artifact(
@@ -68,7 +64,6 @@ ARTIFACT = Artifact(
     },
     parameter_help={"datasets": "datasets to train on"},
     runs=runs,
-    rows=rows,
     reference=reference,
     figures=(Figure(_bars, caption="R@1 of the re-implementation (mean +- std over seeds)."),),
     not_reproduced={

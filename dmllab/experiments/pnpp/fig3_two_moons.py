@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from dmllab.experiments.arrays import arrays_to_frame, frame_to_arrays
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, RunLookup
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params
 from dmllab.experiments.compare import extremes
+from dmllab.experiments.lookup import Lookup
 
 _SHARED = {"lr": 0.01}
 
 
-def rows(params: Params, lookup: RunLookup) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """One softmax classifier per temperature and seed; the first seed's boundary grids as the figure table."""
     from dmllab.toys import two_moons
 

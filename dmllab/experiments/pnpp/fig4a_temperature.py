@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
-from dmllab.experiments.compare import rows_from_runs
+from dmllab.experiments import kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
 from dmllab.experiments.pnpp import _common as C
 
 BEST = 1 / 9  # the paper's optimum (and the preset's T)
@@ -17,10 +17,6 @@ def runs(params: Params) -> list[Run]:
     )
 
 
-def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
-    return rows_from_runs(runs(params), lookup)
-
-
 def _lowest(df: Any) -> Any:
     import pandas as pd
 
@@ -29,7 +25,7 @@ def _lowest(df: Any) -> Any:
 
 
 def _figure(tables: Any) -> Any:
-    return C.sweep_figure(
+    return kit.sweep_figure(
         tables,
         "temperature",
         xlabel="temperature T (log)",
@@ -65,7 +61,6 @@ ARTIFACT = Artifact(
     },
     parameter_help={"datasets": "datasets to train on", "temperatures": "the swept T"},
     runs=runs,
-    rows=rows,
     claims=(
         Claim(
             "low temperature helps: R@1 at T = 1/9 above T = 1",

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
-from dmllab.experiments.compare import extremes, rows_from_runs
+from dmllab.experiments import kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.compare import extremes
 from dmllab.experiments.pnpp import _common as C
 
 
@@ -24,10 +25,6 @@ def runs(params: Params) -> list[Run]:
     return C.sweep_runs(params, lambda d, p, k: build(d, p, int(k), m), "k", [int(k) for k in params["ks"]])
 
 
-def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
-    return rows_from_runs(runs(params), lookup)
-
-
 def _correlation(df: Any) -> Any:
     """Per seed: minus the Pearson correlation of k and R@1 (the paper: -0.98, so the effect is about 0.98)."""
     import pandas as pd
@@ -44,7 +41,7 @@ def _correlation(df: Any) -> Any:
 
 
 def _figure(tables: Any) -> Any:
-    return C.sweep_figure(
+    return kit.sweep_figure(
         tables,
         "k",
         xlabel="k of global k-max pooling (log; 1 = GMP, H x W = GAP)",
@@ -81,7 +78,6 @@ ARTIFACT = Artifact(
         "map_size": "H x W of the final feature map (k at map_size is GAP)",
     },
     runs=runs,
-    rows=rows,
     claims=(
         Claim(
             "a lower k is better: R@1 at k = 1 (GMP) above k = H x W (GAP)",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
-from dmllab.experiments.compare import rows_from_runs
+from dmllab.experiments import kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
 from dmllab.experiments.pnpp import _common as C
 
 
@@ -18,10 +18,6 @@ def runs(params: Params) -> list[Run]:
     return C.sweep_runs(params, build, "proxy_lr", params["proxy_lrs"])
 
 
-def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
-    return rows_from_runs(runs(params), lookup)
-
-
 def _default_vs_smallest(df: Any) -> Any:
     import pandas as pd
 
@@ -30,7 +26,7 @@ def _default_vs_smallest(df: Any) -> Any:
 
 
 def _figure(tables: Any) -> Any:
-    return C.sweep_figure(
+    return kit.sweep_figure(
         tables,
         "proxy_lr",
         xlabel="proxy learning rate (log)",
@@ -61,7 +57,6 @@ ARTIFACT = Artifact(
     },
     parameter_help={"datasets": "datasets to train on", "proxy_lrs": "the swept proxy learning rates"},
     runs=runs,
-    rows=rows,
     claims=(
         Claim(
             "fast proxies: R@1 at the paper's proxy lr (4e2) above the smallest proxy lr swept",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
-from dmllab.experiments.compare import rows_from_runs
+from dmllab.experiments import kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
 from dmllab.experiments.pnpp import _common as C
 
 BEST = 1 / 2
@@ -14,14 +14,10 @@ BEST = 1 / 2
 def runs(params: Params) -> list[Run]:
     return C.sweep_runs(
         params,
-        lambda d, p, t: C.config("normsoftmax", d, p, temperature=t),
+        lambda d, p, t: kit.config("normsoftmax", d, p, temperature=t),
         "temperature",
         params["temperatures"],
     )
-
-
-def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
-    return rows_from_runs(runs(params), lookup)
 
 
 def _lowest(df: Any) -> Any:
@@ -31,7 +27,7 @@ def _lowest(df: Any) -> Any:
 
 
 def _figure(tables: Any) -> Any:
-    return C.sweep_figure(
+    return kit.sweep_figure(
         tables,
         "temperature",
         xlabel="temperature T (log)",
@@ -62,7 +58,6 @@ ARTIFACT = Artifact(
     },
     parameter_help={"datasets": "datasets to train on", "temperatures": "the swept T"},
     runs=runs,
-    rows=rows,
     claims=(
         Claim(
             "NormSoftMax: R@1 at T = 1/2 above T = 1",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
-from dmllab.experiments.compare import rows_from_runs
+from dmllab.experiments import kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
 from dmllab.experiments.pnpp import _common as C
 
 BEST = 0.4
@@ -13,18 +13,14 @@ BEST = 0.4
 
 def build(dataset: str, profile: str, lr: float) -> Any:
     """NormSoftMax with the proxies at ``lr`` (0.4 is the preset's +fast run, shared with Tables 12-13)."""
-    fast = C.config("normsoftmax", dataset, profile, fast=True)
+    fast = kit.config("normsoftmax", dataset, profile, fast=True)
     if abs(lr - fast.optim.lr_proxies) < 1e-12:
         return fast
-    return C.config("normsoftmax", dataset, profile).replace("optim.lr_proxies", float(lr))
+    return kit.config("normsoftmax", dataset, profile).replace("optim.lr_proxies", float(lr))
 
 
 def runs(params: Params) -> list[Run]:
     return C.sweep_runs(params, build, "proxy_lr", params["proxy_lrs"])
-
-
-def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
-    return rows_from_runs(runs(params), lookup)
 
 
 def _best_vs(which: str) -> Any:
@@ -38,7 +34,7 @@ def _best_vs(which: str) -> Any:
 
 
 def _figure(tables: Any) -> Any:
-    return C.sweep_figure(
+    return kit.sweep_figure(
         tables,
         "proxy_lr",
         xlabel="proxy learning rate (log)",
@@ -65,7 +61,6 @@ ARTIFACT = Artifact(
     },
     parameter_help={"datasets": "datasets to train on", "proxy_lrs": "the swept proxy learning rates"},
     runs=runs,
-    rows=rows,
     claims=(
         Claim(
             "NormSoftMax: R@1 at proxy lr 4e-1 above the smallest swept", _best_vs("min"), unit="R@1 points"

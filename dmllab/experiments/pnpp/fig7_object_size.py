@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
 from dmllab.experiments.compare import paired
+from dmllab.experiments.lookup import Lookup
 from dmllab.experiments.pnpp import _common as C
 
 POOLING = {"GMP": {}, "GAP": {"max": False}}  # ProxyNCA++ and its -max run (Table 7)
@@ -52,33 +53,20 @@ def per_query_hit(emb: Any, labels: Any) -> Any:
     return torch.cat(hits).numpy()
 
 
-def rows(params: Params, lookup: RunLookup) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     import numpy as np
     import pandas as pd
-
-    from dmllab.training import export
-    from dmllab.training.store import RunStore
 
     out: list[dict[str, Any]] = []
     edges_out = []
     n_bins = int(params["bins"])
-    planned = []
-    for r in runs(params):  # placed as the study places them (device, data root)
-        cfg = r.config.replace("run.device", params.device)
-        planned.append(
-            Run(
-                cfg if params.data_root is None else cfg.replace("data.root", params.data_root),
-                r.seed,
-                r.variant,
-            )
-        )
+    planned = runs(params)
     for run in planned:
-        lookup.result(run)  # trains the run where allowed, else raises MissingRunError
+        lookup.result(run)  # every run stored (or trained where allowed) before any is read
     edges_by_dataset: dict[str, Any] = {}
     for run in planned:
         cfg = run.config
-        model = export.load_model(cfg, RunStore.checkpoint_dir(cfg, run.seed) / "final.pt")
-        emb, labels, ds = export.embed_split(model, cfg, cfg.data.test_split or cfg.data.query_split)
+        emb, labels, ds = lookup.embed(run, cfg.data.test_split or cfg.data.query_split)
         frac = box_fractions(ds)
         if cfg.dataset not in edges_by_dataset:  # quantile bins of the test images' object sizes
             edges = np.quantile(frac, np.linspace(0, 1, n_bins + 1))

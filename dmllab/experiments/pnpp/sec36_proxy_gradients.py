@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, RunLookup
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params
+from dmllab.experiments.lookup import Lookup
 
 
-def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
+def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
     """Two short trainings (+fast, -fast) per seed with the gradient-norm hook (not stored: the hook must see
     every step)."""
     from dmllab.toys import proxy_gradients

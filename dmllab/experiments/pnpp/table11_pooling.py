@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
-from dmllab.experiments.compare import paired, rows_from_runs
+from dmllab.experiments import kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.compare import paired
+from dmllab.experiments.lookup import Lookup
 from dmllab.experiments.pnpp import _common as C
 
 UNTRAINED = "Without Training [R50, 2048]"
@@ -26,7 +28,7 @@ def losses(params: Params) -> dict[str, tuple[str, int, str]]:
 def build(method: str, dataset: str, profile: str, dim: int, backbone: str, pool: str) -> Any:
     """The pair-loss preset with ``pool`` pooling; on the paper profile Table 11's embedding size and backbone
     (quick/smoke keep the profile's SmallCNN and embedding size)."""
-    cfg = C.config(method, dataset, profile)
+    cfg = kit.config(method, dataset, profile)
     if profile == "paper":
         cfg = cfg.replace("model.embedding_dim", dim)
         if backbone != cfg.model.backbone:
@@ -44,22 +46,23 @@ def runs(params: Params) -> list[Run]:
     return out
 
 
-def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
+def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
     """The trained losses' rows, plus the untrained network (pre-trained trunk, the preset's embedding layer
     as initialised with the seed) evaluated with each pooling."""
-    from dmllab.experiments.dmllab.offline_benchmark import evaluate_network
     from dmllab.results import tidy
 
-    out = rows_from_runs(runs(params), lookup)
+    out = lookup.rows(runs(params))
     for dataset in C.datasets(params):
-        base = C.pnpp(dataset, params.profile).replace("run.device", params.device)
-        if params.profile == "paper" and params.data_root is not None:
-            base = base.replace("data.root", params.data_root)
+        base = lookup.place(Run(C.pnpp(dataset, params.profile), 0)).config  # on the study's device and data
         for pool in POOLS:
             cfg = base.replace("model.pooling", pool)
             for seed in params.seeds:
                 out += tidy(
-                    evaluate_network(cfg, seed=seed), variant=UNTRAINED, dataset=dataset, seed=seed, pool=pool
+                    kit.evaluate_network(cfg, seed=seed),
+                    variant=UNTRAINED,
+                    dataset=dataset,
+                    seed=seed,
+                    pool=pool,
                 )
     return out
 
@@ -82,7 +85,7 @@ def _gmp_beats_gap(variant: str, short: str) -> Claim:
 
 
 def _bars(tables: Any) -> Any:
-    return C.bar_figure(tables, order=[UNTRAINED, *LOSSES], hue="param_pool", title="Table 11: GAP vs GMP")
+    return kit.bar_figure(tables, order=[UNTRAINED, *LOSSES], hue="param_pool", title="Table 11: GAP vs GMP")
 
 
 ARTIFACT = Artifact(

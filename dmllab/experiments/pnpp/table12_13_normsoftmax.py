@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
-from dmllab.experiments.compare import paired, rows_from_runs
+from dmllab.experiments import kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.compare import paired
 from dmllab.experiments.pnpp import _common as C
 
 NORMSOFTMAX = {
@@ -27,7 +28,7 @@ def runs(params: Params) -> list[Run]:
     out: list[Run] = []
     for dataset in C.datasets(params):
         for variant, opts in NORMSOFTMAX.items():
-            cfg = C.config("normsoftmax", dataset, params.profile, **opts)
+            cfg = kit.config("normsoftmax", dataset, params.profile, **opts)
             out += [
                 Run(cfg, seed, variant=variant, tags=(("method", "NormSoftMax"),)) for seed in params.seeds
             ]
@@ -39,10 +40,6 @@ def runs(params: Params) -> list[Run]:
     return out
 
 
-def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
-    return rows_from_runs(runs(params), lookup)
-
-
 def reference(rec: Any) -> tuple[str, str, str, str] | None:
     dataset = C.REF_DATASET.get(str(rec.get("dataset")))
     metric = str(rec["metric"])
@@ -52,7 +49,7 @@ def reference(rec: Any) -> tuple[str, str, str, str] | None:
 
 
 def _bars(tables: Any) -> Any:
-    return C.bar_figure(tables, order=list(PNPP) + list(NORMSOFTMAX), title="Tables 12-13: R@1")
+    return kit.bar_figure(tables, order=list(PNPP) + list(NORMSOFTMAX), title="Tables 12-13: R@1")
 
 
 def _v(name: str) -> dict[str, str]:
@@ -79,7 +76,6 @@ ARTIFACT = Artifact(
     },
     parameter_help={"datasets": "datasets to train on"},
     runs=runs,
-    rows=rows,
     reference=reference,
     claims=(
         Claim(

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
-from dmllab.experiments.compare import paired, rows_from_runs
+from dmllab.experiments import kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.compare import paired
 from dmllab.experiments.pnpp import _common as C
 from dmllab.experiments.pnpp.table3_6_sota import dim
 
@@ -26,10 +27,6 @@ def runs(params: Params) -> list[Run]:
     return out
 
 
-def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
-    return rows_from_runs(runs(params), lookup)
-
-
 def reference(rec: Any) -> tuple[str, str, str, str] | None:
     dataset = C.REF_DATASET.get(str(rec.get("dataset")))
     if dataset is None or rec["metric"] != "R@1":
@@ -38,7 +35,7 @@ def reference(rec: Any) -> tuple[str, str, str, str] | None:
 
 
 def _bars(tables: Any) -> Any:
-    return C.bar_figure(tables, order=["crop 256", "crop 227"], title="Tables 14-15: 512-d, R@1 by crop")
+    return kit.bar_figure(tables, order=["crop 256", "crop 227"], title="Tables 14-15: 512-d, R@1 by crop")
 
 
 ARTIFACT = Artifact(
@@ -63,7 +60,6 @@ ARTIFACT = Artifact(
     },
     parameter_help={"datasets": "datasets to train on"},
     runs=runs,
-    rows=rows,
     reference=reference,
     claims=(
         Claim(

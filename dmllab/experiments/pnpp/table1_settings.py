@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments.base import Artifact, Figure, Params, RunLookup
+from dmllab.experiments.artifact import Artifact, Figure, Params
+from dmllab.experiments.lookup import Lookup
 from dmllab.experiments.pnpp import _common as C
 
 ROW = {"cub": "CUB200", "cars": "Cars196", "sop": "Sop", "inshop": "InShop"}
@@ -62,7 +63,7 @@ def dataset_stats(name: str, root: str | None, **kwargs: Any) -> dict[str, float
     }
 
 
-def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
+def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
     from dmllab.results import tidy
 
     out: list[dict[str, Any]] = []
@@ -95,8 +96,10 @@ def _figure(tables: Any) -> Any:
     import matplotlib.pyplot as plt
     import numpy as np
 
+    from dmllab.reference import load_reference
+
     rows_ = tables["rows"]
-    ref = C.reference_cells()
+    ref = load_reference("pnpp")
     ref = ref[ref["artifact"] == "Table 1"]
     fig, ax = plt.subplots(figsize=(7, 3.8))
     labels, ratios, colors = [], [], []

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
-from dmllab.experiments.compare import paired, rows_from_runs
+from dmllab.experiments import kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.compare import paired
 from dmllab.experiments.pnpp import _common as C
 
 PAPER_DIMS = (512, 1024, 2048)
@@ -31,7 +32,7 @@ def runs(params: Params) -> list[Run]:
     p = params.profile
     for dataset in C.datasets(params):
         configs = [
-            ("ProxyNCA", C.config("proxynca", dataset, p), 2048),
+            ("ProxyNCA", kit.config("proxynca", dataset, p), 2048),
             ("ProxyNCA++ (-max, -fast)", C.pnpp(dataset, p, max=False, fast=False), 2048),
         ]
         for d in PAPER_DIMS:
@@ -43,10 +44,6 @@ def runs(params: Params) -> list[Run]:
             tags = (("emb_paper", d), ("emb", cfg.model.embedding_dim))
             out += [Run(cfg, seed, variant=variant, tags=tags) for seed in params.seeds]
     return out
-
-
-def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
-    return rows_from_runs(runs(params), lookup)
 
 
 def reference(rec: Any) -> tuple[str, str, str, str] | None:
@@ -72,7 +69,7 @@ PNPP = {"variant": "ProxyNCA++ [2048]"}
 
 
 def _bars(tables: Any) -> Any:
-    return C.bar_figure(tables, order=VARIANTS, title="Fig. 1 / Tables 3-6: R@1")
+    return kit.bar_figure(tables, order=VARIANTS, title="Fig. 1 / Tables 3-6: R@1")
 
 
 ARTIFACT = Artifact(
@@ -97,7 +94,6 @@ ARTIFACT = Artifact(
     },
     parameter_help={"datasets": "datasets to train on (quick: the offline benchmark)"},
     runs=runs,
-    rows=rows,
     reference=reference,
     claims=(
         Claim(

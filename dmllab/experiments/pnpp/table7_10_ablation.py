@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
-from dmllab.experiments.compare import paired, rows_from_runs
+from dmllab.experiments import kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.compare import paired
 from dmllab.experiments.pnpp import _common as C
 
 ALL = C.ENHANCEMENTS
@@ -84,10 +85,6 @@ def runs(params: Params) -> list[Run]:
     return out
 
 
-def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
-    return rows_from_runs(runs(params), lookup)
-
-
 def _table_cell(config: str) -> tuple[str, str, str] | None:
     """The Table 8-10 cell whose ``config=`` is ``config`` (Table 8 first, as transcribed)."""
     for table, extra, cols in (
@@ -137,7 +134,7 @@ def _removal(e: str) -> Claim:
 
 
 def _bars(tables: Any) -> Any:
-    return C.bar_figure(
+    return kit.bar_figure(
         tables, order=list(TABLE7) + sorted(table_subsets()), title="Table 7: single removals"
     )
 
@@ -166,7 +163,6 @@ ARTIFACT = Artifact(
         "tables_8_10": "also train every subset of Tables 8-10",
     },
     runs=runs,
-    rows=rows,
     reference=reference,
     claims=tuple(_removal(e) for e in ALL)
     + (

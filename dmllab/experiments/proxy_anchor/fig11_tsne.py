@@ -7,8 +7,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
-from dmllab.experiments.proxy_anchor._common import embed_run, pa_config, raw_dataset
+from dmllab.experiments import kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.lookup import Lookup
+from dmllab.experiments.proxy_anchor._common import pa_config
 
 
 def runs(params: Params) -> list[Run]:
@@ -18,17 +20,14 @@ def runs(params: Params) -> list[Run]:
 
 
 def tsne_grid(emb: np.ndarray, labels: np.ndarray, *, n: int, seed: int, perplexity: float) -> pd.DataFrame:
-    """t-SNE (scikit-learn, 2-D, PCA init) of ``n`` random test embeddings (L2-normalised), each point then
-    assigned to a cell of a square grid (:func:`dmllab.plots.retrieval.grid_assignment`)."""
-    from sklearn.manifold import TSNE
-
+    """t-SNE (:func:`dmllab.experiments.kit.tsne`) of ``n`` random test embeddings (L2-normalised), each point
+    then assigned to a cell of a square grid (:func:`dmllab.plots.retrieval.grid_assignment`)."""
     from dmllab.plots.retrieval import grid_assignment
 
     rng = np.random.default_rng(seed)
     pick = np.sort(rng.choice(len(labels), size=min(n, len(labels)), replace=False))
     x = emb[pick] / np.maximum(np.linalg.norm(emb[pick], axis=1, keepdims=True), 1e-12)
-    perplexity = min(perplexity, (len(pick) - 1) / 3)
-    xy = TSNE(2, init="pca", perplexity=perplexity, random_state=seed).fit_transform(x)
+    xy = kit.tsne(x, seed=seed, perplexity=perplexity)
     cells = grid_assignment(xy)
     return pd.DataFrame(
         {
@@ -42,15 +41,14 @@ def tsne_grid(emb: np.ndarray, labels: np.ndarray, *, n: int, seed: int, perplex
     )
 
 
-def rows(params: Params, lookup: RunLookup) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     from dmllab.plots.retrieval import neighbour_agreement
     from dmllab.results import tidy
 
     out: list[dict[str, Any]] = []
     tables = []
     for run in runs(params):
-        lookup.result(run)
-        emb, labels, _ = embed_run(run)
+        emb, labels, _ = lookup.embed(run)
         t = tsne_grid(
             emb.numpy(), labels.numpy(), n=params["points"], seed=run.seed, perplexity=params["perplexity"]
         )
@@ -82,7 +80,7 @@ def _figure(tables: Any) -> Any:
     t = t[t["seed"] == t["seed"].min()]
     profile = str(tables["rows"]["profile"].iloc[0]) if "profile" in tables["rows"] else "quick"
     cfg = pa_config(profile, "cars")
-    ds = raw_dataset(cfg, cfg.data.test_split)
+    ds = kit.raw_dataset(cfg, cfg.data.test_split)
     fig, axes = plt.subplots(1, 2, figsize=(11, 5.4))
     axes[0].scatter(t["x"], t["y"], c=t["label"], cmap="tab20", s=8)
     axes[0].set_title("t-SNE of test embeddings (colour: class)")

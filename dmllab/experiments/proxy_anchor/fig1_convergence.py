@@ -7,9 +7,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
-from dmllab.experiments.compare import rows_from_runs
-from dmllab.experiments.proxy_anchor._common import config, pa_config, seeds_runs
+from dmllab.experiments import kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.lookup import Lookup
+from dmllab.experiments.proxy_anchor._common import config, pa_config
 
 METHODS = {
     "Proxy Anchor": "proxy_anchor",
@@ -32,15 +33,15 @@ def curve_config(method: str, profile: str, dataset: str) -> Any:
 def runs(params: Params) -> list[Run]:
     out: list[Run] = []
     for name in params["methods"]:
-        out += seeds_runs(curve_config(METHODS[name], params.profile, params["dataset"]), params, name)
+        out += kit.seeds_runs(curve_config(METHODS[name], params.profile, params["dataset"]), params, name)
     return out
 
 
-def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
+def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
     from dmllab.results import tidy
 
     planned = runs(params)
-    out = rows_from_runs(planned, lookup)
+    out = lookup.rows(planned)
     for run in planned:
         elapsed = 0.0
         for h in lookup.result(run).history:

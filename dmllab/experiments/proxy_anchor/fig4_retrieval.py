@@ -7,10 +7,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
+from dmllab.experiments import kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
 from dmllab.experiments.compare import paired
+from dmllab.experiments.lookup import Lookup
 from dmllab.experiments.proxy_anchor import fig1_convergence as conv
-from dmllab.experiments.proxy_anchor._common import embed_run, raw_dataset
 
 PA, PNCA = "Proxy Anchor", "ProxyNCA"
 
@@ -34,15 +35,14 @@ def top_k(emb: Any, k: int) -> np.ndarray:
     return sim.topk(k, dim=1).indices.numpy()
 
 
-def rows(params: Params, lookup: RunLookup) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     from dmllab.results import tidy
 
     out: list[dict[str, Any]] = []
     grid = []
     k = params["k"]
     for run in runs(params):
-        lookup.result(run)  # stored (or trained where allowed)
-        emb, labels, _ = embed_run(run)
+        emb, labels, _ = lookup.embed(run)
         nn_idx = top_k(emb, k)
         lab = labels.numpy()
         correct = lab[nn_idx] == lab[:, None]  # (N, k)
@@ -88,7 +88,7 @@ def _figure(tables: Any) -> Any:
     table = tables["retrievals"]
     profile = str(tables["rows"]["profile"].iloc[0]) if "profile" in tables["rows"] else "quick"
     cfg = conv.curve_config("proxy_anchor", profile, "cars")
-    ds = raw_dataset(cfg, cfg.data.test_split)
+    ds = kit.raw_dataset(cfg, cfg.data.test_split)
     variants = list(dict.fromkeys(table["variant"]))
     fig, axes = plt.subplots(
         1, len(variants), figsize=(4.2 * len(variants), 0.9 * table["query"].nunique() + 1)

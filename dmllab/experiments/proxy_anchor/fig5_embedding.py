@@ -6,9 +6,10 @@ from typing import Any
 
 import pandas as pd
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
-from dmllab.experiments.compare import extremes, per_seed, rows_from_runs
-from dmllab.experiments.proxy_anchor._common import config, errorbar_lines, pa_config, seeds_runs
+from dmllab.experiments import kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.compare import extremes, per_seed
+from dmllab.experiments.proxy_anchor._common import config, pa_config
 
 PA, MS = "Proxy Anchor", "Multi-Similarity"
 
@@ -17,14 +18,10 @@ def runs(params: Params) -> list[Run]:
     ds = params["dataset"]
     out: list[Run] = []
     for d in params["dims"]:
-        out += seeds_runs(pa_config(params.profile, ds, dim=d), params, PA, dim=d)
+        out += kit.seeds_runs(pa_config(params.profile, ds, dim=d), params, PA, dim=d)
         ms = config("multi_similarity", params.profile, ds, overrides={"model.embedding_dim": d})
-        out += seeds_runs(ms, params, MS, dim=d)
+        out += kit.seeds_runs(ms, params, MS, dim=d)
     return out
-
-
-def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
-    return rows_from_runs(runs(params), lookup)
 
 
 def _pa_minus_ms_worst(df: pd.DataFrame) -> pd.Series:
@@ -45,7 +42,7 @@ def _figure(tables: Any) -> Any:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    errorbar_lines(ax, tables["rows"], "param_dim", "variant", logx=True)
+    kit.errorbar_lines(ax, tables["rows"], "param_dim", "variant", logx=True)
     ax.set_xlabel("embedding size")
     ax.set_title("R@1 against embedding size")
     return fig
@@ -73,7 +70,6 @@ ARTIFACT = Artifact(
         "dims": "embedding sizes",
     },
     runs=runs,
-    rows=rows,
     claims=(
         Claim(
             "Proxy Anchor beats Multi-Similarity at every embedding size (smallest margin over sizes)",

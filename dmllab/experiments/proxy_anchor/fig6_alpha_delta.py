@@ -6,9 +6,10 @@ from typing import Any
 
 import pandas as pd
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
-from dmllab.experiments.compare import per_seed, rows_from_runs
-from dmllab.experiments.proxy_anchor._common import pa_config, seeds_runs
+from dmllab.experiments import kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.compare import per_seed
+from dmllab.experiments.proxy_anchor._common import pa_config
 
 
 def runs(params: Params) -> list[Run]:
@@ -16,12 +17,8 @@ def runs(params: Params) -> list[Run]:
     for a in params["alphas"]:
         for d in params["deltas"]:
             cfg = pa_config(params.profile, params["dataset"], alpha=float(a), delta=float(d))
-            out += seeds_runs(cfg, params, "Proxy Anchor", alpha=float(a), delta=float(d))
+            out += kit.seeds_runs(cfg, params, "Proxy Anchor", alpha=float(a), delta=float(d))
     return out
-
-
-def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
-    return rows_from_runs(runs(params), lookup)
 
 
 def _at(df: pd.DataFrame, key: str, value: float) -> pd.Series:
@@ -106,7 +103,6 @@ ARTIFACT = Artifact(
         "deltas": "the loss's margin delta",
     },
     runs=runs,
-    rows=rows,
     claims=(
         Claim(
             "alpha >= 16 beats the smallest alpha (mean over deltas)", _large_alpha_better, unit="R@1 points"

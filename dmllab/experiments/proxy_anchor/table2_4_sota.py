@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
-from dmllab.experiments.compare import paired, rows_from_runs
-from dmllab.experiments.proxy_anchor._common import TABLE, pa_config, recall_column, seeds_runs, stand_in
+from dmllab.experiments import kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.compare import paired
+from dmllab.experiments.proxy_anchor._common import TABLE, pa_config, recall_column
 
 LOW, HIGH, CROPS = "PA low-d", "PA high-d", "PA high-d, larger crops"
 PRINTED_K = {"cub": (1, 2, 4, 8), "cars": (1, 2, 4, 8), "sop": (1, 10, 100, 1000), "inshop": (1, 10, 20, 40)}
@@ -17,8 +18,8 @@ def runs(params: Params) -> list[Run]:
     out: list[Run] = []
     for ds in params["datasets"]:
         low = params["low_dim_inshop"] if ds == "inshop" else params["low_dim"]
-        out += seeds_runs(pa_config(params.profile, ds, dim=low), params, LOW, dim=low)
-        out += seeds_runs(
+        out += kit.seeds_runs(pa_config(params.profile, ds, dim=low), params, LOW, dim=low)
+        out += kit.seeds_runs(
             pa_config(params.profile, ds, dim=params["high_dim"]), params, HIGH, dim=params["high_dim"]
         )
         if params["larger_crops_transform"]:
@@ -28,18 +29,14 @@ def runs(params: Params) -> list[Run]:
                 dim=params["high_dim"],
                 overrides={"data.transform": params["larger_crops_transform"]},
             )
-            out += seeds_runs(cfg, params, CROPS, dim=params["high_dim"])
+            out += kit.seeds_runs(cfg, params, CROPS, dim=params["high_dim"])
     return out
-
-
-def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
-    return rows_from_runs(runs(params), lookup)
 
 
 def reference(rec: Any) -> tuple[str, str, str, str] | None:
     if not str(rec["metric"]).startswith("R@") or rec["variant"] not in ROW:
         return None
-    ds = stand_in(str(rec["dataset"]))
+    ds = kit.stand_in(str(rec["dataset"]))
     if int(str(rec["metric"])[2:]) not in PRINTED_K[ds]:
         return None
     row = ROW[rec["variant"]]
@@ -118,7 +115,6 @@ ARTIFACT = Artifact(
         "larger_crops_transform": "transform of the larger-crop row (None: no such row)",
     },
     runs=runs,
-    rows=rows,
     reference=reference,
     claims=(
         Claim(

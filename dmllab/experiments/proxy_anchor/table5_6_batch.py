@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
-from dmllab.experiments.compare import extremes, rows_from_runs
-from dmllab.experiments.proxy_anchor._common import errorbar_lines, pa_config, seeds_runs, stand_in
+from dmllab.experiments import kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.compare import extremes
+from dmllab.experiments.lookup import Lookup
+from dmllab.experiments.proxy_anchor._common import pa_config
 
 COLUMN = {
     "cub": "Recall@1 CUB-200-2011",
@@ -21,12 +23,14 @@ def runs(params: Params) -> list[Run]:
     out: list[Run] = []
     for ds in params["datasets"]:
         for b in params["batch_sizes_large"] if ds in LARGE else params["batch_sizes"]:
-            out += seeds_runs(pa_config(params.profile, ds, batch=b), params, "Proxy Anchor", batch_size=b)
+            out += kit.seeds_runs(
+                pa_config(params.profile, ds, batch=b), params, "Proxy Anchor", batch_size=b
+            )
     return out
 
 
-def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
-    out = rows_from_runs(runs(params), lookup)
+def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
+    out = lookup.rows(runs(params))
     for r in out:  # the paper batch size each row faces (quick: the same ratio to the preset's batch)
         r["param_paper_batch_size"] = int(round(r["param_batch_size"] * params["paper_batch_per_batch"]))
     return out
@@ -35,7 +39,7 @@ def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
 def reference(rec: Any) -> tuple[str, str, str, str] | None:
     if rec["metric"] != "R@1":
         return None
-    ds = stand_in(str(rec["dataset"]))
+    ds = kit.stand_in(str(rec["dataset"]))
     return ("Table 6" if ds in LARGE else "Table 5"), str(int(rec["param_paper_batch_size"])), COLUMN[ds], ds
 
 
@@ -44,7 +48,7 @@ def _figure(tables: Any) -> Any:
 
     data = tables["rows"]
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    errorbar_lines(ax, data, "param_batch_size", "dataset", logx=True)
+    kit.errorbar_lines(ax, data, "param_batch_size", "dataset", logx=True)
     ax.set_xlabel("batch size")
     ax.set_title("Proxy Anchor: R@1 against batch size")
     return fig

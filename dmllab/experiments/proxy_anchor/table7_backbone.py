@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
-from dmllab.experiments.compare import extremes, rows_from_runs
-from dmllab.experiments.proxy_anchor._common import pa_config, recall_column, seeds_runs, stand_in
+from dmllab.experiments import kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.compare import extremes
+from dmllab.experiments.proxy_anchor._common import pa_config, recall_column
 
 
 def _settings(params: Params) -> list[dict[str, Any]]:
@@ -26,18 +27,14 @@ def runs(params: Params) -> list[Run]:
                 for k, v in s["overrides"].items()
             }
             cfg = pa_config(params.profile, ds, dim=params["dim"], overrides=over)
-            out += seeds_runs(cfg, params, s["variant"], order=i, paper_row=s["row"])
+            out += kit.seeds_runs(cfg, params, s["variant"], order=i, paper_row=s["row"])
     return out
-
-
-def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
-    return rows_from_runs(runs(params), lookup)
 
 
 def reference(rec: Any) -> tuple[str, str, str, str] | None:
     if not str(rec["metric"]).startswith("R@") or not rec.get("param_paper_row"):
         return None
-    ds = stand_in(str(rec["dataset"]))
+    ds = kit.stand_in(str(rec["dataset"]))
     return "Table 7", str(rec["param_paper_row"]), recall_column(ds, str(rec["metric"])), ds
 
 
@@ -107,7 +104,6 @@ ARTIFACT = Artifact(
         "settings": "[name, paper row, [[config key, value], ...]] per row, weakest first",
     },
     runs=runs,
-    rows=rows,
     reference=reference,
     claims=(
         Claim(

@@ -1,5 +1,5 @@
-"""Shared pieces of the Proxy Synthesis artifacts: the run configs (so tables share their runs), the paper's
-row names per loss, the profile -> datasets mapping, and the stored-model helpers (embed a split, t-SNE).
+"""The Proxy Synthesis paper's facts shared by its artifacts: the run configs (so tables share their runs), the
+paper's row names per loss, and the profile -> datasets mapping.
 
 Every PS run is built from the ``proxy_synthesis`` preset (the released setup, ``presets.get("proxy_synthesis",
 ds, profile, base=...)``); "without PS" is the *same* config with ``loss.synthesis=False``, as in the paper
@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dmllab.experiments.base import Params, Run
+from dmllab.experiments import kit
+from dmllab.experiments.artifact import Params, Run
 
 METHOD = "proxy_synthesis"
 # base -> (Table 6 row, Table F/H/J/L row, Table 4/G/I/K row); None where the table has no such row.
@@ -89,79 +90,8 @@ def loss_runs(
         for base in bases:
             for ps in (False, True) if both else (True,):
                 cfg = config(params.profile, ds, base, ps=ps, **replace)
-                out += [
-                    Run(cfg, seed, variant=label(base, ps), tags=(("base", base), ("ps", ps)))
-                    for seed in params.seeds
-                ]
+                out += kit.seeds_runs(cfg, params, label(base, ps), base=base, ps=ps)
     return out
-
-
-def quick_or_paper(smoke: Any, quick: Any, paper: Any) -> dict[str, Any]:
-    return {"smoke": smoke, "quick": quick, "paper": paper}
-
-
-# ---------------------------------------------------------------------------------------- stored models
-
-
-def load_stored(run: Run) -> Any:
-    """The trained model of a stored run (``final.pt``)."""
-    from dmllab.training import export
-    from dmllab.training.store import RunStore
-
-    path = RunStore.checkpoint_dir(run.config, run.seed) / "final.pt"
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: the final weights of run {run.key} are not stored")
-    return export.load_model(run.config, path)
-
-
-def embed(run: Run, split: str, lookup: Any) -> tuple[Any, Any]:
-    """Embeddings (N, D) and labels (N,) of ``split`` by the stored model of ``run`` (trained via ``lookup``
-    when missing and allowed)."""
-    from dmllab.training import export
-
-    lookup.result(run)
-    emb, labels, _ = export.embed_split(load_stored(run), run.config, split)
-    return emb, labels
-
-
-def tsne(points: Any, seed: int = 0, perplexity: float = 30.0) -> Any:
-    """2-D t-SNE (scikit-learn, PCA init) of ``points`` (N, D); perplexity capped for small N."""
-    import numpy as np
-    from sklearn.manifold import TSNE
-
-    x = np.asarray(points, dtype=np.float32)
-    perp = float(min(perplexity, max(2.0, (len(x) - 1) / 3)))
-    return TSNE(n_components=2, perplexity=perp, init="pca", random_state=seed).fit_transform(x)
-
-
-def class_subset(labels: Any, n_classes: int) -> Any:
-    """Boolean mask of the samples of the first ``n_classes`` labels (a readable t-SNE)."""
-    import numpy as np
-
-    labels = np.asarray(labels)
-    keep = np.unique(labels)[:n_classes]
-    return np.isin(labels, keep)
-
-
-def mean_std_plot(ax: Any, data: Any, x: str, hue: str | None = None, y: str = "value") -> None:
-    """Mean over seeds with std error bars."""
-    import seaborn as sns
-
-    sns.pointplot(
-        data=data,
-        x=x,
-        y=y,
-        hue=hue,
-        errorbar="sd",
-        ax=ax,
-        dodge=0.3 if hue else False,
-        capsize=0.1,
-        linestyles="-",
-    )
-
-
-def ref_key(table: str, row: str, column: str, dataset: str | None = None) -> tuple[str, ...]:
-    return (table, row, column) if dataset is None else (table, row, column, dataset)
 
 
 def stand_in(rec: Mapping[str, Any], default: str = "cars") -> str:

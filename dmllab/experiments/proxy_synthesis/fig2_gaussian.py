@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from dmllab.experiments.arrays import frame_to_arrays
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, RunLookup
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params
 from dmllab.experiments.compare import paired
-from dmllab.experiments.toyrun import over_seeds
+from dmllab.experiments.kit import over_seeds
+from dmllab.experiments.lookup import Lookup
 
 _COMMON = {
     "separation": 3.0,
@@ -33,7 +34,7 @@ _KEYS = (
 PS, NS = {"variant": "ps+normsoftmax"}, {"variant": "normsoftmax"}
 
 
-def rows(params: Params, lookup: RunLookup) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     from dmllab.toys import ps_gaussian
 
     return over_seeds(ps_gaussian.run_ps_gaussian, params.seeds, "planes", **{k: params[k] for k in _KEYS})

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
 from dmllab.experiments.compare import paired
+from dmllab.experiments.lookup import Lookup
 from dmllab.experiments.proxy_synthesis import _common as C
 
 SHORT = {"normsoftmax": ("(a)", "NS"), "proxynca": ("(b)", "PN")}
@@ -16,17 +17,17 @@ def runs(params: Params) -> list[Run]:
     return C.loss_runs(params, params["bases"], C.datasets(params.profile, params["datasets"]))
 
 
-def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
+def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
     from dmllab.metrics.deform import embedding_deformation_recall
     from dmllab.results import tidy
 
     out = []
-    for run in runs(params):
+    for run in map(lookup.place, runs(params)):
         for split_name, split in (
             ("Train", run.config.data.trainval_split),
             ("Test", run.config.data.test_split),
         ):
-            emb, labels = C.embed(run, split, lookup)
+            emb, labels, _ = lookup.embed(run, split)
             res = embedding_deformation_recall(
                 emb,
                 labels,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments.base import Artifact, Figure, Params, Run, RunLookup
-from dmllab.experiments.compare import rows_from_runs
+from dmllab.experiments import kit
+from dmllab.experiments.artifact import Artifact, Figure, Params, Run
+from dmllab.experiments.lookup import Lookup
 from dmllab.experiments.proxy_synthesis import _common as C
 
 
@@ -34,32 +35,24 @@ def runs(params: Params) -> list[Run]:
     return out
 
 
-def rows(params: Params, lookup: RunLookup) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    import numpy as np
+def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     import pandas as pd
 
     all_runs = runs(params)
-    out = rows_from_runs(all_runs, lookup)
+    out = lookup.rows(all_runs)
     pts = []
     for run in all_runs:
         if run.seed != params.seeds[0]:
             continue
         for split in ("train", "test"):
             name = run.config.data.trainval_split if split == "train" else run.config.data.test_split
-            emb, y = C.embed(run, name, lookup)
-            keep = C.class_subset(y.numpy(), params["tsne_classes"])
-            e, y = emb.numpy()[keep], y.numpy()[keep]
-            sel = np.concatenate([np.flatnonzero(y == c)[: params["tsne_per_class"]] for c in np.unique(y)])
-            xy = C.tsne(e[sel], seed=run.seed)
+            emb, y, _ = lookup.embed(run, name)
+            points = kit.tsne_by_class(
+                emb, y, classes=params["tsne_classes"], per_class=params["tsne_per_class"], seed=run.seed
+            )
             pts += [
-                {
-                    "epochs": run.tag["epochs"],
-                    "split": split,
-                    "label": int(y[s]),
-                    "x": float(a),
-                    "y": float(b),
-                }
-                for s, (a, b) in zip(sel, xy)
+                {"epochs": run.tag["epochs"], "split": split, "label": label, "x": x, "y": y}
+                for label, x, y in points
             ]
     return out, {"tsne": pd.DataFrame(pts)}
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
-from dmllab.experiments.compare import paired, rows_from_runs
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.compare import paired
 from dmllab.experiments.proxy_synthesis import _common as C
 
 # row -> (loss.synthesis, ps_embeddings, ps_proxies); M1 is the base loss (= Norm-softmax without PS, the
@@ -37,10 +37,6 @@ def runs(params: Params) -> list[Run]:
                 for seed in params.seeds
             ]
     return out
-
-
-def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
-    return rows_from_runs(runs(params), lookup)
 
 
 def reference(rec: Any) -> tuple[str, ...] | None:
@@ -95,7 +91,6 @@ ARTIFACT = Artifact(
     },
     parameter_help={"compositions": "Table 1 rows", "datasets": "paper-profile datasets (Cars in the paper)"},
     runs=runs,
-    rows=rows,
     reference=reference,
     claims=(
         Claim(

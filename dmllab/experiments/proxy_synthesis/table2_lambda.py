@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
-from dmllab.experiments.compare import paired, rows_from_runs
+from dmllab.experiments import kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.compare import paired
 from dmllab.experiments.proxy_synthesis import _common as C
 
 DEFAULT_ALPHA, DEFAULT_MU = 0.4, 1.0
@@ -33,10 +34,6 @@ def runs(params: Params) -> list[Run]:
         for alpha, mu in sorted(points):
             out += _run(params, ds, lam=None, alpha=alpha, mu=mu)
     return out
-
-
-def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
-    return rows_from_runs(runs(params), lookup)
 
 
 def reference(rec: Any) -> tuple[str, ...] | None:
@@ -76,8 +73,6 @@ def _stochastic_beats_best_static(df: Any) -> Any:
 def _plot_table2(tables: Any) -> Any:
     import matplotlib.pyplot as plt
 
-    from dmllab.experiments.proxy_synthesis._common import mean_std_plot
-
     df = tables["rows"]
     df = df[df["metric"] == "R@1"]
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), sharey=True)
@@ -89,7 +84,7 @@ def _plot_table2(tables: Any) -> Any:
     ):
         if len(data):
             data = data.assign(x=data[col].astype(float).map(lambda v: f"{v:g}"))
-            mean_std_plot(ax, data.sort_values(col), "x")
+            kit.mean_std_plot(ax, data.sort_values(col), "x")
         ax.set_xlabel(col.removeprefix("param_").replace("lam", "lambda"))
         ax.set_title(title)
     axes[0].set_ylabel("R@1 (%), mean +- std over seeds")
@@ -163,7 +158,6 @@ ARTIFACT = Artifact(
         "datasets": "paper-profile datasets",
     },
     runs=runs,
-    rows=rows,
     reference=reference,
     claims=(
         Claim(

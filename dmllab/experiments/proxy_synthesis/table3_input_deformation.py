@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
 from dmllab.experiments.compare import paired
+from dmllab.experiments.lookup import Lookup
 from dmllab.experiments.proxy_synthesis import _common as C
 
 ROW = {
@@ -57,8 +59,12 @@ class _Views:
         return (view if self.deform is None else self.deform(view)), self.labels[i]
 
 
-def deformed_recall(run: Run, name: str, *, seed: int, sigma_scale: bool) -> dict[str, float]:
-    """Test metrics (fractions) of the stored model of ``run`` with the test images deformed by ``name``.
+def deformed_recall(
+    load: Callable[[], Any], cfg: Any, name: str, *, seed: int, sigma_scale: bool
+) -> dict[str, float]:
+    """Test metrics (fractions) of the model ``load()`` gives (trained with ``cfg``) with the test images deformed
+    by ``name``. The model is loaded after torch's global generator is seeded: building it draws from that
+    generator before the deformations do.
 
     Each image's deformation is drawn in image order from torch's global generator seeded with ``seed``, after
     the test transform (:class:`dmllab.data.deform.DeformedTransform`). On an in-memory dataset (the quick
@@ -71,7 +77,7 @@ def deformed_recall(run: Run, name: str, *, seed: int, sigma_scale: bool) -> dic
     from dmllab.data.deform import DeformedTransform
     from dmllab.metrics import embed_dataset, evaluate
 
-    cfg, d = run.config, run.config.data
+    d = cfg.data
     test = build_transforms(d.transform, train=False)
     if d.in_memory:
         views, labels = _test_views(
@@ -96,18 +102,26 @@ def deformed_recall(run: Run, name: str, *, seed: int, sigma_scale: bool) -> dic
         )
     torch.manual_seed(seed)  # the deformations draw from torch's global generator (num_workers=0)
     loader = DataLoader(ds, batch_size=d.eval_batch_size, shuffle=False, num_workers=0)
-    emb, labels_t = embed_dataset(C.load_stored(run), loader, "cpu")
+    emb, labels_t = embed_dataset(load(), loader, "cpu")
     return evaluate(emb, labels_t, metrics=("recall",), ks=(1,), distance=cfg.run.distance)
 
 
-def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
+def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
     from dmllab.results import tidy
 
+    planned = [lookup.place(run) for run in runs(params)]
+    for run in planned:
+        lookup.result(run)  # every run stored (or trained where allowed) before any is read
     out = []
-    for run in runs(params):
-        lookup.result(run)
+    for run in planned:
         for name in ["none", *params["deformations"]]:
-            m = deformed_recall(run, name, seed=run.seed, sigma_scale=params["rescale_blur"])
+            m = deformed_recall(
+                lambda run=run: lookup.model(run),
+                run.config,
+                name,
+                seed=run.seed,
+                sigma_scale=params["rescale_blur"],
+            )
             out += tidy(
                 m,
                 variant=run.variant,

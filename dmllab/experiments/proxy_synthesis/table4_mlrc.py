@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
-from dmllab.experiments.compare import paired, rows_from_runs
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.compare import paired
+from dmllab.experiments.lookup import Lookup
 from dmllab.experiments.proxy_synthesis import _common as C
 
 BASES = ("normsoftmax", "cosface", "arcface", "softtriple", "proxynca", "proxy_anchor")
@@ -86,19 +87,22 @@ def runs(params: Params) -> list[Run]:
     return _single_runs(params) + [run for *_, folds in _fold_groups(params) for _, _, run in folds]
 
 
-def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
+def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
     """The single models' stored metrics ("separated (one 128-d model)"), and per (loss, PS, seed) the MLRC fold
     protocol's concatenated and separated P@1/RP/MAP@R from the stored fold runs
     (``dmllab.training.mlrc.aggregate``: each fold's final model embeds the test split)."""
-    from functools import partial
-
     from dmllab.results import tidy
-    from dmllab.training.mlrc import aggregate, fold_test_embeddings
+    from dmllab.training.mlrc import aggregate
 
-    out = rows_from_runs(_single_runs(params), lookup, embedding="separated (one 128-d model)")
+    out = lookup.rows(_single_runs(params), embedding="separated (one 128-d model)")
     settings = _settings(params["mlrc_folds"], params["mlrc_repetitions"], params["mlrc_run_folds"])
-    embed = partial(fold_test_embeddings, device=params.device)
+
+    def embed(cfg: Any, seed: int) -> tuple[Any, Any]:  # a fold model's test embeddings and labels
+        emb, labels, _ = lookup.embed(Run(cfg, seed), cfg.data.test_split)
+        return emb, labels
+
     for ds, base, ps, seed, folds in _fold_groups(params):
+        folds = [(r, f, lookup.place(run)) for r, f, run in folds]
         done = [(r, f, run.config, run.seed, lookup.result(run)) for r, f, run in folds]
         res = aggregate(settings, seed, done, embeddings=embed)
         for emb, prefix in (("concatenated", "concat_"), ("separated", "sep_")):

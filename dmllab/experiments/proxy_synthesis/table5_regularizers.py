@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
-from dmllab.experiments.compare import paired, rows_from_runs
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.compare import paired
 from dmllab.experiments.proxy_synthesis import _common as C
 
 REGULARIZERS = ("Baseline", "Virtual Softmax", "Input Mixup", "Manifold Mixup", "Proxy Synthesis")
@@ -39,10 +39,6 @@ def runs(params: Params) -> list[Run]:
                     tags = (("base", base), ("regularizer", reg), ("mixup_alpha", alpha))
                     out += [Run(cfg, seed, variant=variant, tags=tags) for seed in params.seeds]
     return out
-
-
-def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
-    return rows_from_runs(runs(params), lookup)
 
 
 def reference(rec: Any) -> tuple[str, ...] | None:
@@ -133,7 +129,6 @@ ARTIFACT = Artifact(
         "datasets": "paper-profile datasets",
     },
     runs=runs,
-    rows=rows,
     reference=reference,
     claims=(
         Claim(

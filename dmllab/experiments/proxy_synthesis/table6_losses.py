@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
-from dmllab.experiments.compare import paired, rows_from_runs
+from dmllab.experiments import kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.compare import paired
+from dmllab.experiments.lookup import Lookup
 from dmllab.experiments.proxy_synthesis import _common as C
 
 ALL_BASES = (
@@ -64,19 +66,18 @@ def _logit_summary(emb: Any, labels: Any, n_classes: int, lam: float, seed: int)
     )
 
 
-def rows(params: Params, lookup: RunLookup) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    import numpy as np
+def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     import pandas as pd
 
     from dmllab.results import tidy
 
     all_runs = runs(params)
-    out = rows_from_runs(all_runs, lookup)
+    out = lookup.rows(all_runs)
     ds0 = C.datasets(params.profile, params["datasets"])[0]
     pair = [r for r in all_runs if r.config.dataset == ds0 and r.tag["base"] == "normsoftmax"]
     tsne_rows, heat_rows = [], []
     for run in pair:  # Fig. 4 numbers on every seed (claims), the t-SNE and heat map on the first seed
-        emb, labels = C.embed(run, run.config.data.trainval_split, lookup)
+        emb, labels, _ = lookup.embed(run, run.config.data.trainval_split)
         summary, heat = _logit_summary(
             emb, labels, params["heatmap_classes"], params["heatmap_lambda"], run.seed
         )
@@ -94,17 +95,16 @@ def rows(params: Params, lookup: RunLookup) -> tuple[list[dict[str, Any]], dict[
                         "cosine": float(heat[i, j]),
                     }
                 )
-        for split, (e, y) in (
-            ("train", (emb, labels)),
-            ("test", C.embed(run, run.config.data.test_split, lookup)),
+        for split, (e, y, _) in (
+            ("train", (emb, labels, None)),
+            ("test", lookup.embed(run, run.config.data.test_split)),
         ):
-            keep = C.class_subset(y.numpy(), params["tsne_classes"])
-            e, y = e.numpy()[keep], y.numpy()[keep]
-            sel = np.concatenate([np.flatnonzero(y == c)[: params["tsne_per_class"]] for c in np.unique(y)])
-            xy = C.tsne(e[sel], seed=run.seed)
+            points = kit.tsne_by_class(
+                e, y, classes=params["tsne_classes"], per_class=params["tsne_per_class"], seed=run.seed
+            )
             tsne_rows += [
-                {"model": run.variant, "split": split, "label": int(y[s]), "x": float(a), "y": float(b)}
-                for s, (a, b) in zip(sel, xy)
+                {"model": run.variant, "split": split, "label": label, "x": x, "y": y}
+                for label, x, y in points
             ]
     return out, {"tsne": pd.DataFrame(tsne_rows), "logits": pd.DataFrame(heat_rows)}
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, RunLookup
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params
 from dmllab.experiments.compare import per_seed
+from dmllab.experiments.lookup import Lookup
 
 
 def _median_ms(fn: Any, repeats: int) -> float:
@@ -58,7 +59,7 @@ def benchmark(*, mu: float, batch: int, dim: int, classes: int, repeats: int, se
     }
 
 
-def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
+def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
     from dmllab.profiles import resolve_device
     from dmllab.results import tidy
 

@@ -38,6 +38,7 @@ from dmllab.profiles import PROFILES
 from dmllab.registry import Registry
 from dmllab.training import schedules
 from dmllab.training.config import ExperimentConfig
+from dmllab.training.presets import tuned as tuned_recipes
 from dmllab.training.presets.datasets import DATASETS, DatasetSpec
 from dmllab.training.presets.heated import HEATED_VARIANTS
 from dmllab.training.presets.methods import Method, apply_overlay
@@ -120,15 +121,19 @@ def check(cfg: ExperimentConfig) -> ExperimentConfig:
     return cfg
 
 
-def get(method: str, dataset: str, profile: str = "paper", **options: Any) -> ExperimentConfig:
+def get(
+    method: str, dataset: str, profile: str = "paper", *, tuned: bool = True, **options: Any
+) -> ExperimentConfig:
     """The preset config of ``method`` on ``dataset`` at ``profile`` (module docstring).
 
     The method's ``paper`` config is built from the paper base, then the profile's overlay and the method's
-    own overlay for that profile are applied (:mod:`dmllab.training.presets.profiles`).
+    own overlay for that profile are applied (:mod:`dmllab.training.presets.profiles`); on the quick profile
+    the method's recipe chosen on validation (``results/tuning/quick_best.csv``, :mod:`.tuned`) comes last
+    (``tuned=False``: without it).
 
     Options are method toggles (``fast=False``, ``variant="HLN"``, ``base="normsoftmax"``, ``pooling="kmax",
-    k=4``, ``two_stage=True``); unknown ones raise ValueError listing the valid options. Nothing is read from
-    disk.
+    k=4``, ``two_stage=True``); unknown ones raise ValueError listing the valid options. Nothing else is read
+    from disk.
     """
     name, _, short = method.partition(":")
     m = _method(name)
@@ -150,7 +155,10 @@ def get(method: str, dataset: str, profile: str = "paper", **options: Any) -> Ex
     cfg = m.build(paper_base(spec), spec, **options)
     cfg = apply_overlay(overlay(cfg, spec), m.overlays.get(profile, {}))
     label = name if m.variant_option is None else f"{name}:{options.get(m.variant_option, m.default_variant)}"
-    return check(dataclasses.replace(cfg, method=label))
+    cfg = dataclasses.replace(cfg, method=label)
+    if tuned:
+        cfg = tuned_recipes.tuned(cfg, options, lambda unit: get(unit, dataset, profile, tuned=False))
+    return check(cfg)
 
 
 def describe(cfg: ExperimentConfig) -> str:

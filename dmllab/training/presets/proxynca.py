@@ -26,6 +26,12 @@ eps = 1 the update is about ``lr * gradient`` (SGD-like), and at the base lr 4e-
 moved (stage-1 validation R@1 stayed at the pre-trained level while only the head and proxies learned). 1.0 for
 the two trainable SmallCNN blocks was chosen on the validation split among 0.1, 0.3, 1.0 and 2.0
 (benchmarks/select_quick.py -> results/benchmarks/quick_selection.csv).
+
+"-fast" and "+fast" (Sec. 3.6): without +fast the proxies train at the embedding layer's lr
+(:mod:`dmllab.training.optim`), so on paper and smoke the proxies, the embedding layer and the trunk share one lr,
+as the paper's "-fast" says; "+fast" trains the proxies at a multiple of the embedding lr (Table 1: 4e2 / 4e-3
+= 1e5 x; NormSoftmax, Table 12: 100 x). On quick the trunk lr differs from the embedding lr: this is the analogue's
+one departure from "all share one lr" (the small CNN's trunk under Adam eps 1 needs its own lr).
 """
 
 from __future__ import annotations

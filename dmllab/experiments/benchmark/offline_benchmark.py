@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments.base import Artifact, Claim, Figure, Params, Run, RunLookup
-from dmllab.experiments.compare import paired, rows_from_runs
+from dmllab.experiments import kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.compare import paired
+from dmllab.experiments.lookup import Lookup
 
 METHOD, DATASET = "proxynca++", "synthetic"
 VARIANTS = ("untrained", "pre-trained only", "ProxyNCA++")
@@ -21,39 +23,25 @@ def preset(profile: str) -> Any:
 
 
 def runs(params: Params) -> list[Run]:
-    cfg = preset(params.profile).replace("run.device", params.device)
-    return [Run(cfg, seed, variant="ProxyNCA++") for seed in params.seeds]
+    return kit.seeds_runs(preset(params.profile), params, "ProxyNCA++")
 
 
-def evaluate_network(cfg: Any, *, seed: int) -> dict[str, float]:
-    """Test metrics (fractions) of the preset's network as built, before any metric learning. The frozen-prefix
-    feature cache (a speed device of training) is off: the network is the same function without it."""
-    from dmllab.training import Trainer
-    from dmllab.training.trainer import seed_everything
-
-    cfg = cfg.replace("data.feature_views", 0).replace("model.frozen_blocks", 0)
-    trainer = Trainer(cfg, progress=False, seed=seed)
-    seed_everything(seed)
-    trainer.model = trainer.build_model().to(trainer.device)
-    return trainer.evaluate(cfg.data.test_split)
-
-
-def rows(params: Params, lookup: RunLookup) -> list[dict[str, Any]]:
+def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
     from dmllab.results import tidy
 
     trained = runs(params)
-    out = rows_from_runs(trained, lookup)
-    cfg = trained[0].config
+    out = lookup.rows(trained)
+    cfg = lookup.place(trained[0]).config
     for seed in params.seeds:
         out += tidy(
-            evaluate_network(cfg.replace("model.pretrained", False), seed=seed),
+            kit.evaluate_network(cfg.replace("model.pretrained", False), seed=seed),
             variant="untrained",
             dataset=DATASET,
             seed=seed,
         )
         if cfg.model.pretrained:
             out += tidy(
-                evaluate_network(cfg, seed=seed), variant="pre-trained only", dataset=DATASET, seed=seed
+                kit.evaluate_network(cfg, seed=seed), variant="pre-trained only", dataset=DATASET, seed=seed
             )
     return out
 

@@ -1,0 +1,388 @@
+"""What an artifact is (a paper's table or figure declared as data and a few small functions) and how its
+parameters are resolved.
+
+An :class:`Artifact` names what it reproduces, its parameters per profile, the training runs it needs (:class:`Run`:
+a config plus a seed, so that a study plans and trains them before any notebook runs), how its tidy rows are derived
+(by default the test metrics of its runs), its claims (:class:`Claim`, judged over seeds), the printed cells of the
+paper its rows face, and its figures, drawn from the tidy CSVs only. One module per artifact under
+``dmllab/experiments/<package>/`` defines ``ARTIFACT`` (or ``ARTIFACTS``); :mod:`dmllab.experiments.registry` finds
+them. :func:`resolve_parameters` turns what a notebook or the study gives (``None``: the profile's default) into
+:class:`Params`: the one place where parameter names, kinds, seeds and the device are checked.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from dmllab.profiles import PROFILES, resolve_device
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure as MplFigure
+
+    from dmllab.experiments.lookup import Lookup
+    from dmllab.training.config import ExperimentConfig
+
+# Papers in report order; "dmllab" holds the package's own artifacts (the offline benchmark).
+PAPERS: tuple[str, ...] = ("pnpp", "proxy_anchor", "heated", "proxy_synthesis", "dmllab")
+PAPER_TITLES: dict[str, str] = {
+    "pnpp": "ProxyNCA++ (Teh, DeVries, Taylor, ECCV 2020)",
+    "proxy_anchor": "Proxy Anchor Loss (Kim, Kim, Cho, Kwak, CVPR 2020)",
+    "heated": "Heated-up Softmax Embedding (Zhang, Lan, Wang, Chen, 2018)",
+    "proxy_synthesis": "Proxy Synthesis (Gu, Ko, Kim, AAAI 2021)",
+    "dmllab": "dmllab (this package)",
+}
+# ``paper`` as spelled in results/reference/*.csv.
+REFERENCE_PAPER: dict[str, str] = {
+    "pnpp": "pnpp",
+    "proxy_anchor": "proxy_anchor",
+    "heated": "heated_softmax",
+    "proxy_synthesis": "proxy_synthesis",
+}
+# Artifact ids start with the paper's prefix: ``<prefix>_<table|fig|sec|app><n>_<topic>`` (pnpp_fig3_two_moons).
+ID_PREFIX: dict[str, str] = {
+    "pnpp": "pnpp",
+    "proxy_anchor": "pa",
+    "heated": "heated",
+    "proxy_synthesis": "ps",
+}
+# The offline benchmark stands in for the fine-grained datasets; its rows face the paper's CUB cells.
+STAND_IN_DATASET: dict[str, str] = {"synthetic": "cub", "digits": "cub"}
+# Parameters every notebook has; ``None`` means "the profile's default".
+STANDARD_PARAMETERS: tuple[str, ...] = ("profile", "seeds", "device", "data_root")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One training run an artifact needs: a composed config, a seed, and the name its rows use.
+
+    Two artifacts that need the same (config, seed) share one stored run. ``variant`` and ``tags`` only label the
+    run's rows. Where it runs (device, data root) is set by :func:`dmllab.experiments.lookup.place`.
+    """
+
+    config: ExperimentConfig
+    seed: int
+    variant: str = ""
+    tags: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def key(self) -> str:
+        """``<run key>/seed<k>``: the run store's identity of this run (config hash + implicit inputs)."""
+        from dmllab.training.store import run_key
+
+        return f"{run_key(self.config)}/seed{self.seed}"
+
+    @property
+    def tag(self) -> dict[str, Any]:
+        return dict(self.tags)
+
+
+@dataclass(frozen=True)
+class Params:
+    """The resolved parameters of one artifact execution (profile defaults filled in)."""
+
+    values: Mapping[str, Any]
+
+    @property
+    def profile(self) -> str:
+        return self.values["profile"]
+
+    @property
+    def seeds(self) -> list[int]:
+        return list(self.values["seeds"])
+
+    @property
+    def device(self) -> str:
+        return self.values["device"]
+
+    @property
+    def data_root(self) -> str | None:
+        return self.values.get("data_root")
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return self.values[key]
+        except KeyError:
+            raise KeyError(f"no parameter {key!r}; parameters: {sorted(self.values)}") from None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+
+CLAIM_KINDS: tuple[str, ...] = ("verdict", "check")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A statement of the paper, judged over seeds.
+
+    ``effect(rows)`` returns the effect per seed (a ``pd.Series`` indexed by seed, e.g. R@1 with a component
+    minus R@1 without it, paired on the seed), signed so that the claim says ``effect > 0``; ``None`` or an empty
+    series when the rows cannot decide. The verdict is "yes" only when the effect's 95% interval over seeds
+    excludes zero on the positive side (:func:`dmllab.experiments.stats.verdict`).
+
+    Args:
+        text: the statement, e.g. "+max improves R@1".
+        effect: rows -> per-seed effect (positive = the claim holds).
+        unit: the effect's unit, shown in the report ("R@1 points", "%", "").
+        paper_says: what the paper reports: "yes" unless the paper itself contradicts the statement.
+        differs: one line, what differs from the paper in this comparison on a profile (the report prints it next
+            to any verdict other than "yes"): a string for the quick and smoke profiles (the analogue), or
+            ``{profile: line}``.
+        arms: the methods the claim compares, by their labels in the offline benchmark's "trains" rows (e.g.
+            ``"proxynca++"``, ``"proxy_synthesis:normsoftmax"``): on a profile where one of them does not train,
+            the claim is "not testable".
+        not_testable: ``{profile: why}``: profiles on which the paper's procedure cannot be kept, so the claim is
+            "not testable" there whatever the rows say.
+        kind: "verdict" (judged over seeds) or "check" (an analytic property of a toy: shown as a pass/fail check,
+            not counted among the verdicts).
+        key: a short identifier, unique within the artifact (``same_as`` refers to it).
+        same_as: ``"<artifact id>:<claim key>"`` when this claim is the same comparison on the same runs as another
+            artifact's claim: the summary counts it once.
+    """
+
+    text: str
+    effect: Callable[[pd.DataFrame], pd.Series | None]
+    unit: str = ""
+    paper_says: str = "yes"
+    differs: str | Mapping[str, str] = ""
+    arms: tuple[str, ...] = ()
+    not_testable: Mapping[str, str] = field(default_factory=dict)
+    kind: str = "verdict"
+    key: str = ""
+    same_as: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in CLAIM_KINDS:
+            raise ValueError(
+                f"claim {self.text!r}: unknown kind {self.kind!r}; valid: {', '.join(CLAIM_KINDS)}"
+            )
+        bad = sorted(set(self.not_testable) - set(PROFILES))
+        if bad or (isinstance(self.differs, Mapping) and set(self.differs) - set(PROFILES)):
+            raise ValueError(f"claim {self.text!r}: profiles must be among {PROFILES}")
+
+    def differs_on(self, profile: str) -> str:
+        """What differs from the paper on ``profile`` ("" when nothing is stated)."""
+        if isinstance(self.differs, Mapping):
+            return self.differs.get(profile, "")
+        return self.differs if profile in ("quick", "smoke") else ""
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure of the artifact: ``draw(tables) -> matplotlib Figure`` from the tidy CSVs only.
+
+    ``tables`` maps ``"rows"`` to the artifact's rows (this profile) and every extra table name (see
+    :attr:`Artifact.tables`) to its CSV. The file is ``figures/<artifact id><suffix>.png`` (and ``.pdf``).
+    """
+
+    draw: Callable[[Mapping[str, pd.DataFrame]], MplFigure]
+    suffix: str = ""
+    caption: str = ""
+
+
+Rows = list[dict[str, Any]]
+Derive = Callable[[Params, "Lookup"], "Rows | tuple[Rows, dict[str, Any]]"]
+
+
+def _no_runs(params: Params) -> Sequence[Run]:
+    return ()
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One reproduced table or figure of a paper (see the module docstring).
+
+    Args:
+        id: ``<paper>_<table|fig|sec><n>_<topic>``: notebook stem, CSV and figure prefix.
+        paper: one of :data:`PAPERS`.
+        label: the paper's label, "Table 7" or "Fig. 4b".
+        title: one line.
+        description: what the paper claims and what dmllab varies (markdown).
+        parameters: ``{profile: {name: value}}`` for every profile in :data:`PROFILES` with the same keys; may
+            include ``seeds``.
+        runs: ``runs(params) -> list[Run]``; none for toy artifacts.
+        rows: ``rows(params, lookup) -> rows`` or ``(rows, extra tables)``: tidy rows (:func:`dmllab.results.tidy`)
+            and ``{name: DataFrame}`` written as ``results/<id>.<name>.csv``, from what the runs left
+            (:class:`dmllab.experiments.lookup.Lookup`). Default: the test metrics of every run.
+        claims: judged over seeds.
+        reference: maps an aggregated row (``variant, dataset, metric`` and ``param_*``) to the printed cell
+            ``(artifact label, row, column)`` of ``results/reference``; ``None`` where the paper prints none.
+        figures: drawn from the CSVs only.
+        tables: names of the extra tables ``rows`` returns.
+        parameter_help: one line per artifact parameter, shown in the parameters cell.
+        not_reproduced: rows of the paper that dmllab cannot reproduce, with the reason (listed in the report).
+    """
+
+    id: str
+    paper: str
+    label: str
+    title: str
+    description: str
+    parameters: Mapping[str, Mapping[str, Any]]
+    rows: Derive | None = None
+    runs: Callable[[Params], Sequence[Run]] = _no_runs
+    claims: tuple[Claim, ...] = ()
+    reference: Callable[[Mapping[str, Any]], tuple[str, str, str] | None] | None = None
+    figures: tuple[Figure, ...] = ()
+    tables: tuple[str, ...] = ()
+    parameter_help: Mapping[str, str] = field(default_factory=dict)
+    not_reproduced: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.paper not in PAPERS:
+            raise ValueError(f"artifact {self.id!r}: unknown paper {self.paper!r}; valid papers: {PAPERS}")
+        prefix = ID_PREFIX.get(self.paper)
+        if prefix and not re.fullmatch(rf"{prefix}_(table|fig|sec|app)[0-9a-z_]+", self.id):
+            raise ValueError(
+                f"artifact id {self.id!r} must read {prefix}_<table|fig|sec|app><n>_<topic> (paper {self.paper})"
+            )
+        if self.rows is None and self.runs is _no_runs:
+            raise ValueError(f"artifact {self.id!r}: give its runs, its rows, or both")
+        if set(self.parameters) != set(PROFILES):
+            raise ValueError(
+                f"artifact {self.id!r}: parameters must give every profile {PROFILES}, got {sorted(self.parameters)}"
+            )
+        keys = [set(self.parameters[p]) for p in PROFILES]
+        if any(k != keys[0] for k in keys):
+            raise ValueError(f"artifact {self.id!r}: the profiles declare different parameter keys: {keys}")
+        clash = keys[0] & {"profile", "device", "data_root", "train_missing"}
+        if clash:
+            raise ValueError(
+                f"artifact {self.id!r}: {sorted(clash)} are standard parameters, not per profile"
+            )
+        claim_keys = [c.key for c in self.claims if c.key]
+        if len(claim_keys) != len(set(claim_keys)):
+            raise ValueError(f"artifact {self.id!r}: claim keys must be unique, got {claim_keys}")
+
+    @property
+    def name(self) -> str:  # the notebook stem
+        return self.id
+
+    @property
+    def specific_parameters(self) -> tuple[str, ...]:
+        """The artifact's own parameter names (beyond the standard ones), in declaration order."""
+        return tuple(k for k in self.parameters[PROFILES[0]] if k != "seeds")
+
+    @property
+    def parameter_names(self) -> tuple[str, ...]:
+        return STANDARD_PARAMETERS + self.specific_parameters
+
+    def defaults(self, profile: str) -> dict[str, Any]:
+        """The parameter values of ``profile`` (including ``seeds``)."""
+        if profile not in PROFILES:
+            raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
+        values: dict[str, Any] = {"seeds": [0]}
+        values.update(self.parameters[profile])
+        return values
+
+    def params(
+        self, profile: str, device: str = "auto", data_root: str | None = None, **given: Any
+    ) -> Params:
+        """The resolved :class:`Params` of ``profile`` (defaults, overridden by ``given``)."""
+        return resolve_parameters(
+            self, {"profile": profile, "device": device, "data_root": data_root, **given}
+        )
+
+    def derive(self, params: Params, lookup: Lookup) -> tuple[Rows, dict[str, Any]]:
+        """``(rows, extra tables)`` of ``params``: :attr:`rows`, or the test metrics of every run."""
+        out = self.rows(params, lookup) if self.rows is not None else lookup.rows(self.runs(params))
+        rows, tables = out if isinstance(out, tuple) else (out, {})
+        return rows, dict(tables)
+
+
+def _as_seeds(value: Any, name: str) -> list[int]:
+    seeds = [value] if isinstance(value, int) else value
+    if isinstance(seeds, (list, tuple)) and seeds and all(_kind(s) == "int" for s in seeds):
+        return list(seeds)
+    raise ValueError(f"notebook {name}: seeds must be an int or a non-empty list of ints, got {value!r}")
+
+
+def _kind(value: Any) -> str:
+    """The parameter kind of a default value: bool, int, float, str, list or dict (``type`` name otherwise)."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (list, tuple)):
+        return "list"
+    return type(value).__name__
+
+
+def _fits(kind: str, kinds: set[str]) -> bool:  # an int is accepted where floats are
+    return kind in kinds or (kind == "int" and "float" in kinds)
+
+
+def _check_kind(artifact: Artifact, key: str, value: Any) -> None:
+    """Raise ValueError when ``value`` (or, for a list, one of its elements) has another kind than the non-None
+    defaults of ``key`` (or their elements); an int is accepted for a float. ``papermill -p temperatures 0.1``,
+    ``-p steps 100.5`` or ``-y 'temperatures: [a, b]'`` therefore fail in the setup cell, not deep inside."""
+    defaults = [artifact.parameters[p][key] for p in PROFILES if artifact.parameters[p][key] is not None]
+    kinds = {_kind(d) for d in defaults}
+    if not kinds:
+        return
+    kind = _kind(value)
+    example = defaults[0]
+    if not _fits(kind, kinds):
+        raise ValueError(
+            f"notebook {artifact.name}: parameter {key!r} must be of type {' or '.join(sorted(kinds))} "
+            f"(e.g. {example!r}), got {value!r} ({type(value).__name__}). Lists are passed with papermill -y, "
+            "e.g. -y 'temperatures: [1.0, 0.5]'."
+        )
+    element_kinds = {_kind(e) for d in defaults if _kind(d) == "list" for e in d if e is not None}
+    if kind != "list" or not element_kinds:
+        return
+    for element in value:
+        if element is not None and not _fits(_kind(element), element_kinds):
+            raise ValueError(
+                f"notebook {artifact.name}: parameter {key!r} must be a list of "
+                f"{' or '.join(sorted(element_kinds))} (e.g. {example!r}), got {value!r}: element {element!r} "
+                f"is {type(element).__name__}"
+            )
+
+
+def check_train_missing(artifact_id: str, value: Any) -> bool:
+    """The notebook parameter ``train_missing`` as a bool (``None``: True, a notebook run by hand trains what is
+    missing); anything but None, True or False raises ValueError naming the parameter."""
+    if value is None or isinstance(value, bool):
+        return value is not False
+    raise ValueError(
+        f"notebook {artifact_id}: parameter 'train_missing' must be True or False, got {value!r} "
+        f"({type(value).__name__})"
+    )
+
+
+def resolve_parameters(artifact: Artifact, given: Mapping[str, Any]) -> Params:
+    """Check ``given`` against the artifact's parameters and fill the profile's defaults for ``None`` values.
+
+    Raises:
+        ValueError: an unknown parameter name (listing the valid ones), an unknown profile, an artifact
+            parameter whose type differs from its defaults' (a scalar for a list, a float for an int, a list
+            element of another type), or a negative seed.
+    """
+    valid = artifact.parameter_names + ("train_missing",)
+    unknown = sorted(set(given) - set(valid))
+    if unknown:
+        raise ValueError(
+            f"unknown parameter {unknown[0]!r} for notebook {artifact.id}; valid parameters: {', '.join(valid)}"
+            + (f" (also unknown: {', '.join(unknown[1:])})" if len(unknown) > 1 else "")
+            + ". Interactively: restart the kernel before running the setup cell again."
+        )
+    profile = given.get("profile") or "quick"
+    if profile not in PROFILES:
+        raise ValueError(
+            f"notebook {artifact.id}: unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}"
+        )
+    defaults = artifact.defaults(profile)
+    params: dict[str, Any] = {"profile": profile}
+    for key in artifact.parameter_names[1:]:
+        value = given.get(key)
+        if value is not None and key in artifact.specific_parameters:
+            _check_kind(artifact, key, value)
+        params[key] = defaults.get(key) if value is None else value
+    params["seeds"] = _as_seeds(params["seeds"], artifact.id)
+    if any(s < 0 for s in params["seeds"]):
+        raise ValueError(f"notebook {artifact.id}: seeds must be non-negative, got {params['seeds']}")
+    params["device"] = resolve_device(params["device"] or "auto")
+    return Params(params)

@@ -1,0 +1,1 @@
+"""The package's own artifacts: the offline benchmark (paper key "dmllab")."""

@@ -1,1 +1,0 @@
-"""Artifacts of dmllab: one module per table or figure (discovered by dmllab.experiments.registry)."""

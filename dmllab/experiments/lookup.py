@@ -1,0 +1,177 @@
+"""Where a run executes and what it left: the one place that places runs and reads the run store for artifacts.
+
+An artifact declares its runs without saying where they run. :func:`place` puts on a run's config what the study
+sets for the whole execution (the resolved ``device``, which is part of the run key, and ``data_root``, which is
+not); the study plans :func:`planned_runs` and the notebook's :class:`Lookup` places every run it is asked about
+the same way, so a notebook reads exactly the runs the study trained, on every profile and machine.
+
+A :class:`Lookup` is built from the resolved :class:`~dmllab.experiments.artifact.Params` and gives an artifact's
+``rows`` what a run left: its stored :class:`~dmllab.training.protocol.RunResult` (:meth:`Lookup.result`), tidy
+rows of its test metrics (:meth:`Lookup.rows`), its trained network (:meth:`Lookup.model`, the run's
+``final.pt``), the trained loss's saved state (:meth:`Lookup.loss_state`) and the embeddings of a split under the
+trained network (:meth:`Lookup.embed`). Artifacts never touch the run store's folders.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from dmllab.experiments.artifact import Artifact, Params, Run
+
+if TYPE_CHECKING:
+    import torch
+
+    from dmllab.training.protocol import RunResult
+    from dmllab.training.store import RunStore
+
+
+class MissingRunError(RuntimeError):
+    """A run an artifact needs is not in the run store (and training was not allowed)."""
+
+
+def place(run: Run, params: Params) -> Run:
+    """``run`` with the execution's device (``params.device``, resolved) and, when given, its data root on the
+    config. Placing a placed run changes nothing."""
+    cfg = run.config
+    if cfg.run.device != params.device:
+        cfg = cfg.replace("run.device", params.device)
+    if params.data_root is not None and cfg.data.root != params.data_root:
+        cfg = cfg.replace("data.root", params.data_root)
+    return run if cfg is run.config else Run(cfg, run.seed, run.variant, run.tags)
+
+
+def planned_runs(artifact: Artifact, params: Params) -> list[Run]:
+    """The runs ``artifact`` reads with ``params``, placed: what the study trains for it."""
+    return [place(run, params) for run in artifact.runs(params)]
+
+
+class Lookup:
+    """What an artifact's ``rows`` receives: every run placed by :func:`place`, then read from the run store
+    (trained first where missing, when ``train_missing``).
+
+    Args:
+        params: the resolved parameters of the execution (device, data root).
+        train_missing: train a run that is not stored instead of raising :class:`MissingRunError`.
+        progress: progress bars while training here.
+        store: the run store (default: ``dmllab.paths.runs_dir()``).
+    """
+
+    def __init__(
+        self,
+        params: Params,
+        *,
+        train_missing: bool = False,
+        progress: bool = False,
+        store: RunStore | None = None,
+    ) -> None:
+        self.params = params
+        self.train_missing = train_missing
+        self.progress = progress
+        self._store = store
+
+    @property
+    def store(self) -> RunStore:
+        from dmllab.training.store import RunStore
+
+        if self._store is None:
+            self._store = RunStore()
+        return self._store
+
+    def place(self, run: Run) -> Run:
+        """``run`` where this execution runs it (:func:`place`)."""
+        return place(run, self.params)
+
+    def result(self, run: Run) -> RunResult:
+        """The stored :class:`RunResult` of ``run``; trains it when missing and allowed.
+
+        Raises:
+            MissingRunError: not stored and ``train_missing`` is False.
+            dmllab.training.DivergedRunError: the store records the run as diverged.
+        """
+        from dmllab.training.store import DivergedRunError
+        from dmllab.training.store import run as train
+
+        run = self.place(run)
+        stored = self.store.load(run.config, run.seed)
+        if stored is not None:
+            return stored
+        record = self.store.diverged(run.config, run.seed)
+        if record is not None:
+            raise DivergedRunError(
+                f"run {run.key} ({run.variant or 'no variant'}) diverged: {record.get('error')}", record
+            )
+        if not self.train_missing:
+            raise MissingRunError(
+                f"run {run.key} ({run.config.method} on {run.config.dataset}, {run.variant or 'no variant'}) "
+                "is not stored; train the artifact's runs first with `dmllab study --only <artifact>`"
+            )
+        return train(run.config, seed=run.seed, store=self.store, progress=self.progress)
+
+    def rows(self, runs: Iterable[Run], **columns: Any) -> list[dict[str, Any]]:
+        """Tidy rows of the test metrics of every run (percent), labelled by its variant, tags and provenance.
+
+        A run the store records as diverged (a setting whose loss or embeddings became non-finite) gives one row
+        with metric ``diverged`` = 1 and no other metric, so the CSV says so and the claims that need its metrics
+        cannot decide. A run that is simply not stored raises :class:`MissingRunError`."""
+        from dmllab.results import tidy
+        from dmllab.training.store import DivergedRunError
+
+        out: list[dict[str, Any]] = []
+        for run in map(self.place, runs):
+            labels = {"variant": run.variant, "dataset": run.config.dataset, "seed": run.seed}
+            try:
+                result = self.result(run)
+            except DivergedRunError:
+                out += tidy({"diverged": 1.0}, percent=False, **labels, run_id=run.key, **run.tag, **columns)
+                continue
+            metrics = dict(result.metrics)
+            if result.wall_time_s is not None:
+                metrics["wall_time_s"] = float(result.wall_time_s)
+            out += tidy(
+                metrics,
+                **labels,
+                config_hash=result.config_hash,
+                run_id=run.key,
+                device=result.device,
+                **run.tag,
+                **columns,
+            )
+        return out
+
+    def _final(self, run: Run) -> Any:
+        """The path of the placed run's ``final.pt`` (stored, or trained here where allowed)."""
+        from dmllab.training.store import RunStore
+
+        run = self.place(run)
+        self.result(run)
+        path = RunStore.checkpoint_dir(run.config, run.seed) / "final.pt"
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"{path}: the final weights of run {run.key} are not stored (the checkpoint cache was cleared?); "
+                "retrain the run with `dmllab train --force` or delete its folder "
+                f"{self.store.run_dir(run.config, run.seed)} and run the study again"
+            )
+        return path
+
+    def model(self, run: Run) -> torch.nn.Module:
+        """The trained network of ``run`` (its ``final.pt``), in eval mode on the CPU."""
+        from dmllab.training import export
+
+        return export.load_model(self.place(run).config, self._final(run))
+
+    def loss_state(self, run: Run) -> Mapping[str, Any] | None:
+        """The trained loss's state dict saved with ``run``'s final model (its proxies, a learned scale), or None
+        where the run's protocol did not save it."""
+        import torch
+
+        state = torch.load(self._final(run), map_location="cpu", weights_only=True)
+        return state.get("loss") if isinstance(state, dict) else None
+
+    def embed(self, run: Run, split: str | None = None) -> tuple[torch.Tensor, torch.Tensor, Any]:
+        """Embeddings (N, D), labels (N,) and the dataset of ``split`` (default: the test split) under the
+        trained network of ``run``, with the config's test transform, on the execution's device."""
+        from dmllab.training import export
+
+        cfg = self.place(run).config
+        return export.embed_split(self.model(run), cfg, split or cfg.data.test_split, device=cfg.run.device)

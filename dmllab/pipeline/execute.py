@@ -1,0 +1,281 @@
+"""Executing notebooks: a Jupyter kernel of this interpreter (:func:`ensure_kernel`), papermill with kernel-start
+retries (:func:`execute_notebook`), the stamps that let an unchanged notebook be skipped (:func:`stamp`), and the
+study's notebook and plotting steps (:func:`run_notebooks`, :func:`run_plots`).
+
+Executed notebooks go to ``results/executed/<profile>/`` (not in git), each with its kernel's stderr in a
+``.stderr.log`` next to it and, after a successful execution, a ``.stamp``: the hash of the package's code, the
+notebook, its parameters and the keys of the runs it reads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dmllab import paths
+from dmllab.pipeline.executors import SKIPPED, Interrupted, JobResult, LocalExecutor, quiet
+from dmllab.pipeline.plan import Plan
+
+KERNEL_NAME = "python3"
+_FALLBACK_KERNEL = "dmllab-python"
+
+
+def _kernel_python(argv0: str) -> str:
+    # jupyter_client runs kernels whose argv[0] is a bare "python" with the current interpreter.
+    bare = {"python", f"python{sys.version_info[0]}", "python{}.{}".format(*sys.version_info[:2])}
+    return sys.executable if argv0 in bare else argv0
+
+
+def ensure_kernel() -> str:
+    """A kernel name whose interpreter is this one (so notebooks see the same dmllab and packages).
+
+    ``python3`` when it resolves to ``sys.executable``; otherwise a kernelspec for this interpreter is written
+    under ``<cache>/jupyter`` and put first on ``JUPYTER_PATH`` (inherited by the workers' kernels).
+    """
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        spec = KernelSpecManager().get_kernel_spec(KERNEL_NAME)
+        if os.path.realpath(_kernel_python(spec.argv[0])) == os.path.realpath(sys.executable):
+            return KERNEL_NAME
+    except NoSuchKernel:
+        pass
+    root = paths.cache_dir() / "jupyter"
+    kdir = root / "kernels" / _FALLBACK_KERNEL
+    kdir.mkdir(parents=True, exist_ok=True)
+    spec = {
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": f"Python ({sys.prefix})",
+        "language": "python",
+    }
+    (kdir / "kernel.json").write_text(json.dumps(spec, indent=1))
+    os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(root), os.environ.get("JUPYTER_PATH")]))
+    return _FALLBACK_KERNEL
+
+
+KERNEL_START_TIMEOUT_S = 120
+KERNEL_START_ATTEMPTS = 3
+
+
+def _cells_ran(output: Path) -> bool:
+    """Whether any code cell of the (partly) executed notebook at ``output`` started executing."""
+    try:
+        cells = json.loads(output.read_text())["cells"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return any(c.get("cell_type") == "code" and c.get("execution_count") is not None for c in cells)
+
+
+def execute_notebook(
+    notebook: str | os.PathLike,
+    output: str | os.PathLike,
+    parameters: Mapping[str, Any],
+    *,
+    kernel_name: str = KERNEL_NAME,
+    cwd: str | os.PathLike | None = None,
+    start_timeout: float = KERNEL_START_TIMEOUT_S,
+    attempts: int = KERNEL_START_ATTEMPTS,
+) -> JobResult:
+    """Execute one notebook with papermill; never raises for a failing cell (the result says FAILED).
+
+    A kernel that does not come up (no reply to ``kernel_info`` within ``start_timeout`` s, or death before it:
+    jupyter_client's ports can collide between kernels launched at the same moment by parallel workers,
+    nteract/papermill#239) is retried with a fresh kernel, up to ``attempts`` launches in all, but only while no
+    cell has run, so a retry never repeats a side effect. Any other failure is reported at once.
+    """
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    quiet()
+    notebook, output = Path(notebook), Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    for attempt in range(1, attempts + 1):
+        try:
+            papermill.execute_notebook(
+                str(notebook),
+                str(output),
+                parameters=dict(parameters),
+                kernel_name=kernel_name,
+                progress_bar=False,
+                log_output=False,
+                start_timeout=start_timeout,
+                cwd=str(cwd if cwd is not None else paths.repo_root()),
+            )
+        except PapermillExecutionError as err:
+            return JobResult(
+                notebook.stem,
+                "FAILED",
+                time.perf_counter() - start,
+                f"{err.ename}: {err.evalue}",
+                str(output),
+                err.exec_count,
+            )
+        except Exception as err:  # kernel death, bad notebook JSON, ...: reported, never fatal to the study
+            if attempt < attempts and isinstance(err, RuntimeError) and not _cells_ran(output):
+                print(
+                    f"{notebook.stem}: the kernel did not start ({err}); launching a fresh one "
+                    f"(attempt {attempt + 1} of {attempts})",
+                    file=sys.stderr,
+                )
+                continue
+            tries = f" (after {attempt} kernel launches)" if attempt > 1 else ""
+            return JobResult(
+                notebook.stem,
+                "FAILED",
+                time.perf_counter() - start,
+                f"{type(err).__name__}: {err}{tries}",
+                str(output),
+            )
+        return JobResult(notebook.stem, "ok", time.perf_counter() - start, output=str(output))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+@dataclass(frozen=True)
+class NotebookJob:
+    """One notebook to execute in a pool worker: source, executed output, papermill parameters, kernel name."""
+
+    notebook: Path
+    output: Path
+    parameters: Mapping[str, Any]
+    kernel: str
+
+    def __call__(self) -> JobResult:
+        # The kernel inherits this worker's stderr: send it (e.g. ipykernel's "running over TCP without
+        # encryption" warning) to a log next to the executed notebook instead of the user's terminal.
+        self.output.parent.mkdir(parents=True, exist_ok=True)
+        saved = os.dup(2)
+        with open(self.output.with_suffix(".stderr.log"), "w") as log:
+            os.dup2(log.fileno(), 2)
+            try:
+                return execute_notebook(self.notebook, self.output, self.parameters, kernel_name=self.kernel)
+            finally:
+                os.dup2(saved, 2)
+                os.close(saved)
+
+
+def run_job(job: NotebookJob) -> JobResult:
+    """``job()``: what a pool worker calls (a module-level function pickles by name)."""
+    return job()
+
+
+def last_duration(executed: Path) -> float:
+    """Seconds the notebook took at its last execution into ``executed`` (papermill's metadata); 0 if unknown."""
+    try:
+        return float(json.loads(executed.read_text())["metadata"]["papermill"]["duration"] or 0.0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0.0
+
+
+def source_fingerprint() -> str:
+    """Hash of every source file of the installed dmllab package (any code change re-runs the notebooks)."""
+    import hashlib
+
+    import dmllab
+
+    h = hashlib.sha256()
+    root = Path(dmllab.__file__).parent
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def stamp(code: str, job: NotebookJob, run_keys: Sequence[str]) -> str:
+    """What a notebook's result depends on, hashed: the package's code (:func:`source_fingerprint`), the notebook,
+    its parameters and the keys of the runs it reads."""
+    import hashlib
+
+    parts = [
+        code,
+        job.notebook.read_bytes().hex() if job.notebook.exists() else "",
+        json.dumps(dict(job.parameters), sort_keys=True, default=str),
+        *sorted(run_keys),
+    ]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def up_to_date(job: NotebookJob, current: str, artifact_id: str) -> bool:
+    """Whether ``job`` last succeeded with the stamp ``current`` and its artifact's CSV is still there."""
+    mark = job.output.with_suffix(".stamp")
+    csv = paths.results_dir() / f"{artifact_id}.csv"
+    return mark.exists() and mark.read_text() == current and csv.exists()
+
+
+# ---------------------------------------------------------------------------------------- study steps
+
+
+def run_notebooks(
+    plan: Plan,
+    local: LocalExecutor,
+    nb_dir: Path,
+    out_dir: Path,
+    device: str,
+    data_root: str | None,
+    force: bool,
+) -> list[JobResult]:
+    """Run every artifact notebook whose inputs changed since its last success (all with ``force``), the
+    longest first (by its last execution), so the last one ends sooner; results in artifact order."""
+    kernel = ensure_kernel()
+    params: dict[str, Any] = {"profile": plan.profile, "train_missing": False, "device": device}
+    if data_root is not None:
+        params["data_root"] = str(data_root)
+    code = source_fingerprint()
+    jobs, stamps, skipped = [], {}, []
+    for a in plan.artifacts:
+        job = NotebookJob(nb_dir / f"{a.id}.ipynb", out_dir / f"{a.id}.ipynb", params, kernel)
+        stamps[a.id] = stamp(code, job, [r.run.key for r in plan.runs if a.id in r.artifacts])
+        if not force and up_to_date(job, stamps[a.id], a.id):
+            skipped.append(JobResult(a.id, "ok", 0.0, output=SKIPPED))
+        else:
+            jobs.append(job)
+    jobs.sort(key=lambda j: -last_duration(j.output))
+    order = [a.id for a in plan.artifacts]
+    try:
+        ran = local.map(run_job, jobs, lambda j: j.notebook.stem, desc=f"notebooks ({plan.profile})")
+    except Interrupted as stop:
+        _write_stamps(stop.finished, out_dir, stamps)
+        finished = sorted(skipped + list(stop.finished), key=lambda r: order.index(r.name))
+        raise Interrupted(stop.signum, finished) from None
+    _write_stamps(ran, out_dir, stamps)
+    return sorted(skipped + ran, key=lambda r: order.index(r.name))
+
+
+def _write_stamps(results: Any, out_dir: Path, stamps: Mapping[str, str]) -> None:
+    for res in results:
+        if res.status == "ok" and not res.cached:
+            (out_dir / f"{res.name}.stamp").write_text(stamps[res.name])
+
+
+def run_plots(
+    plan: Plan,
+    local: LocalExecutor,
+    nb_dir: Path,
+    out_dir: Path,
+    notebooks: Any,
+    force: bool,
+) -> list[JobResult]:
+    """The plotting notebook of every paper whose artifacts' notebooks ran, or whose figures are missing."""
+    kernel = ensure_kernel()
+    rerun = {a.paper for a in plan.artifacts if any(r.name == a.id and not r.cached for r in notebooks)}
+    papers = [
+        p for p in dict.fromkeys(a.paper for a in plan.artifacts) if (nb_dir / f"plots_{p}.ipynb").exists()
+    ]
+    jobs = []
+    for p in papers:
+        figures_there = all(
+            (paths.profile_figures_dir(plan.profile) / f"{a.id}{f.suffix}.png").exists()
+            for a in plan.artifacts
+            if a.paper == p
+            for f in a.figures
+        )
+        if force or p in rerun or not figures_there:
+            name = f"plots_{p}.ipynb"
+            jobs.append(NotebookJob(nb_dir / name, out_dir / name, {"profile": plan.profile}, kernel))
+    return local.map(run_job, jobs, lambda j: j.notebook.stem, desc="plots")

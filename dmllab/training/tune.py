@@ -1,0 +1,557 @@
+"""``dmllab tune``: an equal-budget hyper-parameter search on the validation split for every method a profile's
+study trains (Optuna's TPE sampler, seeded).
+
+**Methods** (:func:`study_methods`): every preset method that the artifacts' runs at the profile train, by
+:func:`dmllab.training.presets.tuned.unit` (Heated-up's HLN / HBN are arms of LN / BN; a Proxy Synthesis base is
+tuned without PS, whose on/off is the arm's switch: the PS supplement, "Conventional Evaluation", searches the
+base losses' hyper-parameters and then adds PS with alpha 0.4, mu 1.0). A method with no entry in
+:data:`LOSS_PARAMS` is an error, so a new method cannot go untuned unnoticed.
+
+**Search space**, the same shape for every method (:func:`search_space`), each dimension a multiplier of the
+method's own untuned preset value, log-uniform over the same number of decades for every method (so every
+method is searched around its own scale: Adam eps 1 in the ProxyNCA++ code base, 1e-2 in the PS release,
+1e-8 for Proxy Anchor and the pair losses, SGD for Heated-up):
+
+* ``lr`` (trunk) and ``lr_embedding`` (embedding layer): :data:`LR_DECADES` decades;
+* ``proxy_ratio`` (the proxies' lr over the embedding lr), :data:`LR_DECADES` decades, where the method trains
+  its proxies at their own lr (its preset sets ``optim.lr_proxies`` and its loss has proxies: ProxyNCA++'s
+  +fast, Proxy Anchor, every PS base). Methods whose definition shares one lr ("-fast": ProxyNCA, NormSoftmax,
+  Heated-up) keep ratio 1, and the pair losses have no proxies;
+* the loss hyper-parameter of :data:`LOSS_PARAMS` (a temperature, scale or margin its paper tunes or
+  studies, or none), :data:`LOSS_DECADES` decades.
+
+**Budget**: the same number of trials per method (:data:`DEFAULT_TRIALS`), the profile's epochs, frozen blocks,
+batch and schedule, one run seed. Trial 0 is the method's untuned preset (every multiplier 1), so the chosen
+recipe is never worse on validation than the preset; then TPE's random start (up to :data:`STARTUP_TRIALS`
+trials in all) and its model. Every method uses the same sampler seed.
+
+**Validation only**: a trial is an ordinary run of the run store (:func:`dmllab.training.store.run`) whose config
+trains on ``train`` and evaluates ``val`` as its test split (:func:`on_validation`): its ``metrics.json`` holds
+validation numbers and no trial reads the test split. A re-run asks the same trials (the sampler is
+deterministic given its seed, the batch size and the told values) and finds them stored, so it trains only what
+is missing. Trials are asked ``batch`` at a time per method (TPE with the constant liar for the trials not yet
+told), and each round's runs of every method train together on the study's executor (:func:`train_runs`).
+
+**Records** (tidy CSVs with provenance, :mod:`dmllab.results`): ``results/tuning/<profile>.csv``, one row per
+trial (``variant`` = method, ``metric`` = R@1 on ``param_split`` = val, the parameters, ``config_hash`` = run
+key, ``param_wall_time_s``), and ``results/tuning/<profile>_best.csv``, the chosen trial per method (best
+validation R@1; ties by trial number), which the quick presets read (:mod:`dmllab.training.presets.tuned`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from dmllab import paths
+from dmllab.training.config import ExperimentConfig
+from dmllab.training.presets.tuned import LOSS_PREFIX, Recipe, unit
+
+DEFAULT_TRIALS = 20
+DEFAULT_BATCH = 4  # trials asked at once per method (the trial sequence depends on it, not on the workers)
+STARTUP_TRIALS = 10  # Optuna's default: random trials before TPE models the results
+LR_DECADES = 3.0  # each lr and the proxy ratio: preset x 10^[-1.5, +1.5]
+LOSS_DECADES = 2.0  # the loss hyper-parameter: preset x 10^[-1, +1]
+SIGNIFICANT_DIGITS = 3  # a trial's values are rounded to these significant digits (readable run configs)
+DIVERGED_VALUE = 0.0  # the R@1 told to the sampler for a trial that diverged (the worst possible)
+EXPERIMENT = "tune"
+
+# The loss hyper-parameter each method tunes (a loss keyword), or None, and why.
+LOSS_PARAMS: dict[str, tuple[str | None, str]] = {
+    "proxynca": (
+        None,
+        "classic ProxyNCA (Movshovitz-Attias et al. 2017; ProxyNCA++ Eq. 3, its Table 7 baseline) has no "
+        "temperature: T = 1; a temperature is ProxyNCA++'s +scale",
+    ),
+    "proxynca++": ("temperature", "ProxyNCA++ Sec. 3.3 (+scale) and Fig. 4a sweep the temperature T (1/9)"),
+    "normsoftmax": (
+        "temperature",
+        "NormSoftmax's temperature (Zhai & Wu 2019); ProxyNCA++ Fig. 5 sweeps it (Table 12: 1/2)",
+    ),
+    "proxy_anchor": (
+        "alpha",
+        "Proxy Anchor Eq. 4's scale alpha; PA Sec. 5.4 / Fig. 6 studies alpha and delta (32, 0.1) and finds "
+        "alpha the sensitive one (below 16 R@1 drops)",
+    ),
+    "heated_softmax:SM": (None, "plain softmax (Heated-up Sec. 5.3, SM) has no hyper-parameter"),
+    "heated_softmax:LN": ("alpha", "Heated-up Eq. 1's alpha = 1/T; Table 3 / Fig. 4 sweep it (16)"),
+    "heated_softmax:BN": ("alpha", "Heated-up Eq. 1's alpha = 1/T; Table 3 / Fig. 4 sweep it (16)"),
+    "margin": ("margin", "the margin loss's margin (Wu et al. 2017, 0.2); its beta is learned"),
+    "triplet_semihard": ("margin", "the triplet margin (Schroff et al. 2015, 0.2), the loss's one parameter"),
+    "multi_similarity": (
+        "beta",
+        "Multi-Similarity's negative scale beta (Wang et al. 2019, 50), the largest of its exponents",
+    ),
+    "proxy_synthesis:softmax": (None, "softmax has no hyper-parameter"),
+    "proxy_synthesis:normsoftmax": (
+        "temperature",
+        "the PS release's Norm-softmax scale 23 (T = 1/23); the PS supplement searches the base losses' "
+        "hyper-parameters",
+    ),
+    "proxy_synthesis:proxynca": ("temperature", "the PS release's Proxy-NCA scale 12 (T = 1/12)"),
+    "proxy_synthesis:sphereface": (
+        "scale",
+        "PS supplement, Conventional Evaluation: the margin softmaxes' gamma and m are searched (gamma 30)",
+    ),
+    "proxy_synthesis:cosface": ("scale", "as SphereFace (gamma 23)"),
+    "proxy_synthesis:arcface": ("scale", "as SphereFace (gamma 23)"),
+    "proxy_synthesis:softtriple": ("scale", "SoftTriple's scale lambda (Qian et al. 2019, 20)"),
+    "proxy_synthesis:proxy_anchor": ("alpha", "as Proxy Anchor (32)"),
+    "proxy_synthesis:virtual_softmax": (
+        None,
+        "Virtual Softmax (Chen et al. 2018) has no hyper-parameter (the cap 10 on its virtual logit is the PS "
+        "supplement D.4's guard)",
+    ),
+}
+
+
+# ----------------------------------------------------------------------------------------------- methods
+
+
+def study_methods(profile: str = "quick") -> dict[str, tuple[str, ...]]:
+    """``method -> datasets`` over every artifact's runs at ``profile`` (module docstring), in first-seen order."""
+    from dmllab.experiments import registry
+    from dmllab.experiments.lookup import planned_runs
+
+    found: dict[str, list[str]] = {}
+    for artifact in registry.all_artifacts():
+        for run in planned_runs(artifact, artifact.params(profile)):
+            datasets = found.setdefault(unit(run.config.method), [])
+            if run.config.dataset not in datasets:
+                datasets.append(run.config.dataset)
+    return {m: tuple(d) for m, d in found.items()}
+
+
+def method_base(method: str, dataset: str, profile: str) -> ExperimentConfig:
+    """The untuned preset of ``method`` (a :func:`~dmllab.training.presets.tuned.unit`) with Proxy Synthesis
+    off: what its trials vary."""
+    from dmllab.training import presets
+
+    cfg = presets.get(method, dataset, profile, tuned=False)
+    return cfg if not cfg.loss.synthesis else cfg.replace("loss.synthesis", False)
+
+
+def loss_default(cfg: ExperimentConfig, key: str) -> float:
+    """The value of loss keyword ``key`` in ``cfg``: its ``loss.kwargs`` entry, else the loss's own default."""
+    from dmllab.losses import LOSSES, MARGIN_SOFTMAX_PRESETS
+
+    kwargs = dict(cfg.loss.kwargs)
+    if key in kwargs:
+        return float(kwargs[key])
+    if key in MARGIN_SOFTMAX_PRESETS.get(cfg.loss.name, {}):
+        return float(MARGIN_SOFTMAX_PRESETS[cfg.loss.name][key])
+    param = inspect.signature(LOSSES.get(cfg.loss.name)).parameters.get(key)
+    if param is None or param.default is inspect.Parameter.empty:
+        raise KeyError(f"loss {cfg.loss.name!r} has no keyword {key!r} with a default")
+    return float(param.default)
+
+
+def _has_proxies(cfg: ExperimentConfig) -> bool:
+    from dmllab.losses import LOSSES
+
+    return bool(getattr(LOSSES.get(cfg.loss.name), "has_proxies", True))
+
+
+def _embedding_lr(cfg: ExperimentConfig) -> float:
+    o = cfg.optim
+    return o.lr if o.lr_embedding is None else o.lr_embedding
+
+
+def _round(x: float, digits: int = SIGNIFICANT_DIGITS) -> float:
+    return float(f"{x:.{digits}g}")
+
+
+# ------------------------------------------------------------------------------------------ search space
+
+
+@dataclass(frozen=True)
+class Dim:
+    """One searched value: ``centre`` (the untuned preset's value) times a multiplier, log-uniform over
+    ``decades`` decades centred on 1."""
+
+    name: str  # "lr", "lr_embedding", "proxy_ratio" or "loss_<keyword>"
+    centre: float
+    decades: float
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        half = 10 ** (self.decades / 2)
+        return 1 / half, half
+
+    def value(self, multiplier: float) -> float:
+        """The searched value (rounded, :data:`SIGNIFICANT_DIGITS`); multiplier 1 is the preset's exact value."""
+        return self.centre if multiplier == 1.0 else _round(self.centre * multiplier)
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """What the trials of one method vary (module docstring)."""
+
+    method: str
+    dataset: str
+    profile: str
+    base: ExperimentConfig
+    dims: tuple[Dim, ...]
+    loss_reason: str
+
+    def distributions(self) -> dict[str, Any]:
+        from optuna.distributions import FloatDistribution
+
+        return {d.name: FloatDistribution(*d.bounds, log=True) for d in self.dims}
+
+    def values(self, multipliers: Mapping[str, float]) -> dict[str, float]:
+        return {d.name: d.value(multipliers[d.name]) for d in self.dims}
+
+    def recipe(self, values: Mapping[str, float]) -> Recipe:
+        loss = {k.removeprefix("loss_"): v for k, v in values.items() if k.startswith("loss_")}
+        return Recipe(
+            lr=values["lr"],
+            lr_embedding=values["lr_embedding"],
+            proxy_ratio=values.get("proxy_ratio"),
+            loss=tuple(sorted(loss.items())),
+        )
+
+    def config(self, values: Mapping[str, float]) -> ExperimentConfig:
+        """The trial config of ``values``: the recipe on the base, trained on ``train``, judged on ``val``."""
+        from dmllab.training.presets import tuned
+
+        return on_validation(tuned.apply(self.base, self.base, self.recipe(values)))
+
+    def describe(self) -> str:
+        dims = ", ".join(f"{d.name} {d.centre:.4g} x 10^+-{d.decades / 2:g}" for d in self.dims)
+        return f"{self.method} ({self.dataset}): {dims}"
+
+
+def search_space(method: str, dataset: str = "synthetic", profile: str = "quick") -> SearchSpace:
+    """The search space of ``method`` on ``dataset`` at ``profile`` (module docstring).
+
+    Raises:
+        KeyError: a method without a :data:`LOSS_PARAMS` entry.
+    """
+    if method not in LOSS_PARAMS:
+        raise KeyError(
+            f"no search space for method {method!r}: add its loss hyper-parameter to "
+            f"dmllab.training.tune.LOSS_PARAMS (known: {', '.join(LOSS_PARAMS)})"
+        )
+    key, reason = LOSS_PARAMS[method]
+    base = method_base(method, dataset, profile)
+    o = base.optim
+    emb = _embedding_lr(base)
+    dims = [Dim("lr", o.lr, LR_DECADES), Dim("lr_embedding", emb, LR_DECADES)]
+    if o.lr_proxies is not None and _has_proxies(base):
+        dims.append(Dim("proxy_ratio", o.lr_proxies / emb, LR_DECADES))
+    if key is not None:
+        dims.append(Dim(f"loss_{key}", loss_default(base, key), LOSS_DECADES))
+    return SearchSpace(method, dataset, profile, base, tuple(dims), reason)
+
+
+def on_validation(cfg: ExperimentConfig) -> ExperimentConfig:
+    """``cfg`` trained on the ``train`` split for its whole schedule (one stage) and evaluated on the validation
+    split as its test split: the run's metrics are validation metrics and the test split is never read. The
+    validation split is watched every epoch only where a plateau rule needs it (the smoke profile; the quick
+    profile's schedules have none).
+
+    Raises:
+        ValueError: the dataset has no validation split.
+    """
+    d = cfg.data
+    if d.val_split is None:
+        raise ValueError(f"dataset {cfg.dataset!r} has no validation split to tune on")
+    return replace(
+        cfg,
+        data=replace(
+            d,
+            train_split="train",
+            val_split=d.val_split if cfg.schedule.scheduler == "plateau" else None,
+            test_split=d.val_split,
+            query_split=None,
+            gallery_split=None,
+        ),
+        run=replace(cfg.run, two_stage=False, keep_best=False),
+    )
+
+
+# ---------------------------------------------------------------------------------------------- executor
+
+
+def train_runs(
+    runs: Sequence[Any],
+    *,
+    jobs: int | str = "auto",
+    executor: str = "local",
+    slurm: Any = None,
+    progress: bool = True,
+) -> list[Any]:
+    """Train ``runs`` (:class:`dmllab.experiments.artifact.Run`) on the study's executor
+    (:mod:`dmllab.pipeline.executors`): a local process pool of ``jobs`` workers (``"auto"``: one per usable core
+    on the CPU, each run on one thread) or SLURM jobs (``slurm``: :class:`~dmllab.pipeline.executors.SlurmOptions`).
+    The one call into :mod:`dmllab.pipeline`; returns its ``JobResult`` per run."""
+    from dmllab.pipeline import executors
+    from dmllab.profiles import resolve_device
+
+    if executor == "slurm":
+        return executors.SlurmExecutor(slurm, progress=progress).submit(runs, desc="trials (slurm)")
+    if executor != "local":
+        raise ValueError(f"unknown executor {executor!r}; valid executors: local, slurm")
+    device = resolve_device(runs[0].config.run.device) if runs else "cpu"
+    workers = executors.resolve_jobs(jobs, device)
+    threads = executors.threads_per_worker(device, workers)
+    return executors.LocalExecutor(workers, threads=threads, progress=progress).submit(runs, desc="trials")
+
+
+# ------------------------------------------------------------------------------------------------- tuning
+
+
+@dataclass
+class Trial:
+    """One told trial: its number, values, run, outcome (``ok``, ``diverged``, ``failed``), R@1 in percent."""
+
+    method: str
+    dataset: str
+    number: int
+    values: dict[str, float]
+    run: Any
+    state: str = "ok"
+    value: float | None = None
+    wall_s: float | None = None
+    error: str = ""
+
+
+@dataclass
+class TuneResult:
+    spaces: list[SearchSpace]
+    trials: list[Trial]
+    best: dict[tuple[str, str], Trial]
+    trained: int  # runs sent to the executor (0 when every trial was stored)
+    record: Path | None = None
+    best_record: Path | None = None
+    failed: list[Trial] = field(default_factory=list)
+
+
+def _sampler(seed: int) -> Any:
+    import optuna
+
+    with warnings.catch_warnings():  # multivariate / constant_liar are "experimental" in older Optuna
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(
+            seed=seed, n_startup_trials=STARTUP_TRIALS, multivariate=True, constant_liar=True
+        )
+
+
+def _outcome(trial: Trial, store: Any, job: Any | None) -> None:
+    """Fill ``trial``'s outcome from the run store (and the executor's result of its run, if it trained)."""
+    cfg, seed = trial.run.config, trial.run.seed
+    stored = store.load(cfg, seed)
+    if stored is not None:
+        trial.state, trial.value, trial.wall_s = "ok", 100.0 * stored.metrics["R@1"], stored.wall_time_s
+        return
+    record = store.diverged(cfg, seed)
+    if record is not None:
+        trial.state, trial.error = "diverged", str(record.get("error", ""))
+        trial.wall_s = (record.get("provenance") or {}).get("wall_time_s")
+        return
+    trial.state = "failed"
+    trial.error = job.error if job is not None else "not trained"
+
+
+def tune(
+    methods: Sequence[str] | None = None,
+    *,
+    profile: str = "quick",
+    trials: int = DEFAULT_TRIALS,
+    batch: int = DEFAULT_BATCH,
+    seed: int = 0,
+    run_seed: int = 0,
+    jobs: int | str = "auto",
+    executor: str = "local",
+    slurm: Any = None,
+    progress: bool = True,
+    write: bool = True,
+    train: Callable[..., list[Any]] | None = None,
+) -> TuneResult:
+    """Tune ``methods`` (default: :func:`study_methods` of ``profile``) with ``trials`` trials each (module
+    docstring) and write the records (``write``). ``train``: the executor call (default :func:`train_runs`).
+
+    Raises:
+        ValueError: ``trials`` or ``batch`` < 1. KeyError: a method without a search space.
+    """
+    import optuna
+    from tqdm.auto import tqdm
+
+    from dmllab.experiments.artifact import Run
+    from dmllab.training.store import RunStore
+
+    if trials < 1 or batch < 1:
+        raise ValueError(f"trials and batch must be >= 1, got {trials} and {batch}")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    derived = study_methods(profile)
+    chosen = list(derived) if methods is None else list(methods)
+    spaces = [search_space(m, d, profile) for m in chosen for d in derived.get(m, ("synthetic",))]
+    studies = [optuna.create_study(direction="maximize", sampler=_sampler(seed)) for _ in spaces]
+    for space, st in zip(spaces, studies):  # trial 0: the method's untuned preset
+        st.enqueue_trial({d.name: 1.0 for d in space.dims})
+    width = max(len(s.method) for s in spaces)
+    bars = [
+        tqdm(total=trials, desc=s.method.ljust(width), unit="trial", position=i, disable=not progress)
+        for i, s in enumerate(spaces)
+    ]
+    store, told, trained, train = RunStore(), [], 0, train or train_runs
+    n_asked = [0] * len(studies)
+    while any(n < trials for n in n_asked):
+        asked: list[tuple[int, Any, Trial]] = []
+        for i, (space, st) in enumerate(zip(spaces, studies)):
+            for _ in range(min(batch, trials - n_asked[i])):
+                n_asked[i] += 1
+                ot = st.ask(space.distributions())
+                values = space.values(ot.params)
+                run = Run(space.config(values), run_seed, variant=space.method)
+                asked.append((i, ot, Trial(space.method, space.dataset, ot.number, values, run)))
+        missing = {}
+        for _, _, t in asked:
+            if (
+                store.load(t.run.config, t.run.seed) is None
+                and store.diverged(t.run.config, t.run.seed) is None
+            ):
+                missing.setdefault(t.run.key, t.run)
+        to_train = list(missing.values())
+        done = (
+            train(to_train, jobs=jobs, executor=executor, slurm=slurm, progress=progress) if to_train else []
+        )
+        jobs_out = {r.key: res for r, res in zip(to_train, done)}
+        trained += len(to_train)
+        for i, ot, t in asked:
+            _outcome(t, store, jobs_out.get(t.run.key))
+            if t.state == "failed":
+                studies[i].tell(ot, state=optuna.trial.TrialState.FAIL)
+            else:
+                studies[i].tell(ot, t.value if t.state == "ok" else DIVERGED_VALUE)
+            told.append(t)
+            bars[i].update(1)
+            best = max((x.value for x in told if x.method == t.method and x.value is not None), default=None)
+            if best is not None:
+                bars[i].set_postfix_str(f"best val R@1 {best:.2f}")
+    for bar in bars:
+        bar.close()
+    best = choose_best(told)
+    result = TuneResult(spaces, told, best, trained, failed=[t for t in told if t.state == "failed"])
+    if write:
+        result.record, result.best_record = write_records(result, profile=profile, seed=seed, batch=batch)
+    return result
+
+
+def choose_best(trials: Sequence[Trial]) -> dict[tuple[str, str], Trial]:
+    """Per (method, dataset) the trial with the best validation R@1, ties by the lower trial number."""
+    best: dict[tuple[str, str], Trial] = {}
+    for t in sorted(trials, key=lambda t: t.number):
+        key = (t.method, t.dataset)
+        if t.value is not None and (key not in best or t.value > best[key].value):
+            best[key] = t
+    return best
+
+
+# ------------------------------------------------------------------------------------------------ records
+
+
+def record_paths(profile: str) -> tuple[Path, Path]:
+    """``<results>/tuning/<profile>.csv`` and ``<results>/tuning/<profile>_best.csv``."""
+    folder = paths.results_dir() / "tuning"
+    return folder / f"{profile}.csv", folder / f"{profile}_best.csv"
+
+
+def trial_row(t: Trial, *, profile: str, seed: int, batch: int) -> dict[str, Any]:
+    """The tidy row of one trial (module docstring)."""
+    import optuna
+
+    from dmllab.training.store import run_key
+
+    row: dict[str, Any] = {
+        "experiment": EXPERIMENT,
+        "paper": "dmllab",
+        "artifact": f"tuning_{profile}",
+        "variant": t.method,
+        "dataset": t.dataset,
+        "profile": profile,
+        "seed": t.run.seed,
+        "metric": "R@1",
+        "value": math.nan if t.value is None else t.value,
+        "param_trial": t.number,
+        "param_split": t.run.config.data.test_split,
+        "param_state": t.state,
+        "param_wall_time_s": t.wall_s,
+        "param_sampler_seed": seed,
+        "param_batch": batch,
+        "param_optuna": optuna.__version__,
+        "device": t.run.config.run.device,
+        "config_hash": run_key(t.run.config),
+        "run_id": t.run.key,
+    }
+    for name, value in t.values.items():
+        row[f"param_{name}" if not name.startswith("loss_") else LOSS_PREFIX + name.removeprefix("loss_")] = (
+            value
+        )
+    return row
+
+
+def _merge(path: Path, rows: list[dict[str, Any]], methods: set[tuple[str, str]]) -> None:
+    """Write ``rows`` to ``path``, keeping the existing rows of other (method, dataset) pairs."""
+    import pandas as pd
+
+    from dmllab import results
+
+    kept: list[dict[str, Any]] = []
+    if path.exists():
+        old = results.read_rows(path)
+        keep = [(v, d) not in methods for v, d in zip(old["variant"], old["dataset"])]
+        kept = [
+            {k: v for k, v in r.items() if k == "value" or not pd.isna(v)}
+            for r in old[keep].to_dict("records")
+        ]
+    results.write_rows(path, kept + rows, mode="replace")
+
+
+def write_records(result: TuneResult, *, profile: str, seed: int, batch: int) -> tuple[Path, Path]:
+    """Write the trial record and the chosen recipes (module docstring); other methods' rows are kept."""
+    record, best = record_paths(profile)
+    methods = {(s.method, s.dataset) for s in result.spaces}
+    rows = [trial_row(t, profile=profile, seed=seed, batch=batch) for t in result.trials]
+    _merge(record, rows, methods)
+    chosen = [trial_row(t, profile=profile, seed=seed, batch=batch) for t in result.best.values()]
+    _merge(best, chosen, methods)
+    return record, best
+
+
+def format_spaces(spaces: Sequence[SearchSpace]) -> str:
+    """One line per method: its search space and why its loss hyper-parameter."""
+    lines = []
+    for s in spaces:
+        lines.append(s.describe())
+        lines.append(f"    loss hyper-parameter: {s.loss_reason}")
+    return "\n".join(lines)
+
+
+def format_result(result: TuneResult) -> str:
+    """Trials per method, the best validation R@1 and its recipe, failures."""
+    lines = [f"{len(result.trials)} trials, {result.trained} trained now (the rest were stored)"]
+    for s in result.spaces:
+        mine = [t for t in result.trials if t.method == s.method and t.dataset == s.dataset]
+        b = result.best.get((s.method, s.dataset))
+        states = {st: sum(t.state == st for t in mine) for st in ("ok", "diverged", "failed")}
+        text = ", ".join(f"{n} {st}" for st, n in states.items() if n)
+        chosen = (
+            f"best val R@1 {b.value:.2f} (trial {b.number}: "
+            + ", ".join(f"{k} {v:.3g}" for k, v in b.values.items())
+            + ")"
+            if b
+            else "no finished trial"
+        )
+        lines.append(f"{s.method:<32} {len(mine):>3} trials ({text}); {chosen}")
+    for t in result.failed:
+        lines.append(f"FAILED {t.method} trial {t.number}: {t.error}")
+    if result.record is not None:
+        lines.append(f"records: {result.record}, {result.best_record}")
+    return "\n".join(lines)
