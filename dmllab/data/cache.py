@@ -28,10 +28,9 @@ from pathlib import Path
 from PIL import Image
 
 from dmllab.data.base import DATASETS
+from dmllab.data.manifest import MANIFEST, DatasetCacheError, read_manifest
 from dmllab.fileio import naming
 from dmllab.paths import cache_dir
-
-MANIFEST = "dmllab_cache.json"
 
 
 def default_cache_root(name: str, shorter_side: int = 288) -> Path:
@@ -46,11 +45,6 @@ def resized_size(width: int, height: int, shorter_side: int) -> tuple[tuple[int,
         return (width, height), 1.0
     scale = shorter_side / short
     return (max(1, round(width * scale)), max(1, round(height * scale))), scale
-
-
-class DatasetCacheError(ValueError):
-    """A dataset cache folder holds something else than a complete copy of the source asked for; the message
-    names the folder and what to do."""
 
 
 def cache_image(src: Path, dst: Path, shorter_side: int = 288, quality: int = 95) -> float:
@@ -172,27 +166,6 @@ def _write_manifest(dst_root: Path, manifest: dict) -> None:
     with naming(dst_root / MANIFEST, "writing"):
         tmp.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, dst_root / MANIFEST)
-
-
-def read_manifest(root: str | Path) -> dict | None:
-    """The cache manifest of ``root``, None when it has none.
-
-    Raises:
-        DatasetCacheError: the manifest is not valid JSON (naming it).
-    """
-    path = Path(root) / MANIFEST
-    if not path.is_file():
-        return None
-    try:
-        with naming(path, "reading"):
-            data = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(data, dict):
-            raise ValueError("not an object")
-    except (ValueError, UnicodeDecodeError) as err:
-        raise DatasetCacheError(
-            f"dataset cache manifest {path} is damaged ({err}); rebuild the cache with dmllab data cache"
-        ) from None
-    return data
 
 
 def check_cache(name: str, root: str | Path, current: str | None = None) -> list[str]:

@@ -41,6 +41,7 @@ from dmllab.data.base import (
     RetrievalDataset,
     contiguous_labels,
 )
+from dmllab.data.manifest import MANIFEST, DatasetCacheError, read_manifest
 from dmllab.fileio import naming
 from dmllab.validation import check_path
 
@@ -574,9 +575,7 @@ def fingerprint(dataset_name: str, root: str | Path | None, *, check_cache: bool
             size = -1
         h.update(f"{rel}\0{size}\n".encode())
     digest = h.hexdigest()[:16]
-    if check_cache and (base / "dmllab_cache.json").is_file():
-        from dmllab.data.cache import DatasetCacheError, read_manifest
-
+    if check_cache and (base / MANIFEST).is_file():
         manifest = read_manifest(base) or {}
         if not manifest.get("complete", True):
             raise DatasetCacheError(
