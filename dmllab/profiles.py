@@ -16,6 +16,17 @@ DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "mps")
 #: quick study trained on a fresh machine (each on 1 torch thread of a 2-job study on 2 CPU cores;
 #: ``benchmarks/bench_study.py`` -> ``results/benchmarks/study.csv``, ``run_mean_s``; README, Quickstart).
 TYPICAL_RUN_S: dict[str, float | None] = {"smoke": None, "quick": 25.9, "paper": None}
+#: The same on a GPU (one run per GPU, ``--jobs auto``). No basis yet for any profile: neither the quick study nor a
+#: paper run has been timed on a GPU (``results/benchmarks`` holds CPU measurements only); a GPU plan on an empty
+#: run store therefore says that its estimate is unknown instead of guessing from CPU times.
+TYPICAL_GPU_RUN_S: dict[str, float | None] = {"smoke": None, "quick": None, "paper": None}
+
+
+def typical_run_s(profile: str, device: str) -> float | None:
+    """The typical run of ``profile`` on ``device`` (:data:`TYPICAL_RUN_S` on the CPU,
+    :data:`TYPICAL_GPU_RUN_S` on an accelerator); None: no basis."""
+    table = TYPICAL_RUN_S if str(device).split(":", 1)[0] == "cpu" else TYPICAL_GPU_RUN_S
+    return table.get(profile)
 
 
 def resolve_device(device: str) -> str:

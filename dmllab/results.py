@@ -215,6 +215,36 @@ def write_rows(
     _update(path, change)
 
 
+#: The device of a row or table line that records none: everything written before rows and tables carried their
+#: device (the committed quick results, extra tables included) was computed on the CPU.
+UNRECORDED_DEVICE = "cpu"
+
+
+def device_kind(device: Any) -> str:
+    """The kind of a ``device`` value: ``"cuda"`` for ``"cuda:1"``; :data:`UNRECORDED_DEVICE` for a missing one
+    (NaN, None, "")."""
+    if device is None or (isinstance(device, float) and device != device) or str(device) in ("", "<NA>"):
+        return UNRECORDED_DEVICE
+    return str(device).split(":", 1)[0]
+
+
+def _device_mask(frame: pd.DataFrame, device: str) -> pd.Series:
+    """Rows of ``frame`` from the kind of ``device`` (a frame without a device column: :data:`UNRECORDED_DEVICE`)."""
+    import pandas as pd
+
+    if "device" not in frame.columns:
+        return pd.Series(device_kind(device) == UNRECORDED_DEVICE, index=frame.index)
+    return frame["device"].map(device_kind) == device_kind(device)
+
+
+def select_device(frame: pd.DataFrame, device: str | None) -> pd.DataFrame:
+    """The rows of ``frame`` from ``device``, by kind (cuda:0 and cuda are one device; a row without a device is
+    :data:`UNRECORDED_DEVICE`); ``device=None``: every row."""
+    if device is None or frame.empty:
+        return frame
+    return frame[_device_mask(frame, device)].reset_index(drop=True)
+
+
 def replace_experiment(
     path: str | os.PathLike,
     experiment: str,
@@ -223,11 +253,15 @@ def replace_experiment(
     profile: str | None = None,
     device: str | None = None,
 ) -> None:
-    """Replace the rows of one experiment (and, if given, one profile) in ``path``; keep all other rows.
+    """Replace the rows of one experiment (and, if given, one profile and the device of the new rows) in
+    ``path``; keep all other rows.
 
     Re-running a notebook therefore replaces its own numbers instead of piling up duplicates, while the
-    rows of other experiments or profiles in the same file stay. A ``param_*`` column that only the replaced
-    rows filled goes with them (the file keeps no column that no row uses).
+    rows of other experiments or profiles in the same file stay, and so do the rows of another device: a study on
+    a GPU adds its rows next to the CPU rows of the same profile instead of overwriting them. With ``profile``
+    given, the device of the replaced rows is ``device`` (the kind: "cuda:0" replaces "cuda"; a row without a
+    device is :data:`UNRECORDED_DEVICE`). A ``param_*`` column that only the replaced rows filled goes with them (the file
+    keeps no column that no row uses).
     """
     rows = _normalise_rows(rows, provenance(device))
     for row in rows:
@@ -245,6 +279,8 @@ def replace_experiment(
         drop = existing["experiment"] == experiment
         if profile is not None:
             drop &= existing["profile"] == profile
+            if device is not None:
+                drop &= _device_mask(existing, device)
         kept = existing[~drop]
         stale = [
             c for c in kept.columns if c.startswith(PARAM_PREFIX) and c not in new and kept[c].isna().all()
@@ -313,8 +349,9 @@ def artifact_csv(artifact_id: str, table: str | None = None) -> Path:
     return paths.results_dir() / (f"{artifact_id}.csv" if table is None else f"{artifact_id}.{table}.csv")
 
 
-def read_artifact_rows(artifact_id: str, profile: str) -> pd.DataFrame:
-    """The rows of artifact ``artifact_id`` for ``profile`` in ``results/<id>.csv`` (empty when there are none)."""
+def read_artifact_rows(artifact_id: str, profile: str, device: str | None = None) -> pd.DataFrame:
+    """The rows of artifact ``artifact_id`` for ``profile`` in ``results/<id>.csv`` (empty when there are none);
+    with ``device``, only that device's rows (:func:`select_device`)."""
     import pandas as pd
 
     path = artifact_csv(artifact_id)
@@ -323,33 +360,57 @@ def read_artifact_rows(artifact_id: str, profile: str) -> pd.DataFrame:
             columns=["experiment", "profile", "variant", "dataset", "seed", "metric", "value"]
         )
     rows = read_rows(path)
-    return rows[(rows["experiment"] == artifact_id) & (rows["profile"] == profile)].reset_index(drop=True)
+    rows = rows[(rows["experiment"] == artifact_id) & (rows["profile"] == profile)].reset_index(drop=True)
+    return select_device(rows, device)
 
 
-def read_tables(artifact_id: str, tables: Iterable[str], profile: str) -> dict[str, pd.DataFrame]:
-    """``{"rows": ..., <table>: ...}``: everything a figure of the artifact may draw from, read from its CSVs."""
+def latest_device(rows: pd.DataFrame) -> str | None:
+    """The device kind of the newest row (by ``timestamp``): the execution that wrote last; None without rows."""
+    if rows.empty:
+        return None
+    if "device" not in rows.columns:
+        return UNRECORDED_DEVICE
+    newest = rows.sort_values("timestamp").iloc[-1] if "timestamp" in rows.columns else rows.iloc[-1]
+    return device_kind(newest["device"])
+
+
+def read_tables(
+    artifact_id: str, tables: Iterable[str], profile: str, device: str | None = None
+) -> dict[str, pd.DataFrame]:
+    """``{"rows": ..., <table>: ...}``: everything a figure of the artifact may draw from, read from its CSVs;
+    with ``device``, that device's lines only (:func:`select_device`)."""
     import pandas as pd
 
-    out = {"rows": read_artifact_rows(artifact_id, profile)}
+    out = {"rows": read_artifact_rows(artifact_id, profile, device)}
     for name in tables:
         path = artifact_csv(artifact_id, name)
         frame = pd.read_csv(path) if path.exists() else pd.DataFrame()
         if "profile" in frame.columns:
             frame = frame[frame["profile"] == profile].drop(columns="profile").reset_index(drop=True)
+        frame = select_device(frame, device)
+        if "device" in frame.columns:
+            frame = frame.drop(columns="device")
         out[name] = frame
     return out
 
 
-def write_table(path: str | os.PathLike, frame: Any, *, profile: str) -> None:
-    """Write an extra figure table (a DataFrame) with a ``profile`` column, replacing that profile's lines."""
+def write_table(path: str | os.PathLike, frame: Any, *, profile: str, device: str | None = None) -> None:
+    """Write an extra figure table (a DataFrame) with a ``profile`` column (and a ``device`` column when
+    ``device`` is given), replacing that profile's lines of that device (a line without a device is
+    :data:`UNRECORDED_DEVICE`)."""
     import pandas as pd
 
     path = Path(path)
     frame = pd.DataFrame(frame).assign(profile=profile)
+    if device is not None:
+        frame = frame.assign(device=device_kind(device))
     if path.exists():
         old = pd.read_csv(path)
         if "profile" in old.columns:
-            frame = pd.concat([old[old["profile"] != profile], frame], ignore_index=True)
+            drop = old["profile"] == profile
+            if device is not None:
+                drop &= _device_mask(old, device)
+            frame = pd.concat([old[~drop], frame], ignore_index=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
     frame.to_csv(tmp, index=False, float_format="%.6g")

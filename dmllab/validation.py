@@ -185,6 +185,7 @@ VALUE_RULES: dict[str, Rule] = {
     # run
     "run.seed": NON_NEGATIVE_INT,
     "run.eval_every": POSITIVE_INT,
+    "run.fast_dev_run": NON_NEGATIVE_INT,
     "run.two_stage": BOOL,
     "run.ks": each(POSITIVE_INT),
     "run.nmi_l2": BOOL,

@@ -53,6 +53,11 @@ ID_PREFIX: dict[str, str] = {
 STAND_IN_DATASET: dict[str, str] = {"synthetic": "cub", "digits": "cub"}
 # Parameters every notebook has; ``None`` means "the profile's default".
 STANDARD_PARAMETERS: tuple[str, ...] = ("profile", "seeds", "device", "data_root")
+# Parameters of the execution a notebook accepts beyond its parameters cell (``dmllab study`` passes them):
+# ``train_missing``, ``fast_dev_run`` (N > 0: the runs are fast dev runs, ``run.fast_dev_run``), ``pretrained``
+# (False: every run from random initialisation, ``dmllab study --fast-dev-run --pretrained none``) and
+# ``check_counts`` (False: real datasets are read without their canonical counts, ``dmllab study --no-counts``).
+EXECUTION_PARAMETERS: tuple[str, ...] = ("train_missing", "fast_dev_run", "pretrained", "check_counts")
 
 
 @dataclass(frozen=True)
@@ -101,6 +106,21 @@ class Params:
     @property
     def data_root(self) -> str | None:
         return self.values.get("data_root")
+
+    @property
+    def fast_dev_run(self) -> int:
+        """N > 0: every run is a fast dev run of N batches per epoch (``run.fast_dev_run``); 0: real runs."""
+        return int(self.values.get("fast_dev_run", 0))
+
+    @property
+    def pretrained(self) -> bool | None:
+        """False: every run from random initialisation (no pre-trained weights); None: as its preset says."""
+        return self.values.get("pretrained")
+
+    @property
+    def check_counts(self) -> bool:
+        """False: the real datasets are read without checking their canonical counts (a partial copy)."""
+        return self.values.get("check_counts", True) is not False
 
     def __getitem__(self, key: str) -> Any:
         try:
@@ -249,7 +269,7 @@ class Artifact:
         keys = [set(self.parameters[p]) for p in PROFILES]
         if any(k != keys[0] for k in keys):
             raise ValueError(f"artifact {self.id!r}: the profiles declare different parameter keys: {keys}")
-        clash = keys[0] & {"profile", "device", "data_root", "train_missing"}
+        clash = keys[0] & {"profile", "device", "data_root", *EXECUTION_PARAMETERS}
         if clash:
             raise ValueError(
                 f"artifact {self.id!r}: {sorted(clash)} are standard parameters, not per profile"
@@ -361,7 +381,7 @@ def resolve_parameters(artifact: Artifact, given: Mapping[str, Any]) -> Params:
             parameter whose type differs from its defaults' (a scalar for a list, a float for an int, a list
             element of another type), or a negative seed.
     """
-    valid = artifact.parameter_names + ("train_missing",)
+    valid = artifact.parameter_names + EXECUTION_PARAMETERS
     unknown = sorted(set(given) - set(valid))
     if unknown:
         raise ValueError(
@@ -385,4 +405,15 @@ def resolve_parameters(artifact: Artifact, given: Mapping[str, Any]) -> Params:
     if any(s < 0 for s in params["seeds"]):
         raise ValueError(f"notebook {artifact.id}: seeds must be non-negative, got {params['seeds']}")
     params["device"] = resolve_device(params["device"] or "auto")
+    fast = given.get("fast_dev_run")
+    if fast is not None and (isinstance(fast, bool) or not isinstance(fast, int) or fast < 0):
+        raise ValueError(f"notebook {artifact.id}: fast_dev_run must be an integer >= 0, got {fast!r}")
+    if fast:
+        params["fast_dev_run"] = fast
+    for key in ("pretrained", "check_counts"):
+        value = given.get(key)
+        if value is not None and not isinstance(value, bool):
+            raise ValueError(f"notebook {artifact.id}: {key} must be True, False or None, got {value!r}")
+        if value is False:
+            params[key] = False
     return Params(params)

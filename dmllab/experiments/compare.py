@@ -1,5 +1,6 @@
-"""Rows -> the three tables every artifact shows (notebook and report alike): the reproduced numbers over seeds,
-the paper's printed numbers side by side, and the claims' verdicts with their effect and interval.
+"""Rows -> the tables every artifact shows (notebook and report alike): the reproduced numbers over seeds and the
+paper's printed numbers side by side; the claims' verdicts are :mod:`dmllab.experiments.verdicts`' (``judge`` and
+``verdict_table`` are re-exported here).
 
 Also the small helpers artifacts use to state a claim's per-seed effect (:func:`per_seed`, :func:`paired`,
 :func:`extremes`).
@@ -9,11 +10,22 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from dmllab.experiments import stats
-from dmllab.experiments.artifact import REFERENCE_PAPER, STAND_IN_DATASET, Artifact, Claim
+from dmllab.experiments.artifact import REFERENCE_PAPER, STAND_IN_DATASET, Artifact
+from dmllab.experiments.verdicts import judge, training_status, verdict_table
+
+__all__ = [
+    "extremes",
+    "judge",
+    "paired",
+    "paper_vs_reproduced",
+    "per_seed",
+    "summarise",
+    "training_status",
+    "verdict_table",
+]
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -22,9 +34,10 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------------------------------- summaries
 
 
-def summarise(rows: pd.DataFrame) -> pd.DataFrame:
-    """Mean, std and count over seeds for each (variant, dataset, param_*, metric)."""
-    keys = ["variant", "dataset"] + sorted(c for c in rows.columns if c.startswith("param_")) + ["metric"]
+def summarise(rows: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
+    """Mean, std and count over seeds for each (variant, dataset, ``by``, param_*, metric)."""
+    params = sorted(c for c in rows.columns if c.startswith("param_"))
+    keys = ["variant", "dataset", *by] + params + ["metric"]
     keys = [k for k in keys if k in rows.columns and rows[k].notna().any()]
     grouped = rows.groupby(keys or ["metric"], dropna=False, sort=False)["value"]
     return grouped.agg(mean="mean", std="std", n="count").reset_index()
@@ -94,48 +107,6 @@ def paper_vs_reproduced(artifact: Artifact, rows: pd.DataFrame, reference: pd.Da
             }
         )
     return pd.DataFrame(out, columns=columns)
-
-
-def judge(claim: Claim, rows: pd.DataFrame) -> tuple[stats.Interval | None, str, str]:
-    """``(interval, verdict, why)`` of ``claim`` on ``rows``; ``why`` explains an inconclusive verdict."""
-    try:
-        effect = claim.effect(rows)
-    except Exception as err:  # a claim that cannot be evaluated on these rows is reported, not fatal
-        return None, "inconclusive", f"{type(err).__name__}: {err}"
-    if effect is None or len(effect) == 0:
-        return None, "inconclusive", "the rows cannot decide (a variant or metric is missing)"
-    iv = stats.interval(list(effect))
-    why = (
-        f"only {iv.n} seed(s)"
-        if iv.n < stats.MIN_SEEDS
-        else ("interval contains 0" if stats.verdict(iv) == "inconclusive" else "")
-    )
-    return iv, stats.verdict(iv), why
-
-
-def verdict_table(artifact: Artifact, rows: pd.DataFrame) -> pd.DataFrame:
-    """One line per claim: the paper's answer, the effect's mean and 95% t interval over seeds, the verdict."""
-    import pandas as pd
-
-    out = []
-    for claim in artifact.claims:
-        iv, verdict, why = judge(claim, rows)
-        out.append(
-            {
-                "claim": claim.text,
-                "paper": claim.paper_says,
-                "effect": math.nan if iv is None else iv.mean,
-                "95% low": math.nan if iv is None else iv.low,
-                "95% high": math.nan if iv is None else iv.high,
-                "seeds": 0 if iv is None else iv.n,
-                "unit": claim.unit,
-                "verdict": verdict,
-                "why": why,
-            }
-        )
-    return pd.DataFrame(
-        out, columns=["claim", "paper", "effect", "95% low", "95% high", "seeds", "unit", "verdict", "why"]
-    )
 
 
 # ------------------------------------------------------------------------------------- claim effects

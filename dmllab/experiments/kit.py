@@ -1,5 +1,6 @@
-"""What artifacts share: configs built the one way that lets artifacts share runs, seed sweeps, the untrained
-network's metrics, t-SNE, images for figures, and the standard figures (bars per variant, sweep curves).
+"""What artifacts share: configs built the one way that lets artifacts share runs, seed sweeps, draws of the
+benchmark, validation runs, the untrained network's metrics, what a claim's analogue changes from the paper, t-SNE,
+images for figures, and the standard figures (bars per variant, sweep curves).
 
 Runs are shared across artifacts by building the same config the same way: every config is
 ``presets.get(method, dataset, profile, **options)`` plus only the keys an artifact varies, and a key is replaced
@@ -9,11 +10,13 @@ by every table of the paper.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from dmllab.experiments.arrays import arrays_to_frame
 from dmllab.experiments.artifact import STAND_IN_DATASET, Params, Run
+from dmllab.profiles import PROFILES
 
 TOY_PROFILES = ("smoke", "quick")
 
@@ -59,6 +62,74 @@ def seeds_runs(cfg: Any, params: Params, variant: str, **tags: Any) -> list[Run]
     return [Run(cfg, seed, variant=variant, tags=tuple(tags.items())) for seed in params.seeds]
 
 
+def draw_of(params: Params, seed: int) -> int:
+    """The benchmark draw that run seed ``seed`` trains on: ``seed`` itself where the artifact's ``data_seed``
+    parameter is ``"per_seed"``, else (``"fixed"``, or None where that is the profile's default) the default
+    draw 0."""
+    mode = params.get("data_seed")
+    if mode not in (None, "fixed", "per_seed"):
+        raise ValueError(f"data_seed must be 'per_seed' or 'fixed', got {mode!r}")
+    return int(seed) if mode == "per_seed" else 0
+
+
+def on_draw(cfg: Any, draw: int) -> Any:
+    """``cfg`` on draw ``draw`` of the synthetic benchmark: the dataset's generation seed (other classes, other
+    images, another pre-training pool; its caches are keyed on it) and, for the pre-trained SmallCNN, the trunk
+    pre-trained once on that draw's pre-training pool (backbone keyword ``pretrain_seed``, which keys its weights
+    and so the run). Draw 0 is the default: ``cfg`` unchanged, so its runs are every other artifact's.
+
+    Raises:
+        ValueError: a draw other than 0 of a dataset other than the synthetic benchmark.
+    """
+    from dmllab.training.config import pairs
+
+    if not draw:
+        return cfg
+    if cfg.data.dataset != "synthetic":
+        raise ValueError(f"a data draw redraws the synthetic benchmark; {cfg.dataset!r} has one draw")
+    cfg = cfg.replace("data.dataset_kwargs", pairs(dict(cfg.data.dataset_kwargs), seed=int(draw)))
+    m = cfg.model
+    if m.backbone == "smallcnn" and m.pretrained and m.weights_path is None:
+        cfg = cfg.replace("model.backbone_kwargs", pairs(dict(m.backbone_kwargs), pretrain_seed=int(draw)))
+    return cfg
+
+
+def draw_runs(cfg: Any, params: Params, variant: str, **tags: Any) -> list[Run]:
+    """:func:`seeds_runs` with seed k on the draw :func:`draw_of` gives it (tagged ``data_seed``)."""
+    out = []
+    for seed in params.seeds:
+        draw = draw_of(params, seed)
+        run_tags = (*tags.items(), ("data_seed", draw))
+        out.append(Run(on_draw(cfg, draw), seed, variant=variant, tags=run_tags))
+    return out
+
+
+def on_validation(cfg: Any) -> Any:
+    """``cfg`` trained on the ``train`` split for its whole schedule (one stage) and evaluated on the validation
+    split as its test split, as ``dmllab tune`` builds its trials: the run's test metrics are validation metrics
+    and the test split is never read (model selection on validation only). The validation split is watched
+    every epoch only where a plateau rule needs it.
+
+    Raises:
+        ValueError: the dataset has no validation split.
+    """
+    d = cfg.data
+    if d.val_split is None:
+        raise ValueError(f"dataset {cfg.dataset!r} has no validation split")
+    return replace(
+        cfg,
+        data=replace(
+            d,
+            train_split="train",
+            val_split=d.val_split if cfg.schedule.scheduler == "plateau" else None,
+            test_split=d.val_split,
+            query_split=None,
+            gallery_split=None,
+        ),
+        run=replace(cfg.run, two_stage=False, keep_best=False),
+    )
+
+
 def over_seeds(
     fn: Callable[..., tuple[list[dict[str, Any]], dict[str, Any]]],
     seeds: Sequence[int],
@@ -93,6 +164,28 @@ def evaluate_network(cfg: Any, *, seed: int) -> dict[str, float]:
     return trainer.evaluate(cfg.data.test_split)
 
 
+def untrained_rows(
+    cfg: Any, seeds: Sequence[int], pools: Sequence[str], *, variant: str, **labels: Any
+) -> list[dict[str, Any]]:
+    """Tidy test-metric rows of ``cfg``'s network as built (:func:`evaluate_network`) with each global pooling of
+    ``pools``, per seed (column ``param_pool``): the pre-trained network without metric learning."""
+    from dmllab.results import tidy
+
+    out: list[dict[str, Any]] = []
+    for pool in pools:
+        pooled = cfg if cfg.model.pooling == pool else cfg.replace("model.pooling", pool)
+        for seed in seeds:
+            out += tidy(
+                evaluate_network(pooled, seed=seed),
+                variant=variant,
+                dataset=cfg.dataset,
+                seed=seed,
+                pool=pool,
+                **labels,
+            )
+    return out
+
+
 def raw_dataset(cfg: Any, split: str) -> Any:
     """``split`` of ``cfg``'s dataset without a transform (images for figures; the data are regenerated or read,
     never stored as results)."""
@@ -102,6 +195,27 @@ def raw_dataset(cfg: Any, split: str) -> Any:
     if cfg.data.dataset == "synthetic":
         kw["progress"] = False
     return build_dataset(cfg.data.dataset, cfg.data.root, split, transform=None, **kw)
+
+
+def image_files(dataset: Any, indices: Sequence[int]) -> list[str | None]:
+    """The files of images ``indices`` of ``dataset`` (one read from a folder: its ``image_path``), so that a
+    figure table names the images it shows and the figure is drawn from the table wherever the data root is;
+    ``None`` each for a dataset rendered in memory (the offline benchmark: :func:`figure_images` rebuilds it)."""
+    path = getattr(dataset, "image_path", None)
+    return [str(path(int(i))) if path is not None else None for i in indices]
+
+
+def figure_images(table: Any, dataset: Callable[[], Any]) -> dict[int, Any]:
+    """``{index: PIL image}`` of the rows of a figure table: read from its ``image`` column where it names the
+    files (:func:`image_files`), else from ``dataset()`` (:func:`raw_dataset`)."""
+    if "image" in table and table["image"].notna().all():
+        from pathlib import Path
+
+        from dmllab.data.real import load_image
+
+        return {int(i): load_image(Path(p)) for i, p in zip(table["index"], table["image"])}
+    ds = dataset()
+    return {int(i): ds[int(i)][0] for i in table["index"]}
 
 
 def tsne(points: Any, seed: int = 0, perplexity: float = 30.0) -> Any:
@@ -128,6 +242,161 @@ def tsne_by_class(
     sel = np.concatenate([np.flatnonzero(y == c)[:per_class] for c in np.unique(y)])
     xy = tsne(e[sel], seed=seed)
     return [(int(y[s]), float(a), float(b)) for s, (a, b) in zip(sel, xy)]
+
+
+# ------------------------------------------------------------------------------ what differs from the paper
+
+_BACKBONE = {
+    "resnet50": "ResNet-50",
+    "resnet18": "ResNet-18",
+    "googlenet": "GoogLeNet",
+    "inception_v3": "Inception-v3",
+}
+# Methods whose paper trained BN-Inception, for which torchvision has no weights (the paper preset: ResNet-50).
+BN_INCEPTION_PAPERS = ("proxy_anchor", "proxy_synthesis")
+BN_INCEPTION = "ResNet-50 stands in for BN-Inception (torchvision has no BN-Inception weights)"
+_DATASET = {
+    "cub": "CUB",
+    "cars": "Cars",
+    "sop": "SOP",
+    "inshop": "In-Shop",
+    "synthetic": "the offline benchmark",
+}
+
+
+def network_line(cfg: Any) -> str:
+    """The network of ``cfg`` in a few words: "SmallCNN w16 (synthetic pre-training, 4 blocks frozen), 128-d"."""
+    m = cfg.model
+    if m.backbone == "smallcnn":
+        kw = dict(m.backbone_kwargs)
+        bits = ["synthetic pre-training" if m.pretrained else "from scratch"]
+        if m.frozen_blocks:
+            bits.append(f"{m.frozen_blocks} blocks frozen")
+        name = f"SmallCNN w{kw.get('width', 32)} ({', '.join(bits)})"
+    else:
+        name = _BACKBONE.get(m.backbone, m.backbone) + (" (ImageNet)" if m.pretrained else "")
+    return f"{name}, {m.embedding_dim}-d"
+
+
+def group_lrs(cfg: Any) -> dict[str, float]:
+    """The learning rate of each optimiser group (backbone, embedding, proxies) that ``cfg`` trains with, by the
+    trainer's own rule (:func:`dmllab.training.optim.param_groups`)."""
+    from torch import nn
+
+    from dmllab.training.optim import param_groups
+
+    model = nn.Module()
+    model.backbone, model.head = nn.Linear(1, 1), nn.Linear(1, 1)
+    return {g["name"]: float(g["lr"]) for g in param_groups(model, nn.Linear(1, 1), cfg.optim)}
+
+
+def lr_line(cfg: Any, groups: Sequence[str] = ("backbone", "embedding", "proxies")) -> str:
+    """``cfg``'s learning rates of ``groups`` in a few words: "lr trunk 1, embedding 0.004, proxies 400"."""
+    lrs = group_lrs(cfg)
+    return "lr " + ", ".join(f"{'trunk' if k == 'backbone' else k} {lrs[k]:.3g}" for k in groups if k in lrs)
+
+
+def _schedule_parts(cfg: Any) -> list[str]:
+    """Epochs, lr rule, heating and protocol of ``cfg``, each in a few words."""
+    s, d = cfg.schedule, cfg.data
+    parts = [f"{s.epochs}+{s.warmup_epochs}w epochs" if s.warmup_epochs else f"{s.epochs} epochs"]
+    if s.scheduler == "plateau":
+        parts.append("plateau lr drops")
+    elif s.scheduler == "multistep" and s.milestones:
+        parts.append(f"{len(s.milestones)} lr drop{'s' if len(s.milestones) > 1 else ''} x{s.factor:g}")
+    else:
+        parts.append("constant lr" if s.scheduler == "none" else f"{s.scheduler} lr")
+    if s.heat_epoch:
+        parts.append(f"heated in-run from epoch {s.heat_epoch}")
+    if cfg.finetune.epochs:
+        parts.append(f"heated in a {cfg.finetune.epochs}-epoch fine-tune of the converged run")
+    parts.append("two-stage (train, then trainval)" if cfg.run.two_stage else f"one stage on {d.train_split}")
+    return parts
+
+
+def schedule_line(cfg: Any) -> str:
+    """The schedule and protocol of ``cfg`` in a few words: "8+1w epochs, constant lr, one stage on trainval"."""
+    return ", ".join(_schedule_parts(cfg))
+
+
+def analogue(method: str, dataset: str, profile: str, **options: Any) -> str:
+    """What the ``profile`` preset of ``method`` changes from its paper preset on the paper dataset ``dataset``:
+    network, data and schedule (what the paper does after "for"; a schedule part both share is said once),
+    derived from the presets, so a changed preset changes the line."""
+    from dmllab.training import presets
+
+    here = presets.get(method, benchmark_for(profile, dataset), profile, **options)
+    paper = presets.get(method, dataset, "paper", **options)
+    paper_net = network_line(paper)
+    if method.partition(":")[0] in BN_INCEPTION_PAPERS and paper.model.backbone == "resnet50":
+        paper_net = paper_net.replace("ResNet-50 (ImageNet)", "ResNet-50 (ImageNet; the paper: BN-Inception)")
+    mine, theirs = _schedule_parts(here), _schedule_parts(paper)
+    only_paper = [p for p in theirs if p not in mine]
+    schedule = ", ".join(mine) + (f" for {', '.join(only_paper)}" if only_paper else "")
+    return (
+        f"{network_line(here)} on {_DATASET.get(here.dataset, here.dataset)} for "
+        f"{paper_net} on {_DATASET.get(paper.dataset, paper.dataset)}; {schedule}"
+    )
+
+
+class Differs(Mapping[str, str]):
+    """``{profile: line}`` for :attr:`dmllab.experiments.artifact.Claim.differs`, computed when first read (no
+    preset is built at import): on smoke and quick, the claim's own difference followed by :func:`analogue` of
+    its method; on the paper profile ``paper`` where given (no entry otherwise)."""
+
+    def __init__(
+        self,
+        specific: str | Callable[[str], str],
+        method: str,
+        dataset: str,
+        paper: str | Callable[[str], str],
+        options: Mapping[str, Any],
+    ) -> None:
+        self._specific, self._method, self._dataset, self._options = specific, method, dataset, dict(options)
+        self._paper = paper
+        self._cache: dict[str, str] = {}
+
+    def _profiles(self) -> tuple[str, ...]:
+        return tuple(p for p in PROFILES if p in TOY_PROFILES or (p == "paper" and self._paper))
+
+    def __getitem__(self, profile: str) -> str:
+        if profile not in self._profiles():
+            raise KeyError(profile)
+        if profile not in self._cache:
+            if profile == "paper":
+                self._cache[profile] = self._paper(profile) if callable(self._paper) else self._paper
+            else:
+                own = self._specific(profile) if callable(self._specific) else self._specific
+                scale = (
+                    analogue(self._method, self._dataset, profile, **self._options) if self._method else ""
+                )
+                self._cache[profile] = "; ".join(x for x in (own, scale) if x)
+        return self._cache[profile]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._profiles())
+
+    def __len__(self) -> int:
+        return len(self._profiles())
+
+    def __repr__(self) -> str:
+        return f"Differs({self._specific!r}, {self._method!r}, {self._dataset!r})"
+
+
+def differs(
+    specific: str | Callable[[str], str],
+    method: str = "",
+    dataset: str = "cub",
+    *,
+    paper: str | Callable[[str], str] = "",
+    **options: Any,
+) -> Differs:
+    """A claim's ``differs``: ``specific`` (a line, or ``profile -> line``) says what this comparison changes from
+    the paper; ``method`` (with ``options``) on the paper dataset ``dataset`` adds the profile's network, data and
+    schedule against the paper's (:func:`analogue`; none for a toy: ``method=""``); ``paper`` (a line, or
+    ``profile -> line``): what the paper profile's preset changes (e.g. ResNet-50 for BN-Inception), if
+    anything."""
+    return Differs(specific, method, dataset, paper, options)
 
 
 # ------------------------------------------------------------------------------------------------ figures

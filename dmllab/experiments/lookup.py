@@ -1,9 +1,12 @@
 """Where a run executes and what it left: the one place that places runs and reads the run store for artifacts.
 
 An artifact declares its runs without saying where they run. :func:`place` puts on a run's config what the study
-sets for the whole execution (the resolved ``device``, which is part of the run key, and ``data_root``, which is
-not); the study plans :func:`planned_runs` and the notebook's :class:`Lookup` places every run it is asked about
-the same way, so a notebook reads exactly the runs the study trained, on every profile and machine.
+sets for the whole execution: the resolved ``device`` (part of the run key), the dataset's folder under the data
+root (:func:`dataset_root`; not part of the key, the dataset copy's fingerprint is), with ``--no-counts`` the real
+datasets' ``check_counts=False``, and for a fast dev run its limit ``run.fast_dev_run`` (part of the key) and, with
+``--pretrained none``, ``model.pretrained=False``; the study
+plans :func:`planned_runs` and the notebook's :class:`Lookup` places every run it is asked about the same way, so
+a notebook reads exactly the runs the study trained, on every profile and machine.
 
 A :class:`Lookup` is built from the resolved :class:`~dmllab.experiments.artifact.Params` and gives an artifact's
 ``rows`` what a run left: its stored :class:`~dmllab.training.protocol.RunResult` (:meth:`Lookup.result`), tidy
@@ -14,7 +17,9 @@ trained network (:meth:`Lookup.embed`). Artifacts never touch the run store's fo
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dmllab.experiments.artifact import Artifact, Params, Run
@@ -30,14 +35,52 @@ class MissingRunError(RuntimeError):
     """A run an artifact needs is not in the run store (and training was not allowed)."""
 
 
+def dataset_root(data_root: str | os.PathLike | None, dataset: str) -> str | None:
+    """The folder of ``dataset`` under the execution's data root ``D`` (``--data-root``), or None.
+
+    ``D`` holds one folder per dataset, named as ``dmllab data fetch NAME D/NAME`` makes them: ``D/cub``,
+    ``D/cars``, ``D/sop``, ``D/inshop``; ``D/<name>`` is used when it exists. Otherwise ``D`` itself is used when it
+    holds the dataset's index files (a single dataset's folder, e.g. ``--data-root data/CUB_200_2011`` for a study of
+    CUB alone), else ``D/<name>``, which the dataset's loader then reports as missing. None for a dataset that is
+    not read from a folder (the offline benchmark, digits) and without a data root.
+    """
+    from dmllab.data.real import is_real_dataset
+
+    if data_root is None or not is_real_dataset(dataset):
+        return None
+    from dmllab.data import DATASETS
+
+    base = Path(data_root).expanduser()
+    own = base / dataset
+    if not own.is_dir() and all((base / f).is_file() for f in DATASETS.get(dataset).index_files):
+        return str(base)
+    return str(own)
+
+
+def _real(cfg: Any) -> bool:
+    from dmllab.data.real import is_real_dataset
+
+    return is_real_dataset(cfg.data.dataset)
+
+
 def place(run: Run, params: Params) -> Run:
-    """``run`` with the execution's device (``params.device``, resolved) and, when given, its data root on the
-    config. Placing a placed run changes nothing."""
+    """``run`` as this execution trains it: on the execution's device (``params.device``, resolved), with its
+    dataset's folder under ``params.data_root`` (:func:`dataset_root`), and in a fast dev run with
+    ``run.fast_dev_run`` (``params.fast_dev_run``) and, for ``params.pretrained`` False, without pre-trained
+    weights; a real dataset without its canonical counts checked where ``params.check_counts`` is False. Placing a
+    placed run changes nothing."""
     cfg = run.config
     if cfg.run.device != params.device:
         cfg = cfg.replace("run.device", params.device)
-    if params.data_root is not None and cfg.data.root != params.data_root:
-        cfg = cfg.replace("data.root", params.data_root)
+    root = dataset_root(params.data_root, cfg.data.dataset)
+    if root is not None and cfg.data.root != root:
+        cfg = cfg.replace("data.root", root)
+    if not params.check_counts and dict(cfg.data.dataset_kwargs).get("check_counts", True) and _real(cfg):
+        cfg = cfg.replace("data.check_counts", False)
+    if params.fast_dev_run and cfg.run.fast_dev_run != params.fast_dev_run:
+        cfg = cfg.replace("run.fast_dev_run", params.fast_dev_run)
+    if params.pretrained is False and cfg.model.pretrained:
+        cfg = cfg.replace("model.pretrained", False)
     return run if cfg is run.config else Run(cfg, run.seed, run.variant, run.tags)
 
 

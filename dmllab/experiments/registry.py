@@ -7,6 +7,7 @@ from __future__ import annotations
 import fnmatch
 import importlib
 import pkgutil
+import re
 from functools import lru_cache
 
 from dmllab.experiments.artifact import PAPERS, Artifact
@@ -17,7 +18,12 @@ PACKAGES: dict[str, str] = {paper: paper for paper in PAPERS} | {"dmllab": "benc
 
 @lru_cache(maxsize=1)
 def _discover() -> dict[str, Artifact]:
-    found: dict[str, Artifact] = {}
+    return {aid: artifact for aid, (artifact, _) in _modules().items()}
+
+
+@lru_cache(maxsize=1)
+def _modules() -> dict[str, tuple[Artifact, str]]:
+    found: dict[str, tuple[Artifact, str]] = {}
     for paper in PAPERS:
         package = importlib.import_module(f"dmllab.experiments.{PACKAGES[paper]}")
         for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
@@ -37,13 +43,30 @@ def _discover() -> dict[str, Artifact]:
                     )
                 if artifact.id in found:
                     raise ValueError(f"duplicate artifact id {artifact.id!r} ({module.__name__})")
-                found[artifact.id] = artifact
+                found[artifact.id] = (artifact, module.__name__)
     return found
 
 
+def label_key(label: str) -> tuple:
+    """The paper's order of an artifact label: tables, then figures, sections, appendices; by number, the
+    supplement's lettered ones (Table A, Fig. D) after the numbered ones."""
+    kinds = (("table", 0), ("fig", 1), ("sec", 2), ("app", 3))
+    rank = next((r for word, r in kinds if label.lower().startswith(word)), 4)
+    number = re.search(r"\d+", label)
+    return (rank, (0, int(number.group()), label) if number else (1, 0, label))
+
+
+def module_path(artifact_id: str) -> str:
+    """The file that declares ``artifact_id``, relative to the repository root
+    (``dmllab/experiments/pnpp/table3_6_sota.py``)."""
+    get(artifact_id)
+    return _modules()[artifact_id][1].replace(".", "/") + ".py"
+
+
 def all_artifacts() -> list[Artifact]:
-    """Every artifact in report order: by paper (:data:`PAPERS`), then by id."""
-    return sorted(_discover().values(), key=lambda a: (PAPERS.index(a.paper), a.id))
+    """Every artifact in report order: by paper (:data:`PAPERS`), then in the paper's order (:func:`label_key`),
+    then by id."""
+    return sorted(_discover().values(), key=lambda a: (PAPERS.index(a.paper), label_key(a.label), a.id))
 
 
 def names() -> list[str]:

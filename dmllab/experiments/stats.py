@@ -7,6 +7,10 @@ own luck cancels). Its 95% interval is Student's t interval over those per-seed 
 * **yes**: the interval lies entirely above zero (the effect has the claimed sign and is not seed noise);
 * **no**: the interval lies entirely below zero (the opposite of the claim, beyond noise);
 * **inconclusive**: the interval contains zero, or fewer than 2 seeds measured it.
+
+Beside that raw verdict, :func:`p_value` gives the same test as a two-sided p-value (the one-sample t test of the
+per-seed effects against 0, with the interval's t distribution: ``p < 0.05`` exactly when the 95% interval excludes
+zero) and :func:`holm` adjusts a family of p-values for multiplicity (Holm 1979, step-down).
 """
 
 from __future__ import annotations
@@ -70,3 +74,53 @@ def verdict(iv: Interval | None) -> str:
     if iv.high < 0:
         return "no"
     return "inconclusive"
+
+
+def p_value(effects: Sequence[float]) -> float:
+    """Two-sided p-value of the one-sample t test of ``effects`` (one per seed) against 0.
+
+    ``t = mean / (sd / sqrt(n))`` with ``n - 1`` degrees of freedom, the distribution of :func:`interval`. NaN
+    with fewer than :data:`MIN_SEEDS` effects; with zero spread, 0 for a non-zero mean and 1 for a zero mean.
+
+    Raises:
+        ValueError: no effects, or a non-finite one.
+    """
+    iv = interval(effects)
+    if iv.n < MIN_SEEDS:
+        return math.nan
+    values = [float(v) for v in effects]
+    sd = math.sqrt(sum((v - iv.mean) ** 2 for v in values) / (iv.n - 1))
+    if sd == 0.0:
+        return 0.0 if iv.mean != 0.0 else 1.0
+    from scipy.stats import t
+
+    return float(min(1.0, 2.0 * t.sf(abs(iv.mean) / (sd / math.sqrt(iv.n)), iv.n - 1)))
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment of ``m = len(pvalues)`` p-values (Holm 1979), in the input order.
+
+    With the p-values sorted ascending, ``p_(1) <= ... <= p_(m)``, the adjusted ``p~_(i) = max_{j <= i}
+    min(1, (m - j + 1) p_(j))``; rejecting where ``p~ < level`` controls the family-wise error rate at ``level``.
+
+    Raises:
+        ValueError: a NaN or a value outside [0, 1].
+    """
+    values = [float(p) for p in pvalues]
+    if any(not 0.0 <= p <= 1.0 for p in values):  # also rejects NaN
+        raise ValueError(f"p-values must lie in [0, 1], got {values}")
+    m = len(values)
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(sorted(range(m), key=lambda k: values[k])):
+        running = max(running, min(1.0, (m - rank) * values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def adjusted_verdict(mean: float, adjusted_p: float, level: float = 1.0 - CONFIDENCE) -> str:
+    """``yes`` / ``no`` when the adjusted p-value is below ``level`` (by the sign of ``mean``), else
+    ``inconclusive``."""
+    if not adjusted_p < level:  # NaN: not tested
+        return "inconclusive"
+    return "yes" if mean > 0 else "no"

@@ -26,10 +26,14 @@ __all__ = ["SmallCNN", "build_smallcnn", "default_smallcnn_weights_path"]
 SMALLCNN_WEIGHTS_FILE = "smallcnn-synthetic.pt"
 
 
-def default_smallcnn_weights_path(width: int = 32) -> Path:
+def default_smallcnn_weights_path(width: int = 32, pretrain_seed: int = 0) -> Path:
     """Where ``pretrained=True`` looks for SmallCNN weights of ``width``: ``<cache_dir>/weights/smallcnn-synthetic.pt``
-    for the default width 32, ``smallcnn-synthetic-w<width>.pt`` otherwise (the quick profile's width 16)."""
+    for the default width 32, ``smallcnn-synthetic-w<width>.pt`` otherwise (the quick profile's width 16);
+    ``pretrain_seed`` k > 0 (the trunk pre-trained on the pre-training pool of the synthetic draw k, see
+    :mod:`dmllab.training.pretrain`) adds ``-s<k>``."""
     name = SMALLCNN_WEIGHTS_FILE if width == 32 else SMALLCNN_WEIGHTS_FILE.replace(".pt", f"-w{width}.pt")
+    if pretrain_seed:
+        name = name.replace(".pt", f"-s{int(pretrain_seed)}.pt")
     return cache_dir() / "weights" / name
 
 
@@ -119,15 +123,18 @@ def build_smallcnn(
     weights_path: str | os.PathLike[str] | None = None,
     width: int = 32,
     in_channels: int = 3,
+    pretrain_seed: int = 0,
 ) -> SmallCNN:
     """Build a :class:`SmallCNN`; ``weights_path`` (if given) or, with ``pretrained=True``, the default file is loaded.
+    ``pretrain_seed`` names the synthetic draw whose pre-training pool the default file was pre-trained on (it
+    selects that file and, through the weights source, the run key; the architecture does not depend on it).
 
     Raises:
         FileNotFoundError: ``pretrained=True`` and no weights file exists; the message says how to make one.
     """
     model = SmallCNN(width=width, in_channels=in_channels)
     if weights_path is None and pretrained:
-        weights_path = default_smallcnn_weights_path(width)
+        weights_path = default_smallcnn_weights_path(width, pretrain_seed)
         if not weights_path.is_file():
             raise FileNotFoundError(
                 f"no pre-trained SmallCNN weights at {weights_path}. The quick profile pre-trains SmallCNN on the "

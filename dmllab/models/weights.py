@@ -35,6 +35,8 @@ __all__ = [
     "load_trunk_state_dict",
     "download_imagenet_state_dict",
     "hub_checkpoint_path",
+    "MissingWeightsError",
+    "check_imagenet_weights",
     "WeightsSource",
     "WEIGHTS_SOURCES",
     "TORCHVISION_SPECS",
@@ -145,26 +147,52 @@ def hub_checkpoint_path(url: str) -> Path:
     return Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(url)
 
 
+class MissingWeightsError(FileNotFoundError, RuntimeError):
+    """Pre-trained ImageNet weights that are neither in torchvision's cache nor downloadable (an offline machine);
+    the one-line message names the file, the cache folder to put it in and the alternatives."""
+
+
+def _missing_weights_message(weights: Any, arch: str, err: BaseException) -> str:
+    name = os.path.basename(weights.url)
+    cache_path = hub_checkpoint_path(weights.url)
+    reason = " ".join(f"{type(err).__name__}: {err}".split())
+    return (
+        f"the ImageNet weights {name} of backbone {arch!r} ({weights}) are not in torchvision's cache and could not "
+        f"be downloaded ({reason}): download {weights.url} and put it at {cache_path} (the cache folder is "
+        "$TORCH_HOME/hub/checkpoints, TORCH_HOME defaulting to ~/.cache/torch), or pass "
+        f"--set model.weights_path=/path/to/{name} (weights_path= in Python); to check a study without weights, "
+        "dmllab study --fast-dev-run --pretrained none trains from random initialisation (dmllab never falls "
+        "back to random weights by itself)"
+    )
+
+
 def download_imagenet_state_dict(weights: Any, *, arch: str) -> dict[str, torch.Tensor]:
     """Fetch torchvision's pre-trained state dict for a ``WeightsEnum`` member (from the hub cache or the web).
 
     Raises:
-        RuntimeError: the weights could not be obtained (e.g. offline); the message gives the download URL,
-            the cache path torchvision reads, and the ``weights_path=`` alternative.
+        MissingWeightsError: the weights could not be obtained (e.g. offline); the one-line message gives the file,
+            the cache path torchvision reads ($TORCH_HOME/hub/checkpoints/<file>), the download URL and the
+            ``weights_path=`` alternative.
     """
     try:
         return weights.get_state_dict(progress=True, check_hash=True)
     except Exception as err:  # any download / cache / hash failure: the user needs the same instructions
-        cache_path = hub_checkpoint_path(weights.url)
-        raise RuntimeError(
-            f"could not obtain the pre-trained ImageNet weights {weights} for backbone {arch!r} "
-            f"({type(err).__name__}: {err}). dmllab does not fall back to random weights. Provide them in one of "
-            f"these ways: (1) download {weights.url} (on a machine with internet access) and put the file at "
-            f"{cache_path} - torchvision reads it from there (the folder moves with $TORCH_HOME); "
-            f"(2) pass the file: --set model.weights_path=/path/to/{os.path.basename(weights.url)} on the "
-            "command line (weights_path= in Python; a torchvision state-dict file); "
-            "(3) or build it with pretrained=False to train from random initialisation on purpose."
-        ) from err
+        raise MissingWeightsError(_missing_weights_message(weights, arch, err)) from err
+
+
+def check_imagenet_weights(backbone: str, backbone_kwargs: Mapping[str, Any] | None = None) -> Path:
+    """The cached file of ``backbone``'s ImageNet weights (``imagenet_weights``, default V1), downloaded into
+    torchvision's cache first when it is not there: what ``dmllab study`` checks once before training, instead of
+    every run failing alike.
+
+    Raises:
+        MissingWeightsError: not cached and not downloadable (:func:`download_imagenet_state_dict`).
+    """
+    weights = _imagenet_member(backbone, dict(backbone_kwargs or {}))
+    path = hub_checkpoint_path(weights.url)
+    if not path.is_file():
+        download_imagenet_state_dict(weights, arch=backbone)
+    return path
 
 
 # --------------------------------------------------------------------------------------------- weights sources

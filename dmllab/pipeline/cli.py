@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
@@ -12,15 +13,27 @@ from dmllab.profiles import PROFILES
 def _study(args: argparse.Namespace) -> int:
     from dmllab.experiments import registry
     from dmllab.pipeline.executors import SlurmOptions, resolve_jobs
+    from dmllab.pipeline.fastdev import check_fast_dev, scratch_paths
     from dmllab.pipeline.plan import format_plan, make_plan
     from dmllab.pipeline.study import format_summary, run_study
     from dmllab.profiles import resolve_device
 
+    pretrained = None if args.pretrained == "preset" else False
+    check_fast_dev(args.fast_dev_run, pretrained)
     if args.plan:
         device = resolve_device(args.device or "auto")
         jobs = resolve_jobs(args.jobs, device)
-        plan = make_plan(registry.select(args.only), args.profile, device=device, data_root=args.data_root)
-        print(format_plan(plan, jobs=jobs))
+        with scratch_paths(args.profile) if args.fast_dev_run else contextlib.nullcontext():
+            plan = make_plan(
+                registry.select(args.only),
+                args.profile,
+                device=device,
+                data_root=args.data_root,
+                fast_dev_run=args.fast_dev_run,
+                pretrained=pretrained,
+                check_counts=not args.no_counts,
+            )
+            print(format_plan(plan, jobs=jobs))
         return 1 if plan.errors else 0
     slurm = SlurmOptions(
         partition=args.partition,
@@ -41,6 +54,9 @@ def _study(args: argparse.Namespace) -> int:
         device=args.device,
         progress=not args.no_progress,
         force=args.force,
+        fast_dev_run=args.fast_dev_run,
+        pretrained=pretrained,
+        check_counts=not args.no_counts,
     )
     print(format_summary(result), flush=True)
     if (
@@ -105,7 +121,37 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         help="local workers (runs and notebooks) at a time; auto (default): one per usable core on the CPU "
         "(each run on one thread, so the numbers do not depend on the machine), one on a GPU",
     )
-    study.add_argument("--data-root", help="folder of the benchmark datasets (paper profile)")
+    study.add_argument(
+        "--data-root",
+        metavar="D",
+        help="the benchmark datasets (paper profile): D holds one folder per dataset, D/cub, D/cars, D/sop, "
+        "D/inshop (as `dmllab data fetch NAME D/NAME` makes them), or is a single dataset's folder",
+    )
+    study.add_argument(
+        "--fast-dev-run",
+        nargs="?",
+        type=int,
+        const=2,
+        default=0,
+        metavar="N",
+        help="check the study in minutes before spending GPU hours: every planned run (first seed) trains N "
+        "batches per epoch (default 2), at most 1 warm-up + 1 epoch per stage, evaluates N batches, then the "
+        "notebooks, plots and report run on those rows, all in results/fast-dev-run/<profile> and "
+        "figures/fast-dev-run/<profile>",
+    )
+    study.add_argument(
+        "--no-counts",
+        action="store_true",
+        help="read the real datasets without checking their canonical image and class counts (a partial copy; "
+        "as `dmllab data check --no-counts`)",
+    )
+    study.add_argument(
+        "--pretrained",
+        choices=("preset", "none"),
+        default="preset",
+        help="none: with --fast-dev-run, train from random initialisation (a machine without the ImageNet "
+        "weights); preset (default): the weights the presets name",
+    )
     study.add_argument("--device", help="auto | cpu | cuda | mps (default: auto)")
     study.add_argument("--no-progress", action="store_true", help="no progress bars")
     study.add_argument(

@@ -212,23 +212,17 @@ def up_to_date(job: NotebookJob, current: str, artifact_id: str) -> bool:
 
 
 def run_notebooks(
-    plan: Plan,
-    local: LocalExecutor,
-    nb_dir: Path,
-    out_dir: Path,
-    device: str,
-    data_root: str | None,
-    force: bool,
+    plan: Plan, local: LocalExecutor, nb_dir: Path, out_dir: Path, force: bool
 ) -> list[JobResult]:
     """Run every artifact notebook whose inputs changed since its last success (all with ``force``), the
-    longest first (by its last execution), so the last one ends sooner; results in artifact order."""
+    longest first (by its last execution), so the last one ends sooner; results in artifact order. Each gets
+    the plan's execution parameters (:meth:`~dmllab.pipeline.plan.Plan.parameters`: device, data root, a fast dev
+    run's limit and seed) and ``train_missing=False``."""
     kernel = ensure_kernel()
-    params: dict[str, Any] = {"profile": plan.profile, "train_missing": False, "device": device}
-    if data_root is not None:
-        params["data_root"] = str(data_root)
     code = source_fingerprint()
     jobs, stamps, skipped = [], {}, []
     for a in plan.artifacts:
+        params: dict[str, Any] = {"profile": plan.profile, "train_missing": False, **plan.parameters(a)}
         job = NotebookJob(nb_dir / f"{a.id}.ipynb", out_dir / f"{a.id}.ipynb", params, kernel)
         stamps[a.id] = stamp(code, job, [r.run.key for r in plan.runs if a.id in r.artifacts])
         if not force and up_to_date(job, stamps[a.id], a.id):

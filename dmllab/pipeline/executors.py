@@ -27,10 +27,10 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from contextlib import contextmanager, nullcontext, suppress
+from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -55,6 +55,8 @@ class JobResult:
     error: str = ""
     output: str | None = None  # executed notebook or the job's log
     cell: int | None = None
+    # A fast dev run's measurements (:func:`train_run`): steps, peak memory, what it shrank to fit the data.
+    info: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def cached(self) -> bool:
@@ -163,20 +165,83 @@ def _worker_init(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
+class PeakMemory:
+    """The peak memory of what runs inside the block: CPU RSS of this process and its children (DataLoader
+    workers), sampled every ``interval_s`` by a thread, and on CUDA ``torch.cuda.max_memory_allocated`` (exact).
+    ``info()`` gives ``{"peak_rss_mb": ..., "cuda_max_allocated_mb": ...}`` (the latter on CUDA only)."""
+
+    def __init__(self, device: str, interval_s: float = 0.05) -> None:
+        self.cuda = str(device).startswith("cuda")
+        self.interval_s = interval_s
+        self.peak_rss = 0
+        self._stop = threading.Event()
+
+    def _rss(self) -> int:
+        import psutil
+
+        me = psutil.Process()
+        total = me.memory_info().rss
+        for child in me.children(recursive=True):
+            with suppress(psutil.Error):
+                total += child.memory_info().rss
+        return total
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            with suppress(Exception):
+                self.peak_rss = max(self.peak_rss, self._rss())
+
+    def __enter__(self) -> PeakMemory:
+        if self.cuda:
+            import torch
+
+            torch.cuda.reset_peak_memory_stats()
+        self.peak_rss = self._rss()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        with suppress(Exception):
+            self.peak_rss = max(self.peak_rss, self._rss())
+
+    def info(self) -> dict[str, float]:
+        out = {"peak_rss_mb": self.peak_rss / 2**20}
+        if self.cuda:
+            import torch
+
+            out["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated() / 2**20
+        return out
+
+
 def train_run(run: Run) -> JobResult:
-    """Train one run through the run store (a stored run is returned at once); never raises."""
+    """Train one run through the run store (a stored run is returned at once); never raises. A fast dev run
+    (``run.fast_dev_run``) also reports its steps, peak memory (:class:`PeakMemory`) and what it shrank to fit the
+    data in ``JobResult.info``."""
     from dmllab.metrics import DegenerateEmbeddingError as NonFiniteEmbeddingError  # collapsed too
     from dmllab.training import NonFiniteLossError
     from dmllab.training.store import run as train
 
     start = time.perf_counter()
+    fast = run.config.run.fast_dev_run > 0
+    memory = PeakMemory(run.config.run.device) if fast else None
+    info: dict[str, Any] = {}
     try:
-        train(run.config, seed=run.seed, progress=False)
+        with memory if memory is not None else nullcontext():
+            result = train(run.config, seed=run.seed, progress=False)
+        info = dict(result.extra.get("fast_dev", {}), cached=result.cached)
     except (NonFiniteLossError, NonFiniteEmbeddingError) as err:  # recorded by the store
         return JobResult(run.key, "diverged", time.perf_counter() - start, f"{type(err).__name__}: {err}")
     except Exception as err:
-        return JobResult(run.key, "FAILED", time.perf_counter() - start, f"{type(err).__name__}: {err}")
-    return JobResult(run.key, "ok", time.perf_counter() - start)
+        error = f"{type(err).__name__}: {err}"
+        return JobResult(run.key, "FAILED", time.perf_counter() - start, error, info=_memory(memory))
+    return JobResult(run.key, "ok", time.perf_counter() - start, info={**info, **_memory(memory)})
+
+
+def _memory(memory: PeakMemory | None) -> dict[str, float]:
+    return memory.info() if memory is not None else {}
 
 
 def terminate_trees(pids: Sequence[int], grace_s: float = STOP_GRACE_S) -> None:

@@ -23,6 +23,7 @@ from dmllab.profiles import PROFILES, resolve_device
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
+    from pandas.io.formats.style import Styler
 
 # Names the IPython kernel puts into a notebook's globals; never parameters.
 _KERNEL_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open"})
@@ -93,8 +94,9 @@ class ArtifactContext:
         return rows
 
     def write_results(self, records: Iterable[Mapping[str, Any]]) -> Path:
-        """Replace this artifact's rows of this profile in ``results/<id>.csv`` (other profiles' rows stay), and
-        write the extra tables the rows came with to ``results/<id>.<table>.csv``."""
+        """Replace this artifact's rows of this profile and device in ``results/<id>.csv`` (other profiles' and
+        other devices' rows stay: a study on a GPU never overwrites the CPU rows), and write the extra tables the
+        rows came with to ``results/<id>.<table>.csv`` (likewise per profile and device)."""
         from dmllab.results import artifact_csv, replace_experiment, write_table
 
         base = {
@@ -111,14 +113,14 @@ class ArtifactContext:
             device=self.device,
         )
         for table, frame in self._tables.items():
-            write_table(artifact_csv(self.name, table), frame, profile=self.profile)
+            write_table(artifact_csv(self.name, table), frame, profile=self.profile, device=self.device)
         return self.csv_path
 
     def read_results(self) -> pd.DataFrame:
-        """This artifact's rows of this profile, read back from ``results/<id>.csv``."""
+        """This artifact's rows of this profile and device, read back from ``results/<id>.csv``."""
         from dmllab.results import read_artifact_rows
 
-        return read_artifact_rows(self.name, self.profile)
+        return read_artifact_rows(self.name, self.profile, self.device)
 
     def results_table(self) -> pd.DataFrame:
         """Mean, std and seed count of every (variant, dataset, parameters, metric)."""
@@ -132,14 +134,40 @@ class ArtifactContext:
 
         return paper_vs_reproduced(self.artifact, self.read_results(), load_reference())
 
-    def verdicts(self) -> pd.DataFrame:
-        from dmllab.experiments.compare import verdict_table
+    def parameters_table(self) -> Styler:
+        """The values this notebook runs with, as a person writes them (``1/9``, ``4e2``), and why each is there."""
+        import pandas as pd
 
-        return verdict_table(self.artifact, self.read_results())
+        from dmllab.pipeline.prose import human
+        from dmllab.pipeline.template import STANDARD_HELP
+
+        helps = {**STANDARD_HELP, **self.artifact.parameter_help}
+        values = {**self.params.values, "train_missing": self.train_missing}
+        table = pd.DataFrame(
+            [{"parameter": k, "value": human(v), "why": helps.get(k, "")} for k, v in values.items()],
+            columns=["parameter", "value", "why"],
+        )
+        return table.style.hide(axis="index").set_properties(**{"text-align": "left"})
+
+    def verdicts(self) -> pd.DataFrame:
+        """Each claim's effect, 95% interval, verdict (four classes) and why, what differs from the paper here, and
+        its p-value (:func:`dmllab.experiments.verdicts.verdict_table`; whether a compared method trains comes from
+        the offline benchmark's rows as they are now: the report, built last, is definitive)."""
+        from dmllab.experiments.verdicts import training_status, verdict_table
+
+        return verdict_table(
+            self.artifact, self.read_results(), self.profile, training_status(self.profile)
+        ).set_index("claim")
+
+    def checks(self) -> pd.DataFrame:
+        """The analytic properties the artifact checks: measured value, passes or fails."""
+        from dmllab.experiments.verdicts import check_table
+
+        return check_table(self.artifact, self.read_results(), self.profile).set_index("check")
 
     def figures(self, save: bool = False) -> list[Figure]:
         """Draw every figure of the artifact from its CSVs (and save it under ``figures/`` with ``save``)."""
-        return draw_figures(self.artifact, self.profile, save=save)
+        return draw_figures(self.artifact, self.profile, save=save, device=self.device)
 
 
 def runs_frame(runs: Sequence[Run]) -> pd.DataFrame:
@@ -166,18 +194,24 @@ def runs_frame(runs: Sequence[Run]) -> pd.DataFrame:
     return pd.DataFrame(out, columns=["variant", "seed", "config", "run key", "stored", "wall time (s)"])
 
 
-def draw_figures(artifact: Artifact, profile: str, *, save: bool = False) -> list[Figure]:
-    """Every figure of ``artifact`` drawn from its CSVs; with ``save`` written to ``figures/<id><suffix>``.
+def draw_figures(
+    artifact: Artifact, profile: str, *, save: bool = False, device: str | None = None
+) -> list[Figure]:
+    """Every figure of ``artifact`` drawn from its CSVs; with ``save`` written to ``figures/<id><suffix>``. The rows
+    of one device are drawn: ``device``, or by default the device whose rows were written last
+    (:func:`dmllab.results.latest_device`: after a study on a GPU its rows, not the committed CPU rows).
 
     Each figure is drawn with numpy's global generator seeded 0 (and the caller's random state restored after):
     seaborn's strip-plot jitter draws from it unseeded, and the same CSV must give the same picture whatever
     ran before in the process."""
     from dmllab.plots import save_figure, set_theme
-    from dmllab.results import read_tables
+    from dmllab.results import latest_device, read_artifact_rows, read_tables
     from dmllab.rng import random_state_kept
 
     set_theme()
-    tables = read_tables(artifact.id, artifact.tables, profile)
+    if device is None:
+        device = latest_device(read_artifact_rows(artifact.id, profile))
+    tables = read_tables(artifact.id, artifact.tables, profile, device)
     if tables["rows"].empty:
         raise FileNotFoundError(
             f"no {profile} rows for {artifact.id} in results/{artifact.id}.csv: run its notebook first "

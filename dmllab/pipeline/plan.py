@@ -1,7 +1,8 @@
 """The study's plan: the union of the selected artifacts' runs (:class:`~dmllab.experiments.Run`), placed where the
-study runs them (:func:`dmllab.experiments.lookup.planned_runs`) and de-duplicated by the run store's key (two
-artifacts that need the same config and seed share one run), with how many are already stored and an estimated
-cost from stored wall times (:func:`make_plan`; ``dmllab study --plan`` prints :func:`format_plan` and stops).
+study runs them (:func:`dmllab.experiments.lookup.planned_runs` with :func:`execution_parameters`) and
+de-duplicated by the run store's key (two artifacts that need the same config and seed share one run), with how many
+are already stored and an estimated cost from stored wall times of the same device kind, else the profile's typical
+run on that device (:func:`make_plan`; ``dmllab study --plan`` prints :func:`format_plan` and stops).
 """
 
 from __future__ import annotations
@@ -10,11 +11,12 @@ import json
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from dmllab import paths
 from dmllab.experiments.artifact import Artifact, Run
 from dmllab.experiments.lookup import planned_runs
-from dmllab.profiles import PROFILES, TYPICAL_RUN_S
+from dmllab.profiles import PROFILES, typical_run_s
 
 
 @dataclass(frozen=True)
@@ -36,7 +38,24 @@ class Plan:
     runs: tuple[PlannedRun, ...]
     requested: int  # runs declared by the artifacts before de-duplication
     errors: Mapping[str, str] = field(default_factory=dict)  # artifact -> why its runs could not be listed
-    typical_s: float | None = None  # the TYPICAL_RUN_S value a missing run's estimate fell back to, if any
+    typical_s: float | None = None  # the typical run (dmllab.profiles.typical_run_s) an estimate fell back to
+    device: str = "cpu"  # where the runs train (resolved)
+    data_root: str | None = None
+    fast_dev_run: int = 0  # N > 0: a fast dev run (execution_parameters)
+    pretrained: bool | None = None  # False: no pre-trained weights (--pretrained none)
+    check_counts: bool = True  # False: --no-counts
+
+    def parameters(self, artifact: Artifact) -> dict[str, Any]:
+        """:func:`execution_parameters` of ``artifact`` in this plan (what its notebook receives)."""
+        return execution_parameters(
+            artifact,
+            self.profile,
+            device=self.device,
+            data_root=self.data_root,
+            fast_dev_run=self.fast_dev_run,
+            pretrained=self.pretrained,
+            check_counts=self.check_counts,
+        )
 
     @property
     def missing(self) -> list[PlannedRun]:
@@ -58,34 +77,86 @@ class Plan:
         return None if any(c is None for c in costs) else float(sum(costs))
 
 
+def _kind(device: str) -> str:
+    return str(device).split(":", 1)[0]
+
+
 def _stored_wall_times() -> dict[str, list[float]]:
-    """``method|dataset|profile -> stored wall times`` over the whole run store (the estimate's basis)."""
+    """``method|dataset|profile|device kind -> stored wall times`` over the whole run store (the estimate's basis:
+    a CPU run's time says nothing of a GPU run's)."""
     out: dict[str, list[float]] = {}
     for metrics in paths.runs_dir().glob("*/seed*/metrics.json"):
         try:
             data = json.loads(metrics.read_text())
             key = "|".join(str(data.get(k, "")) for k in ("method", "dataset", "profile"))
-            out.setdefault(key, []).append(float(data["wall_time_s"]))
+            out.setdefault(f"{key}|{_kind(data.get('device', ''))}", []).append(float(data["wall_time_s"]))
         except (OSError, ValueError, KeyError, TypeError):
             continue
     return out
 
 
+def execution_parameters(
+    artifact: Artifact,
+    profile: str,
+    *,
+    device: str,
+    data_root: str | None = None,
+    fast_dev_run: int = 0,
+    pretrained: bool | None = None,
+    check_counts: bool = True,
+) -> dict[str, Any]:
+    """What the study sets on every execution of ``artifact`` (its runs' placement and its notebook's parameters,
+    beside ``profile`` and ``train_missing``): the device, the data root, and for a fast dev run its limit
+    ``fast_dev_run``, only the first of the artifact's seeds (the other seeds train the same configs) and, with
+    ``pretrained=False`` (``--pretrained none``), no pre-trained weights; ``check_counts=False`` (``--no-counts``):
+    the real datasets read without their canonical counts."""
+    values: dict[str, Any] = {"device": device}
+    if data_root is not None:
+        values["data_root"] = str(data_root)
+    if fast_dev_run:
+        seeds = artifact.defaults(profile)["seeds"]
+        values["fast_dev_run"] = int(fast_dev_run)
+        values["seeds"] = [seeds if isinstance(seeds, int) else seeds[0]]
+    if pretrained is False:
+        values["pretrained"] = False
+    if not check_counts:
+        values["check_counts"] = False
+    return values
+
+
 def make_plan(
-    artifacts: Sequence[Artifact], profile: str, *, device: str = "auto", data_root: str | None = None
+    artifacts: Sequence[Artifact],
+    profile: str,
+    *,
+    device: str = "auto",
+    data_root: str | None = None,
+    fast_dev_run: int = 0,
+    pretrained: bool | None = None,
+    check_counts: bool = True,
 ) -> Plan:
-    """The de-duplicated runs of ``artifacts`` at ``profile`` (module docstring, step 1)."""
+    """The de-duplicated runs of ``artifacts`` at ``profile`` (module docstring, step 1), placed with
+    :func:`execution_parameters`."""
+    from dmllab.profiles import resolve_device
     from dmllab.training.store import RunStore
 
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
+    device = resolve_device(device)
+    execution = dict(
+        device=device,
+        data_root=data_root,
+        fast_dev_run=fast_dev_run,
+        pretrained=pretrained,
+        check_counts=check_counts,
+    )
     store = RunStore()
     unique: dict[str, tuple[Run, list[str]]] = {}
     errors: dict[str, str] = {}
     requested = 0
     for artifact in artifacts:
         try:
-            runs = planned_runs(artifact, artifact.params(profile, device=device, data_root=data_root))
+            given = execution_parameters(artifact, profile, **execution)
+            runs = planned_runs(artifact, artifact.params(profile, **given))
         except Exception as err:  # one artifact's broken declaration is reported, the others are planned
             errors[artifact.id] = f"{type(err).__name__}: {err}"
             continue
@@ -95,21 +166,37 @@ def make_plan(
     history = _stored_wall_times()
     by_profile: dict[str, list[float]] = {}
     for key, walls in history.items():
-        by_profile.setdefault(key.rsplit("|", 1)[-1], []).extend(walls)
+        by_profile.setdefault(key.split("|", 2)[-1], []).extend(walls)
     planned, typical = [], None
     for run, users in unique.values():
         stored = store.load(run.config, run.seed)
         diverged = stored is None and store.diverged(run.config, run.seed) is not None
         if stored is not None:
             wall: float | None = float(stored.wall_time_s)
-        else:  # the median of the same method, else of the same profile, else the profile's typical run
+        else:  # the median of the same method, else of the same profile, on the same device kind, else the
+            # profile's typical run on that device (none for a fast dev run: no real run says what it costs)
             c = run.config
-            basis = history.get("|".join((c.method, c.dataset, c.profile))) or by_profile.get(c.profile)
-            wall = statistics.median(basis) if basis else TYPICAL_RUN_S.get(c.profile)
-            if not basis and wall is not None:
-                typical = wall
+            kind = _kind(c.run.device)
+            basis = history.get("|".join((c.method, c.dataset, c.profile, kind))) or by_profile.get(
+                f"{c.profile}|{kind}"
+            )
+            wall = statistics.median(basis) if basis else None
+            if not basis and not fast_dev_run and c.profile == profile:
+                wall = typical = typical_run_s(c.profile, c.run.device)
         planned.append(PlannedRun(run, tuple(users), stored is not None, wall, diverged))
-    return Plan(profile, tuple(artifacts), tuple(planned), requested, errors, typical_s=typical)
+    return Plan(
+        profile,
+        tuple(artifacts),
+        tuple(planned),
+        requested,
+        errors,
+        typical_s=typical,
+        device=device,
+        data_root=None if data_root is None else str(data_root),
+        fast_dev_run=fast_dev_run,
+        pretrained=pretrained,
+        check_counts=check_counts,
+    )
 
 
 def _duration(seconds: float | None) -> str:
@@ -120,18 +207,31 @@ def _duration(seconds: float | None) -> str:
 
 def estimate(plan: Plan, jobs: int) -> str:
     """The plan's training estimate as text: compute, wall time with the workers it will really use (``jobs``,
-    at most one per missing run), and its basis when it is a typical run."""
+    at most one per missing run), and its basis when it is a typical run (or why there is none)."""
     est = plan.estimate_s
     workers = max(1, min(jobs, len(plan.missing)))
+    if est is None and plan.fast_dev_run:
+        return "a fast dev run: seconds per run on a GPU, up to a minute or two on a CPU"
+    gpu = _kind(plan.device) != "cpu"
+    if plan.typical_s is not None:
+        where = f"on one {_kind(plan.device)} device" if gpu else "on one CPU thread"
+        table = "TYPICAL_GPU_RUN_S" if gpu else "TYPICAL_RUN_S"
+        on = f" on {_kind(plan.device)}" if gpu else ""
+        basis = (
+            f" (no stored {plan.profile} run{on} yet: {plan.typical_s:.0f} s per run, the typical {plan.profile} "
+            f"run {where}, dmllab.profiles.{table})"
+        )
+    elif est is None and gpu:
+        basis = (
+            f" (no stored {plan.profile} run on {_kind(plan.device)} yet, and no typical {plan.profile} run measured "
+            "on a GPU: dmllab.profiles.TYPICAL_GPU_RUN_S has no basis)"
+        )
+    else:
+        basis = ""
     return (
         f"{_duration(est)} of compute"
         + (f", about {_duration(est / workers)} with {workers} workers" if est and workers > 1 else "")
-        + (
-            f" (no stored {plan.profile} run yet: {plan.typical_s:.0f} s per run, the typical {plan.profile} run "
-            "on one CPU thread, dmllab.profiles.TYPICAL_RUN_S)"
-            if plan.typical_s is not None
-            else ""
-        )
+        + basis
     )
 
 

@@ -1,5 +1,6 @@
 """What the plotting notebooks (``notebooks/plots_<paper>.ipynb``) call: every figure of a paper's artifacts,
-drawn from ``results/*.csv`` only and written to ``figures/`` (``figures/<profile>/`` for profiles other than quick)."""
+drawn from ``results/*.csv`` only, written to ``figures/`` (``figures/<profile>/`` for profiles other than quick)
+and, in a notebook, shown under its artifact's title."""
 
 from __future__ import annotations
 
@@ -11,14 +12,26 @@ from dmllab.pipeline.notebook import draw_figures
 from dmllab.results import read_artifact_rows
 
 
-def draw_paper(paper: str, profile: str = "quick") -> dict[str, str]:
-    """Draw and save every figure of ``paper``'s artifacts that has rows for ``profile``.
+def _in_notebook() -> bool:
+    """True inside an IPython kernel (a notebook), where a displayed figure shows inline."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
 
-    Returns ``{artifact id: "N figure(s)" | "no rows yet"}``. An artifact whose figure fails does not stop the
-    others; the failures are raised together at the end (so the study reports them).
+
+def draw_paper(paper: str, profile: str = "quick", *, show: bool | None = None) -> dict[str, str]:
+    """Draw and save every figure of ``paper``'s artifacts (in the paper's order) that has rows for ``profile``;
+    with ``show`` (default: inside a notebook) display each one under its artifact's label and title.
+
+    Returns ``{artifact id: "N figure(s) in <folder>/" | "no rows yet"}``. An artifact whose figure fails does not
+    stop the others; the failures are raised together at the end (so the study reports them).
     """
     import matplotlib.pyplot as plt
 
+    show = _in_notebook() if show is None else show
     out: dict[str, str] = {}
     for artifact in registry.all_artifacts():
         if artifact.paper != paper or not artifact.figures:
@@ -33,6 +46,14 @@ def draw_paper(paper: str, profile: str = "quick") -> dict[str, str]:
         ) as err:  # reported in the notebook output and by the study, never fatal to the others
             out[artifact.id] = f"error: {type(err).__name__}: {err}"
             continue
+        if show:
+            from IPython.display import Markdown, display
+
+            display(Markdown(f"### {artifact.label}: {artifact.title}"))
+            for fig, figure in zip(figs, artifact.figures):
+                display(fig)
+                if figure.caption:
+                    display(Markdown(f"*{figure.caption}*"))
         for fig in figs:
             plt.close(fig)
         out[artifact.id] = f"{len(figs)} figure(s) in {Path(paths.profile_figures_dir(profile)).name}/"

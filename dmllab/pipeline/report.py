@@ -1,10 +1,14 @@
-"""The figure report ``figures/report.html``, rebuilt from ``results/`` by ``dmllab report`` (and ``dmllab study``).
+"""The report ``figures/report.html``, rebuilt from ``results/`` by ``dmllab report`` (and ``dmllab study``): the
+study's results section.
 
-For every artifact (paper order): title, paper and label, its figures (relative ``<img>`` links to
-``figures/<id>*.png``), the reproduced numbers (mean +- std over seeds), the paper's printed numbers side by side
-(paper value, reproduced mean +- std, delta, within the paper's +- where it prints one), and each claim's verdict
-with its effect and 95% interval over seeds (:mod:`dmllab.experiments.stats`). One self-contained HTML file with
-inline CSS; images are linked, not embedded, so it opens from ``figures/``.
+It opens with a summary (:func:`summary_html`): per paper, the claims' verdicts counted in four classes (a
+comparison two artifacts share counted once) and the checks apart, the number of claims tested for Holm's
+adjustment, then every claim with its effect, 95% interval over seeds, verdict, Holm-adjusted p and verdict, what
+differs from the paper, and a link to its artifact (:mod:`dmllab.experiments.verdicts`). Then each paper's
+artifacts in the paper's order (:func:`dmllab.experiments.registry.label_key`): description, figures (relative
+``<img>`` links to ``figures/<id>*.png``), the reproduced numbers (mean +- std over seeds; per device where rows
+come from several), the paper's printed numbers side by side, the claims and the checks. One self-contained HTML
+file with inline CSS; images are linked, not embedded, so it opens from ``figures/``.
 """
 
 from __future__ import annotations
@@ -18,47 +22,38 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dmllab import paths
-from dmllab.experiments import registry
-from dmllab.experiments.artifact import PAPER_TITLES, Artifact
-from dmllab.experiments.compare import paper_vs_reproduced, summarise, verdict_table
+from dmllab.experiments import registry, verdicts
+from dmllab.experiments.artifact import PAPER_TITLES, PAPERS, Artifact
+from dmllab.experiments.compare import paper_vs_reproduced, summarise
+from dmllab.pipeline.prose import inline_html, paragraphs
+from dmllab.pipeline.summary import check_rows, claim_rows, summary_html
 from dmllab.profiles import PROFILES
 
 if TYPE_CHECKING:
     import pandas as pd
 
-INTERVAL_NOTE = (
-    "Verdicts: each claim's effect is measured once per seed (paired: both arms share the seed) and judged by "
-    "Student's t 95% interval over seeds, mean +- t(0.975, n-1) sd / sqrt(n): <b>yes</b> when the whole interval "
-    "has the claimed sign, <b>no</b> when it lies entirely on the other side, <b>inconclusive</b> otherwise "
-    "(also with fewer than 2 seeds)."
-)
-PROFILE_NOTES = {
-    "smoke": "smoke profile: seconds-long runs that only check that every notebook works; the numbers mean nothing.",
-    "quick": (
-        "quick profile: each artifact listed below, run offline on 2 CPU cores. Dataset-free figures use the "
-        "papers' own toy settings; artifacts that train image models train a small pre-trained CNN on the "
-        "synthetic fine-grained benchmark instead of the papers' networks on CUB/Cars/SOP/In-Shop, so absolute "
-        "numbers are not comparable with the papers' (the side-by-side tables show them anyway); what is judged "
-        "is the direction of each effect the paper claims. Artifacts without rows say so."
-    ),
-    "paper": "paper profile: the authors' datasets, networks and hyper-parameters; the paper's numbers are shown "
-    "next to the reproduced ones with the difference (here - paper).",
-}
-
 _CSS = """
-body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 0 auto; max-width: 1100px;
-       padding: 1.5em; color: #1d2330; background: #ffffff; line-height: 1.45; }
-header { border-bottom: 3px solid #3b6ea5; margin-bottom: 1.5em; }
-h1 { color: #23466e; } h2 { color: #23466e; border-bottom: 1px solid #c9d6e6; padding-bottom: .2em; }
-.meta { font-size: .9em; color: #4a5568; } .note { background: #eef4fb; padding: .6em 1em; border-left: 4px solid #3b6ea5; }
-section.artifact { margin: 2em 0 3em 0; }
-.figs img { max-width: 100%; border: 1px solid #dde3ea; margin: .4em 0; }
-table { border-collapse: collapse; margin: .8em 0; font-size: .9em; }
-th, td { border: 1px solid #c9d6e6; padding: .25em .6em; text-align: right; }
+body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 0 auto; max-width: 1200px;
+       padding: 0 1.5em 1.5em; color: #1d2330; background: #ffffff; line-height: 1.4; }
+header { border-bottom: 3px solid #3b6ea5; margin-bottom: .6em; }
+h1 { color: #23466e; font-size: 1.6em; margin: .5em 0 .2em; }
+h2 { color: #23466e; border-bottom: 1px solid #c9d6e6; padding-bottom: .2em; }
+h3 { color: #23466e; } h4 { margin: 1.2em 0 .3em; }
+.meta { font-size: .85em; color: #4a5568; margin: .3em 0; }
+.note { background: #eef4fb; padding: .5em 1em; border-left: 4px solid #3b6ea5; font-size: .9em; }
+section.artifact { margin: 1.5em 0 2.5em 0; }
+.figs img { max-width: 100%; border: 1px solid #dde3ea; margin: .4em 0 0; }
+figure { margin: 0 0 .8em; } figcaption { font-size: .85em; color: #4a5568; }
+table { border-collapse: collapse; margin: .6em 0; font-size: .88em; }
+th, td { border: 1px solid #c9d6e6; padding: .2em .5em; text-align: right; vertical-align: top; }
 th { background: #e6eef8; } td:first-child, th:first-child { text-align: left; }
+table.claims td, table.claims th { text-align: left; } table.claims td.num { text-align: right; white-space: nowrap; }
+td.claim { max-width: 26em; } td.art { white-space: nowrap; } td.differs { max-width: 22em; font-size: .9em; color: #4a5568; }
+tr.light td.differs { color: #9aa5b1; } tr.nt td { color: #8a8f98; }
+#summary-counts td:first-child { white-space: nowrap; }
 .missing { color: #a0522d; font-style: italic; }
-.yes { color: #1b7f3b; font-weight: bold; } .no { color: #b22222; font-weight: bold; } .na { color: #777; }
-nav ul { columns: 2; font-size: .9em; }
+.yes, .passes { color: #1b7f3b; font-weight: bold; } .no, .fails { color: #b22222; font-weight: bold; }
+.na { color: #777; } .why { font-size: .85em; color: #4a5568; }
 .scroll { overflow-x: auto; }
 """
 
@@ -84,12 +79,14 @@ MAX_TABLE_ROWS = 40
 
 
 def numbers_table(rows: pd.DataFrame, *, max_rows: int = MAX_TABLE_ROWS, csv_name: str = "the CSV") -> str:
-    """HTML pivot of the reproduced numbers: one line per variant/dataset/parameters, one column per metric.
+    """HTML pivot of the reproduced numbers: one line per variant/dataset/parameters (and device, where the rows
+    come from several), one column per metric.
 
     Parameters with one value over all rows are listed above the table instead of repeated in every line;
     tables longer than ``max_rows`` lines are cut (the CSV has them all).
     """
-    summary = summarise(rows)
+    several = "device" in rows.columns and rows["device"].nunique() > 1
+    summary = summarise(rows, by=("device",) if several else ())
     summary["cell"] = [_fmt(m, s, n) for m, s, n in zip(summary["mean"], summary["std"], summary["n"])]
     index = [c for c in summary.columns if c not in ("metric", "mean", "std", "n", "cell")]
     if not index:
@@ -141,29 +138,55 @@ def reference_table(artifact: Artifact, rows: pd.DataFrame, reference: pd.DataFr
     return note + "<div class='scroll'>" + shown.to_html(index=False, border=0, escape=True) + "</div>"
 
 
-def claims_table(artifact: Artifact, rows: pd.DataFrame) -> str:
-    """Each claim with the paper's answer, the effect and its 95% interval over seeds, and the verdict."""
-    if not artifact.claims:
-        return ""
-    items = []
-    for rec in verdict_table(artifact, rows).to_dict("records"):
-        css = {"yes": "yes", "no": "no"}.get(rec["verdict"], "na")
-        iv = (
-            ""
-            if rec["seeds"] < 2 or rec["95% low"] != rec["95% low"]
-            else f"[{rec['95% low']:+.3g}, {rec['95% high']:+.3g}]"
-        )
-        effect = "" if rec["effect"] != rec["effect"] else f"{rec['effect']:+.3g}"
-        why = f" ({html.escape(rec['why'])})" if rec["why"] else ""
-        items.append(
-            f"<tr><td>{html.escape(rec['claim'])}</td><td>{html.escape(rec['paper'])}</td><td>{effect}</td>"
-            f"<td>{iv}</td><td>{rec['seeds']}</td><td>{html.escape(rec['unit'])}</td>"
-            f'<td><span class="{css}">{html.escape(rec["verdict"])}</span>{why}</td></tr>'
-        )
-    return (
-        "<table><tr><th>claim</th><th>paper</th><th>effect</th><th>95% interval</th><th>seeds</th><th>unit</th>"
-        "<th>here</th></tr>" + "".join(items) + "</table>"
+def artifact_html(
+    a: Artifact,
+    rows: pd.DataFrame | None,
+    frame: pd.DataFrame,
+    reference: pd.DataFrame,
+    profile: str | None,
+    figures_dir: Path,
+    out: Path,
+    labels: dict[str, str],
+) -> str:
+    """One artifact's section: title, description, figures, numbers, paper vs reproduced, claims, checks."""
+    from dmllab.experiments.registry import module_path
+
+    body = [f'<section class="artifact" id="{a.id}"><h3>{html.escape(a.label)}: {html.escape(a.title)}</h3>']
+    body.append(
+        f"<p class='meta'>{html.escape(PAPER_TITLES[a.paper])}, <b>{html.escape(a.label)}</b> &middot; notebook "
+        f"<code>notebooks/{a.id}.ipynb</code> &middot; <code>{module_path(a.id)}</code></p>"
     )
+    body += [f"<p>{inline_html(par)}</p>" for par in paragraphs(a.description)]
+    for row, why in a.not_reproduced.items():
+        body.append(f"<p class='missing'>not reproduced: {html.escape(row)}: {html.escape(why)}</p>")
+    if rows is None or rows.empty:
+        body.append(
+            f"<p class='missing'>not run yet (no {html.escape(str(profile))} rows in results/{a.id}.csv)</p>"
+        )
+        return "".join(body) + "</section>"
+    body.append("<div class='figs'>")
+    for figure in a.figures:
+        png = figures_dir / f"{a.id}{figure.suffix}.png"
+        if png.exists():
+            rel = Path(os.path.relpath(png, out.parent)).as_posix()
+            caption = f"<figcaption>{html.escape(figure.caption)}</figcaption>" if figure.caption else ""
+            body.append(
+                f'<figure><img src="{html.escape(rel)}" alt="{html.escape(png.stem)}">{caption}</figure>'
+            )
+        else:
+            body.append(f"<p class='missing'>figure {html.escape(png.name)} not drawn yet</p>")
+    body.append("</div><h4>Reproduced numbers</h4>")
+    body.append(numbers_table(rows, csv_name=f"results/{a.id}.csv"))
+    if a.reference is not None:
+        body.append("<h4>Paper vs reproduced</h4>" + reference_table(a, rows, reference))
+    mine = frame[frame["artifact"] == a.id] if len(frame) else frame
+    if (mine["kind"] == "verdict").any():
+        body.append("<h4>The paper's claims</h4>" + claim_rows(mine, labels, with_artifact=False))
+        if profile and verdicts.seeds_cover(a, profile) == verdicts.DATA_SEEDS_COVER:
+            body.append(f"<p class='meta'>{html.escape(verdicts.DATA_SEEDS_COVER)}</p>")
+    if (mine["kind"] == "check").any():
+        body.append("<h4>Checks</h4>" + check_rows(mine))
+    return "".join(body) + "</section>"
 
 
 def _provenance_header(frames: Sequence[pd.DataFrame], profile: str | None) -> str:
@@ -219,58 +242,30 @@ def build_report(
     reference = load_reference(directory=reference_directory)
     shown = {n: f[f["profile"] == profile] for n, f in frames.items()}
     done = [a for a in artifacts if a.id in shown and not shown[a.id].empty]
+    status = verdicts.training_status(profile, results_dir) if profile else {}
+    frame = verdicts.claims_frame(artifacts, shown, profile or "", status)
+    labels = {a.id: a.label for a in artifacts}
 
-    body = [f"<header><h1>dmllab figure report</h1>{_provenance_header(list(shown.values()), profile)}"]
-    if profile in PROFILE_NOTES:
-        body.append(f"<p class='note'>{html.escape(PROFILE_NOTES[profile])}</p>")
-    body.append(
-        f"<p class='meta'>{len(done)} of {len(artifacts)} artifacts have {html.escape(str(profile))} rows. "
-        f"{INTERVAL_NOTE}</p>"
-    )
-    body.append("</header><nav><ul>")
-    body += [
-        f'<li><a href="#{a.id}">{html.escape(a.label)}: {html.escape(a.title)}</a>'
-        + ("" if a in done else " <span class='missing'>(no rows)</span>")
-        + "</li>"
-        for a in artifacts
+    body = [
+        f"<header><h1>dmllab: reproduced results, {html.escape(str(profile))} profile</h1>"
+        f"{_provenance_header(list(shown.values()), profile)}"
+        f"<p class='meta'>{len(done)} of {len(artifacts)} artifacts have {html.escape(str(profile))} rows.</p>"
+        "</header>",
+        summary_html(frame, artifacts, profile or "", status),
     ]
-    body.append("</ul></nav>")
-
-    for a in artifacts:
-        body.append(
-            f'<section class="artifact" id="{a.id}"><h2>{html.escape(a.label)}: {html.escape(a.title)}</h2>'
-        )
-        body.append(
-            f"<p class='meta'>{html.escape(PAPER_TITLES[a.paper])}, <b>{html.escape(a.label)}</b> &middot; "
-            f"notebook <code>notebooks/{a.id}.ipynb</code></p><p>{html.escape(a.description.strip())}</p>"
-        )
-        for row, why in a.not_reproduced.items():
-            body.append(f"<p class='missing'>not reproduced: {html.escape(row)}: {html.escape(why)}</p>")
-        rows = shown.get(a.id)
-        if rows is None or rows.empty:
-            body.append(
-                f"<p class='missing'>not run yet (no {html.escape(str(profile))} rows in results/{a.id}.csv)</p>"
-            )
-            body.append("</section>")
+    for paper in PAPERS:
+        mine = [a for a in artifacts if a.paper == paper]
+        if not mine:
             continue
-        pngs = [figures_dir / f"{a.id}{f.suffix}.png" for f in a.figures]
-        body.append("<div class='figs'>")
-        for png in pngs:
-            if png.exists():
-                rel = os.path.relpath(png, out.parent)
-                body.append(f'<img src="{html.escape(Path(rel).as_posix())}" alt="{html.escape(png.stem)}">')
-            else:
-                body.append(f"<p class='missing'>figure {html.escape(png.name)} not drawn yet</p>")
-        body.append("</div><h3>Reproduced numbers</h3>")
-        body.append(numbers_table(rows, csv_name=f"results/{a.id}.csv"))
-        if a.reference is not None:
-            body.append("<h3>Paper vs reproduced</h3>" + reference_table(a, rows, reference))
-        if a.claims:
-            body.append("<h3>The paper's claims</h3>" + claims_table(a, rows))
+        body.append(f"<section class='paper' id='paper-{paper}'><h2>{html.escape(PAPER_TITLES[paper])}</h2>")
+        body += [
+            artifact_html(a, shown.get(a.id), frame, reference, profile, figures_dir, out, labels)
+            for a in mine
+        ]
         body.append("</section>")
 
     page = (
-        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>dmllab figure report</title>"
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>dmllab report</title>"
         f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>\n"
     )
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -278,67 +273,3 @@ def build_report(
     tmp.write_text(page, encoding="utf-8")
     os.replace(tmp, out)
     return out
-
-
-_CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
-
-
-def find_chromium() -> str | None:
-    """The path of a Chromium/Chrome executable on ``PATH`` (or ``$DMLLAB_CHROMIUM``), or None."""
-    import shutil
-
-    explicit = os.environ.get("DMLLAB_CHROMIUM")
-    if explicit:
-        return explicit if Path(explicit).exists() else None
-    for name in _CHROMIUM_NAMES:
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
-
-
-def screenshot(
-    page: str | os.PathLike,
-    png: str | os.PathLike,
-    *,
-    chromium: str | None = None,
-    width: int = 1280,
-    height: int = 2000,
-    timeout: float = 120.0,
-) -> Path:
-    """Render ``page`` (an HTML file) with headless Chromium into ``png``; return the PNG path.
-
-    Raises:
-        FileNotFoundError: no Chromium found, or it wrote no screenshot (its output is in the message).
-    """
-    import subprocess
-    import tempfile
-
-    chromium = chromium or find_chromium()
-    if chromium is None:
-        raise FileNotFoundError("no chromium executable found (install the OS package 'chromium')")
-    png = Path(png)
-    png.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="dmllab-chromium-") as profile_dir:
-        cmd = [
-            chromium,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-            f"--user-data-dir={profile_dir}",
-            f"--screenshot={png}",
-            f"--window-size={width},{height}",
-            Path(page).resolve().as_uri(),
-        ]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-    if not png.exists():
-        raise FileNotFoundError(
-            f"chromium wrote no screenshot (exit {proc.returncode}): {proc.stderr[-2000:]}"
-        )
-    return png

@@ -20,14 +20,15 @@ from typing import TYPE_CHECKING, Any
 from dmllab import paths
 from dmllab.experiments import registry
 from dmllab.experiments.artifact import PAPER_TITLES, PAPERS, Artifact
+from dmllab.pipeline.prose import human, paragraphs, sentences
 from dmllab.profiles import PROFILES
 
 if TYPE_CHECKING:
     import nbformat
 
-_STANDARD_HELP = {
+STANDARD_HELP = {
     "profile": "smoke (seconds, tests) | quick (offline, 2 CPU cores) | paper (the settings of the authors)",
-    "seeds": "list of seeds (None: profile default)",
+    "seeds": "one training per seed; claims are judged over the seeds",
     "device": "auto (cuda, then mps, then cpu) | cpu | cuda | mps",
     "data_root": "folder of the benchmark datasets (None where none is needed)",
     "train_missing": "train runs missing from the run store here (dmllab study trains them beforehand: False)",
@@ -41,83 +42,176 @@ def notebooks_dir() -> Path:
 
 Cell = tuple[str, str]  # ("markdown" | "code", source)
 
-# The body every artifact notebook shares; only the title and the parameters differ.
-TEMPLATE_BODY: tuple[Cell, ...] = (
-    (
-        "markdown",
-        "## Runs\nThe training runs this artifact reads from the run store (`dmllab study` trains them "
-        "once, shared with every artifact that needs the same run).",
-    ),
-    ("code", "A.runs_table()"),
-    (
-        "markdown",
-        "## Rows\nTidy rows derived from the stored runs (or computed, for toy models), written to "
-        "`results/<id>.csv`; mean, std and seed count per line.",
-    ),
-    ("code", "rows = A.derive_rows()\nA.write_results(rows)\nA.results_table()"),
-    (
-        "markdown",
-        "## Paper vs reproduced\nEvery row that corresponds to a printed cell of the paper, side by side.",
-    ),
-    ("code", "A.paper_vs_reproduced()"),
-    (
-        "markdown",
-        "## Verdicts\nEach claim's effect per seed, its mean and 95% t interval over seeds: *yes* only "
-        "when the interval lies above zero, *no* when it lies below, *inconclusive* otherwise.",
-    ),
-    ("code", "A.verdicts()"),
-    (
-        "markdown",
-        "## Figure\nDrawn from the CSVs only (the plotting notebook of the paper writes it to `figures/`).",
-    ),
-    ("code", "figs = A.figures()"),
-)
+
+def _module(artifact: Artifact) -> str:
+    """The file declaring ``artifact`` (``dmllab/experiments/<package>/<module>.py``), "" when not registered."""
+    try:
+        return registry.module_path(artifact.id)
+    except KeyError:
+        return ""
 
 
-def _literal(value: Any) -> str:
-    return repr(value)
+def _values_by_profile(values: dict[str, Any]) -> str:
+    """``smoke, quick: [1, 1/9] | paper: [...]``: each profile's value, profiles with the same value together."""
+    groups: dict[str, list[str]] = {}
+    for profile in PROFILES:
+        groups.setdefault(human(values[profile]), []).append(profile)
+    return " | ".join(f"{', '.join(ps)}: {text}" for text, ps in groups.items())
 
 
 def parameters_source(artifact: Artifact) -> str:
-    """The tagged parameters cell: standard parameters, then the artifact's own with every profile's value."""
-    seeds = " | ".join(f"{p}: {_literal(artifact.defaults(p)['seeds'])}" for p in PROFILES)
+    """The tagged parameters cell: one line per parameter with why it is there (papermill's help), and under each
+    ``None`` the value every profile gives it, written as a person writes it (``1/9``, ``4e2``)."""
     lines = [
-        "# Parameters (papermill -p NAME VALUE, or dmllab study). None means the profile's value, shown after '#'.",
-        f'profile = "quick"  # {_STANDARD_HELP["profile"]}',
-        f"seeds = None  # {seeds}",
-        f'device = "auto"  # {_STANDARD_HELP["device"]}',
-        f"data_root = None  # {_STANDARD_HELP['data_root']}",
-        f"train_missing = None  # {_STANDARD_HELP['train_missing']}",
+        "# Parameters (papermill -p NAME VALUE, or dmllab study). None takes the profile's value, listed below it.",
+        f'profile = "quick"  # {STANDARD_HELP["profile"]}',
+        f"seeds = None  # {STANDARD_HELP['seeds']}",
+        f"#   {_values_by_profile({p: artifact.defaults(p)['seeds'] for p in PROFILES})}",
+        f'device = "auto"  # {STANDARD_HELP["device"]}',
+        f"data_root = None  # {STANDARD_HELP['data_root']}",
+        f"train_missing = None  # {STANDARD_HELP['train_missing']}",
     ]
+    if artifact.specific_parameters:
+        lines.append("")
     for key in artifact.specific_parameters:
-        note = artifact.parameter_help.get(key, "")
-        values = " | ".join(f"{p}: {_literal(artifact.parameters[p][key])}" for p in PROFILES)
-        line = f"{key} = None  # {note + '; ' if note else ''}{values}"
-        if "=" in line.split("#", 1)[1]:  # papermill skips parameter lines holding a second "="
-            raise ValueError(
-                f"artifact {artifact.id!r}: parameter help or value of {key!r} must not contain '='"
-            )
-        lines.append(line)
+        why = artifact.parameter_help.get(key, "")
+        if "=" in why:  # papermill skips parameter lines holding a second "="
+            raise ValueError(f"artifact {artifact.id!r}: the help of parameter {key!r} must not contain '='")
+        lines.append(f"{key} = None" + (f"  # {why}" if why else ""))
+        lines.append(f"#   {_values_by_profile({p: artifact.parameters[p][key] for p in PROFILES})}")
     return "\n".join(lines)
 
 
 def title_source(artifact: Artifact) -> str:
-    """The markdown title cell: paper, label, what it shows, the claims judged."""
-    claims = "".join(f"\n- {c.text} (paper: {c.paper_says})" for c in artifact.claims)
-    return (
-        f"# {artifact.label}: {artifact.title}\n\n"
-        f"**{PAPER_TITLES[artifact.paper]}**\n\n"
-        f"{artifact.description.strip()}\n\n"
-        + (f"**Claims judged here**:{claims}\n\n" if claims else "")
-        + f"Run it top to bottom, or in batch with `dmllab study --only {artifact.id}`. Results: "
-        f"`results/{artifact.id}.csv`; figures: `figures/{artifact.id}*.png`."
+    """The markdown title cell: the paper's claims judged here, the artifact's module, what it reproduces (the
+    description in short paragraphs), how to run it."""
+    module = _module(artifact)
+    claims = [c for c in artifact.claims if c.kind == "verdict"]
+    checks = [c for c in artifact.claims if c.kind == "check"]
+    source = f" · [`{module}`](../{module})" if module else ""
+    head = [f"# {artifact.label}: {artifact.title}", f"**{PAPER_TITLES[artifact.paper]}**{source}"]
+    if claims:
+        head.append(
+            "**What the paper claims**, each judged here over seeds:\n"
+            + "\n".join(f"- {c.text} (the paper: {c.paper_says})" for c in claims)
+        )
+    if checks:
+        head.append(
+            "**Checks** (analytic properties, pass or fail):\n" + "\n".join(f"- {c.text}" for c in checks)
+        )
+    if not artifact.claims:
+        head.append("No claim is judged here: the artifact reproduces the paper's numbers or picture.")
+    return "\n\n".join(
+        head
+        + paragraphs(artifact.description)
+        + [
+            f"Run it top to bottom, or in batch with `dmllab study --only {artifact.id}`. Results: "
+            f"`results/{artifact.id}.csv`"
+            + (f"; figures: `figures/{artifact.id}*.png`." if artifact.figures else ".")
+        ]
     )
 
 
 def setup_source(artifact: Artifact) -> str:
     return (
-        f'import dmllab.pipeline.notebook as nb\n\nA = nb.setup(globals(), "{artifact.id}")\nA.params.values'
+        f'import dmllab.pipeline.notebook as nb\n\nA = nb.setup(globals(), "{artifact.id}")\n'
+        "A.parameters_table()  # the values this notebook runs with"
     )
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _runs_sentence(artifact: Artifact, profile: str) -> str:
+    """``32 configurations x 3 seeds (96 runs)`` of ``profile``."""
+    runs = artifact.runs(artifact.params(profile, device="cpu"))
+    configs = {run.key.rsplit("/", 1)[0] for run in runs}
+    seeds = {run.seed for run in runs}
+    return (
+        f"{_count(len(configs), 'configuration')} x {_count(len(seeds), 'seed')} ({_count(len(runs), 'run')})"
+    )
+
+
+def _first_sentence(doc: str | None) -> str:
+    found = sentences(" ".join((doc or "").split()))
+    return found[0].rstrip(".") if found else ""
+
+
+def body_cells(artifact: Artifact) -> list[Cell]:
+    """The steps after the setup cell, each with a markdown cell that says what it computes for this artifact:
+    its runs, its rows, the paper's printed cells, the verdicts, the checks, the figures (only those it has)."""
+    cells: list[Cell] = []
+    if artifact.runs(artifact.params("quick", device="cpu")):
+        cells += [
+            (
+                "markdown",
+                f"## Runs\nThe {_runs_sentence(artifact, 'quick')} this artifact reads on the quick profile; "
+                f"{_runs_sentence(artifact, 'paper')} on the paper profile. `dmllab study` trains each run once, "
+                "shared with every artifact that needs the same run; the table says which are stored.",
+            ),
+            ("code", "A.runs_table()"),
+        ]
+    what = (
+        "The test metrics (R@K, NMI, in percent) of every run, one row per run and metric"
+        if artifact.rows is None
+        else (
+            _first_sentence(artifact.rows.__doc__)
+            or f"Derived by the artifact's `rows` ({_module(artifact)})"
+        )
+    )
+    tables = "".join(f", `results/{artifact.id}.{t}.csv`" for t in artifact.tables)
+    cells += [
+        (
+            "markdown",
+            f"## Rows\n{what}. Written to `results/{artifact.id}.csv`{tables} (this profile's rows replace the "
+            "earlier ones); below, the mean, std and seed count of each line.",
+        ),
+        ("code", "rows = A.derive_rows()\nA.write_results(rows)\nA.results_table()"),
+    ]
+    if artifact.reference is not None:
+        cells += [
+            (
+                "markdown",
+                "## Paper vs reproduced\nEvery row that faces a printed cell of the paper: the paper's value, the reproduced mean ± std, the difference. On the quick profile the offline "
+                "benchmark's rows face CUB's cells: an orientation, not a comparison of numbers.",
+            ),
+            ("code", "A.paper_vs_reproduced()"),
+        ]
+    claims = sum(c.kind == "verdict" for c in artifact.claims)
+    if claims:
+        cells += [
+            (
+                "markdown",
+                f"## Verdicts\nThe {_count(claims, 'claim')} of the title, each on its effect per seed: mean and "
+                "95% t interval over seeds; *yes* only when the interval lies above zero, *no* when below, "
+                "*inconclusive* otherwise, *not testable* when the paper's procedure cannot be kept on this profile "
+                "or a compared method does not train here (`why` says which). `differs`: what differs from the "
+                "paper here; `p`: the two-sided p-value, which the report adjusts across the profile's claims "
+                "(Holm).",
+            ),
+            ("code", "A.verdicts()"),
+        ]
+    if any(c.kind == "check" for c in artifact.claims):
+        cells += [
+            (
+                "markdown",
+                "## Checks\nThe analytic properties of the title, measured per seed: a check passes when the "
+                "property holds on every seed (`measured`: the mean, `lowest seed`: the worst).",
+            ),
+            ("code", "A.checks()"),
+        ]
+    if artifact.figures:
+        captions = "".join(f"\n- {f.caption}" for f in artifact.figures if f.caption)
+        cells += [
+            (
+                "markdown",
+                f"## {'Figure' if len(artifact.figures) == 1 else 'Figures'}\nDrawn from the CSVs only (the "
+                f"paper's plotting notebook writes {'it' if len(artifact.figures) == 1 else 'them'} to `figures/`).{captions}",
+            ),
+            ("code", "figs = A.figures()"),
+        ]
+    return cells
 
 
 def _new_notebook(cells: Sequence[tuple[str, str, dict]], stem: str) -> nbformat.NotebookNode:
@@ -135,22 +229,26 @@ def _new_notebook(cells: Sequence[tuple[str, str, dict]], stem: str) -> nbformat
 
 
 def make_notebook(artifact: Artifact) -> nbformat.NotebookNode:
-    """The notebook of ``artifact`` from the template: title, parameters, setup, then :data:`TEMPLATE_BODY`."""
+    """The notebook of ``artifact`` from the template: title, parameters, setup, then :func:`body_cells`."""
     cells = [
         ("markdown", title_source(artifact), {}),
         ("code", parameters_source(artifact), {"tags": ["parameters"]}),
         ("code", setup_source(artifact), {}),
-    ] + [(kind, source, {}) for kind, source in TEMPLATE_BODY]
+    ] + [(kind, source, {}) for kind, source in body_cells(artifact)]
     return _new_notebook(cells, artifact.id)
 
 
 def make_plots_notebook(paper: str) -> nbformat.NotebookNode:
-    """``notebooks/plots_<paper>.ipynb``: reads only ``results/*.csv`` and writes every figure of the paper."""
+    """``notebooks/plots_<paper>.ipynb``: reads only ``results/*.csv``, writes every figure of the paper and shows
+    each one under its artifact's title."""
+    arts = [a for a in registry.all_artifacts() if a.paper == paper and a.figures]
+    listed = "".join(f"\n- {a.label}: {a.title} (`{a.id}`)" for a in arts)
     cells = [
         (
             "markdown",
-            f"# Figures: {PAPER_TITLES[paper]}\n\nEvery figure of this paper's artifacts, drawn from the "
-            "tidy CSVs under `results/` (nothing is trained or computed here) and written to `figures/`.",
+            f"# Figures: {PAPER_TITLES[paper]}\n\nEvery figure of this paper's artifacts, drawn from the tidy CSVs "
+            "under `results/` (nothing is trained or computed here), written to `figures/` and shown below in the "
+            f"paper's order:{listed}",
             {},
         ),
         (
@@ -160,7 +258,8 @@ def make_plots_notebook(paper: str) -> nbformat.NotebookNode:
         ),
         (
             "code",
-            f'from dmllab.pipeline import plots\n\nwritten = plots.draw_paper("{paper}", profile)\nwritten',
+            f'from dmllab.pipeline import plots\n\nplots.draw_paper("{paper}", profile)  # shows each figure; '
+            "returns what was written",
             {},
         ),
     ]

@@ -228,6 +228,11 @@ class RunConfig:
     weights (model and loss) of the epoch with the best monitored validation value (``schedule.monitor``,
     warm-up epochs excluded) are tested and saved as the final model, instead of the last epoch's (MLRC's early
     stopping on validation); ``best_epoch`` of the result is that epoch.
+    ``fast_dev_run``: 0 (a real run) or N > 0, a fast dev run that checks the run's code path in seconds (PyTorch
+    Lightning's name; ``dmllab study --fast-dev-run``): N training batches per epoch, at most one warm-up and
+    one schedule epoch per stage, N batches per evaluation, and the batch shrunk to fit a dataset smaller than
+    one class-balanced batch (:func:`dmllab.training.protocol.training_config`, :class:`dmllab.training.Trainer`).
+    It is part of the run key: a fast dev run is never taken for a real one.
     """
 
     seed: int = 0
@@ -242,6 +247,7 @@ class RunConfig:
     nmi_average: str = "geometric"
     eval_every: int = 1
     keep_best: bool = False
+    fast_dev_run: int = 0
 
 
 @dataclass(frozen=True)
@@ -278,6 +284,7 @@ _HASH_OMIT_AT_DEFAULT = {
     ("run", "nmi_l2"): False,
     ("run", "nmi_average"): "geometric",
     ("run", "keep_best"): False,
+    ("run", "fast_dev_run"): 0,
 }
 _HASH_OMIT_AT_DEFAULT.update(
     {

@@ -136,6 +136,7 @@ def embed_split(
 
     from dmllab.data import build_dataset, build_transforms
     from dmllab.metrics import embed_dataset
+    from dmllab.training.trainer import resolve_num_workers
 
     d = cfg.data
     ds = build_dataset(
@@ -145,7 +146,8 @@ def embed_split(
         transform=build_transforms(d.transform, train=False),
         **dict(d.dataset_kwargs),
     )
-    loader = DataLoader(ds, batch_size=d.eval_batch_size, shuffle=False, num_workers=d.num_workers)
+    workers = resolve_num_workers(d.num_workers)  # the paper presets' "auto"
+    loader = DataLoader(ds, batch_size=d.eval_batch_size, shuffle=False, num_workers=workers)
     device = torch.device(device)
     model = model.to(device)
     blocks = cfg.model.frozen_blocks

@@ -8,6 +8,11 @@ validation R@1 on ``pretrain_val``). The trunk's state dict is saved atomically,
 :func:`dmllab.models.smallcnn.default_smallcnn_weights_path`), with a JSON sidecar holding the pre-training
 config hash: a changed pre-training config is retrained, an unchanged one is reused.
 
+A synthetic draw k > 0 (the dataset's generation seed, ``dataset_kwargs`` ``seed``: other classes, other
+images, and another pre-training pool) has its own pre-trained trunk: the backbone keyword ``pretrain_seed=k``
+pre-trains on draw k's pre-training pool with trainer seed k into ``...-s<k>.pt``, and its fingerprint (the
+pre-training config hash) keys the runs that start from it. Draw 0 is the default and keeps its file and hash.
+
 These weights are the "synthetic-pretrain" source of :mod:`dmllab.models.weights` (what ``pretrained=True``
 means for ``smallcnn``): :func:`provide_smallcnn_weights` and :func:`smallcnn_weights_fingerprint` are its
 provider and fingerprint, which the weights module imports by name when they are first needed. So the trainer
@@ -43,13 +48,17 @@ from dmllab.training.protocol import _save_atomic
 from dmllab.training.trainer import StagePlan, Trainer
 
 
-def pretrain_config(width: int = 16, *, image_size: int = 64, epochs: int = 4) -> ExperimentConfig:
+def pretrain_config(
+    width: int = 16, *, image_size: int = 64, epochs: int = 4, seed: int = 0
+) -> ExperimentConfig:
     """Classification pre-training of SmallCNN: 64x64 synthetic pre-training pool (100 genus-level classes,
     40-60 images, 80% of them), "quick" transforms, random batches of 64, Adam lr 5e-3, x0.1 for the last 2
     epochs (dmllab choice: 4 epochs of width 16, ~15-20 s on 2 cores, reach ~8% R@1 on ``pretrain_val``, chance
     1%, and ~38% R@1 on the benchmark's ``val`` species without fine-tuning, where quick ProxyNCA++ fine-tuning
     reaches ~48%: the CUB-with-ImageNet regime. Longer pre-training (12 epochs) gave ~56% without fine-tuning,
-    leaving fine-tuning little to add)."""
+    leaving fine-tuning little to add). ``seed``: the synthetic draw whose pre-training pool is used (0: the
+    default draw; the config of draw 0 names no seed, so its hash is the one it always had)."""
+    draw = {"seed": int(seed)} if seed else {}
     return ExperimentConfig(
         method="pretrain_softmax",
         dataset="synthetic",
@@ -64,7 +73,7 @@ def pretrain_config(width: int = 16, *, image_size: int = 64, epochs: int = 4) -
             transform="quick",
             num_workers=0,
             eval_batch_size=256,
-            dataset_kwargs=pairs(image_size=image_size),
+            dataset_kwargs=pairs(image_size=image_size, **draw),
         ),
         model=ModelConfig(
             backbone="smallcnn", pretrained=False, embedding_dim=128, backbone_kwargs=pairs(width=width)
@@ -78,27 +87,35 @@ def pretrain_config(width: int = 16, *, image_size: int = 64, epochs: int = 4) -
     )
 
 
-def weights_path(width: int = 16) -> Path:
-    """Where the pre-trained trunk of ``width`` lives (the file ``build_smallcnn(pretrained=True, width=...)``
-    loads)."""
-    return default_smallcnn_weights_path(width)
+def weights_path(width: int = 16, seed: int = 0) -> Path:
+    """Where the pre-trained trunk of ``width`` (and draw ``seed``) lives (the file
+    ``build_smallcnn(pretrained=True, width=..., pretrain_seed=...)`` loads)."""
+    return default_smallcnn_weights_path(width, seed)
 
 
-def pretrain_fingerprint(width: int = 16, *, image_size: int = 64, epochs: int = 4) -> str:
+def pretrain_fingerprint(width: int = 16, *, image_size: int = 64, epochs: int = 4, seed: int = 0) -> str:
     """Identity of the pre-trained weights: the pre-training config hash and the synthetic renderer version
     (a changed renderer or recipe retrains, and changes the key of every run that starts from these weights)."""
     from dmllab.data.synthetic import GENERATOR_VERSION
 
-    return f"{config_hash(pretrain_config(width, image_size=image_size, epochs=epochs))}-g{GENERATOR_VERSION}"
+    cfg = pretrain_config(width, image_size=image_size, epochs=epochs, seed=seed)
+    return f"{config_hash(cfg)}-g{GENERATOR_VERSION}"
 
 
 def ensure_pretrained_smallcnn(
-    width: int = 16, *, image_size: int = 64, epochs: int = 4, progress: bool = True, force: bool = False
+    width: int = 16,
+    *,
+    image_size: int = 64,
+    epochs: int = 4,
+    progress: bool = True,
+    force: bool = False,
+    seed: int = 0,
 ) -> Path:
-    """Return the pre-trained SmallCNN weights file, pre-training it first if missing or stale (module doc)."""
-    cfg = pretrain_config(width, image_size=image_size, epochs=epochs)
-    h = pretrain_fingerprint(width, image_size=image_size, epochs=epochs)
-    path = weights_path(width)
+    """Return the pre-trained SmallCNN weights file of ``width`` and synthetic draw ``seed``, pre-training it
+    first if missing or stale (module doc)."""
+    cfg = pretrain_config(width, image_size=image_size, epochs=epochs, seed=seed)
+    h = pretrain_fingerprint(width, image_size=image_size, epochs=epochs, seed=seed)
+    path = weights_path(width, seed)
     meta_path = path.with_suffix(".json")
     path.parent.mkdir(parents=True, exist_ok=True)
 
@@ -119,7 +136,7 @@ def ensure_pretrained_smallcnn(
         if fresh():  # another process finished while we waited
             return path
         t0 = time.perf_counter()
-        trainer = Trainer(replace(cfg), progress=progress, seed=0)
+        trainer = Trainer(replace(cfg), progress=progress, seed=int(seed))
         s = cfg.schedule
         plan = StagePlan("pretrain", "pretrain", "pretrain_val", s.epochs, 0, s.scheduler, s.milestones)
         trainer.setup(plan)
@@ -140,14 +157,22 @@ def _width(backbone_kwargs: Mapping[str, Any]) -> int:
     return int(backbone_kwargs.get("width", default))
 
 
+def _draw(backbone_kwargs: Mapping[str, Any]) -> int:
+    """The synthetic draw a config's trunk was pre-trained on: its ``pretrain_seed`` keyword, else 0."""
+    return int(backbone_kwargs.get("pretrain_seed", 0))
+
+
 def provide_smallcnn_weights(
     backbone: str, backbone_kwargs: Mapping[str, Any], *, progress: bool = True
 ) -> Path:
     """Provider of the "synthetic-pretrain" weights source (:mod:`dmllab.models.weights`): the pre-trained
-    file for the config's width, pre-trained first if missing or stale."""
-    return ensure_pretrained_smallcnn(width=_width(backbone_kwargs), progress=progress)
+    file for the config's width and draw, pre-trained first if missing or stale."""
+    draw = _draw(backbone_kwargs)
+    extra = {"seed": draw} if draw else {}
+    return ensure_pretrained_smallcnn(width=_width(backbone_kwargs), progress=progress, **extra)
 
 
 def smallcnn_weights_fingerprint(backbone: str, backbone_kwargs: Mapping[str, Any]) -> str:
-    """Fingerprint of the "synthetic-pretrain" weights source: :func:`pretrain_fingerprint` of the width."""
-    return pretrain_fingerprint(_width(backbone_kwargs))
+    """Fingerprint of the "synthetic-pretrain" weights source: :func:`pretrain_fingerprint` of the width and
+    draw."""
+    return pretrain_fingerprint(_width(backbone_kwargs), seed=_draw(backbone_kwargs))

@@ -67,14 +67,43 @@ class RunResult:
         return pd.DataFrame(self.history)
 
 
+#: A fast dev run's schedule (``run.fast_dev_run``): at most this many warm-up and schedule epochs per stage.
+FAST_DEV_WARMUP_EPOCHS = 1
+FAST_DEV_EPOCHS = 1
+
+
 def training_config(cfg: ExperimentConfig) -> ExperimentConfig:
     """The config the trainer runs: ``cfg`` itself, or for a fine-tune (:class:`~dmllab.training.config.FinetuneConfig`)
     the fine-tune's own training: ``finetune.epochs`` epochs on the split the parent's final model was trained on
     (``trainval`` after a two-stage parent, else ``data.train_split``), no warm-up, every base lr x
     ``finetune.lr_factor`` (a "multistep" drop at 0) and the loss's alpha x ``finetune.alpha_factor`` (a heating
-    epoch 1) from the first epoch, a single stage. Idempotent."""
-    if not is_finetune(cfg):
+    epoch 1) from the first epoch, a single stage. A fast dev run (``run.fast_dev_run``) then trains the schedule
+    cut short (:func:`fast_dev_schedule`). Idempotent."""
+    if is_finetune(cfg):
+        cfg = _finetune_training(cfg)
+    return fast_dev_schedule(cfg)
+
+
+def fast_dev_schedule(cfg: ExperimentConfig) -> ExperimentConfig:
+    """A fast dev run's schedule: at most :data:`FAST_DEV_WARMUP_EPOCHS` warm-up and :data:`FAST_DEV_EPOCHS`
+    schedule epochs per stage, every scheduled event moved inside them (a "multistep" milestone to
+    ``min(d, epochs - 1)``, a heating epoch to ``min(heat_epoch, epochs)``), so that the warm-up, the lr drops,
+    the heating and the two-stage switch all run once. ``cfg`` unchanged when ``run.fast_dev_run`` is 0."""
+    s = cfg.schedule
+    if not cfg.run.fast_dev_run:
         return cfg
+    epochs = min(s.epochs, FAST_DEV_EPOCHS)
+    schedule = dataclasses.replace(
+        s,
+        epochs=epochs,
+        warmup_epochs=min(s.warmup_epochs, FAST_DEV_WARMUP_EPOCHS),
+        milestones=tuple(sorted({min(d, epochs - 1) for d in s.milestones})),
+        heat_epoch=None if s.heat_epoch is None else min(s.heat_epoch, epochs),
+    )
+    return dataclasses.replace(cfg, schedule=schedule)
+
+
+def _finetune_training(cfg: ExperimentConfig) -> ExperimentConfig:
     ft, d = cfg.finetune, cfg.data
     schedule = ScheduleConfig(
         epochs=ft.epochs,
@@ -365,7 +394,14 @@ def run_protocol(
         config_hash=h,
         seed=seed,
         device=str(trainer.device),
-        extra={"timings": {**phase, **trainer.timings}},
+        extra={
+            "timings": {**phase, **trainer.timings},
+            **(
+                {"fast_dev": {"steps": trainer.steps, "shrunk": list(trainer.shrunk)}}
+                if trainer.fast_dev
+                else {}
+            ),
+        },
         precision=trainer.precision,
     )
 

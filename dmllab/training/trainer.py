@@ -21,6 +21,7 @@ order, so 1 and 2 threads give different, equally valid runs (provenance.json re
 from __future__ import annotations
 
 import inspect
+import itertools
 import math
 import os
 import random
@@ -201,6 +202,10 @@ class Trainer:
         self.scaler: torch.amp.GradScaler | None = None
         self.state: StageState | None = None
         self._base_alpha: float | None = None
+        # run.fast_dev_run (N > 0): N batches per epoch and per evaluation, the batch shrunk to fit tiny data
+        self.fast_dev = int(cfg.run.fast_dev_run)
+        self.steps = 0  # optimiser steps taken, over every stage
+        self.shrunk: list[str] = []  # what a fast dev run shrank to fit the data, one line each
 
     # ------------------------------------------------------------------------------------------ building
     def dataset(self, split: str, *, train: bool) -> Any:
@@ -354,13 +359,15 @@ class Trainer:
             return self._tensor_batches(plan, epoch)
         s = epoch_seed(self.seed, plan.name, epoch)
         gen = torch.Generator().manual_seed(s)
-        if d.per_class:
+        batch_size, per_class = self.batch_shape(plan.train_split, ds.labels)
+        if per_class:
             from dmllab.data import ClassBalancedSampler
 
-            batches = ClassBalancedSampler(ds.labels, d.batch_size, d.per_class, seed=self.seed)
+            batches = ClassBalancedSampler(ds.labels, batch_size, per_class, seed=self.seed)
             batches.set_epoch(_STAGE_IDS.get(plan.name, 9) * 100_000 + epoch)
         else:
-            batches = BatchSampler(RandomSampler(ds, generator=gen), d.batch_size, drop_last=True)
+            batches = BatchSampler(RandomSampler(ds, generator=gen), batch_size, drop_last=True)
+        batches = self._first_batches(batches)
         workers = resolve_num_workers(d.num_workers)
         if self._persistent_workers(workers):
             # CUDA with worker processes: one loader for the stage (its workers live across epochs); every
@@ -389,6 +396,41 @@ class Trainer:
             pin_memory=self.device.type == "cuda",
         )
 
+    def batch_shape(self, split: str, labels: Any) -> tuple[int, int | None]:
+        """``(batch_size, per_class)`` of the training batches of ``split``: ``data.batch_size`` and
+        ``data.per_class``; a fast dev run shrinks them to fit a split with fewer classes than a class-balanced
+        batch holds, or fewer images than one batch (``batch_size // per_class`` classes capped at the split's
+        classes, then ``per_class`` capped so that one batch fits), and records what it shrank in ``shrunk``."""
+        d = self.cfg.data
+        if not self.fast_dev:
+            return d.batch_size, d.per_class
+        labels = np.asarray(labels).reshape(-1)
+        n, n_classes = len(labels), len(np.unique(labels))
+        if d.per_class:
+            classes = max(1, min(d.batch_size // d.per_class, n_classes))
+            per_class = d.per_class if classes * d.per_class <= n else max(1, n // classes)
+            shape: tuple[int, int | None] = (classes * per_class, per_class)
+        else:
+            shape = (max(1, min(d.batch_size, n)), None)
+        if shape != (d.batch_size, d.per_class):
+
+            def fmt(bs: int, pc: int | None) -> str:
+                return f"{bs} = {bs // pc} classes x {pc}" if pc else f"{bs} random images"
+
+            note = (
+                f"{self.cfg.dataset} {split}: batch {fmt(d.batch_size, d.per_class)} -> {fmt(*shape)} "
+                f"({n_classes} classes, {n} images)"
+            )
+            if note not in self.shrunk:
+                self.shrunk.append(note)
+        return shape
+
+    def _first_batches(self, batches: Iterable[Any]) -> Any:
+        """``batches``, or their first ``run.fast_dev_run`` in a fast dev run."""
+        if not self.fast_dev:
+            return batches
+        return list(itertools.islice(batches, self.fast_dev))
+
     def _persistent_workers(self, workers: int) -> bool:
         return workers > 0 and self.device.type == "cuda"
 
@@ -407,8 +449,11 @@ class Trainer:
 
         d = self.cfg.data
         if d.in_memory:
-            return self.source(split, train=False).ordered(d.eval_batch_size)
+            batches = self.source(split, train=False).ordered(d.eval_batch_size)
+            return itertools.islice(batches, self.fast_dev) if self.fast_dev else batches
         ds = self.dataset(split, train=False)
+        if self.fast_dev:  # the split's first batches (in index order: the first classes, whole)
+            ds = torch.utils.data.Subset(ds, range(min(len(ds), self.fast_dev * d.eval_batch_size)))
         workers = resolve_num_workers(d.num_workers)
         if not self._persistent_workers(workers):
             return DataLoader(ds, batch_size=d.eval_batch_size, shuffle=False, num_workers=workers)
@@ -490,19 +535,18 @@ class Trainer:
         image uses view ``(offset_i + epoch) % views``, ``offset`` drawn once per (seed, stage)."""
         from torch.utils.data import BatchSampler, RandomSampler
 
-        d = self.cfg.data
         src = self.source(plan.train_split, train=True)
         s = epoch_seed(self.seed, plan.name, epoch)
         gen = torch.Generator().manual_seed(s)
-        if d.per_class:
+        batch_size, per_class = self.batch_shape(plan.train_split, src.labels.tolist())
+        if per_class:
             from dmllab.data import ClassBalancedSampler
 
-            batches = ClassBalancedSampler(src.labels.tolist(), d.batch_size, d.per_class, seed=self.seed)
+            batches = ClassBalancedSampler(src.labels.tolist(), batch_size, per_class, seed=self.seed)
             batches.set_epoch(_STAGE_IDS.get(plan.name, 9) * 100_000 + epoch)
         else:
-            batches = BatchSampler(
-                RandomSampler(range(len(src)), generator=gen), d.batch_size, drop_last=True
-            )
+            batches = BatchSampler(RandomSampler(range(len(src)), generator=gen), batch_size, drop_last=True)
+        batches = self._first_batches(batches)
         if not self._uses_feature_cache():
             batches = list(batches)
             return _Timed(src.batches(batches, gen), self.timings, len(batches))
@@ -657,6 +701,7 @@ class Trainer:
             else:
                 self.optimizer.step()
             self.timings["step"] += time.perf_counter() - t_step
+            self.steps += 1
             total += value
             count += 1
             if self.progress:

@@ -4,7 +4,9 @@ up its runs unplaced would ask for runs the study never trained)."""
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -13,12 +15,15 @@ import torch
 
 from dmllab import data, metrics
 from dmllab.experiments import Lookup, Run, kit, registry
-from dmllab.experiments.lookup import place, planned_runs
+from dmllab.experiments.lookup import dataset_root, place, planned_runs
 from dmllab.metrics import deform
 from dmllab.pipeline.plan import make_plan
 from dmllab.profiles import PROFILES
 from dmllab.training import presets
 from dmllab.training.protocol import RunResult
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
+from data_layouts import make_cub  # noqa: E402
 
 
 @pytest.fixture
@@ -126,11 +131,95 @@ def test_rows_look_up_only_the_runs_the_study_plans(artifact, profile, store_env
 def test_place_sets_the_device_and_data_root_and_is_idempotent():
     art = registry.get("pa_table5_6_batch")
     params = art.params("quick", device="cpu", data_root="/data")
-    run = Run(
-        presets.get("proxy_anchor", "synthetic", "quick").replace("run.device", "auto"), 1, "v", (("a", 1),)
-    )
+    run = Run(presets.get("proxy_anchor", "cub", "paper").replace("run.device", "auto"), 1, "v", (("a", 1),))
     placed = place(run, params)
-    assert (placed.config.run.device, placed.config.data.root) == ("cpu", "/data")
+    assert (placed.config.run.device, placed.config.data.root) == ("cpu", "/data/cub")
     assert (placed.seed, placed.variant, placed.tags) == (1, "v", (("a", 1),))
     assert place(placed, params) is placed
     assert all(r.config.run.device == "cpu" for r in planned_runs(art, params))
+    # the offline benchmark is not read from the data root (its root is its cache folder)
+    synthetic = Run(presets.get("proxy_anchor", "synthetic", "quick"), 0)
+    assert place(synthetic, params).config.data.root is None
+
+
+def test_one_data_root_serves_several_datasets_or_is_a_single_datasets_folder(tmp_path):
+    """D/<name> (as `dmllab data fetch NAME D/NAME` makes it) where it exists; D itself where it holds the
+    dataset's index files; else D/<name>, which the loader reports as missing."""
+    make_cub(tmp_path / "D" / "cub")
+    make_cub(tmp_path / "CUB_200_2011")
+    assert dataset_root(tmp_path / "D", "cub") == str(tmp_path / "D" / "cub")
+    assert dataset_root(tmp_path / "D", "cars") == str(
+        tmp_path / "D" / "cars"
+    )  # missing: named for the error
+    assert dataset_root(tmp_path / "CUB_200_2011", "cub") == str(tmp_path / "CUB_200_2011")
+    assert dataset_root(tmp_path / "CUB_200_2011", "sop") == str(tmp_path / "CUB_200_2011" / "sop")
+    assert dataset_root(None, "cub") is None and dataset_root(tmp_path / "D", "synthetic") is None
+
+
+def test_place_makes_a_fast_dev_run_with_its_own_key_and_without_weights_or_counts():
+    art = registry.get("pnpp_table3_6_sota")
+    real = art.params("paper", device="cpu", data_root="/data")
+    fast = art.params(
+        "paper", device="cpu", data_root="/data", fast_dev_run=2, pretrained=False, check_counts=False
+    )
+    run = Run(presets.get("proxynca++", "cub", "paper"), 0)
+    a, b = place(run, real), place(run, fast)
+    assert (a.config.run.fast_dev_run, a.config.model.pretrained, a.config.data.dataset_kwargs) == (
+        0,
+        True,
+        (),
+    )
+    assert (b.config.run.fast_dev_run, b.config.model.pretrained) == (2, False)
+    assert dict(b.config.data.dataset_kwargs) == {"check_counts": False}
+    assert a.key != b.key and place(b, fast) is b
+    quick = Run(presets.get("proxynca++", "synthetic", "quick"), 0)  # counts are a real dataset's only
+    assert place(quick, art.params("quick", device="cpu", check_counts=False)).config.data.dataset_kwargs == (
+        quick.config.data.dataset_kwargs
+    )
+    with pytest.raises(ValueError, match="fast_dev_run must be an integer"):
+        art.params("paper", fast_dev_run=-1)
+    with pytest.raises(ValueError, match="pretrained must be"):
+        art.params("paper", pretrained="none")
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_a_fast_dev_studys_notebooks_look_up_the_runs_it_trains(profile, store_env, monkeypatch):
+    """A fast dev run (first seed, its limit and --pretrained none on every run, CUDA mocked as available, a data
+    root given): every key the rows ask for is a key of the fast dev plan, for a sample of artifacts."""
+    from dmllab.pipeline.plan import execution_parameters
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(kit, "evaluate_network", _stop)
+    monkeypatch.setattr(data, "build_dataset", _stop)
+    monkeypatch.setattr(metrics, "evaluate", _metrics)
+    monkeypatch.setattr(kit, "tsne", _tsne)
+    root = str(store_env / "data")
+    for artifact in registry.select("pnpp_table3_6_sota,pa_table2_4_sota,heated_table1_2_variants,ps_table2"):
+        given = execution_parameters(
+            artifact,
+            profile,
+            device="cuda",
+            data_root=root,
+            fast_dev_run=2,
+            pretrained=False,
+            check_counts=False,
+        )
+        params = artifact.params(profile, **given)
+        assert params.seeds == artifact.defaults(profile)["seeds"][:1]
+        plan = make_plan(
+            [artifact],
+            profile,
+            device="cuda",
+            data_root=root,
+            fast_dev_run=2,
+            pretrained=False,
+            check_counts=False,
+        )
+        planned = {r.run.key for r in plan.runs}
+        assert all(r.run.config.run.fast_dev_run == 2 for r in plan.runs)
+        lookup = RecordingLookup(params)
+        try:
+            artifact.derive(params, lookup)
+        except StopRows:
+            pass
+        assert lookup.keys and set(lookup.keys) <= planned, artifact.id

@@ -79,7 +79,8 @@ def test_runs_reference_claims(artifact_id: str, profile: str) -> None:
 
 
 def test_quick_runs_are_shared() -> None:
-    """The default ProxyNCA++ quick preset is one run set shared by the tables and sweeps."""
+    """The default ProxyNCA++ quick preset is one run set shared by the tables and sweeps; the ablation trains
+    seed k on draw k of the benchmark, so it shares seed 0's runs (draw 0) and trains its seeds 1 and 2 itself."""
     keys = {}
     for aid in TRAINED:
         a = registry.get(aid)
@@ -88,11 +89,14 @@ def test_quick_runs_are_shared() -> None:
     default = {
         k
         for k, ids in keys.items()
-        if {"pnpp_table3_6_sota", "pnpp_table7_10_ablation", "pnpp_fig4a_temperature", "pnpp_fig4b_kmax"}
-        <= ids
+        if {"pnpp_table3_6_sota", "pnpp_fig4a_temperature", "pnpp_fig4b_kmax"} <= ids
     }
     assert len(default) == 3
-    assert len(keys) <= 180  # 108 + the 72 runs of the Table 8-10 subsets (24 configurations x 3 seeds)
+    assert len({k for k in default if "pnpp_table7_10_ablation" in keys[k]}) == 1
+    # 108 + the 72 runs of the Table 8-10 subsets (24 configurations x 3 seeds) + seeds 1 and 2 of the 5
+    # ablation configurations other artifacts train too (ProxyNCA++, -scale, -max, -fast, -max -fast), on their
+    # own draws
+    assert len(keys) <= 190
 
 
 def test_table7_10_paper_subsets_match_reference_configs() -> None:

@@ -28,7 +28,9 @@ def test_the_existing_artifacts_are_discovered():
 def test_declaration(artifact):
     if artifact.paper in ID_PREFIX:
         assert re.fullmatch(rf"{ID_PREFIX[artifact.paper]}_(table|fig|sec|app)[0-9a-z_]+", artifact.id)
-    assert artifact.figures, "every artifact draws at least one figure"
+    if not artifact.figures:  # one setting is one number per metric: a table row, not a one-bar chart
+        configs = {r.key.split("/")[0] for r in artifact.runs(artifact.params("quick", device="cpu"))}
+        assert len(configs) == 1, "an artifact without a figure trains one setting"
     quick = artifact.defaults("quick")
     if artifact.claims:
         assert len(quick["seeds"]) >= 3, "claims are judged over at least 3 seeds on the quick profile"

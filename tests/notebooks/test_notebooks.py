@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 from dmllab.experiments import registry
-from dmllab.pipeline import report, study
+from dmllab.pipeline import browser, study
 from dmllab.pipeline.plan import make_plan
 from dmllab.pipeline.template import make_notebook, notebooks_dir
 
@@ -95,6 +95,20 @@ def test_rows_and_figures_written(aid, smoke_env, smoke_study):
         assert png.exists() and png.with_suffix(".pdf").exists(), png
 
 
+def test_notebooks_show_their_figures_and_steps(smoke_study):
+    """The executed plotting notebooks show each figure inline; an artifact notebook shows its parameters as a
+    person writes them, its verdicts with what differs from the paper, and its figures."""
+    shown = {}
+    for result in smoke_study.plots + smoke_study.notebooks:
+        nb = nbformat.read(result.output, as_version=4)
+        outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+        shown[result.name] = {kind for o in outputs for kind in o.get("data", {})}
+    assert all("image/png" in shown[p] for p in ("plots_pnpp", "plots_heated", "plots_proxy_synthesis")), (
+        shown
+    )
+    assert "image/png" in shown["pnpp_fig3_two_moons"] and "text/html" in shown["pnpp_fig3_two_moons"]
+
+
 def test_rerun_trains_nothing_and_skips_unchanged_notebooks(smoke_study, tmp_path):
     plan = make_plan(registry.select(STUDIED), "smoke", device="cpu")
     assert plan.missing == []
@@ -118,23 +132,65 @@ def _colour_stats(png: Path) -> tuple[int, float]:
     return len(np.unique(img.reshape(-1, 3), axis=0)), float((img.min(axis=2) < 240).mean())
 
 
+FIRST_SCREEN = (1280, 900)  # a laptop's browser window, in CSS pixels
+
+
 def test_report_builds_and_renders(smoke_env, smoke_study, tmp_path):
     text = smoke_study.report.read_text()
     for aid in STUDIED.split(","):
         assert f'id="{aid}"' in text and f'<img src="{aid}' in text
-    assert "95% interval" in text and "inconclusive" in text or "yes" in text
-    chromium = report.find_chromium()
+    assert "95% interval" in text and ("inconclusive" in text or "yes" in text)
+    assert text.index("id='summary'") < text.index('id="pnpp_fig3_two_moons"')
+    chromium = browser.find_chromium()
     if chromium is None:
         pytest.skip("chromium is not installed (apt-get install chromium); report screenshot not checked")
-    colours, non_white = _colour_stats(report.screenshot(smoke_study.report, tmp_path / "report.png"))
+    colours, non_white = _colour_stats(browser.screenshot(smoke_study.report, tmp_path / "report.png"))
     assert colours > 50 and non_white > 0.02, f"blank-looking screenshot: {colours} colours, {non_white:.3f}"
+
+
+def test_summary_is_in_the_first_screen(tmp_path):
+    """The report of the committed quick results opens with its summary: the verdict counts lie wholly within the
+    first 1280 x 900 screen, and the claims table starts there."""
+    from dmllab.paths import repo_root
+    from dmllab.pipeline.report import build_report
+
+    if browser.find_chromium() is None:
+        pytest.skip("chromium is not installed (apt-get install chromium); first screen not checked")
+    page = build_report(
+        "quick", results=repo_root() / "results", figures=tmp_path, out=tmp_path / "report.html"
+    )
+    width, height = FIRST_SCREEN
+    boxes = browser.element_boxes(
+        page, ["summary", "summary-counts", "summary-claims"], width=width, height=height
+    )
+    left, top, w, h = boxes["summary-counts"]
+    assert 0 <= top and top + h <= height and left + w <= width, (
+        f"verdict counts at {boxes['summary-counts']}"
+    )
+    assert boxes["summary"][1] < top and boxes["summary-claims"][1] < height, boxes
+    colours, non_white = _colour_stats(
+        browser.screenshot(page, tmp_path / "top.png", width=width, height=height)
+    )
+    assert colours > 50 and non_white > 0.02
 
 
 def test_blank_page_fails_the_check(tmp_path):
     """The non-blank check can fail: an empty page has too few colours."""
-    if report.find_chromium() is None:
+    if browser.find_chromium() is None:
         pytest.skip("chromium is not installed (apt-get install chromium)")
     page = tmp_path / "blank.html"
     page.write_text("<html><body></body></html>")
-    colours, non_white = _colour_stats(report.screenshot(page, tmp_path / "blank.png", height=400))
+    colours, non_white = _colour_stats(browser.screenshot(page, tmp_path / "blank.png", height=400))
     assert colours <= 50 or non_white <= 0.02
+
+
+def test_first_screen_check_can_fail(tmp_path):
+    """An element below 900 px of other content is measured below the first screen."""
+    if browser.find_chromium() is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    page = tmp_path / "late.html"
+    page.write_text(
+        "<html><body><div style='height:1200px'>intro</div><table id='x'><tr><td>1</td></tr></table>"
+    )
+    boxes = browser.element_boxes(page, ["x", "absent"], height=900)
+    assert set(boxes) == {"x"} and boxes["x"][1] >= 1200

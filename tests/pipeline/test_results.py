@@ -120,6 +120,49 @@ def test_replace_experiment_keeps_other_rows(tmp_path):
         results.replace_experiment(path, "exp", [_row(1, experiment="other")])
 
 
+def test_gpu_rows_sit_next_to_the_cpu_rows_of_the_same_profile(tmp_path):
+    """A notebook's rows replace those of its (profile, device) only: a study on a GPU never overwrites the
+    committed CPU rows, and a second GPU study replaces the first one's rows (cuda:0 and cuda are one device)."""
+    path = tmp_path / "r.csv"
+    results.write_rows(path, [_row(0), _row(1)], device="cpu")
+    results.replace_experiment(path, "exp", [_row(5), _row(6)], profile="smoke", device="cuda")
+    df = results.read_rows(path)
+    assert sorted(zip(df["device"], df["seed"])) == [("cpu", 0), ("cpu", 1), ("cuda", 5), ("cuda", 6)]
+    results.replace_experiment(path, "exp", [_row(7)], profile="smoke", device="cuda:0")
+    df = results.read_rows(path)
+    assert sorted(zip(df["device"], df["seed"])) == [("cpu", 0), ("cpu", 1), ("cuda:0", 7)]
+    results.replace_experiment(path, "exp", [_row(8)], profile="smoke", device="cpu")
+    assert sorted(zip(*map(results.read_rows(path).get, ("device", "seed")))) == [("cpu", 8), ("cuda:0", 7)]
+
+
+def test_readers_take_one_devices_rows(tmp_path, monkeypatch):
+    monkeypatch.setenv("DMLLAB_RESULTS", str(tmp_path))
+    path = results.artifact_csv("exp")
+    results.write_rows(path, [_row(0, timestamp="2025-01-01T00:00:00+00:00")], device="cpu")
+    results.write_rows(path, [_row(1, timestamp="2025-02-01T00:00:00+00:00")], device="cuda:0")
+    assert results.read_artifact_rows("exp", "smoke")["seed"].tolist() == [0, 1]  # every device
+    assert results.read_artifact_rows("exp", "smoke", "cpu")["seed"].tolist() == [0]
+    assert results.read_artifact_rows("exp", "smoke", "cuda")["seed"].tolist() == [1]
+    assert results.read_artifact_rows("exp", "smoke", "mps").empty
+    results.write_rows(path, [_row(2, timestamp="2025-03-01T00:00:00+00:00", device="")])
+    assert results.read_artifact_rows("exp", "smoke", "cpu")["seed"].tolist() == [0, 2]  # none recorded: cpu
+    assert results.latest_device(results.read_artifact_rows("exp", "smoke")) == "cpu"
+    results.write_rows(path, [_row(3, timestamp="2025-04-01T00:00:00+00:00")], device="cuda:0")
+    assert results.latest_device(results.read_artifact_rows("exp", "smoke")) == "cuda"
+    # an extra table written before tables carried a device holds CPU lines (the committed results)
+    table = results.artifact_csv("exp", "grid")
+    pd.DataFrame({"x": [1, 2]}).assign(profile="smoke").to_csv(table, index=False)
+    assert results.read_tables("exp", ["grid"], "smoke", "cpu")["grid"]["x"].tolist() == [1, 2]
+    assert results.read_tables("exp", ["grid"], "smoke", "cuda")["grid"].empty
+    results.write_table(table, pd.DataFrame({"x": [3]}), profile="smoke", device="cuda")
+    assert results.read_tables("exp", ["grid"], "smoke", "cuda")["grid"]["x"].tolist() == [3]
+    assert results.read_tables("exp", ["grid"], "smoke", "cpu")["grid"]["x"].tolist() == [1, 2]
+    assert "device" not in results.read_tables("exp", ["grid"], "smoke", "cuda")["grid"]
+    results.write_table(table, pd.DataFrame({"x": [4]}), profile="smoke", device="cpu")
+    assert results.read_tables("exp", ["grid"], "smoke", "cpu")["grid"]["x"].tolist() == [4]
+    assert results.read_tables("exp", ["grid"], "smoke", "cuda")["grid"]["x"].tolist() == [3]
+
+
 def test_replace_experiment_drops_a_parameter_column_only_the_replaced_rows_used(tmp_path):
     path = tmp_path / "r.csv"
     results.write_rows(path, [_row(0, param_old=1), _row(1, experiment="other", param_kept=2), _row(2)])

@@ -10,6 +10,7 @@ from dmllab.experiments import kit
 from dmllab.experiments.artifact import Run
 from dmllab.experiments.lookup import Lookup
 
+SM, LN, BN = "heated_softmax:SM", "heated_softmax:LN", "heated_softmax:BN"  # method labels (claims' arms)
 PRINTED_K = {"cars": (1, 2, 4), "cub": (1, 2, 4), "sop": (1, 10, 100), "inshop": (1, 10, 20, 30)}
 TABLE1_PREFIX = {"cars": "CAR196 DATASET ", "cub": "CUB200 DATASET ", "sop": "STANFORD PRODUCT DATASET "}
 
@@ -44,6 +45,38 @@ def hs_config(
     if loss_kwargs:
         cfg = cfg.replace("loss.kwargs", pairs(**{**dict(cfg.loss.kwargs), **dict(loss_kwargs)}))
     return cfg
+
+
+def heating(profile: str) -> str:
+    """How the profile heats (the HLN/HBN arm), from the HBN preset: a fine-tune of the converged LN/BN run on
+    smoke/quick, as the paper text describes, or the release's heating inside one run (the paper profile)."""
+    cfg = hs_config(profile, "cars", "HBN")
+    ft, s = cfg.finetune, cfg.schedule
+    if ft.epochs:
+        return (
+            f"heating fine-tunes the converged {s.epochs}-epoch LN/BN run for {ft.epochs} epoch"
+            f"{'s' if ft.epochs > 1 else ''} at alpha "
+            f"x{ft.alpha_factor:g}, lr x{ft.lr_factor:g} (the paper text's procedure; a quarter of the parent's epochs, "
+            "rounded up, as the release's --nb_hu_epoch 20 of 80)"
+        )
+    return (
+        f"heating inside the run from epoch {s.heat_epoch} of {s.epochs}, as the release does (the paper text: a "
+        "fine-tune of the converged model)"
+    )
+
+
+def differs(specific: Any, dataset: str = "cars", variant: str = "BN", *, heated: bool = False) -> Any:
+    """A Heated-up claim's ``differs``: ``specific`` and the profile's analogue of the ``variant`` preset
+    (:func:`dmllab.experiments.kit.differs`); with ``heated`` (an arm heats) how the profile heats, on the paper
+    profile too."""
+    if not heated:
+        return kit.differs(specific, f"heated_softmax:{variant}", dataset)
+
+    def line(profile: str) -> str:
+        own = specific(profile) if callable(specific) else specific
+        return "; ".join(x for x in (own, heating(profile)) if x)
+
+    return kit.differs(line, f"heated_softmax:{variant}", dataset, paper=heating)
 
 
 def table1_cell(rec: Mapping[str, Any]) -> tuple[str, str, str, str] | None:

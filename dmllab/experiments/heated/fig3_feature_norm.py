@@ -8,8 +8,13 @@ import numpy as np
 import pandas as pd
 
 from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
-from dmllab.experiments.heated._common import classifier, hs_config
+from dmllab.experiments.heated._common import SM, classifier, differs, hs_config
 from dmllab.experiments.lookup import Lookup
+
+_DIFFERS = differs(
+    "per training image of the SM run of Tables 1/2, with its trained linear classifier where saved",
+    variant="SM",
+)
 
 
 def runs(params: Params) -> list[Run]:
@@ -134,6 +139,9 @@ ARTIFACT = Artifact(
                 ]
             ),
             unit="-rho",
+            differs=_DIFFERS,
+            arms=(SM,),
+            key="correct",
         ),
         Claim(
             "incorrect samples: the gradient grows with the feature norm (Spearman rho)",
@@ -141,6 +149,9 @@ ARTIFACT = Artifact(
                 "seed"
             )["value"],
             unit="rho",
+            differs=_DIFFERS,
+            arms=(SM,),
+            key="incorrect",
         ),
     ),
     figures=(

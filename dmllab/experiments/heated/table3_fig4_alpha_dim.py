@@ -10,7 +10,8 @@ import pandas as pd
 from dmllab.experiments import kit
 from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
 from dmllab.experiments.compare import paired, per_seed
-from dmllab.experiments.heated._common import hs_config
+from dmllab.experiments.heated._common import BN, differs, hs_config
+from dmllab.experiments.heated._common import SM as SM_LABEL
 from dmllab.experiments.lookup import Lookup
 
 SM, HBN = "SM", "HBN (16 → 4)"
@@ -118,6 +119,19 @@ def _mid_alpha(df: pd.DataFrame) -> pd.Series:
     mid = per_seed(df, "R@1", alpha=16.0)
     ends = pd.concat([per_seed(df, "R@1", alpha=alphas[0]), per_seed(df, "R@1", alpha=alphas[-1])], axis=1)
     return (mid - ends.max(axis=1)).dropna()
+
+
+def _dims(profile: str) -> str:
+    p = ARTIFACTS[0].parameters[profile]
+    return f"HBN at {', '.join(map(str, p['dims']))}-d, BN alpha 16 at {', '.join(map(str, p['alpha_dims']))}-d (paper: 64/128/256-d)"
+
+
+def _alphas(profile: str) -> str:
+    p = ARTIFACTS[0].parameters[profile]
+    return (
+        f"alpha {', '.join(f'{a:g}' for a in p['alphas'])} at {', '.join(map(str, p['alpha_dims']))}-d "
+        "(paper: 4-64 at 64/128/256-d)"
+    )
 
 
 def _figure_table(tables: Any) -> Any:
@@ -229,19 +243,41 @@ ARTIFACTS = (
                 "HBN beats SM at every embedding size (smallest margin)",
                 lambda df: _hbn_beats(df, SM),
                 unit="R@1 points",
+                differs=differs(_dims, variant="HBN", heated=True),
+                arms=(SM_LABEL, BN),
+                key="hbn_sm",
             ),
             Claim(
                 "HBN beats BN alpha=16 (heating helps)",
                 lambda df: _hbn_beats(df, bn(16.0)),
                 unit="R@1 points",
+                differs=differs(_dims, variant="HBN", heated=True),
+                arms=(BN,),
+                key="hbn_bn",
+                same_as="heated_table1_2_variants:hbn_bn",
             ),
             Claim(
-                "a middle alpha (16) beats both extremes of the alpha range", _mid_alpha, unit="R@1 points"
+                "a middle alpha (16) beats both extremes of the alpha range",
+                _mid_alpha,
+                unit="R@1 points",
+                differs=differs(_alphas),
+                arms=(BN,),
+                key="mid_alpha",
             ),
             Claim(
                 "Fig. 4: HBN separates positive and negative test pairs more than SM (mean cosine gap)",
                 lambda df: paired(df, "test_cos_gap", {"variant": HBN}, {"variant": SM}),
                 unit="cosine",
+                differs=differs(
+                    lambda p: (
+                        f"the gap of mean positive and negative cosine over the pairs of "
+                        f"{ARTIFACTS[0].parameters[p]['pairs_samples']} random test images quantifies the histograms"
+                    ),
+                    variant="HBN",
+                    heated=True,
+                ),
+                arms=(SM_LABEL, BN),
+                key="cos_gap",
             ),
         ),
         figures=(

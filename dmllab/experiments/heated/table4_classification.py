@@ -7,7 +7,7 @@ from typing import Any
 from dmllab.experiments import kit
 from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
 from dmllab.experiments.compare import paired
-from dmllab.experiments.heated._common import hs_config, split_accuracy
+from dmllab.experiments.heated._common import BN, SM, differs, hs_config, split_accuracy
 from dmllab.experiments.lookup import Lookup
 
 # The offline benchmark's same-class split (dmllab.data.synthetic): 80/20 of every trainval class's images.
@@ -96,6 +96,15 @@ ARTIFACT = Artifact(
             "HBN classifies more accurately than SM",
             lambda df: paired(df, "accuracy", {"variant": "HBN"}, {"variant": "SM"}),
             unit="accuracy points",
+            differs=differs(
+                "the benchmark's same-class split (80/20 of every training-side class's images; paper: the "
+                "official train/test images of all categories)",
+                variant="HBN",
+                heated=True,
+            ),
+            arms=(SM, BN),
+            not_testable={"paper": "dmllab's CUB/Cars readers have no same-class split: no runs"},
+            key="hbn_sm",
         ),
     ),
     figures=(

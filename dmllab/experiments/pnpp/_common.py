@@ -32,6 +32,15 @@ REF_DATASET: dict[str, str] = {
     "inshop": "inshop",
 }
 ROW_NAME: dict[str, str] = {"cub": "CUB", "cars": "CARS", "sop": "SOP", "inshop": "InShop"}
+# Side of the final feature map the global pooling reduces: SmallCNN on 56-pixel quick crops and 32-pixel smoke
+# images (stride 8), ResNet-50 on 256 crops.
+MAP_SIDE: dict[str, int] = {"smoke": 4, "quick": 7, "paper": 8}
+
+
+def pooling_line(profile: str) -> str:
+    """GMP vs GAP over the profile's feature map, against the paper's."""
+    side = MAP_SIDE[profile]
+    return f"GAP vs GMP over the SmallCNN's {side} x {side} map (paper: ResNet-50's 8 x 8)"
 
 
 def pnpp(dataset: str, profile: str, **options: Any) -> Any:

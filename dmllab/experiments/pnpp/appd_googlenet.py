@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Figure, Params, Run
+from dmllab.experiments.artifact import Artifact, Params, Run
 from dmllab.experiments.pnpp import _common as C
 
 SMALL_CROP = {"paper": "proxynca++227", "quick": "quick227", "smoke": "smoke"}
@@ -40,10 +40,6 @@ def reference(rec: Any) -> tuple[str, str, str, str] | None:
     return "Table 3", "ProxyNCA [17] [I1, 128]", str(rec["metric"]), "cub"
 
 
-def _bars(tables: Any) -> Any:
-    return kit.bar_figure(tables, title="App. D: ProxyNCA re-implementation, R@1")
-
-
 ARTIFACT = Artifact(
     id="pnpp_appd_googlenet",
     paper="pnpp",
@@ -65,7 +61,6 @@ ARTIFACT = Artifact(
     parameter_help={"datasets": "datasets to train on"},
     runs=runs,
     reference=reference,
-    figures=(Figure(_bars, caption="R@1 of the re-implementation (mean +- std over seeds)."),),
     not_reproduced={
         "R@1 49.70 (text)": "a number in the text, not a table cell: quoted in the description; the "
         "rows face the original ProxyNCA's 49.2 (Table 3)"

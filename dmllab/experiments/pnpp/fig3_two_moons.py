@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from dmllab.experiments import kit
 from dmllab.experiments.arrays import arrays_to_frame, frame_to_arrays
 from dmllab.experiments.artifact import Artifact, Claim, Figure, Params
 from dmllab.experiments.compare import extremes
 from dmllab.experiments.lookup import Lookup
 
 _SHARED = {"lr": 0.01}
+_TOY = kit.differs(
+    "the panels' temperatures and the optimiser are not printed: the swept T, the steps and the lr are dmllab "
+    "choices (the parameters)"
+)
 
 
 def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -98,11 +103,15 @@ ARTIFACT = Artifact(
             "lower temperature refines the boundary: a longer P=0.5 contour at the lowest T than at the highest",
             lambda df: extremes(df, "boundary_length", "temperature", low_minus_high=True),
             unit="contour length",
+            differs=_TOY,
+            key="boundary",
         ),
         Claim(
             "lower temperature fits the training samples better: train accuracy at the lowest T above the highest's",
             lambda df: extremes(df, "train_accuracy", "temperature", low_minus_high=True),
             unit="% points",
+            differs=_TOY,
+            key="train_fit",
         ),
     ),
     figures=(

@@ -62,6 +62,16 @@ ARTIFACT = Artifact(
             "fast proxies: R@1 at the paper's proxy lr (4e2) above the smallest proxy lr swept",
             _default_vs_smallest,
             unit="R@1 points",
+            differs=kit.differs(
+                lambda p: (
+                    f"proxy lrs {', '.join(f'{x:g}' for x in ARTIFACT.parameters[p]['proxy_lrs'])} with the "
+                    f"preset's other lrs ({kit.lr_line(C.pnpp('synthetic', p), ('backbone', 'embedding'))}; "
+                    "paper: base lr 4e-3)"
+                ),
+                "proxynca++",
+            ),
+            arms=("proxynca++",),
+            key="fast_vs_slowest",
         ),
     ),
     figures=(Figure(_figure, caption="R@1 against the proxy lr, mean +- one std over seeds (shaded)."),),

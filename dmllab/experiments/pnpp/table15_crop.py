@@ -66,6 +66,17 @@ ARTIFACT = Artifact(
             "the larger crop is better: R@1 with 256 crops above 227 crops (512-d)",
             lambda df: paired(df, "R@1", {"variant": "crop 256"}, {"variant": "crop 227"}),
             unit="R@1 points",
+            differs=kit.differs(
+                lambda p: (
+                    "56 vs 50-pixel crops of 64-pixel images (the 256/227 ratio) at "
+                    f"{dim(p, 512)}-d for 512-d"
+                    if p == "quick"
+                    else "uncropped 32-pixel images as the other crop"
+                ),
+                "proxynca++",
+            ),
+            arms=("proxynca++",),
+            key="crop",
         ),
     ),
     figures=(Figure(_bars, caption="R@1 with each crop (mean +- std over seeds)."),),

@@ -68,6 +68,13 @@ def reference(rec: Any) -> tuple[str, str, str, str] | None:
 PNPP = {"variant": "ProxyNCA++ [2048]"}
 
 
+def _dims(profile: str) -> str:
+    return (
+        f"{dim(profile, 512)}/{dim(profile, 1024)}/{dim(profile, 2048)}-d stand in for 512/1024/2048-d "
+        "(the same ratios)"
+    )
+
+
 def _bars(tables: Any) -> Any:
     return kit.bar_figure(tables, order=VARIANTS, title="Fig. 1 / Tables 3-6: R@1")
 
@@ -100,21 +107,36 @@ ARTIFACT = Artifact(
             "ProxyNCA++ (2048-d) beats ProxyNCA on R@1",
             lambda df: paired(df, "R@1", PNPP, {"variant": "ProxyNCA"}),
             unit="R@1 points",
+            differs=kit.differs("ProxyNCA and ProxyNCA++ each with its own profile preset", "proxynca++"),
+            arms=("proxynca++", "proxynca"),
+            key="pnpp_vs_pnca_r1",
         ),
         Claim(
             "ProxyNCA++ (2048-d) beats ProxyNCA on NMI (CUB, Cars)",
             lambda df: paired(df, "NMI", PNPP, {"variant": "ProxyNCA"}),
             unit="NMI points",
+            differs=kit.differs("ProxyNCA and ProxyNCA++ each with its own profile preset", "proxynca++"),
+            arms=("proxynca++", "proxynca"),
+            key="pnpp_vs_pnca_nmi",
         ),
         Claim(
             "+max and +fast improve ProxyNCA++ (2048-d) R@1",
             lambda df: paired(df, "R@1", PNPP, {"variant": "ProxyNCA++ (-max, -fast)"}),
             unit="R@1 points",
+            differs=kit.differs(
+                lambda p: f"-max -fast: GAP, {kit.lr_line(C.pnpp('synthetic', p, max=False, fast=False))}",
+                "proxynca++",
+            ),
+            arms=("proxynca++",),
+            key="max_fast",
         ),
         Claim(
             "a larger embedding helps: 2048-d beats 512-d on R@1",
             lambda df: paired(df, "R@1", PNPP, {"variant": "ProxyNCA++ [512]"}),
             unit="R@1 points",
+            differs=kit.differs(_dims, "proxynca++"),
+            arms=("proxynca++",),
+            key="dim",
         ),
     ),
     figures=(

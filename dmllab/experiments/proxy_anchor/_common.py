@@ -44,6 +44,12 @@ def pa_config(
     )
 
 
+def differs(specific: Any, dataset: str = "cub", method: str = "proxy_anchor") -> Any:
+    """A Proxy Anchor claim's ``differs``: ``specific``, the profile's analogue of ``method`` on ``dataset``, and on
+    the paper profile ResNet-50 for BN-Inception (:func:`dmllab.experiments.kit.differs`)."""
+    return kit.differs(specific, method, dataset, paper=kit.BN_INCEPTION)
+
+
 def recall_column(dataset: str, metric: str) -> str:
     """The printed column of ``metric`` (R@K) on ``dataset`` in Tables 2-4 ("CUB-200-2011 R@1", "R@10")."""
     return f"{COLUMN_PREFIX.get(dataset, '')}{metric}"

@@ -12,6 +12,7 @@ from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
 from dmllab.experiments.compare import paired
 from dmllab.experiments.lookup import Lookup
 from dmllab.experiments.proxy_anchor import fig1_convergence as conv
+from dmllab.experiments.proxy_anchor._common import differs
 
 PA, PNCA = "Proxy Anchor", "ProxyNCA"
 
@@ -42,7 +43,7 @@ def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str
     grid = []
     k = params["k"]
     for run in runs(params):
-        emb, labels, _ = lookup.embed(run)
+        emb, labels, ds = lookup.embed(run)
         nn_idx = top_k(emb, k)
         lab = labels.numpy()
         correct = lab[nn_idx] == lab[:, None]  # (N, k)
@@ -77,7 +78,11 @@ def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str
                             "correct": float(correct[q, r - 1]),
                         }
                     )
-    return out, {"retrievals": pd.DataFrame(grid)}
+    table = pd.DataFrame(grid)
+    files = kit.image_files(ds, table["index"]) if len(table) else []
+    if any(files):  # a real dataset: the table names its images (the figure needs no data root)
+        table = table.assign(image=files)
+    return out, {"retrievals": table}
 
 
 def _figure(tables: Any) -> Any:
@@ -88,7 +93,7 @@ def _figure(tables: Any) -> Any:
     table = tables["retrievals"]
     profile = str(tables["rows"]["profile"].iloc[0]) if "profile" in tables["rows"] else "quick"
     cfg = conv.curve_config("proxy_anchor", profile, "cars")
-    ds = kit.raw_dataset(cfg, cfg.data.test_split)
+    images = kit.figure_images(table, lambda: kit.raw_dataset(cfg, cfg.data.test_split))
     variants = list(dict.fromkeys(table["variant"]))
     fig, axes = plt.subplots(
         1, len(variants), figsize=(4.2 * len(variants), 0.9 * table["query"].nunique() + 1)
@@ -97,7 +102,7 @@ def _figure(tables: Any) -> Any:
         part = table[table["variant"] == v].sort_values(["query", "rank"])
         rows = [
             [
-                (thumbnail(ds[int(i)][0]), None if np.isnan(c) else bool(c))
+                (thumbnail(images[int(i)]), None if np.isnan(c) else bool(c))
                 for i, c in zip(p["index"], p["correct"])
             ]
             for _, p in part.groupby("query")
@@ -140,6 +145,13 @@ ARTIFACT = Artifact(
             "Proxy Anchor's top-4 retrievals are more often of the query's class than ProxyNCA's (P@4)",
             lambda df: paired(df, "P@4", {"variant": PA}, {"variant": PNCA}),
             unit="P@4 points",
+            differs=differs(
+                "P@4 over every test query quantifies the paper's qualitative figure; the runs of Fig. 1 (one "
+                "stage on train)",
+                "cars",
+            ),
+            arms=("proxy_anchor", "proxynca"),
+            key="p_at_4",
         ),
     ),
     figures=(Figure(_figure, caption="Queries (left) and their top-4 neighbours; green: same class."),),

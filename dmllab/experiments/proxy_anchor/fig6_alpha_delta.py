@@ -9,7 +9,7 @@ import pandas as pd
 from dmllab.experiments import kit
 from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
 from dmllab.experiments.compare import per_seed
-from dmllab.experiments.proxy_anchor._common import pa_config
+from dmllab.experiments.proxy_anchor._common import differs, pa_config
 
 
 def runs(params: Params) -> list[Run]:
@@ -50,6 +50,14 @@ def _delta_helps(df: pd.DataFrame) -> pd.Series:
     if len(deltas) < 2:
         return pd.Series(dtype=float)
     return (_at(df, "delta", deltas[-1]) - _at(df, "delta", deltas[0])).dropna()
+
+
+def _grid(profile: str) -> str:
+    p = ARTIFACT.parameters[profile]
+    return (
+        f"alpha {{{', '.join(f'{a:g}' for a in p['alphas'])}}} x delta {{{', '.join(f'{d:g}' for d in p['deltas'])}}}"
+        " (paper: alpha 4-64 x delta 0-0.4)"
+    )
 
 
 def _figure(tables: Any) -> Any:
@@ -105,17 +113,30 @@ ARTIFACT = Artifact(
     runs=runs,
     claims=(
         Claim(
-            "alpha >= 16 beats the smallest alpha (mean over deltas)", _large_alpha_better, unit="R@1 points"
+            "alpha >= 16 beats the smallest alpha (mean over deltas)",
+            _large_alpha_better,
+            unit="R@1 points",
+            differs=differs(_grid, "cars"),
+            arms=("proxy_anchor",),
+            key="large_alpha",
         ),
         Claim(
             "R@1 is stable for alpha >= 16 (range over those alphas within 1 point)",
             _stable_large_alpha,
             unit="1 - range (R@1 points)",
+            differs=differs(
+                lambda p: _grid(p) + "; 'stable' judged as a range of at most 1 R@1 point", "cars"
+            ),
+            arms=("proxy_anchor",),
+            key="stable_alpha",
         ),
         Claim(
             "increasing delta improves R@1 (largest minus smallest delta, mean over alphas)",
             _delta_helps,
             unit="R@1 points",
+            differs=differs(_grid, "cars"),
+            arms=("proxy_anchor",),
+            key="delta",
         ),
     ),
     figures=(Figure(_figure, caption="Mean R@1 over seeds for every (alpha, delta)."),),

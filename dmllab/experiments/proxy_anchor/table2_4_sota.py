@@ -7,7 +7,7 @@ from typing import Any
 from dmllab.experiments import kit
 from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
 from dmllab.experiments.compare import paired
-from dmllab.experiments.proxy_anchor._common import TABLE, pa_config, recall_column
+from dmllab.experiments.proxy_anchor._common import TABLE, differs, pa_config, recall_column
 
 LOW, HIGH, CROPS = "PA low-d", "PA high-d", "PA high-d, larger crops"
 PRINTED_K = {"cub": (1, 2, 4, 8), "cars": (1, 2, 4, 8), "sop": (1, 10, 100, 1000), "inshop": (1, 10, 20, 40)}
@@ -43,6 +43,9 @@ def reference(rec: Any) -> tuple[str, str, str, str] | None:
     if ds == "inshop" and rec["variant"] == LOW:
         row = "Proxy-Anchor^128"
     return TABLE[ds], row, recall_column(ds, str(rec["metric"])), ds
+
+
+_NO_LARGER = "the benchmark is rendered at 64 pixels with one crop size: there is no larger-image setting"
 
 
 def _figure(tables: Any) -> Any:
@@ -121,11 +124,23 @@ ARTIFACT = Artifact(
             "the high-dimensional embedding beats the low-dimensional one (R@1)",
             lambda df: paired(df, "R@1", {"variant": HIGH}, {"variant": LOW}),
             unit="R@1 points",
+            differs=differs(
+                lambda p: (
+                    f"{ARTIFACT.parameters[p]['low_dim']}-d vs {ARTIFACT.parameters[p]['high_dim']}-d "
+                    "stand in for 64-d vs 512-d"
+                )
+            ),
+            arms=("proxy_anchor",),
+            key="dim",
         ),
         Claim(
             "larger input images improve R@1 (paper profile only)",
             lambda df: paired(df, "R@1", {"variant": CROPS}, {"variant": HIGH}),
             unit="R@1 points",
+            differs=differs("no larger-image setting"),
+            arms=("proxy_anchor",),
+            not_testable={p: _NO_LARGER for p in ("smoke", "quick")},
+            key="larger_images",
         ),
     ),
     figures=(Figure(_figure, caption="R@K per dataset and setting (mean and std over seeds)."),),

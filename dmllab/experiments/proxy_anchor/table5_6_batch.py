@@ -8,7 +8,7 @@ from dmllab.experiments import kit
 from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
 from dmllab.experiments.compare import extremes
 from dmllab.experiments.lookup import Lookup
-from dmllab.experiments.proxy_anchor._common import pa_config
+from dmllab.experiments.proxy_anchor._common import differs, pa_config
 
 COLUMN = {
     "cub": "Recall@1 CUB-200-2011",
@@ -103,6 +103,16 @@ ARTIFACT = Artifact(
             "larger batches improve R@1 (largest minus smallest batch)",
             lambda df: extremes(df, "R@1", "batch_size", low_minus_high=False),
             unit="R@1 points",
+            differs=differs(
+                lambda p: (
+                    f"batch {min(ARTIFACT.parameters[p]['batch_sizes'])} vs "
+                    f"{max(ARTIFACT.parameters[p]['batch_sizes'])} around the preset's "
+                    f"{pa_config(p, 'cub').data.batch_size} (paper: 30 vs 180 around 120), the lr unchanged as in "
+                    "the paper"
+                )
+            ),
+            arms=("proxy_anchor",),
+            key="batch",
         ),
     ),
     figures=(Figure(_figure, caption="R@1 against batch size (mean and std over seeds)."),),

@@ -110,6 +110,16 @@ ARTIFACT = Artifact(
             "the stronger backbone (last setting) beats the weaker one (first setting) in R@1",
             lambda df: extremes(df, "R@1", "order", low_minus_high=False),
             unit="R@1 points",
+            differs=kit.differs(
+                lambda p: (
+                    f"{ARTIFACT.parameters[p]['settings'][0][0]} vs {ARTIFACT.parameters[p]['settings'][-1][0]}"
+                    " (each pre-trained on the synthetic pool at its width) stand in for GoogLeNet vs ResNet-50"
+                ),
+                "proxy_anchor",
+                paper="GoogLeNet vs ResNet-50 (the registry has no Inception-BN or ResNet-101)",
+            ),
+            arms=("proxy_anchor",),
+            key="backbone",
         ),
     ),
     figures=(Figure(_figure, caption="R@1 per backbone (mean and std over seeds)."),),

@@ -1,8 +1,9 @@
 """The Proxy Synthesis paper's facts shared by its artifacts: the run configs (so tables share their runs), the
 paper's row names per loss, and the profile -> datasets mapping.
 
-Every PS run is built from the ``proxy_synthesis`` preset (the released setup, ``presets.get("proxy_synthesis",
-ds, profile, base=...)``); "without PS" is the *same* config with ``loss.synthesis=False``, as in the paper
+Every PS run is built from the ``proxy_synthesis`` preset (the released setup on the paper profile, its compressed
+analogue on quick/smoke: ``presets.get("proxy_synthesis", ds, profile, base=...)``); "without PS" is the *same*
+config with ``loss.synthesis=False``, as in the paper
 (Table 6 compares a loss with and without PS under one training setup). SoftTriple is the preset's
 ``base="softtriple"`` (the loss's own defaults, K=10, scale 20, gamma 0.1, margin 0.01, tau 0.2: SoftTriple
 paper / PS supplement); Table 5's Virtual Softmax and mixups are ``base="virtual_softmax"`` and the preset's
@@ -39,6 +40,17 @@ FULL_KS = {"cub": (1, 2, 4, 8), "cars": (1, 2, 4, 8), "sop": (1, 10, 100, 1000),
 MLRC_TABLE = {"cub": "Table G", "cars": "Table I", "sop": "Table K"}
 
 
+def arm(base: str) -> str:
+    """The method label of a base loss (a claim's ``arms``; PS on or off is the arm's switch)."""
+    return f"{METHOD}:{base}"
+
+
+def differs(specific: Any, base: str = "normsoftmax", dataset: str = "cars") -> Any:
+    """A Proxy Synthesis claim's ``differs``: ``specific``, the profile's analogue of the PS preset over ``base``,
+    and on the paper profile ResNet-50 for BN-Inception (:func:`dmllab.experiments.kit.differs`)."""
+    return kit.differs(specific, METHOD, dataset, paper=kit.BN_INCEPTION, base=base)
+
+
 def label(base: str, ps: bool) -> str:
     """The variant name of a run: the paper's Table 6 row ("PS + Norm-softmax")."""
     name = NAMES[base][0]
@@ -69,9 +81,9 @@ def config(
     options: Mapping[str, Any] | None = None,
     **replace: Any,
 ) -> Any:
-    """The released PS setup over ``base`` (with or without PS), with the preset's ``options``
-    ({"regularizer": "manifold_mixup"}), plus ``replace`` ({"loss.ps_mu": 2.0}; keys use "__" for "." so they
-    can be keyword arguments: ``loss__ps_mu=2.0``)."""
+    """The profile's PS preset over ``base`` (the released setup on the paper profile; with or without PS), with
+    the preset's ``options`` ({"regularizer": "manifold_mixup"}), plus ``replace`` ({"loss.ps_mu": 2.0}; keys use
+    "__" for "." so they can be keyword arguments: ``loss__ps_mu=2.0``)."""
     from dmllab.training import presets
 
     cfg = presets.get(METHOD, dataset, profile, base=base, **(options or {}))

@@ -22,6 +22,17 @@ ROW = {
     "gaussian_blur": "Gaussian blur",
 }
 NS, PS = {"variant": "Norm-softmax"}, {"variant": "PS + Norm-softmax"}
+# Table 3's printed gain of PS per deformation (R@1 points on CARS196).
+PAPER_GAIN = {
+    "cutout": 1.7,
+    "dropout": 2.5,
+    "zoom_in": 1.3,
+    "zoom_out": 1.7,
+    "rotation": 1.3,
+    "shearing": 1.7,
+    "gaussian_noise": 2.1,
+    "gaussian_blur": 1.9,
+}
 
 
 def runs(params: Params) -> list[Run]:
@@ -144,9 +155,27 @@ def _gain(name: str):
     return lambda df: paired(df[df["param_deformation"] == name], "R@1", PS, NS)
 
 
-def _mean_gain(df: Any) -> Any:
-    d = df[df["param_deformation"].isin(list(ROW))]
-    return paired(d, "R@1", PS, NS)
+def _every_gain(df: Any) -> Any:
+    """Per seed: the smallest gain of PS over the deformations evaluated (positive: PS is ahead under every one,
+    as Table 3 prints)."""
+    import pandas as pd
+
+    names = [k for k in ROW if k in set(df["param_deformation"])]
+    gains = [_gain(k)(df) for k in names]
+    gains = [g for g in gains if len(g)]
+    return pd.concat(gains, axis=1).min(axis=1).dropna() if gains else None
+
+
+def _deformations(profile: str) -> str:
+    p = ARTIFACT.parameters[profile]
+    blur = "; the blur sigma (3 px at 224) rescaled to the crop" if p["rescale_blur"] else ""
+    return (
+        f"{len(p['deformations'])} of the 8 deformations, torch re-implementations of imgaug's (supplement C.3), "
+        f"seeded per run{blur}"
+    )
+
+
+_DIFFERS = C.differs(_deformations)
 
 
 def _plot(tables: Any) -> Any:
@@ -187,7 +216,11 @@ ARTIFACT = Artifact(
         "noise/blur; supplement C.3, torch re-implementations of the imgaug ops in `dmllab.data.deform`). No "
         "training of its own: the stored Table 6 runs are reloaded (`final.pt`). Quick: the offline benchmark "
         "(rows face the Cars column), 3 seeds; the blur sigma (3 px at 224) is rescaled to the 56-px crops; the "
-        "undeformed R@1 ('none') is shown for reference. The deformations' randomness is seeded per run."
+        "undeformed R@1 ('none') is shown for reference. The deformations' randomness is seeded per run. Table 3 "
+        "prints a gain of PS under each of the 8 deformations (+1.3 to +2.5: 'significantly improved "
+        "performance to input deformations'), so the claims judge the smallest gain over the deformations (PS "
+        "ahead under every one) and each deformation's gain; the mean over deformations is not the paper's "
+        "statement."
     ),
     parameters={
         "smoke": {
@@ -214,11 +247,25 @@ ARTIFACT = Artifact(
     reference=reference,
     claims=(
         Claim(
-            "PS + Norm-softmax has a higher R@1 than Norm-softmax under deformation (mean over deformations)",
-            _mean_gain,
+            "PS + Norm-softmax has a higher R@1 than Norm-softmax under every deformation (smallest gain over "
+            "the deformations; the paper: +1.3 to +2.5)",
+            _every_gain,
             unit="R@1 points",
+            differs=_DIFFERS,
+            arms=(C.arm("normsoftmax"),),
+            key="every_deformation",
         ),
-        *(Claim(f"PS is more robust to {ROW[k].lower()}", _gain(k), unit="R@1 points") for k in ROW),
+        *(
+            Claim(
+                f"PS + Norm-softmax has a higher R@1 under {ROW[k].lower()} (the paper: +{PAPER_GAIN[k]:g})",
+                _gain(k),
+                unit="R@1 points",
+                differs=_DIFFERS,
+                arms=(C.arm("normsoftmax"),),
+                key=f"gain_{k}",
+            )
+            for k in ROW
+        ),
         Claim(
             "PS's advantage under deformation exceeds its advantage on clean images (relative robustness)",
             lambda df: (
@@ -227,6 +274,9 @@ ARTIFACT = Artifact(
             ),
             unit="R@1 points",
             paper_says="not stated (the paper compares absolute R@1 only)",
+            differs=_DIFFERS,
+            arms=(C.arm("normsoftmax"),),
+            key="relative_robustness",
         ),
     ),
     figures=(Figure(_plot, caption="R@1 per deformation (mean +- std over seeds)."),),

@@ -28,12 +28,24 @@ def runs(params: Params) -> list[Run]:
     return C.loss_runs(params, params["bases"], C.datasets(params.profile, params["datasets"]))
 
 
-def _logit_summary(emb: Any, labels: Any, n_classes: int, lam: float, seed: int) -> tuple[dict, Any]:
-    """Fig. 4 analogue on one model's train embeddings. The run store keeps the network, not the loss's proxies,
-    so the L2-normalised class means stand in for the proxies. Synthetic class k mixes class k with class
-    k + 1 (cyclic) at ``lam``: embeddings lam x_i + (1 - lam) x_j of paired samples, proxy lam p_k +
-    (1 - lam) p_(k+1). Returns the summary numbers (mean cosine of an embedding with its own proxy = the GT
-    logit, with the nearest competitor, synthetic GT logit) and the (2C x 2C) heat map of mean cosines."""
+def trained_proxies(state: Any, dim: int) -> Any:
+    """The (C, D) proxies of a saved loss state (a PS wrapper's ``base.proxies`` or a base loss's ``proxies``),
+    or None where the state holds none of that shape."""
+    if not state:
+        return None
+    proxies = state.get("base.proxies", state.get("proxies"))
+    return proxies if proxies is not None and proxies.ndim == 2 and proxies.shape[1] == dim else None
+
+
+def _logit_summary(
+    emb: Any, labels: Any, n_classes: int, lam: float, seed: int, proxies: Any = None
+) -> tuple[dict, Any]:
+    """Fig. 4 analogue on one model's train embeddings: cosines of the embeddings with the trained ``proxies``
+    (C, D), indexed by label (the L2-normalised class means stand in where a run saved none). Synthetic class k
+    mixes class k with class k + 1 (cyclic) at ``lam``: embeddings lam x_i + (1 - lam) x_j of paired samples,
+    proxy lam p_k + (1 - lam) p_(k+1). Returns the summary numbers (mean cosine of an embedding with its own
+    proxy = the GT logit, with the nearest competitor, synthetic GT logit) and the (2C x 2C) heat map of mean
+    cosines."""
     import numpy as np
     import torch
     import torch.nn.functional as F
@@ -45,7 +57,10 @@ def _logit_summary(emb: Any, labels: Any, n_classes: int, lam: float, seed: int)
     n = min(len(i) for i in idx)
     idx = [i[torch.randperm(len(i), generator=g)[:n]] for i in idx]
     x = torch.stack([e[i] for i in idx])  # (C, n, D)
-    p = F.normalize(x.mean(1), dim=1)  # (C, D)
+    if proxies is None:
+        p = F.normalize(x.mean(1), dim=1)  # (C, D)
+    else:
+        p = F.normalize(proxies.float()[classes.long()], dim=1)
     xs = lam * x + (1 - lam) * x.roll(-1, dims=0)  # synthetic class k: classes k and k + 1
     ps = F.normalize(lam * p + (1 - lam) * p.roll(-1, dims=0), dim=1)
     rows_e = torch.cat([x, F.normalize(xs, dim=2)])  # (2C, n, D)
@@ -78,10 +93,18 @@ def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str
     tsne_rows, heat_rows = [], []
     for run in pair:  # Fig. 4 numbers on every seed (claims), the t-SNE and heat map on the first seed
         emb, labels, _ = lookup.embed(run, run.config.data.trainval_split)
+        proxies = trained_proxies(lookup.loss_state(run), emb.shape[1])
         summary, heat = _logit_summary(
-            emb, labels, params["heatmap_classes"], params["heatmap_lambda"], run.seed
+            emb, labels, params["heatmap_classes"], params["heatmap_lambda"], run.seed, proxies
         )
-        out += tidy(summary, percent=False, variant=run.variant, dataset=run.config.dataset, seed=run.seed)
+        out += tidy(
+            summary,
+            percent=False,
+            variant=run.variant,
+            dataset=run.config.dataset,
+            seed=run.seed,
+            proxies="class means" if proxies is None else "trained",
+        )
         if run.seed != params.seeds[0]:
             continue
         c = heat.shape[0] // 2
@@ -128,6 +151,9 @@ def reference(rec: Any) -> tuple[str, ...] | None:
 
 def _ps_effect(base: str):
     return lambda df: paired(df, "R@1", {"variant": C.label(base, True)}, {"variant": C.label(base, False)})
+
+
+_SAME_SETUP = "with and without PS in the profile's PS preset over the base (alpha 0.4, mu 1)"
 
 
 def _average_boost(df: Any) -> Any:
@@ -210,11 +236,11 @@ def _plot_logits(tables: Any) -> Any:
         im = ax.imshow(mat.values, vmin=-0.2, vmax=1.0, cmap="jet")
         ax.set_xticks(range(len(cols_)), cols_, rotation=90, fontsize=7)
         ax.set_yticks(range(len(rows_)), rows_, fontsize=7)
-        ax.set_xlabel("proxy (class mean) p, synthetic proxy p~")
+        ax.set_xlabel("proxy p, synthetic proxy p~")
         ax.set_ylabel("embeddings x, synthetic x~ (mean over samples)")
         ax.set_title(m)
         fig.colorbar(im, ax=ax, label="cosine similarity (logit)")
-    fig.suptitle("PS Fig. 4 analogue: cosine similarity of train embeddings and (class-mean) proxies")
+    fig.suptitle("PS Fig. 4 analogue: cosine similarity of train embeddings and proxies")
     fig.tight_layout()
     return fig
 
@@ -229,16 +255,17 @@ ARTIFACT = Artifact(
     description=(
         "PS Table 6 (R@1) and Tables F/H/J/L (R@K, CUB/Cars/SOP/In-Shop): eight proxy losses (Softmax, "
         "Norm-softmax, SphereFace, CosFace, ArcFace, Proxy-NCA, SoftTriple, Proxy-anchor) trained with and "
-        "without Proxy Synthesis (alpha 0.4, mu 1) in the released setup (`proxy_synthesis` preset; without PS = "
+        "without Proxy Synthesis (alpha 0.4, mu 1) in one training setup per profile (the `proxy_synthesis` "
+        "preset: the released setup on the paper profile, its compressed analogue on quick; without PS = "
         "the same config with `loss.synthesis=False`; SoftTriple = the Norm-softmax setup with the `softtriple` "
         "loss at its paper defaults, K=10). Paper profile: all 8 losses x 4 datasets on the ResNet-50 stand-in "
         "for BN-Inception. Quick: the offline benchmark (rows face the CUB column), five losses (Softmax, "
         "Norm-softmax, Proxy-NCA, SoftTriple, Proxy-anchor; SphereFace/CosFace/ArcFace cut for the run budget), "
         "3 seeds, paired on the seed. Fig. 3 analogue: t-SNE of train (seen) and test (unseen) embeddings of the "
         "Norm-softmax and PS + Norm-softmax models (first seed; Fig. 3b's synthetic points are not drawn). Fig. 4 "
-        "analogue: mean cosine of train embeddings with class proxies, on the trained network (the final epoch, "
-        "not epoch 100); the run store keeps the network but not the loss's proxies, so L2-normalised class means "
-        "stand in for them, and synthetic classes mix classes k and k+1 at lambda 0.7. Per seed: GT logit "
+        "analogue: mean cosine of train embeddings with the trained proxies (the loss state saved with the run's "
+        "final model; L2-normalised class means stand in for a run that saved none: `param_proxies`), at the "
+        "final epoch (not epoch 100); synthetic classes mix classes k and k+1 at lambda 0.7. Per seed: GT logit "
         "(cosine with the own class), nearest competitor, and their margin."
     ),
     parameters={
@@ -271,18 +298,43 @@ ARTIFACT = Artifact(
     tables=("tsne", "logits"),
     claims=(
         *(
-            Claim(f"PS improves the R@1 of {C.NAMES[b][0]}", _ps_effect(b), unit="R@1 points")
+            Claim(
+                f"PS improves the R@1 of {C.NAMES[b][0]}",
+                _ps_effect(b),
+                unit="R@1 points",
+                differs=C.differs(_SAME_SETUP, b, "cub"),
+                arms=(C.arm(b),),
+                key=f"ps_{b}",
+            )
             for b in QUICK_BASES
         ),
         Claim(
             "PS improves R@1 on average over the losses (the paper's 'average boost')",
             _average_boost,
             unit="R@1 points",
+            differs=C.differs(
+                lambda p: (
+                    f"{_SAME_SETUP}; the mean over the {len(ARTIFACT.parameters[p]['bases'])} losses trained "
+                    "(paper: 8)"
+                ),
+                "normsoftmax",
+                "cub",
+            ),
+            arms=tuple(C.arm(b) for b in QUICK_BASES),
+            key="average_boost",
         ),
         Claim(
             "Fig. 4: PS lowers the confidence of the ground-truth logit (train embeddings vs own class proxy)",
             lambda df: paired(df, "gt_logit", {"variant": "Norm-softmax"}, {"variant": "PS + Norm-softmax"}),
             unit="cosine",
+            differs=C.differs(
+                "the trained proxies and train embeddings at the final epoch (paper: epoch 100), synthetic classes "
+                "of neighbouring class pairs at lambda 0.7",
+                "normsoftmax",
+                "cub",
+            ),
+            arms=(C.arm("normsoftmax"),),
+            key="gt_logit",
         ),
     ),
     reference=reference,
@@ -300,7 +352,7 @@ ARTIFACT = Artifact(
         "rather than as rows",
         "Quick: SphereFace, CosFace, ArcFace": "cut from the quick profile for the run budget (paper profile has "
         "them)",
-        "Fig. 3b / Figs. B, C: synthetic embeddings and proxies in the t-SNE": "the loss's proxies are not kept "
-        "by the run store",
+        "Fig. 3b / Figs. B, C: synthetic embeddings and proxies in the t-SNE": "the t-SNE draws the original "
+        "embeddings only",
     },
 )

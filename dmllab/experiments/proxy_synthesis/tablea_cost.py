@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from dmllab.experiments import kit
 from dmllab.experiments.artifact import Artifact, Claim, Figure, Params
 from dmllab.experiments.compare import per_seed
 from dmllab.experiments.lookup import Lookup
@@ -22,10 +23,27 @@ def _median_ms(fn: Any, repeats: int) -> float:
     return statistics.median(times)
 
 
+def _side_by_side_ms(fns: dict[str, Any], repeats: int) -> dict[str, float]:
+    """Median milliseconds of each of ``fns``, timed in turn within every repetition (after one warm-up call
+    each), so that a drift of the machine's speed reaches all of them alike."""
+    import statistics
+
+    for fn in fns.values():
+        fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append((time.perf_counter() - t0) * 1e3)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
 def benchmark(*, mu: float, batch: int, dim: int, classes: int, repeats: int, seed: int, device: str) -> dict:
-    """Median milliseconds of (a) generating the synthetics (Eq. 4: partners, mixing, labels) and (b) the PS +
-    Norm-softmax loss forward + backward on random L2-normalised embeddings, and the number of embedding and
-    proxy rows the loss sees ((1 + mu) N, C + mu N)."""
+    """Median milliseconds of (a) generating the synthetics (Eq. 4: partners, mixing, labels), (b) the PS +
+    Norm-softmax loss forward + backward and (c) the same Norm-softmax loss without PS, timed side by side in
+    this process on random L2-normalised embeddings; the overhead ratio (a + b) / c (Table A's cost relative to
+    its mu = 0 baseline); and the number of embedding and proxy rows the loss sees ((1 + mu) N, C + mu N)."""
     import torch
 
     from dmllab.losses import ProxySynthesis, build_loss
@@ -44,16 +62,26 @@ def benchmark(*, mu: float, batch: int, dim: int, classes: int, repeats: int, se
             synthesize(emb.detach(), labels, base.proxies.detach(), lam=0.3, num_synthetic=k)
         sync()
 
-    def step() -> None:
-        out = loss(emb, labels)
-        out.backward()
-        emb.grad = None
-        base.zero_grad(set_to_none=True)
-        sync()
+    def step(fn: Any) -> Any:
+        def run() -> None:
+            out = fn(emb, labels)
+            out.backward()
+            emb.grad = None
+            base.zero_grad(set_to_none=True)
+            sync()
 
+        return run
+
+    fns = {"loss": step(loss), "base": step(base)}
+    if k:
+        fns["generation"] = gen
+    ms = _side_by_side_ms(fns, repeats)
+    generation = ms.get("generation", 0.0)
     return {
-        "generation_ms": _median_ms(gen, repeats) if k else 0.0,
-        "loss_ms": _median_ms(step, repeats),
+        "generation_ms": generation,
+        "loss_ms": ms["loss"],
+        "base_loss_ms": ms["base"],
+        "overhead_ratio": (generation + ms["loss"]) / ms["base"],
         "embedding_rows": float(batch + k),
         "proxy_rows": float(classes + k),
     }
@@ -98,6 +126,26 @@ def _grows(metric: str):
     return effect
 
 
+# Table A's cost of PS at mu = 1 relative to its mu = 0 baseline: (generation 0.435 + loss 1.090) / loss 0.558 ms.
+PAPER_RATIO = (0.435 + 1.090) / 0.558
+
+
+def _ratio_within_paper(df: Any) -> Any:
+    """Per seed: the paper's overhead ratio at mu = 1 minus the measured one (positive: PS costs no more,
+    relative to the same loss without it, than in the paper)."""
+    return PAPER_RATIO - per_seed(df, "overhead_ratio", mu=1.0)
+
+
+_CPU_MS = (
+    "absolute milliseconds: the study times the CPU (the paper: a GPU); the overhead ratio to the same loss "
+    "without PS is the claim that carries over"
+)
+_TIMING = kit.differs(
+    "random L2-normalised 512-d embeddings and 98 proxies, forward + backward, timed side by side with the same "
+    "loss without PS in one process on the notebook's device (paper: a GPU in training)"
+)
+
+
 def _overhead_below(ms: float):
     return lambda df: (
         ms
@@ -114,7 +162,11 @@ def _plot(tables: Any) -> Any:
 
     df = tables["rows"]
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    for metric, label in (("loss_ms", "loss (forward + backward)"), ("generation_ms", "generation")):
+    for metric, label in (
+        ("loss_ms", "loss (forward + backward)"),
+        ("generation_ms", "generation"),
+        ("base_loss_ms", "the loss without PS (side by side)"),
+    ):
         s = df[df["metric"] == metric].groupby("param_mu")["value"].agg(["mean", "std"]).reset_index()
         ax.errorbar(
             s["param_mu"].astype(float),
@@ -146,7 +198,11 @@ ARTIFACT = Artifact(
         "steps on random L2-normalised 512-d embeddings with 98 classes (Cars' training classes): no dataset and "
         "no training on any profile. Times are medians of `repeats` calls on the notebook's device (the paper: a "
         "GPU; the quick study: the CPU) and include the backward pass of the loss, so absolute numbers are not "
-        "comparable; each seed is a repetition of the benchmark."
+        "comparable; each seed is a repetition of the benchmark. What carries over is the cost relative to the "
+        "same loss without PS: every point also times Norm-softmax without PS side by side (in turn within "
+        "each repetition, in the same process; metric `base_loss_ms`), and `overhead_ratio` = (generation + "
+        "loss) / loss without PS, which Table A gives as (0.435 + 1.090) / 0.558 at mu = 1. The absolute claim "
+        "(below 1 ms) is not testable on the CPU profiles."
     ),
     parameters={
         "smoke": {"seeds": [0, 1], "mus": [0.0, 1.0], "repeats": 3, **_COMMON},
@@ -164,11 +220,24 @@ ARTIFACT = Artifact(
     rows=rows,
     reference=reference,
     claims=(
-        Claim("the loss time grows with mu", _grows("loss_ms"), unit="ms"),
+        Claim(
+            "the loss time grows with mu", _grows("loss_ms"), unit="ms", differs=_TIMING, key="grows_with_mu"
+        ),
+        Claim(
+            f"PS at mu = 1 costs no more, relative to the same loss without PS ((generation + loss) / loss), "
+            f"than in Table A ({PAPER_RATIO:.2f}x)",
+            _ratio_within_paper,
+            unit="x below the paper's ratio",
+            differs=_TIMING,
+            key="overhead_ratio",
+        ),
         Claim(
             "the overhead of PS (mu = 1: generation + extra loss time) is below 1 ms per batch ('trivial')",
             _overhead_below(1.0),
             unit="ms below 1 ms",
+            differs=_TIMING,
+            not_testable={"smoke": _CPU_MS, "quick": _CPU_MS},
+            key="overhead_ms",
         ),
     ),
     figures=(Figure(_plot, caption="Median time per batch against mu (mean +- std over repetitions)."),),

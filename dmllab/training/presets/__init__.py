@@ -192,6 +192,7 @@ def describe(cfg: ExperimentConfig) -> str:
         f"{cfg.method:<28} {cfg.dataset:<9} {cfg.profile:<6} {m.backbone}{'(pt)' if m.pretrained else ''} "
         f"emb {m.embedding_dim} {head} | {loss} | {o.name}{_optim_extra(o)} {lrs} | batch {batch} | "
         f"{s.epochs}+{s.warmup_epochs}w ep {sched} {proto}"
+        + (f" | fast dev run {cfg.run.fast_dev_run}" if cfg.run.fast_dev_run else "")
     )
 
 

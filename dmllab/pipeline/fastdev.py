@@ -1,0 +1,177 @@
+"""``dmllab study --fast-dev-run``: a study checked in minutes before it spends GPU hours.
+
+Every planned run of the selected artifacts (first seed only: :func:`dmllab.pipeline.plan.execution_parameters`) is a
+fast dev run (``run.fast_dev_run``, placed by :func:`dmllab.experiments.lookup.place`: N batches per epoch, at most one
+warm-up and one schedule epoch per stage, N batches per evaluation, the batch shrunk to fit a split smaller than one
+batch; :mod:`dmllab.training.protocol`, :class:`dmllab.training.Trainer`); the notebooks, plots and report then run on
+their rows. Everything goes to scratch folders (:func:`scratch_paths`), never the committed results, and the summary
+(:func:`format_fast_dev`) says per artifact what trained, in how many steps, with what peak memory and time, and
+whether its notebook found its runs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dmllab import paths
+from dmllab.pipeline.plan import Plan
+
+if TYPE_CHECKING:
+    from dmllab.pipeline.study import StudyResult
+
+
+def check_fast_dev(fast_dev_run: int, pretrained: bool | None) -> None:
+    """Raise ValueError for a negative ``fast_dev_run`` or ``pretrained=False`` outside a fast dev run (a real
+    study without pre-trained weights is not the papers' procedure, and its rows would sit among the real ones)."""
+    if isinstance(fast_dev_run, bool) or not isinstance(fast_dev_run, int) or fast_dev_run < 0:
+        raise ValueError(f"--fast-dev-run takes a number of batches >= 1, got {fast_dev_run!r}")
+    if pretrained is False and not fast_dev_run:
+        raise ValueError(
+            "--pretrained none is for checking a study: add --fast-dev-run (a real study trains with the "
+            "pre-trained weights its presets name)"
+        )
+
+
+FAST_DEV_FOLDER = "fast-dev-run"
+
+
+def scratch_dirs(profile: str) -> tuple[Path, Path]:
+    """``(results, figures)`` of a fast dev run of ``profile``: ``<results>/fast-dev-run/<profile>`` (CSVs, run
+    store, executed notebooks) and ``<figures>/fast-dev-run/<profile>`` (figures and report)."""
+    return (
+        paths.results_dir() / FAST_DEV_FOLDER / profile,
+        paths.figures_dir() / FAST_DEV_FOLDER / profile,
+    )
+
+
+@contextmanager
+def scratch_paths(profile: str) -> Iterator[tuple[Path, Path]]:
+    """Within the block, ``DMLLAB_RESULTS`` and ``DMLLAB_FIGURES`` point at :func:`scratch_dirs` (inherited by the
+    workers, notebook kernels and SLURM jobs the study starts), so a fast dev run never writes the committed
+    ``results/*.csv``, ``figures/*.png`` or ``figures/report.html``; the previous values are restored after."""
+    results, figures = scratch_dirs(profile)
+    # paths.profile_figures_dir puts a profile other than quick in <figures>/<profile>: give it the parent
+    figures_env = figures if profile == "quick" else figures.parent
+    saved = {k: os.environ.get(k) for k in ("DMLLAB_RESULTS", "DMLLAB_FIGURES")}
+    os.environ["DMLLAB_RESULTS"], os.environ["DMLLAB_FIGURES"] = str(results), str(figures_env)
+    try:
+        yield results, figures
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def fast_dev_header(plan: Plan) -> str:
+    """What a fast dev run does and where it writes (printed before it trains)."""
+    from dmllab.training.protocol import FAST_DEV_EPOCHS, FAST_DEV_WARMUP_EPOCHS
+
+    results, figures = paths.results_dir(), paths.profile_figures_dir(plan.profile)  # within scratch_paths
+    n = plan.fast_dev_run
+    seeds = sorted({r.run.seed for r in plan.runs})
+    lines = [
+        f"fast dev run of the {plan.profile} profile on {plan.device}: every run trains {n} batch(es) per epoch, "
+        f"at most {FAST_DEV_WARMUP_EPOCHS} warm-up + {FAST_DEV_EPOCHS} schedule epoch per stage, evaluates "
+        f"{n} batch(es) per split; first seed of each artifact only (seed {', '.join(map(str, seeds)) or '-'})",
+        f"fast dev run: results and run store in {results}, figures and report in {figures} "
+        "(the committed results/ and figures/ are not touched)",
+    ]
+    if plan.pretrained is False:
+        lines.append(
+            "fast dev run: --pretrained none: every run from random initialisation (no ImageNet or pre-trained "
+            "weights loaded)"
+        )
+    return "\n".join(lines)
+
+
+def _artifact_runs(result: StudyResult) -> dict[str, list[str]]:
+    """``artifact id -> the keys of its planned runs``."""
+    out: dict[str, list[str]] = {a.id: [] for a in result.plan.artifacts}
+    for r in result.plan.runs:
+        for a in r.artifacts:
+            out.setdefault(a, []).append(r.run.key)
+    return out
+
+
+def _memory(infos: list[Mapping[str, Any]]) -> str:
+    rss = [i["peak_rss_mb"] for i in infos if "peak_rss_mb" in i]
+    cuda = [i["cuda_max_allocated_mb"] for i in infos if "cuda_max_allocated_mb" in i]
+    parts = [f"CUDA {max(cuda) / 1024:.2f} GB"] if cuda else []
+    parts += [f"RSS {max(rss) / 1024:.2f} GB"] if rss else []
+    return ", ".join(parts) or "-"
+
+
+def format_fast_dev(result: StudyResult) -> str:
+    """A fast dev run's summary: per artifact the runs trained (of those it needs), their optimiser steps, the
+    peak memory of a run (CUDA max allocated on a GPU; CPU RSS of the run's process and its loader workers), the
+    training time, and whether its notebook found its runs; what was shrunk to fit the data; and whether the real
+    study will run."""
+    plan = result.plan
+    jobs = {r.name: r for r in result.training}
+    notebooks = {r.name: r for r in result.notebooks}
+    by_artifact = _artifact_runs(result)
+    rows = []
+    stored = {r.run.key for r in plan.stored}  # trained by an earlier fast dev run of the same command
+    for a in plan.artifacts:
+        keys = by_artifact.get(a.id, [])
+        ran = [jobs[k] for k in keys if k in jobs]
+        reused = sum(k in stored for k in keys)
+        ok = sum(r.status == "ok" for r in ran) + reused
+        nb = notebooks.get(a.id)
+        if nb is None:
+            found = "not run"
+        elif nb.status == "ok":
+            found = f"found its {len(keys)} run(s)" if keys else "ok (no training runs)"
+        elif "MissingRunError" in nb.error:
+            failed = sum(r.status != "ok" for r in ran)
+            found = "DID NOT FIND its runs" + (f" ({failed} failed to train)" if failed else "")
+        else:
+            found = f"FAILED{f' (cell {nb.cell})' if nb.cell is not None else ''}"
+        rows.append(
+            (
+                a.id,
+                f"{ok}/{len(keys)}" + (f" ({reused} stored)" if reused else ""),
+                str(sum(int(r.info.get("steps", 0)) for r in ran)),
+                _memory([r.info for r in ran]),
+                f"{sum(r.wall_s for r in ran):.0f} s",
+                f"{found}{f' ({nb.wall_s:.0f} s)' if nb is not None and not nb.cached else ''}",
+            )
+        )
+    head = ("artifact", "runs", "steps", "peak memory", "train", "notebook")
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
+    lines = ["", "fast dev run, per artifact:"]
+    for r in [head, *rows]:
+        lines.append(
+            "  ".join(
+                f"{v:<{w}}" if i in (0, 3, 5) else f"{v:>{w}}" for i, (v, w) in enumerate(zip(r, widths))
+            )
+        )
+    shrunk = list(dict.fromkeys(line for r in result.training for line in r.info.get("shrunk", ())))
+    if shrunk:
+        lines.append(
+            "shrunk to fit the data (the real batches need more classes or images than these splits hold):"
+        )
+        lines += [f"  {line}" for line in shrunk]
+    if plan.pretrained is False:
+        lines.append(
+            "random initialisation (--pretrained none): the real study loads the pre-trained weights"
+        )
+    bad_runs = [r for r in result.training if r.status != "ok"]
+    bad_nbs = [r for r in list(result.notebooks) + list(result.plots) if r.status != "ok"]
+    if result.stopped or result.problems or plan.errors or bad_runs or bad_nbs or not result.notebooks:
+        lines.append(
+            f"NOT READY: {len(result.problems)} preflight problem(s), {len(plan.errors)} planning error(s), "
+            f"{len(bad_runs)} run(s) and {len(bad_nbs)} notebook(s) failed (listed below)"
+        )
+    else:
+        lines.append(
+            "READY: every run trained and every notebook found its runs; the real study runs the same code "
+            f"without --fast-dev-run ({len(plan.artifacts)} artifacts)"
+        )
+    return "\n".join(lines)

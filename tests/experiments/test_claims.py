@@ -1,0 +1,446 @@
+"""What every claim declares (key, what differs from the paper, its arms, shared comparisons), the offline
+benchmark's "trains" rows, the benchmark draws (``data_seed``), and the claims whose comparison was fixed: like
+for like (Heated-up Table 6), the static lambda chosen on validation (PS Table 2), every deformation (PS Table 3),
+the overhead ratio (PS Table A), the learned-alpha runs only (Heated-up Table 5), the limits as checks (Fig. 1)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from dmllab.experiments import kit, registry
+from dmllab.experiments.benchmark import offline_benchmark as B
+from dmllab.experiments.lookup import place, planned_runs
+from dmllab.training import presets
+from dmllab.training.store import run_key
+
+CLAIMS = [(a, c) for a in registry.all_artifacts() for c in a.claims]
+
+
+def _claim(artifact_id: str, key: str):
+    return next(c for c in registry.get(artifact_id).claims if c.key == key)
+
+
+@pytest.mark.parametrize("artifact,claim", CLAIMS, ids=[f"{a.id}:{c.key or c.text}" for a, c in CLAIMS])
+def test_every_claim_declares_what_it_needs(artifact, claim):
+    assert claim.key, "a claim has a key (same_as and the report refer to it)"
+    for profile in ("smoke", "quick"):
+        assert claim.differs_on(profile), "a claim says what its analogue changes from the paper"
+    assert set(claim.arms) <= set(B.TRAINS), f"arms are method labels of the benchmark: {sorted(B.TRAINS)}"
+    if claim.same_as:
+        other_id, _, other_key = claim.same_as.partition(":")
+        other = _claim(other_id, other_key)
+        assert other.arms == claim.arms and not other.same_as
+
+
+def test_shared_comparisons_read_the_same_runs():
+    """A claim marked ``same_as`` compares the same runs as the claim it names (quick)."""
+
+    def keys(artifact_id: str, variants: set[str], **tags) -> set[str]:
+        a = registry.get(artifact_id)
+        runs = planned_runs(a, a.params("quick", device="cpu"))
+        return {
+            r.key for r in runs if r.variant in variants and all(r.tag.get(k) == v for k, v in tags.items())
+        }
+
+    hbn_bn = keys("heated_table1_2_variants", {"HBN", "BN"})
+    # Table 3's claim takes the smallest margin over the sizes both variants have: BN alpha 16 is trained at 128-d
+    assert keys("heated_table3_fig4_alpha_dim", {"α = 16"}) == keys(
+        "heated_table3_fig4_alpha_dim", {"α = 16"}, dim=128
+    )
+    assert hbn_bn and hbn_bn == keys("heated_table3_fig4_alpha_dim", {"HBN (16 → 4)", "α = 16"}, dim=128)
+    ps = keys("ps_table6_losses", {"Norm-softmax", "PS + Norm-softmax"})
+    assert ps == keys("ps_table1_composition", {"M1 (baseline)", "Proxy Synthesis"})
+    assert ps == keys("ps_table5_regularizers", {"Baseline | Norm-softmax", "Proxy Synthesis | Norm-softmax"})
+
+
+def test_checks_and_not_testable():
+    toy, image = registry.get("heated_fig1_gradients"), registry.get("heated_fig1b_gradients_benchmark")
+    assert {c.kind for c in toy.claims} == {"check"} and {c.kind for c in image.claims} == {"check"}
+    limit = _claim("heated_fig1b_gradients_benchmark", "property2_correct")
+    assert set(limit.not_testable) == {"smoke", "quick", "paper"}
+    assert _claim("heated_fig1b_gradients_benchmark", "property2_centroid").not_testable == {}
+    assert set(_claim("ps_tablea_cost", "overhead_ms").not_testable) == {"smoke", "quick"}
+    assert _claim("ps_tablea_cost", "overhead_ratio").not_testable == {}
+
+
+# --------------------------------------------------------------------------------------- the trains rows
+
+
+def _quick_labels() -> set[str]:
+    """The method label of every run the quick study trains (heated variants are arms of SM/LN/BN)."""
+    out = set()
+    for a in registry.all_artifacts():
+        for run in planned_runs(a, a.params("quick", device="cpu")):
+            name, _, variant = run.config.method.partition(":")
+            out.add(f"{name}:{variant.removeprefix('H')}" if name == "heated_softmax" else run.config.method)
+    return out
+
+
+def test_trains_rows_cover_every_method_the_quick_study_trains_with_its_own_runs():
+    assert _quick_labels() <= set(B.TRAINS)
+    others = {
+        r.key
+        for a in registry.all_artifacts()
+        if a.id != B.ARTIFACT.id
+        for r in planned_runs(a, a.params("quick", device="cpu"))
+    }
+    params = B.ARTIFACT.params("quick", device="cpu")
+    assert set(params["methods"]) == set(B.TRAINS)
+    for run in B.trains_runs(params):
+        assert place(run, params).key in others, f"{run.variant}: the default run is another artifact's"
+
+
+class _FakeLookup:
+    """R@1 60 for every method's run, 40 for ProxyNCA++ on a draw other than 0."""
+
+    def __init__(self, params):
+        self.params = params
+
+    def place(self, run):
+        return run
+
+    def rows(self, runs, **_):
+        return [
+            {
+                "variant": r.variant,
+                "seed": r.seed,
+                "metric": "R@1",
+                "value": 60.0 - 20 * r.tag.get("data_seed", 0),
+            }
+            for r in runs
+        ]
+
+
+def test_trains_rows_gain_over_the_pretrained_network_with_the_same_pooling(monkeypatch):
+    def untrained(cfg, *, seed):  # GAP network 20, GMP network 30 (R@1 as a fraction)
+        return {"R@1": 0.2 if cfg.model.pooling == "avg" else 0.3}
+
+    monkeypatch.setattr(kit, "evaluate_network", untrained)
+    params = B.ARTIFACT.params("quick", device="cpu", methods=["proxynca++", "proxy_anchor", "normsoftmax"])
+    df = pd.DataFrame(B.rows(params, _FakeLookup(params)))
+    gain = df[df["metric"] == B.GAIN].set_index(["variant", "seed"])
+    assert gain.loc[("proxynca++", 0), "value"] == pytest.approx(30.0)  # max pooling: 60 - 30
+    assert gain.loc[("normsoftmax", 0), "value"] == pytest.approx(40.0)  # avg pooling: 60 - 20
+    pa = gain.loc[("proxy_anchor", 0)]
+    assert pa["param_pool"] == "max" and pa["param_threshold"] == B.SUM_POOL_THRESHOLD
+    assert gain.loc[("normsoftmax", 0), "param_threshold"] == B.THRESHOLD
+    table = B.trains_table(df)
+    assert table["trains"].all() and set(table["variant"]) == {"proxynca++", "proxy_anchor", "normsoftmax"}
+    head = df[df["variant"] == "ProxyNCA++"].set_index("seed")["value"]
+    assert head[0] == 60.0 and head[2] == 20.0  # seed k read on draw k
+
+
+# ------------------------------------------------------------------------------------------- data_seed
+
+
+def test_draw_zero_is_the_default_and_a_draw_redraws_data_and_trunk():
+    cfg = presets.get("proxynca++", "synthetic", "quick")
+    assert kit.on_draw(cfg, 0) is cfg
+    two = kit.on_draw(cfg, 2)
+    assert dict(two.data.dataset_kwargs)["seed"] == 2
+    assert dict(two.model.backbone_kwargs)["pretrain_seed"] == 2
+    assert run_key(two) != run_key(cfg) != run_key(kit.on_draw(cfg, 1))
+    smoke = presets.get("proxynca++", "synthetic", "smoke")  # no pre-trained trunk: only the data are redrawn
+    assert "pretrain_seed" not in dict(kit.on_draw(smoke, 1).model.backbone_kwargs)
+    with pytest.raises(ValueError, match="synthetic"):
+        kit.on_draw(presets.get("proxynca++", "cub", "paper"), 1)
+
+
+def test_pretrained_trunk_is_keyed_on_the_draw():
+    from dmllab.models.weights import weights_fingerprint
+    from dmllab.training import pretrain
+
+    assert "seed" not in dict(pretrain.pretrain_config(16).data.dataset_kwargs)  # draw 0 keeps its hash
+    assert pretrain.weights_path(16, 3).name == "smallcnn-synthetic-w16-s3.pt"
+    assert pretrain.weights_path(16).name == "smallcnn-synthetic-w16.pt"
+    fp = [
+        weights_fingerprint("smallcnn", pretrained=True, backbone_kwargs={"width": 16, "pretrain_seed": s})
+        for s in (0, 1)
+    ]
+    assert fp[0] == weights_fingerprint("smallcnn", pretrained=True, backbone_kwargs={"width": 16})
+    assert fp[0] != fp[1]
+    cfg = pretrain.pretrain_config(16, seed=1)
+    assert dict(cfg.data.dataset_kwargs)["seed"] == 1
+
+
+def test_the_provider_pretrains_the_draw_asked_for(monkeypatch, tmp_path):
+    from dmllab.models.weights import resolve_weights
+    from dmllab.training import pretrain
+
+    asked = []
+
+    def fake(width=16, *, progress=True, seed=0, **kw):
+        asked.append((width, seed))
+        return tmp_path / f"w{width}-{seed}.pt"
+
+    monkeypatch.setattr(pretrain, "ensure_pretrained_smallcnn", fake)
+    resolve_weights(
+        "smallcnn", pretrained=True, backbone_kwargs={"width": 16, "pretrain_seed": 2}, progress=False
+    )
+    resolve_weights("smallcnn", pretrained=True, backbone_kwargs={"width": 16}, progress=False)
+    assert asked == [(16, 2), (16, 0)]
+
+
+def test_smallcnn_builds_with_the_draw_keyword():
+    from dmllab.models.smallcnn import build_smallcnn, default_smallcnn_weights_path
+
+    model = build_smallcnn(width=4, pretrain_seed=3)
+    assert model.out_channels == 32
+    assert default_smallcnn_weights_path(16, 3).name.endswith("-w16-s3.pt")
+
+
+def test_ablation_trains_seed_k_on_draw_k():
+    a = registry.get("pnpp_table7_10_ablation")
+    for profile, per_seed in (("quick", True), ("paper", False)):
+        for run in a.runs(a.params(profile, device="cpu")):
+            draw = dict(run.config.data.dataset_kwargs).get("seed", 0)
+            assert draw == (run.seed if per_seed else 0) and run.tag["data_seed"] == draw
+    quick = a.params("quick", device="cpu")
+    seed0 = {r.key for r in a.runs(quick) if r.seed == 0 and r.variant == "ProxyNCA++"}
+    assert seed0 == {
+        Run.key
+        for Run in kit.seeds_runs(presets.get("proxynca++", "synthetic", "quick"), quick, "")
+        if Run.seed == 0
+    }
+    assert registry.get("offline_benchmark").parameters["quick"]["data_seed"] == "per_seed"
+
+
+# ------------------------------------------------------------------------------------------ fixed claims
+
+
+def _rows(records):
+    return pd.DataFrame([{"dataset": "synthetic", **r} for r in records])
+
+
+def test_heated_table6_compares_bn_with_bn_without_wn_at_the_same_alpha():
+    rows = []
+    for seed in (0, 1, 2):
+        rows += [
+            {
+                "variant": "BN",
+                "param_alpha": 16.0,
+                "param_table": 6,
+                "seed": seed,
+                "metric": "R@1",
+                "value": 50.0 + seed,
+            },
+            {
+                "variant": "BN w/o WN",
+                "param_alpha": 16.0,
+                "param_table": 6,
+                "seed": seed,
+                "metric": "R@1",
+                "value": 49.0 + seed,
+            },
+            {
+                "variant": "BN",
+                "param_alpha": 4.0,
+                "param_table": 7,
+                "seed": seed,
+                "metric": "R@1",
+                "value": 10.0,
+            },
+            {
+                "variant": "BN",
+                "param_alpha": 64.0,
+                "param_table": 7,
+                "seed": seed,
+                "metric": "R@1",
+                "value": 10.0,
+            },
+        ]
+    effect = _claim("heated_table6_7_norms", "bn_vs_bn_wown").effect(_rows(rows))
+    assert list(effect) == pytest.approx([1.0, 1.0, 1.0])
+
+
+def test_ps_table2_best_static_lambda_is_chosen_on_validation():
+    from dmllab.experiments.proxy_synthesis import table2_lambda as T
+
+    rows = []
+    for seed in (0, 1, 2):
+        for lam, val, test in (
+            (0.2, 40.0, 70.0),
+            (0.5, 45.0, 60.0),
+        ):  # 0.2 is better on test, 0.5 on validation
+            rows.append(
+                {
+                    "variant": "s",
+                    "param_generation": "static",
+                    "param_lam": lam,
+                    "seed": seed,
+                    "metric": "R@1",
+                    "value": test,
+                }
+            )
+            rows.append(
+                {
+                    "variant": "s (validation)",
+                    "param_generation": "static",
+                    "param_lam": lam,
+                    "param_split": "val",
+                    "seed": seed,
+                    "metric": "R@1",
+                    "value": val,
+                }
+            )
+        rows.append(
+            {
+                "variant": "a",
+                "param_generation": "stochastic",
+                "param_alpha": 0.4,
+                "param_mu": 1.0,
+                "seed": seed,
+                "metric": "R@1",
+                "value": 65.0,
+            }
+        )
+    df = _rows(rows)
+    assert T.best_static(df) == 0.5
+    assert list(_claim("ps_table2_lambda", "stochastic_vs_static").effect(df)) == pytest.approx([5.0] * 3)
+    assert list(_claim("ps_table2_lambda", "static_02_05").effect(df)) == pytest.approx(
+        [10.0] * 3
+    )  # test rows only
+    assert (
+        _claim("ps_table2_lambda", "stochastic_vs_static").effect(
+            df[df["param_split"].isna()].drop(columns="param_split")
+        )
+        is None
+    )
+    a = registry.get("ps_table2_lambda")
+    val = [r for r in a.runs(a.params("quick", device="cpu")) if r.tag.get("split") == "val"]
+    assert val and all(
+        r.config.data.train_split == "train" and r.config.data.test_split == "val" for r in val
+    )
+    assert all(not r.config.run.two_stage for r in val)
+
+
+def test_ps_table3_every_deformation_is_the_smallest_gain():
+    rows = []
+    for seed in (0, 1, 2):
+        for name, gain in (("cutout", 2.0), ("rotation", -1.0), ("none", 3.0)):
+            rows.append(
+                {
+                    "variant": "Norm-softmax",
+                    "param_deformation": name,
+                    "seed": seed,
+                    "metric": "R@1",
+                    "value": 50.0,
+                }
+            )
+            rows.append(
+                {
+                    "variant": "PS + Norm-softmax",
+                    "param_deformation": name,
+                    "seed": seed,
+                    "metric": "R@1",
+                    "value": 50.0 + gain,
+                }
+            )
+    assert list(_claim("ps_table3_input_deformation", "every_deformation").effect(_rows(rows))) == [-1.0] * 3
+
+
+def test_ps_tablea_overhead_ratio_is_measured_side_by_side():
+    from dmllab.experiments.proxy_synthesis.tablea_cost import PAPER_RATIO, benchmark
+
+    m = benchmark(mu=1.0, batch=16, dim=8, classes=5, repeats=2, seed=0, device="cpu")
+    assert m["overhead_ratio"] == pytest.approx((m["generation_ms"] + m["loss_ms"]) / m["base_loss_ms"])
+    rows = [
+        {"variant": "v", "param_mu": 1.0, "seed": s, "metric": "overhead_ratio", "value": 2.0} for s in (0, 1)
+    ]
+    assert list(_claim("ps_tablea_cost", "overhead_ratio").effect(_rows(rows))) == pytest.approx(
+        [PAPER_RATIO - 2.0] * 2
+    )
+
+
+def test_heated_table5_heating_claim_reads_the_learned_alpha_runs_only():
+    rows = []
+    for seed in (0, 1):
+        rows += [
+            {
+                "variant": "learned α (init 4)",
+                "param_alpha_init": 4.0,
+                "param_heated": False,
+                "seed": seed,
+                "metric": "R@1",
+                "value": 50.0,
+            },
+            {
+                "variant": "learned α (init 4), heated",
+                "param_alpha_init": 4.0,
+                "param_heated": True,
+                "seed": seed,
+                "metric": "R@1",
+                "value": 52.0,
+            },
+            {
+                "variant": "BN",
+                "param_alpha_init": 16.0,
+                "param_heated": False,
+                "seed": seed,
+                "metric": "R@1",
+                "value": 60.0,
+            },
+            {
+                "variant": "BN, heated",
+                "param_alpha_init": 16.0,
+                "param_heated": True,
+                "seed": seed,
+                "metric": "R@1",
+                "value": 40.0,
+            },
+        ]
+    df = _rows(rows)
+    assert list(_claim("heated_table5_learned_alpha", "heating_learned").effect(df)) == [2.0, 2.0]
+    assert list(_claim("heated_table5_learned_alpha", "fixed_vs_learned").effect(df)) == [10.0, 10.0]
+
+
+def test_manifold_mixup_claims_a_gain():
+    rows = []
+    for seed in (0, 1):
+        rows += [
+            {"variant": "Baseline | Norm-softmax", "seed": seed, "metric": "R@1", "value": 50.0},
+            {"variant": "Manifold Mixup | Norm-softmax", "seed": seed, "metric": "R@1", "value": 49.0},
+        ]
+    effect = _claim("ps_table5_regularizers", "manifold_mixup_gain").effect(_rows(rows))
+    assert list(effect) == [-1.0, -1.0]  # Mixup hurting is not a gain
+
+
+def test_differs_lines_follow_the_presets():
+    line = kit.analogue("proxynca++", "cub", "quick")
+    q = presets.get("proxynca++", "synthetic", "quick")
+    assert f"{q.schedule.epochs}+{q.schedule.warmup_epochs}w epochs" in line and "two-stage" in line
+    assert "BN-Inception" in kit.analogue("proxy_anchor", "cub", "quick")
+    lrs = kit.group_lrs(presets.get("normsoftmax", "synthetic", "quick", fast=True))
+    assert lrs["proxies"] == presets.get("normsoftmax", "synthetic", "quick", fast=True).optim.lr_proxies
+    assert not math.isnan(lrs["embedding"])
+
+
+def test_heated_arms_are_the_unheated_run_plus_heating():
+    """On quick every heated run (HLN, HBN, a heated learned alpha) that a claim compares with its unheated arm is a
+    fine-tune of that arm's run: the same artifact's run of the same config but the heating."""
+    from dmllab.training.store import parent_config
+
+    for aid in ("heated_table1_2_variants", "heated_table3_fig4_alpha_dim", "heated_table5_learned_alpha"):
+        a = registry.get(aid)
+        runs = planned_runs(a, a.params("quick", device="cpu"))
+        keys = {r.key for r in runs}
+        # Table 3's HBN at a size without a BN run (32-d) faces SM only
+        heated = [r for r in runs if r.config.finetune.epochs and r.tag.get("dim") in (None, 128)]
+        assert heated, aid
+        for run in heated:
+            parent = parent_config(run.config)
+            assert parent is not None and run_key(parent) in {k.split("/")[0] for k in keys}, (
+                aid,
+                run.variant,
+            )
+
+
+def test_data_seed_fixed_puts_every_seed_on_draw_zero():
+    a = registry.get("pnpp_table7_10_ablation")
+    fixed = a.params("quick", device="cpu", data_seed="fixed")
+    assert all("seed" not in dict(r.config.data.dataset_kwargs) for r in a.runs(fixed))
+    with pytest.raises(ValueError, match="data_seed"):
+        kit.draw_of(a.params("quick", device="cpu", data_seed="per-seed"), 1)
