@@ -12,29 +12,44 @@ import sys
 _COMMAND_MODULES = ("dmllab.training.cli", "dmllab.data.cli", "dmllab.pipeline.cli")
 
 
-# What to do about an OSError, by errno: the message a user sees instead of a traceback.
+# What an OSError means and what to do about it, by errno: the message a user sees instead of a traceback.
+_ROOM = "free some space or set DMLLAB_RESULTS / DMLLAB_CACHE to a disk with room"
 _OS_HINTS = {
-    errno.ENOSPC: "no space left on device",
-    errno.EDQUOT: "disk quota exceeded",
-    errno.EROFS: "read-only file system",
-    errno.EACCES: "permission denied",
-    errno.EPERM: "operation not permitted",
+    errno.ENOSPC: ("no space left on device", _ROOM),
+    errno.EDQUOT: ("disk quota exceeded", _ROOM),
+    errno.EROFS: ("read-only file system", "set DMLLAB_RESULTS / DMLLAB_CACHE to a writable folder"),
+    errno.EACCES: (
+        "permission denied",
+        "check its permissions (or point DMLLAB_RESULTS / DMLLAB_CACHE elsewhere)",
+    ),
+    errno.EPERM: (
+        "operation not permitted",
+        "check its permissions (or point DMLLAB_RESULTS / DMLLAB_CACHE elsewhere)",
+    ),
+    errno.EIO: ("input/output error", "the disk may be failing: check it, or move the file elsewhere"),
 }
-_WHERE_HINT = "free some space or set DMLLAB_RESULTS / DMLLAB_CACHE to a writable disk with room"
+# Errors that can only come from writing.
+_WRITE_ONLY = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 
 
 def error_message(err: BaseException) -> str:
     """One line for a user: what failed, naming the file, key or value, and what to do.
 
-    OSErrors with a known errno (full disk, read-only or forbidden folder) name the file and the
-    environment variables that move dmllab's folders; exceptions that are not the library's expected error
-    types keep their type name so that a bug report stays informative.
+    OSErrors with a known errno (full disk, read-only or forbidden file) name the file, whether it was being
+    read or written (where dmllab knows: :func:`dmllab.fileio.naming`) and what to do; exceptions that are not
+    the library's expected error types keep their type name so that a bug report stays informative.
     """
     if isinstance(err, KeyError) and err.args:
         text = str(err.args[0])
     elif isinstance(err, OSError) and err.errno in _OS_HINTS:
-        where = f" writing {err.filename}" if err.filename else ""
-        text = f"{_OS_HINTS[err.errno]}{where} ({err.strerror or err}); {_WHERE_HINT}"
+        what, todo = _OS_HINTS[err.errno]
+        action = "writing" if err.errno in _WRITE_ONLY else getattr(err, "dmllab_action", None)
+        where = (
+            f" {action} {err.filename}"
+            if action and err.filename
+            else (f": {err.filename}" if err.filename else "")
+        )
+        text = f"{what}{where} ({err.strerror or err}); {todo}"
     else:
         text = str(err) or type(err).__name__
         if not isinstance(err, (ValueError, KeyError, OSError, FloatingPointError, RuntimeError)):
@@ -77,6 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     argv = [a for a in argv if a != "--debug"]
+    from dmllab.validation import check_environment
+
+    try:  # before any command: an invalid DMLLAB_* variable is one line, not a surprise later
+        check_environment()
+    except ValueError as err:
+        return report_error(err, debug=debug)
     parser = build_parser()
     args = parser.parse_args(argv)
     args.debug = debug

@@ -70,9 +70,20 @@ def pinned_env(numpy_version: str | None = None) -> dict[str, str]:
 
 def pin_cpu_isa(environ: MutableMapping[str, str] = os.environ, machine: str | None = None) -> dict[str, str]:
     """Set :func:`pinned_env` in ``environ`` where unset (mode "avx2" on x86-64); returns what it set. In mode
-    "native", drop what a pinned parent process set (:data:`PINNED_MARKER`), so the machine picks again."""
+    "native", drop what a pinned parent process set (:data:`PINNED_MARKER`), so the machine picks again.
+
+    ``import dmllab`` calls it: an invalid ``DMLLAB_CPU_ISA`` does not stop the import; a one-line warning says
+    that the kernels are pinned as for "avx2" (the command line refuses the value before any command,
+    :func:`dmllab.validation.check_environment`; a library call that needs the mode raises the ValueError)."""
     pinned = pinned_env()
-    if cpu_isa_mode(environ) == "native":
+    try:
+        mode = cpu_isa_mode(environ)
+    except ValueError as err:
+        import sys
+
+        print(f"dmllab: warning: {err}; pinning the CPU kernels as for avx2", file=sys.stderr)
+        mode = "avx2"
+    if mode == "native":
         for key in filter(None, environ.pop(PINNED_MARKER, "").split(",")):
             if environ.get(key) == pinned.get(key):
                 del environ[key]

@@ -156,12 +156,15 @@ def _atomic_write_csv(path: Path, frame: pd.DataFrame) -> None:
     # os.open with mode 0o666 honours the umask, like an ordinary write (mkstemp would leave the CSV 0600,
     # unreadable for the other users of a shared results folder); O_EXCL keeps the name private to us.
     tmp = str(path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    from dmllab.fileio import naming
+
     try:
-        with os.fdopen(fd, "w", newline="") as fh:
-            frame.to_csv(fh, index=False)
-            fh.flush()
-            os.fsync(fh.fileno())
+        with naming(path, "writing"):  # a full disk names the result file
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            with os.fdopen(fd, "w", newline="") as fh:
+                frame.to_csv(fh, index=False)
+                fh.flush()
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -290,19 +293,51 @@ def replace_experiment(
 def read_rows(path: str | os.PathLike) -> pd.DataFrame:
     """Read a tidy CSV into a DataFrame (string columns as strings, ``seed`` as nullable Int64, ``value`` float).
 
+    The file is checked first: every row must have as many fields as the header and the file must end with a
+    line break (every file :func:`write_rows` writes does); a file cut mid-row, or a row that is not a number
+    in ``value`` or ``seed``, is refused instead of read as a row of empty fields.
+
     Raises:
         FileNotFoundError: when ``path`` does not exist.
+        ValueError: a malformed file, naming it and the line.
     """
+    import csv
+    import io
+
     import pandas as pd
 
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no result file at {path}")
-    frame = pd.read_csv(path, dtype={c: "string" for c in _STRING_COLUMNS}, keep_default_na=True)
-    if "seed" in frame:
-        frame["seed"] = pd.to_numeric(frame["seed"], errors="raise").astype("Int64")
-    if "value" in frame:
-        frame["value"] = pd.to_numeric(frame["value"], errors="raise").astype(float)
+    rewrite = (
+        "run the experiment that writes it again (dmllab study --only <artifact>), or restore it from git"
+    )
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"result file {path} is not UTF-8 text ({err}); {rewrite}") from None
+    if text and not text.endswith("\n"):
+        raise ValueError(f"result file {path} is cut mid-row (no line break at its end); {rewrite}")
+    try:
+        rows = list(csv.reader(io.StringIO(text, newline="")))
+    except csv.Error as err:
+        raise ValueError(f"result file {path} is not a valid CSV ({err}); {rewrite}") from None
+    if rows:
+        width = len(rows[0])
+        for number, row in enumerate(rows[1:], start=2):
+            if row and len(row) != width:  # blank lines are skipped, as pandas does
+                raise ValueError(
+                    f"result file {path}, row {number}: {len(row)} fields where the header has {width}; {rewrite}"
+                )
+    frame = pd.read_csv(io.StringIO(text), dtype={c: "string" for c in _STRING_COLUMNS}, keep_default_na=True)
+    for column, kind in (("seed", "Int64"), ("value", float)):
+        if column in frame:
+            try:
+                frame[column] = pd.to_numeric(frame[column], errors="raise").astype(kind)
+            except (ValueError, TypeError) as err:
+                raise ValueError(
+                    f"result file {path}: column {column!r} holds a non-number ({err}); {rewrite}"
+                ) from None
     return frame
 
 

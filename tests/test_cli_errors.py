@@ -34,6 +34,11 @@ def one_line_error(capsys, code, expected_code=2) -> str:
     return err
 
 
+def _reading(err):
+    err.dmllab_action = "reading"  # as dmllab.fileio.naming marks it
+    return err
+
+
 def failing_run(exc):
     def run(*args, **kwargs):
         raise exc
@@ -58,7 +63,11 @@ def failing_run(exc):
             OSError(errno.EROFS, "Read-only file system", "/ro/results"),
             "read-only file system writing /ro/results",
         ),
-        (PermissionError(errno.EACCES, "Permission denied", "/root/x"), "permission denied writing /root/x"),
+        (PermissionError(errno.EACCES, "Permission denied", "/root/x"), "permission denied: /root/x"),
+        (
+            _reading(PermissionError(errno.EACCES, "Permission denied", "/d/images.txt")),
+            "denied reading /d/images.txt",
+        ),
     ],
 )
 def test_training_failures_are_one_line(monkeypatch, capsys, exc, expect):

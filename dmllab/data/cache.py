@@ -6,6 +6,14 @@ dataset's layout and index files, so a dataset class accepts the cache folder as
 shorter side is already <= the target are copied byte for byte (never upscaled). CUB's ``bounding_boxes.txt``
 is rescaled per image; other index files are copied unchanged (the boxes inside Cars' ``cars_annos.mat`` keep
 the original coordinates; dmllab does not read them).
+
+The manifest ``dmllab_cache.json`` records the settings, the fingerprint of the source
+(:func:`dmllab.data.real.fingerprint`: its index files and the size of every image) and, once the copy is
+complete, the fingerprint of the copy itself. A build into a folder that already holds a copy resumes it only when
+source and settings are the same (images already there came from that source); a folder holding a copy of another
+source, other settings, an older dmllab's copy or anything else is refused, so a cache never mixes images of two
+sources. :func:`check_cache` (``dmllab data check`` on a cache) compares the copy with its manifest and with the
+source, and opening a dataset at a cache root refuses a copy that changed since it was built.
 """
 
 from __future__ import annotations
@@ -20,9 +28,9 @@ from pathlib import Path
 from PIL import Image
 
 from dmllab.data.base import DATASETS
+from dmllab.data.manifest import MANIFEST, DatasetCacheError, read_manifest
+from dmllab.fileio import naming
 from dmllab.paths import cache_dir
-
-MANIFEST = "dmllab_cache.json"
 
 
 def default_cache_root(name: str, shorter_side: int = 288) -> Path:
@@ -40,17 +48,19 @@ def resized_size(width: int, height: int, shorter_side: int) -> tuple[tuple[int,
 
 
 def cache_image(src: Path, dst: Path, shorter_side: int = 288, quality: int = 95) -> float:
-    """Write the resized copy of ``src`` to ``dst`` (atomic; skipped if it exists) and return the scale factor."""
+    """Write the resized copy of ``src`` to ``dst`` (atomic; skipped if it exists, which :func:`build_cache`
+    allows only when resuming a copy of the same source) and return the scale factor."""
     with Image.open(src) as img:
         size, scale = resized_size(img.width, img.height, shorter_side)
         if dst.exists():
             return scale
-        dst.parent.mkdir(parents=True, exist_ok=True)
         tmp = dst.with_name(dst.name + ".tmp")
-        if scale == 1.0:
-            shutil.copyfile(src, tmp)
-        else:
-            img.convert("RGB").resize(size, Image.BILINEAR).save(tmp, format="JPEG", quality=quality)
+        with naming(dst, "writing"):
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if scale == 1.0:
+                shutil.copyfile(src, tmp)
+            else:
+                img.convert("RGB").resize(size, Image.BILINEAR).save(tmp, format="JPEG", quality=quality)
     os.replace(tmp, dst)
     return scale
 
@@ -78,6 +88,8 @@ def build_cache(
     """
     from tqdm.auto import tqdm
 
+    from dmllab.data.real import fingerprint
+
     cls = DATASETS.get(name)
     src_root = Path(root).expanduser()
     dst_root = Path(out).expanduser() if out is not None else default_cache_root(name, shorter_side)
@@ -86,8 +98,19 @@ def build_cache(
     datasets = [cls(src_root, s, check_counts=False) for s in cls.check_splits]
     files = sorted({f for d in datasets for f in d.files})
     jobs = [(f, str(src_root), str(dst_root), shorter_side, quality) for f in files]
+    manifest = {
+        "dataset": name,
+        "source": str(src_root),
+        "source_fingerprint": fingerprint(name, src_root, check_cache=False),
+        "shorter_side": shorter_side,
+        "quality": quality,
+        "images": len(files),
+        "complete": False,
+    }
+    _check_destination(dst_root, manifest)
 
     dst_root.mkdir(parents=True, exist_ok=True)
+    _write_manifest(dst_root, manifest)  # before any image: an interrupted build is known as one
     bar = tqdm(total=len(jobs), desc=f"caching {name}", unit="img", disable=not progress, file=sys.stderr)
     scales: dict[str, float] = {}
     if workers > 1:
@@ -106,12 +129,74 @@ def build_cache(
         (dst_root / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src_root / rel, dst_root / rel)
     datasets[0].cache_scale_hook(dst_root, scales)
-    manifest = {
-        "dataset": name,
-        "source": str(src_root),
-        "shorter_side": shorter_side,
-        "quality": quality,
-        "images": len(files),
-    }
-    (dst_root / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    done = fingerprint(name, dst_root, check_cache=False)
+    _write_manifest(dst_root, {**manifest, "complete": True, "fingerprint": done})
     return dst_root
+
+
+_SAME = ("dataset", "source_fingerprint", "shorter_side", "quality")
+
+
+def _check_destination(dst_root: Path, manifest: dict) -> None:
+    """Refuse a destination that holds anything but a copy (complete or not) of the same source with the same
+    settings (module docstring)."""
+    if not dst_root.exists() or not any(dst_root.iterdir()):
+        return
+    old = read_manifest(dst_root)
+    if old is None:
+        raise DatasetCacheError(
+            f"the cache folder {dst_root} is not empty and holds no dmllab cache manifest ({MANIFEST}); choose "
+            "another folder with --out, or empty it first"
+        )
+    differ = [k for k in _SAME if old.get(k) != manifest[k]]
+    if differ:
+        what = (
+            "an older dmllab's copy (no source fingerprint)"
+            if "source_fingerprint" not in old
+            else f"a copy of {old.get('source')} with other {', '.join(differ)}"
+        )
+        raise DatasetCacheError(
+            f"the cache folder {dst_root} holds {what}; caching {manifest['source']} into it would mix the images of "
+            "two sources. Delete the folder or choose another with --out"
+        )
+
+
+def _write_manifest(dst_root: Path, manifest: dict) -> None:
+    tmp = dst_root / f".{MANIFEST}.tmp-{os.getpid()}"
+    with naming(dst_root / MANIFEST, "writing"):
+        tmp.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, dst_root / MANIFEST)
+
+
+def check_cache(name: str, root: str | Path, current: str | None = None) -> list[str]:
+    """What is wrong with the dataset cache at ``root`` (empty: nothing, or ``root`` is no cache): an
+    interrupted build, a copy that changed since it was built (``current``: its fingerprint, computed when not
+    given), or a source that changed since (when the source is still at the recorded place)."""
+    from dmllab.data.base import DatasetNotFoundError
+    from dmllab.data.real import IndexFileError, fingerprint
+
+    manifest = read_manifest(root)
+    if manifest is None:
+        return []
+    rebuild = f"rebuild it: delete {root} and run dmllab data cache {name} <source> --out {root}"
+    if manifest.get("dataset") != name:
+        return [f"{root} is a cache of dataset {manifest.get('dataset')!r}, not {name!r}"]
+    if not manifest.get("complete", True):
+        return [f"{root} is an interrupted dmllab data cache (the manifest says incomplete); run it again"]
+    problems = []
+    if "fingerprint" not in manifest:
+        return [f"{root} was built by an older dmllab and records no fingerprint to check it by; {rebuild}"]
+    current = current or fingerprint(name, root, check_cache=False)
+    if current != manifest["fingerprint"]:
+        problems.append(f"{root} changed since it was built (index files or images differ); {rebuild}")
+    source = Path(manifest.get("source", ""))
+    if source.is_dir():
+        try:
+            now = fingerprint(name, source, check_cache=False)
+        except (DatasetNotFoundError, IndexFileError, OSError):
+            now = None
+        if now is not None and now != manifest.get("source_fingerprint"):
+            problems.append(
+                f"{root} is stale: its source {source} changed since the cache was built; {rebuild}"
+            )
+    return problems

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dmllab.data.base import DATASETS, DatasetCountError, ImageLoadError, RetrievalDataset
-from dmllab.data.real import IndexFileError
+from dmllab.data.real import EmptySplitError, IndexFileError, is_real_dataset
 
 
 @dataclass
@@ -22,10 +22,18 @@ class CheckReport:
     count_error: str | None = None
     index_error: str | None = None
     failures: list[str] = field(default_factory=list)
+    split_errors: list[str] = field(default_factory=list)  # empty splits: never ok, --no-counts or not
+    cache_problems: list[str] = field(default_factory=list)  # a dmllab data cache against its manifest
 
     @property
     def ok(self) -> bool:
-        return self.count_error is None and self.index_error is None and not self.failures
+        return (
+            self.count_error is None
+            and self.index_error is None
+            and not self.failures
+            and not self.split_errors
+            and not self.cache_problems
+        )
 
     def summary(self) -> str:
         lines = [f"dataset {self.name} at {self.root}"]
@@ -37,6 +45,8 @@ class CheckReport:
         lines.append(f"  decoded {self.images_checked - len(self.failures)} / {self.images_checked} images")
         if self.count_error:
             lines.append(f"  COUNTS: {self.count_error}")
+        lines += [f"  SPLIT: {e}" for e in self.split_errors]
+        lines += [f"  CACHE: {p}" for p in self.cache_problems]
         lines.append(f"  failures: {len(self.failures)}")
         lines += [f"    {f}" for f in self.failures[:20]]
         if len(self.failures) > 20:
@@ -69,16 +79,31 @@ def check_dataset(
                 _build(cls, root, cls.splits[0], check_counts=True)
             except DatasetCountError as err:
                 report.count_error = str(err)
-        datasets = {s: _build(cls, root, s, check_counts=False) for s in cls.splits}
+        datasets = {}
+        for s in cls.splits:
+            try:
+                datasets[s] = _build(cls, root, s, check_counts=False)
+            except EmptySplitError as err:
+                report.split_errors.append(str(err))
+                report.splits[s] = (0, 0)
     except IndexFileError as err:
         report.index_error = str(err)
         return report
-    report.splits = {s: (len(d), len(set(d.labels))) for s, d in datasets.items()}  # classes present
+    report.splits.update({s: (len(d), len(set(d.labels))) for s, d in datasets.items()})  # classes present
+    if is_real_dataset(name) and root is not None:
+        from dmllab.data.cache import DatasetCacheError, check_cache
+
+        try:
+            report.cache_problems = check_cache(name, root)
+        except DatasetCacheError as err:
+            report.cache_problems = [str(err)]
 
     # every image once: the splits in `check_splits` cover the whole index; de-duplicate by file
     todo: dict[str, tuple[RetrievalDataset, int]] = {}
     for split in getattr(cls, "check_splits", ()) or cls.splits:
-        ds = datasets[split]
+        ds = datasets.get(split)
+        if ds is None:  # an empty split (reported above)
+            continue
         for i in range(len(ds)):
             key = str(ds.image_path(i)) if hasattr(ds, "image_path") else f"{split}[{i}]"
             todo.setdefault(key, (ds, i))

@@ -24,8 +24,13 @@ def _check(args: argparse.Namespace) -> int:
 
 def _cache(args: argparse.Namespace) -> int:
     from dmllab.data.cache import build_cache
+    from dmllab.validation import check_int
 
     try:
+        check_int("--shorter-side", args.shorter_side, low=8)
+        check_int("--workers", args.workers)
+        if not 1 <= args.quality <= 100:
+            raise ValueError(f"--quality must be a JPEG quality in 1..100, got {args.quality}")
         out = build_cache(
             args.name,
             args.root,

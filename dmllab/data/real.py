@@ -41,6 +41,9 @@ from dmllab.data.base import (
     RetrievalDataset,
     contiguous_labels,
 )
+from dmllab.data.manifest import MANIFEST, DatasetCacheError, read_manifest
+from dmllab.fileio import naming
+from dmllab.validation import check_path
 
 Record = tuple[str, Hashable]  # (image path relative to the dataset root, original class id)
 
@@ -60,13 +63,17 @@ class IndexFileError(ValueError):
     """A dataset index file is truncated or malformed; the message names the file and the line."""
 
 
+class EmptySplitError(DatasetCountError):
+    """A split of a dataset folder holds no image (an empty or truncated index file)."""
+
+
 class DuplicateImageIdError(IndexFileError):
     """An index file lists the same image id (or image path) twice: one image would get two entries."""
 
 
 def _read_lines(path: Path) -> list[str]:
     try:
-        with open(path, encoding="utf-8") as fh:
+        with naming(path, "reading"), open(path, encoding="utf-8") as fh:
             return fh.read().splitlines()
     except UnicodeDecodeError as err:
         raise IndexFileError(f"{path}: not a UTF-8 text index file ({err}); is the file corrupt?") from None
@@ -106,6 +113,18 @@ def parse_int(value: str, path: Path, line: int, what: str) -> int:
         return int(value)
     except ValueError:
         raise IndexFileError(f"{path}, line {line}: {what} {value!r} is not an integer") from None
+
+
+def _class_id(value: str, path: Path, line: int, highest: int | None) -> int:
+    """A 1-based class id of an index file, in 1..``highest`` (any positive id when None); IndexFileError naming
+    file and line otherwise."""
+    cid = parse_int(value, path, line, "class id")
+    if cid < 1 or (highest is not None and cid > highest):
+        bound = f"1..{highest}" if highest is not None else "positive"
+        raise IndexFileError(
+            f"{path}, line {line}: class id {cid} is not {bound} (a damaged or foreign index file?)"
+        )
+    return cid
 
 
 def _parse_float(value: str, path: Path, line: int, what: str) -> float:
@@ -179,6 +198,12 @@ class ImageFileDataset(RetrievalDataset):
         if check_counts:
             self._check_counts(self._count_sides(sides))
         records, class_order = self._select(sides, split)
+        if not records:
+            raise EmptySplitError(
+                f"{type(self).__name__} at {self.root}: split {split!r} has no images (the index files "
+                f"{', '.join(self.index_files)} list none for it); an empty split is never usable: restore the "
+                f"index files. {README_HINT}"
+            )
         self.files: list[str] = [f for f, _ in records]
         self.labels, self.class_ids = contiguous_labels([c for _, c in records], class_order)
 
@@ -187,7 +212,7 @@ class ImageFileDataset(RetrievalDataset):
         name = type(self).__name__
         if root is None:
             raise DatasetNotFoundError(f"{name}: no root given. Expected {self.layout}; {README_HINT}")
-        root = Path(root).expanduser()
+        root = check_path(f"{name} root", root)
         if not root.is_dir():
             raise DatasetNotFoundError(
                 f"{name}: dataset root {root} does not exist. Expected {self.layout}; {README_HINT}"
@@ -232,7 +257,8 @@ class ImageFileDataset(RetrievalDataset):
             raise DatasetCountError(
                 f"{type(self).__name__} at {self.root} does not have the canonical counts ("
                 + "; ".join(problems)
-                + "). Pass check_counts=False (or --no-counts) to use a partial copy; "
+                + "). To use a partial copy anyway: --set data.check_counts=false (dmllab train), --no-counts "
+                + "(dmllab data check), check_counts=False (Python); "
                 + README_HINT
             )
 
@@ -289,7 +315,7 @@ class CUB200(_ClassRangeDataset):
         boxes_file = self.root / "bounding_boxes.txt"
         paths = {i: f[1] for i, (_, f) in read_id_table(images, 2, "image_id path").items()}
         classes = {
-            i: parse_int(f[1], labels, n, "class id")
+            i: _class_id(f[1], labels, n, 200)
             for i, (n, f) in read_id_table(labels, 2, "image_id class_id").items()
         }
         boxes = {
@@ -352,13 +378,21 @@ class Cars196(_ClassRangeDataset):
     def _read_sides(self) -> dict[str, list[Record]]:
         import scipy.io
 
-        mat = scipy.io.loadmat(self.root / "cars_annos.mat", squeeze_me=True, struct_as_record=False)
+        path = self.root / "cars_annos.mat"
+        try:
+            mat = scipy.io.loadmat(path, squeeze_me=True, struct_as_record=False)
+        except Exception as err:  # noqa: BLE001  (scipy raises MatReadError, ValueError, ... for a damaged file)
+            if isinstance(err, OSError) and err.errno is not None:  # unreadable: the OSError names the file
+                raise
+            raise IndexFileError(
+                f"{path} cannot be read as a MATLAB file ({type(err).__name__}: {err}); is it truncated? Download "
+                f"it again. {README_HINT}"
+            ) from None
         if "annotations" not in mat:
-            raise ValueError(f"Cars196: {self.root / 'cars_annos.mat'} has no 'annotations' struct array")
+            raise IndexFileError(f"Cars196: {path} has no 'annotations' struct array")
         annotations = np.atleast_1d(mat["annotations"])
         names = np.atleast_1d(mat.get("class_names", np.array([], dtype=object)))
         self._names = {i + 1: str(n) for i, n in enumerate(names)}
-        path = self.root / "cars_annos.mat"
         records = []
         for i, a in enumerate(annotations):
             try:  # "class" is a Python keyword, hence getattr
@@ -367,6 +401,11 @@ class Cars196(_ClassRangeDataset):
                 raise IndexFileError(
                     f"{path}: annotation {i + 1} has no usable relative_im_path / class ({err})"
                 ) from None
+            if not 1 <= records[-1][1] <= 196:
+                raise IndexFileError(
+                    f"{path}: annotation {i + 1} has class {records[-1][1]}, outside Cars196's 1..196 (a damaged or "
+                    "foreign annotation file?)"
+                )
         _check_unique([(p, i + 1) for i, (p, _) in enumerate(records)], path, "image path (annotation)")
         return self._sides_from(sorted(records))
 
@@ -413,7 +452,7 @@ class SOP(ImageFileDataset):
                         "each image may appear once"
                     )
                 first[f[3]] = (path, n)
-            sides[side] = [(f[3], parse_int(f[1], path, n, "class id")) for n, f in rows]
+            sides[side] = [(f[3], _class_id(f[1], path, n, None)) for n, f in rows]
             self._super.update({f[3]: parse_int(f[2], path, n, "super class id") for n, f in rows})
         return sides
 
@@ -501,7 +540,7 @@ def is_real_dataset(name: str) -> bool:
     return isinstance(cls, type) and issubclass(cls, ImageFileDataset)
 
 
-def fingerprint(dataset_name: str, root: str | Path | None) -> str:
+def fingerprint(dataset_name: str, root: str | Path | None, *, check_cache: bool = True) -> str:
     """A 16-hex-digit fingerprint of the dataset copy at ``root``: sha256 of the dataset name, the bytes of
     every index file and the image list (relative path and file size of every image the index names, -1
     for a missing one), never the image bytes. Two folders holding the same copy share it; a partial,
@@ -509,9 +548,13 @@ def fingerprint(dataset_name: str, root: str | Path | None) -> str:
 
     Cost: reading the index files and one ``stat`` per image (about a second for SOP's 120,053 images).
 
+    When ``root`` is a cache of ``dmllab data cache`` (``check_cache``), the fingerprint is also compared with
+    the one recorded when it was built (:func:`dmllab.data.cache.check_cache`): a copy that changed since, or
+    whose build was interrupted, is refused.
+
     Raises:
         ValueError: ``dataset_name`` is not a real dataset. DatasetNotFoundError / IndexFileError: as when
-        the dataset is built.
+        the dataset is built. DatasetCacheError: a cache that is not the copy it was built as.
     """
     if not is_real_dataset(dataset_name):
         real = [n for n in DATASETS.names() if is_real_dataset(n)]
@@ -531,4 +574,16 @@ def fingerprint(dataset_name: str, root: str | Path | None) -> str:
         except OSError:
             size = -1
         h.update(f"{rel}\0{size}\n".encode())
-    return h.hexdigest()[:16]
+    digest = h.hexdigest()[:16]
+    if check_cache and (base / MANIFEST).is_file():
+        manifest = read_manifest(base) or {}
+        if not manifest.get("complete", True):
+            raise DatasetCacheError(
+                f"{base} is an interrupted dmllab data cache; run dmllab data cache again"
+            )
+        if manifest.get("fingerprint") not in (None, digest):
+            raise DatasetCacheError(
+                f"the dataset cache {base} changed since it was built (index files or images differ); delete it and "
+                "run dmllab data cache again"
+            )
+    return digest

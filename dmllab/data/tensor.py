@@ -45,6 +45,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from dmllab.data.transforms import IMAGENET_MEAN, IMAGENET_STD
+from dmllab.fileio import CorruptFileError, check_fingerprints, content_fingerprint, naming, set_aside
 from dmllab.paths import cache_dir
 
 #: Bump when the tensor transforms or the cache layout change: part of the feature-cache key.
@@ -327,17 +328,15 @@ class FeatureCache:
         self.folder = base / key
         file = self.folder / "features.npy"
         self.build_seconds = 0.0
-        if not file.is_file():
+        features = _open_features(self.folder, (self.views, len(self.labels))) if file.is_file() else None
+        if features is None:
             t0 = time.perf_counter()
             source = InMemoryImages(dataset, preset, train=train)
             feats = compute_features(prefix, source, views=self.views, seed=seed, device=device)
             _write_atomic(self.folder, feats.numpy())
             self.build_seconds = time.perf_counter() - t0
-        with warnings.catch_warnings():  # read-only memory map: batches are copies, never written to
-            warnings.simplefilter("ignore", UserWarning)
-            self.features = torch.from_numpy(np.load(file, mmap_mode="r"))  # (V, N, C, h, w) float16
-        if self.features.shape[:2] != (self.views, len(self.labels)):
-            raise ValueError(f"feature cache {self.folder} does not match the dataset; delete it to rebuild")
+            features = _open_features(self.folder, (self.views, len(self.labels)), repair=False)
+        self.features = features  # (V, N, C, h, w) float16, a read-only memory map
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -355,12 +354,62 @@ class FeatureCache:
             yield self.batch(torch.arange(i, min(i + batch_size, n)))
 
 
+_FINGERPRINT_FILE = "fingerprint.json"
+
+
+def _open_features(folder: Path, leading: tuple[int, int], *, repair: bool = True) -> Tensor | None:
+    """The memory-mapped ``features.npy`` of ``folder`` after checking it against its fingerprint
+    (:func:`dmllab.fileio.content_fingerprint`; a folder written before fingerprints were recorded gets one now)
+    and its leading shape ``(views, images)``. A damaged folder is set aside (``repair``: the caller builds it
+    again, None is returned) or raises CorruptFileError naming it."""
+    file = folder / "features.npy"
+    try:
+        record = folder / _FINGERPRINT_FILE
+        if record.is_file():
+            try:
+                expected = json.loads(record.read_text())
+            except ValueError as err:
+                raise CorruptFileError(f"feature cache file {record} is damaged ({err})") from None
+            check_fingerprints(folder, expected, f"feature cache {folder}")
+        try:
+            with warnings.catch_warnings():  # read-only memory map: batches are copies, never written to
+                warnings.simplefilter("ignore", UserWarning)
+                with naming(file, "reading"):
+                    features = torch.from_numpy(np.load(file, mmap_mode="r", allow_pickle=False))
+        except (ValueError, EOFError) as err:
+            raise CorruptFileError(f"feature cache file {file} is damaged ({err})") from None
+        if tuple(features.shape[:2]) != leading:
+            raise CorruptFileError(
+                f"feature cache {folder} does not match the dataset (shape {tuple(features.shape)})"
+            )
+        if not record.is_file():
+            _write_fingerprint(folder)
+        return features
+    except CorruptFileError as err:
+        if not repair:
+            raise
+        set_aside(folder, str(err), then="computing it again")
+        return None
+
+
+def _write_fingerprint(folder: Path) -> None:
+    tmp = folder / f".{_FINGERPRINT_FILE}.tmp-{os.getpid()}"
+    try:
+        tmp.write_text(json.dumps({"features.npy": content_fingerprint(folder / "features.npy")}))
+        os.replace(tmp, folder / _FINGERPRINT_FILE)
+    except OSError:  # a read-only cache stays as it is
+        tmp.unlink(missing_ok=True)
+
+
 def _write_atomic(folder: Path, array: np.ndarray) -> None:
-    """Write ``features.npy`` into ``folder`` through a temporary sibling folder renamed into place."""
+    """Write ``features.npy`` (and its fingerprint) into ``folder`` through a temporary sibling folder renamed into
+    place."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
     try:
-        np.save(tmp / "features.npy", array)
+        with naming(folder / "features.npy", "writing"):
+            np.save(tmp / "features.npy", array)
+            _write_fingerprint(tmp)
         tmp.chmod(0o755)
         try:
             os.replace(tmp, folder)

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import torch
 
+from dmllab.validation import check_int
+
 __all__ = ["check_batch", "check_embeddings", "check_labels", "check_positive_int"]
 
 
 def check_positive_int(name: str, value: int) -> int:
-    """Return ``value`` if it is a positive ``int``; otherwise raise a ValueError naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive int; got {value!r}")
-    return value
+    """Return ``value`` if it is a positive ``int``; otherwise raise a ValueError naming ``name``
+    (:func:`dmllab.validation.check_int`)."""
+    return check_int(name, value)
 
 
 def check_embeddings(embeddings: torch.Tensor, embedding_dim: int | None = None) -> None:

@@ -22,11 +22,12 @@ trainer reseeds every epoch, so runs stay reproducible and resumable).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+from dmllab.validation import check_number
 
 from .functional import mixup_loss
 from .synthesis import sample_beta
@@ -62,8 +63,7 @@ class Mixup(nn.Module):
         super().__init__()
         if mode not in MIXUP_MODES:
             raise ValueError(f"unknown mixup mode {mode!r}; valid: {', '.join(MIXUP_MODES)}")
-        if not (alpha > 0 and math.isfinite(alpha)):
-            raise ValueError(f"alpha must be a positive finite number; got {alpha!r}")
+        check_number("alpha", alpha, low=0.0, low_open=True)
         self.mode = mode
         self.alpha = float(alpha)
         self.generator = generator

@@ -22,6 +22,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from dmllab.validation import check_number
+
 from ._validate import check_batch, check_positive_int
 from .proxy import _fp32_region
 
@@ -70,6 +72,11 @@ class MarginLoss(PairLoss):
     ) -> None:
         from pytorch_metric_learning import losses, miners
 
+        check_number("margin", margin, low=0.0)
+        check_number("beta", beta)
+        check_number("nu", nu, low=0.0)
+        check_number("cutoff", cutoff, low=0.0)
+        check_number("nonzero_loss_cutoff", nonzero_loss_cutoff, low=0.0, low_open=True)
         loss = losses.MarginLoss(
             margin=margin,
             nu=nu,
@@ -91,6 +98,7 @@ class TripletSemiHardLoss(PairLoss):
     def __init__(self, num_classes: int, embedding_dim: int, *, margin: float = 0.2) -> None:
         from pytorch_metric_learning import losses, miners
 
+        check_number("margin", margin, low=0.0)
         loss = losses.TripletMarginLoss(margin=margin)
         miner = miners.TripletMarginMiner(margin=margin, type_of_triplets="semihard")
         super().__init__(num_classes, embedding_dim, loss, miner)
@@ -112,6 +120,10 @@ class MultiSimilarityLoss(PairLoss):
     ) -> None:
         from pytorch_metric_learning import losses, miners
 
+        for name, value in (("alpha", alpha), ("beta", beta)):
+            check_number(name, value, low=0.0, low_open=True)
+        check_number("base", base)
+        check_number("epsilon", epsilon, low=0.0)
         loss = losses.MultiSimilarityLoss(alpha=alpha, beta=beta, base=base)
         miner = miners.MultiSimilarityMiner(epsilon=epsilon) if mining else None
         super().__init__(num_classes, embedding_dim, loss, miner)

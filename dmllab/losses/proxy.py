@@ -26,6 +26,8 @@ from contextlib import AbstractContextManager
 import torch
 from torch import nn
 
+from dmllab.validation import check_number
+
 from ..registry import Registry
 from . import functional as LF
 from ._validate import check_batch, check_embeddings, check_positive_int
@@ -159,11 +161,7 @@ class ProxyLoss(nn.Module):
 
 
 def _check_positive_float(name: str, value: float) -> float:
-    if not (
-        isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-    ):
-        raise ValueError(f"{name} must be a positive finite number; got {value!r}")
-    return float(value)
+    return check_number(name, value, low=0.0, low_open=True)
 
 
 class ProxyNCALoss(ProxyLoss):
@@ -353,7 +351,8 @@ class MarginSoftmaxLoss(ProxyLoss):
     ) -> None:
         super().__init__(num_classes, embedding_dim, proxy_init=proxy_init)
         self.scale = _check_positive_float("scale", scale)
-        self.m1, self.m2, self.m3 = float(m1), float(m2), float(m3)
+        self.m1 = _check_positive_float("m1", m1)
+        self.m2, self.m3 = check_number("m2", m2), check_number("m3", m3)
 
     @classmethod
     def from_preset(
@@ -397,7 +396,7 @@ class ProxyAnchorLoss(ProxyLoss):
     ) -> None:
         super().__init__(num_classes, embedding_dim, proxy_init=proxy_init)
         self.alpha = _check_positive_float("alpha", alpha)
-        self.delta = float(delta)
+        self.delta = check_number("delta", delta, low=0.0)
 
     def _loss(self, embeddings, labels, proxies, bias):
         return LF.proxy_anchor(embeddings, labels, proxies, alpha=self.alpha, delta=self.delta)

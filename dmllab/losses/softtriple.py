@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import torch
 
+from dmllab.validation import check_number
+
 from . import functional as LF
 from ._validate import check_batch, check_positive_int
 from .proxy import ProxyLoss, _check_positive_float, _fp32_region
@@ -54,10 +56,8 @@ class SoftTripleLoss(ProxyLoss):
         self.centers_per_class = k
         self.scale = _check_positive_float("scale", scale)
         self.gamma = _check_positive_float("gamma", gamma)
-        self.margin = float(margin)
-        if not tau >= 0:
-            raise ValueError(f"tau must be >= 0; got {tau!r}")
-        self.tau = float(tau)
+        self.margin = check_number("margin", margin)
+        self.tau = check_number("tau", tau, low=0.0)
 
     def loss_from_proxies(
         self,

@@ -48,6 +48,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from dmllab.validation import check_number
+
 from ._validate import check_batch
 from .proxy import ProxyLoss, _fp32_region
 
@@ -245,12 +247,9 @@ class ProxySynthesis(nn.Module):
             raise ValueError(
                 f"ProxySynthesis needs a proxy loss (with loss_from_proxies); got {type(base_loss).__name__}"
             )
-        if not (alpha > 0 and math.isfinite(alpha)):
-            raise ValueError(f"alpha must be a positive finite number; got {alpha!r}")
-        if not (mu >= 0 and math.isfinite(mu)):
-            raise ValueError(f"mu must be a non-negative finite number; got {mu!r}")
-        if lam is not None and not 0.0 <= lam <= 1.0:
-            raise ValueError(f"lam must be in [0, 1] or None; got {lam!r}")
+        check_number("alpha", alpha, low=0.0, low_open=True)
+        check_number("mu", mu, low=0.0)
+        check_number("lam", lam, low=0.0, high=1.0, allow_none=True)
         if pairing not in PAIRINGS:
             raise ValueError(f"unknown pairing {pairing!r}; valid: {', '.join(PAIRINGS)}")
         if (embeddings, proxies) not in COMPOSITIONS:

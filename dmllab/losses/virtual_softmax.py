@@ -11,6 +11,8 @@ import math
 
 import torch
 
+from dmllab.validation import check_number
+
 from . import functional as LF
 from .proxy import ProxyLoss
 
@@ -37,9 +39,7 @@ class VirtualSoftmaxLoss(ProxyLoss):
         self, num_classes: int, embedding_dim: int, *, clip: float | None = 10.0, proxy_init: str = "linear"
     ) -> None:
         super().__init__(num_classes, embedding_dim, proxy_init=proxy_init, bias=True)
-        if clip is not None and not (math.isfinite(clip) and clip > 0):
-            raise ValueError(f"clip must be a positive number or None; got {clip!r}")
-        self.clip = None if clip is None else float(clip)
+        self.clip = check_number("clip", clip, low=0.0, low_open=True, allow_none=True)
         bound = 1.0 / math.sqrt(embedding_dim)
         with torch.no_grad():
             self.bias.uniform_(-bound, bound)

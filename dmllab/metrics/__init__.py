@@ -17,9 +17,13 @@ from dmllab.metrics.clustering import KMEANS_N_INIT, NMI_AVERAGES, kmeans_torch,
 from dmllab.metrics.embed import embed_dataset
 from dmllab.metrics.evaluator import (
     DISTANCES,
+    CollapsedEmbeddingError,
+    DegenerateEmbeddingError,
     NonFiniteEmbeddingError,
     RetrievalResult,
     ZeroEmbeddingError,
+    check_ks,
+    is_collapsed,
     retrieval_metrics,
 )
 from dmllab.metrics.retrieval import map_at_r, precision_at_1, r_precision, recall_at_k
@@ -43,6 +47,7 @@ def evaluate(
     matmul: str = "auto",
     nmi_average: str = "geometric",
     nmi_kmeans: str = "auto",
+    allow_collapsed: bool = False,
 ) -> dict[str, float]:
     """Compute the requested metrics with one retrieval pass.
 
@@ -53,16 +58,21 @@ def evaluate(
         distance, chunk_size, dtype, matmul: see :func:`retrieval_metrics`.
         nmi_seed, nmi_average, nmi_kmeans: KMeans seed, NMI normalisation and KMeans implementation for
             "nmi" (see :func:`dmllab.metrics.clustering.nmi`).
+        allow_collapsed: compute the metrics of collapsed embeddings instead of raising
+            :class:`CollapsedEmbeddingError` (:mod:`dmllab.metrics.evaluator`, "Safety rules").
 
     Returns:
-        {"R@K": ..., "NMI": ..., "P@1": ..., "RP": ..., "MAP@R": ...} for what was requested, in [0, 1].
+        {"R@K": ..., "NMI": ..., "P@1": ..., "RP": ..., "MAP@R": ...} for what was requested, in [0, 1]
+        (NaN, with a warning, where undefined: no query with a positive, NMI of a single class).
     """
     wanted = list(metrics) if not isinstance(metrics, str) else [metrics]
+    if not all(isinstance(m, str) for m in wanted):
+        raise ValueError(f"metrics must be names, any of {list(METRICS)}; got {metrics!r}")
     unknown = sorted(set(wanted) - set(METRICS))
     if unknown:
         raise ValueError(f"unknown metric(s) {unknown}; valid: {list(METRICS)}")
     mlrc = "mlrc" in wanted or any(m in wanted for m in _MLRC)
-    ks = tuple(ks) if "recall" in wanted else ()
+    ks = check_ks(ks) if "recall" in wanted else ()
     out: dict[str, float] = {}
     if "recall" in wanted or mlrc:
         res = retrieval_metrics(
@@ -76,6 +86,7 @@ def evaluate(
             chunk_size=chunk_size,
             dtype=dtype,
             matmul=matmul,
+            allow_collapsed=allow_collapsed,
         )
         out.update({f"R@{k}": v for k, v in res.recall.items()})
         every = "mlrc" in wanted
@@ -86,12 +97,21 @@ def evaluate(
         if every or "map_at_r" in wanted:
             out["MAP@R"] = res.map_at_r
     if "nmi" in wanted:
-        out["NMI"] = nmi(embeddings, labels, seed=nmi_seed, average=nmi_average, kmeans=nmi_kmeans)
+        out["NMI"] = nmi(
+            embeddings,
+            labels,
+            seed=nmi_seed,
+            average=nmi_average,
+            kmeans=nmi_kmeans,
+            allow_collapsed=allow_collapsed,
+        )
     return out
 
 
 __all__ = [
     "DISTANCES",
+    "CollapsedEmbeddingError",
+    "DegenerateEmbeddingError",
     "KMEANS_N_INIT",
     "METRICS",
     "NMI_AVERAGES",
@@ -100,6 +120,7 @@ __all__ = [
     "ZeroEmbeddingError",
     "embed_dataset",
     "evaluate",
+    "is_collapsed",
     "kmeans_torch",
     "map_at_r",
     "nmi",

@@ -27,7 +27,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from dmllab.metrics.evaluator import as_tensor, check_embeddings_labels
+from dmllab.metrics.evaluator import (
+    as_tensor,
+    check_embeddings_labels,
+    check_not_collapsed,
+    power_of_two_exponent,
+    scale_by_power_of_two,
+)
 
 KMEANS_N_INIT = 10  # pinned: sklearn's default changed across versions ("auto" since 1.4)
 NMI_AVERAGES = ("geometric", "arithmetic", "min", "max")
@@ -66,7 +72,10 @@ def kmeans_torch(
     trials = 2 + int(math.log(n_clusters)) if n_local_trials is None else int(n_local_trials)
     if trials < 1:
         raise ValueError(f"n_local_trials must be >= 1, got {n_local_trials}")
-    x = x.detach().float()
+    x = x.detach()
+    exponent = power_of_two_exponent(float(x.abs().max())) if x.numel() else 0
+    # a power-of-two rescale first (exact, changes no clustering): no float32 overflow or underflow
+    x = scale_by_power_of_two(x, exponent, torch.float32) if exponent else x.float()
     x = x - x.mean(0, keepdim=True)  # centring changes no clustering and helps float32 precision
     max_abs = float(x.abs().max())
     if max_abs > 0:  # a power-of-two rescale (exact, changes no clustering): no overflow in float32
@@ -138,8 +147,15 @@ def nmi(
     seed: int = 0,
     average: str = "geometric",
     kmeans: str = "auto",
+    allow_collapsed: bool = False,
 ) -> float:
     """Normalised mutual information between the labels and KMeans clusters of the embeddings.
+
+    Scale-invariant: embeddings outside [2^-32, 2^32] in magnitude are first multiplied by one power of two
+    (exact; KMeans' clustering does not change), so any finite scale gives the NMI of scale 1. NMI is 0/0 when
+    the labels hold a single class (one embedding included): NaN, with a warning. Collapsed embeddings
+    (:mod:`dmllab.metrics.evaluator`, "Safety rules") raise :class:`CollapsedEmbeddingError` unless
+    ``allow_collapsed``.
 
     Args:
         embeddings: (N, D) raw embeddings (torch or numpy).
@@ -148,21 +164,42 @@ def nmi(
         seed: KMeans seed (``random_state`` of scikit-learn, first seed of :func:`kmeans_torch`).
         average: "geometric" (ProxyNCA++ code, default), "arithmetic" (scikit-learn's default), "min", "max".
         kmeans: "sklearn", "torch" or "auto" (torch from ``TORCH_KMEANS_MIN_N`` embeddings on; module doc).
+        allow_collapsed: cluster collapsed embeddings instead of raising.
     """
+    import warnings
+
     from sklearn.metrics import normalized_mutual_info_score
 
     if average not in NMI_AVERAGES:
         raise ValueError(f"unknown NMI average {average!r}; valid: {list(NMI_AVERAGES)}")
     if kmeans not in KMEANS_IMPLEMENTATIONS:
         raise ValueError(f"unknown kmeans {kmeans!r}; valid: {list(KMEANS_IMPLEMENTATIONS)}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**32:
+        raise ValueError(f"the NMI seed must be an integer in [0, 2^32), got {seed!r}")
     emb = as_tensor(embeddings, "embeddings")
     lab = as_tensor(labels, "labels")
     check_embeddings_labels(emb, lab, "")
+    if not allow_collapsed:
+        check_not_collapsed(emb, "")
     y = lab.cpu().long().numpy()
     n_classes = int(np.unique(y).size)
+    if n_clusters is not None and (
+        isinstance(n_clusters, bool) or not isinstance(n_clusters, (int, np.integer))
+    ):
+        raise ValueError(f"n_clusters must be a positive integer or None, got {n_clusters!r}")
     k = n_classes if n_clusters is None else int(n_clusters)
     if k < 1 or k > emb.shape[0]:
         raise ValueError(f"n_clusters must be in [1, {emb.shape[0]}] (number of embeddings), got {k}")
+    if n_classes < 2:
+        warnings.warn(
+            f"NMI is undefined for labels of a single class ({emb.shape[0]} embedding(s)): NaN", stacklevel=2
+        )
+        return float("nan")
+    exponent = power_of_two_exponent(float(emb.abs().max()))
+    if (
+        exponent
+    ):  # exact and changes no clustering: no overflow of squared distances (module doc of evaluator)
+        emb = scale_by_power_of_two(emb, exponent, torch.float64)
     use_torch = kmeans == "torch" or (kmeans == "auto" and emb.shape[0] >= TORCH_KMEANS_MIN_N)
     if use_torch:
         pred = kmeans_torch(emb, k, seed=seed).cpu().numpy()

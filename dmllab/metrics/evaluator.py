@@ -8,16 +8,24 @@ other embeddings (leave-one-out protocol, CUB / Cars / SOP: the query itself is 
 Distances are squared euclidean distances, or for ``distance="cosine"`` the squared euclidean distances of
 the L2-normalised vectors (``2 - 2 cos``: the same order as the cosine distance ``1 - cos``).
 
-References are ranked by distance to q, **ties broken by reference index** (the order a stable sort of the
-distance row gives: ``np.argsort(d, kind="stable")``). This is the only tie rule in dmllab; brute-force
-libraries differ here (scikit-learn's ``argpartition``/``argsort`` and ``torch.topk`` leave the order of
-equal distances unspecified), so with ties they can only agree with dmllab up to that choice.
+References are ranked by distance to q, and **a tie counts against the positive**: a negative at exactly the
+same distance as a positive is ranked before it (the order among tied positives, or among tied negatives,
+changes no metric). The rule is a function of the distances and the labels alone, so no metric depends on the
+order of the samples; among the values that breaking ties in some order can give, it is the lowest (a model
+gets no credit for a positive it does not separate from a negative). Published evaluation code leaves ties to
+its sort: ProxyNCA++'s ``np.argsort`` (quicksort) of the distance matrix, Proxy Anchor's ``torch.topk``,
+pytorch-metric-learning's k-NN (faiss or ``torch.topk``); all of them also drop the first column of the
+ranking as "the query itself", which with duplicate embeddings may be another sample. On data without exact
+ties (any continuous embedding) every rule gives the same values.
 
 * Recall@K (ProxyNCA++ Sec. 5, the usual DML protocol): the fraction of queries with at least one positive
   among the first K references. Because only the first positive matters, a query is a hit iff the number
   of references ranked before its nearest positive (all of them negatives) is < K; no top-K sort is needed.
-  A query without any positive is a miss, as in the papers' brute-force code. K may exceed the number of
-  references (a warning is issued): R@K is then the fraction of queries with at least one positive.
+  With the tie rule: a query whose nearest positive ties with negatives across the K-th position is a miss.
+  A query without any positive is a miss, as in the papers' brute-force code (the denominator is every
+  query; a warning says how many had none); when no query has a positive, every metric is NaN, with a
+  warning. K may exceed the number of references (a warning is issued): R@K is then the fraction of
+  queries with at least one positive.
 * P@1, R-precision and MAP@R ("A Metric Learning Reality Check", Musgrave et al. 2020, Sec. 3.2):
   RP = |positives among the first R| / R; MAP@R = (1/R) sum_{i=1..R} P(i) rel(i) with P(i) the precision of
   the first i references and rel(i) = 1 iff the i-th reference is a positive; P@1 = rel(1). Queries with
@@ -28,10 +36,17 @@ Safety rules
 ------------
 * Embeddings with NaN or inf raise :class:`NonFiniteEmbeddingError`; an all-zero embedding with
   ``distance="cosine"`` (whose direction is undefined) raises :class:`ZeroEmbeddingError`.
+* Collapsed embeddings raise :class:`CollapsedEmbeddingError` unless ``allow_collapsed=True``: a set of at
+  least two rows is collapsed when every coordinate varies over the rows by at most ``rtol`` times the
+  largest coordinate magnitude (of the unit rows, for the cosine distance), with ``rtol`` = 2^-16 (about
+  1.5e-5) for float32 and narrower inputs and 2^-44 (about 5.7e-14) for float64: the rows then agree to
+  about 2^7 units of rounding of their own precision, and their distances are rounding noise. All-equal
+  (or all-zero) rows are the extreme case. Queries and gallery are checked separately.
 * Finite but huge (or tiny) embeddings are first multiplied by one power of two (exact, and it changes no
-  ranking), so that no squared distance can overflow or underflow: embeddings of magnitude 1e19 give the
-  same metrics as the same embeddings divided by 1e19. Every distance the evaluator compares is finite, so a
-  non-finite distance can never count as a hit.
+  ranking), so that no squared distance can overflow or underflow: any finite scale gives the metrics of
+  scale 1 (float32 from 1e-45 to 3e38, float64 from 5e-324 to 1.8e308, subnormal numbers included, as
+  far as the scaled input itself holds the same values). Every distance the evaluator compares is finite,
+  so a non-finite distance can never count as a hit.
 
 Recall@K: exact, in one blocked pass
 ------------------------------------
@@ -47,7 +62,8 @@ Recall@K: exact, in one blocked pass
    measured on 4e7 random SOP-size pairs).
 3. The rank of the nearest positive lies in [c_lo, c_hi - 1]. Whenever a K of ``ks`` falls inside that
    interval (a near tie at a K boundary: about 0.05 % of SOP queries, and every exact tie) the query's
-   distances are recomputed in float64 and its rank counted exactly with the tie rule.
+   distances are recomputed in float64 and its rank counted exactly with the tie rule (the negatives at or
+   below the nearest positive's distance, plus the references strictly below it).
 
 So R@K is the value of exact arithmetic (up to float64 rounding), whatever ``dtype`` does; it does not
 depend on ``chunk_size``. Memory: the inputs, one tile and one comparison buffer (``chunk_size^2`` x 8
@@ -65,10 +81,11 @@ P@1, RP and MAP@R need the ranks of up to R positives, so query chunks of ``chun
 with all references (memory O(chunk_size x N_ref)) by the ranking key ``|r|^2 - 2 q.r`` (the squared
 distance minus the row constant ``|q|^2``) in ``dtype``. From one chunk of keys the evaluator takes the R
 smallest keys of the row (``torch.topk`` with k = the largest R in the chunk) and, by ``searchsorted``,
-each positive's rank among the first R; rows with ties at a positive's key fall back to an exact count over
-the full row. These three metrics follow the float keys: float32 rounding can break or create exact ties
-between nearly equidistant references; pass ``dtype=torch.float64`` for exactness checks (with small
-integer coordinates every product and sum is exact in float32, which the tests use to test tie handling).
+the rank of every positive under the tie rule: the negatives with a key at or below its own plus the positives
+ranked before it (only rows where that count reaches k fall back to an exact count over the full row).
+These three metrics follow the float keys: float32 rounding can break or create exact ties between nearly
+equidistant references; pass ``dtype=torch.float64`` for exactness checks (with small integer coordinates
+every product and sum is exact in float32, which the tests use to test tie handling).
 When MLRC is requested, Recall@K is counted from the same full-row keys with the same band rule as above,
 so it is identical to the blocked pass.
 """
@@ -92,10 +109,23 @@ _BLOCK_ELEMENTS = 1 << 23
 # Embeddings are rescaled by a power of two when their largest magnitude leaves [2^-32, 2^32]: inside it no
 # squared distance of float32 coordinates (D < 2^50) can overflow or lose precision to underflow.
 _SAFE_EXPONENT = 32
+# Coordinates hashed by duplicate_groups.
+_HASH_COLUMNS = 16
 
 
-class NonFiniteEmbeddingError(ValueError):
+class DegenerateEmbeddingError(ValueError):
+    """Embeddings no metric can be trusted on (a failed model): non-finite or collapsed. The run store records a
+    run that ends with one like a diverged run (:mod:`dmllab.training.store`)."""
+
+
+class NonFiniteEmbeddingError(DegenerateEmbeddingError):
     """Embeddings contain NaN or inf (a diverged model); no metric computed from them is meaningful."""
+
+
+class CollapsedEmbeddingError(DegenerateEmbeddingError):
+    """Every embedding is (nearly) the same point (module docstring, "Safety rules"): the distances between them
+    are rounding noise, and a metric would only measure the tie rule. ``allow_collapsed=True`` computes the
+    metrics anyway."""
 
 
 class ZeroEmbeddingError(ValueError):
@@ -121,48 +151,63 @@ class RetrievalResult:
 
 
 def as_tensor(x: Tensor | np.ndarray | Sequence, name: str) -> Tensor:
-    """Accept a torch tensor, a numpy array or a nested sequence; return a tensor (no copy when possible)."""
+    """Accept a torch tensor, a numpy array or a nested sequence of numbers; return a tensor (no copy when
+    possible). Anything else (strings, objects, ragged lists) raises a ValueError naming ``name``."""
     if isinstance(x, Tensor):
         return x.detach()
-    if isinstance(x, np.ndarray):
-        return torch.from_numpy(np.ascontiguousarray(x))
+    if isinstance(x, (str, bytes)) or x is None or np.isscalar(x):
+        raise ValueError(f"{name} must be a torch tensor or numpy array, got {type(x).__name__} {x!r:.40}")
     try:
-        return torch.as_tensor(np.asarray(x))
-    except (TypeError, ValueError) as err:
+        arr = x if isinstance(x, np.ndarray) else np.asarray(x)
+    except (TypeError, ValueError) as err:  # ragged nested lists
         raise ValueError(f"{name} must be a torch tensor or numpy array, got {type(x).__name__}") from err
+    if arr.dtype.kind not in "biuf":
+        raise ValueError(
+            f"{name} must hold numbers, got a numpy array of dtype {arr.dtype} (e.g. strings: map class names "
+            "to integer labels first)"
+        )
+    return torch.from_numpy(np.ascontiguousarray(arr))
 
 
 def check_embeddings_labels(embeddings: Tensor, labels: Tensor, what: str) -> None:
-    """Shape, dtype and finiteness checks with errors that name the problem.
+    """Shape, dtype and finiteness checks with errors that name the problem (``what``: "query", "gallery" or
+    "" for leave-one-out).
 
     Raises:
         NonFiniteEmbeddingError: NaN or inf in ``embeddings`` (a ValueError).
         ValueError: anything else.
     """
+    emb, lab = f"{what} embeddings".strip(), f"{what} labels".strip()
     if embeddings.ndim != 2:
-        raise ValueError(f"{what} embeddings must be 2-D (N, D), got shape {tuple(embeddings.shape)}")
+        raise ValueError(f"{emb} must be 2-D (N, D), got shape {tuple(embeddings.shape)}")
     if embeddings.shape[0] == 0:
-        raise ValueError(f"{what} embeddings are empty")
+        raise ValueError(f"{emb} are empty")
+    if embeddings.shape[1] == 0:
+        raise ValueError(f"{emb} have 0 dimensions (shape {tuple(embeddings.shape)})")
     if not embeddings.is_floating_point():
-        raise ValueError(f"{what} embeddings must be floating point, got {embeddings.dtype}")
+        raise ValueError(f"{emb} must be floating point, got {embeddings.dtype}")
     if labels.ndim != 1:
-        raise ValueError(f"{what} labels must be 1-D (N,), got shape {tuple(labels.shape)}")
+        raise ValueError(f"{lab} must be 1-D (N,), got shape {tuple(labels.shape)}")
     if labels.shape[0] != embeddings.shape[0]:
         raise ValueError(
-            f"{what} embeddings and labels have different lengths: {embeddings.shape[0]} != {labels.shape[0]}"
+            f"{emb} and labels have different lengths: {embeddings.shape[0]} != {labels.shape[0]}"
         )
     if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
-        raise ValueError(f"{what} labels must be integers, got {labels.dtype}")
+        raise ValueError(f"{lab} must be integers, got {labels.dtype}")
     if not bool(torch.isfinite(embeddings).all()):
         bad = (~torch.isfinite(embeddings)).any(1).nonzero().squeeze(1)
-        name = f"{what} embeddings" if what else "embeddings"
         raise NonFiniteEmbeddingError(
-            f"{name} contain NaN or inf in {len(bad)} of {embeddings.shape[0]} rows (first: "
+            f"{emb} contain NaN or inf in {len(bad)} of {embeddings.shape[0]} rows (first: "
             f"{bad[:5].tolist()}); the model diverged, no metric can be computed from them"
         )
 
 
-def _check_ks(ks: Iterable[int]) -> tuple[int, ...]:
+def check_ks(ks: Iterable[int]) -> tuple[int, ...]:
+    if isinstance(ks, (int, np.integer)) or not isinstance(ks, Iterable) or isinstance(ks, (str, bytes)):
+        raise ValueError(
+            f"ks must be a sequence of positive integers such as (1, 2, 4, 8), got {ks!r}"
+            + (f"; for one K write ks=({ks},)" if isinstance(ks, (int, np.integer)) else "")
+        )
     ks = tuple(ks)
     for k in ks:
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
@@ -211,11 +256,71 @@ class _ClassIndex:
 
 
 # ------------------------------------------------------------------------------------------- preparation
-def _power_of_two_scale(max_abs: float) -> float:
-    """1, or the power of two that brings ``max_abs`` into [0.5, 1) when it lies outside the safe range."""
+def power_of_two_exponent(max_abs: float) -> int:
+    """0, or the exponent e such that ``max_abs * 2**e`` lies in [0.5, 1), when ``max_abs`` lies outside the safe
+    range [2^-32, 2^32]. 2**e itself may not be a float (e = 1029 for float64 subnormals): apply it with
+    :func:`scale_by_power_of_two`."""
     if max_abs == 0.0 or 2.0**-_SAFE_EXPONENT <= max_abs <= 2.0**_SAFE_EXPONENT:
-        return 1.0
-    return math.ldexp(1.0, -math.frexp(max_abs)[1])
+        return 0
+    return -math.frexp(max_abs)[1]
+
+
+def scale_by_power_of_two(x: Tensor, exponent: int, dtype: torch.dtype) -> Tensor:
+    """``x * 2**exponent`` in ``dtype``, computed in float64 by two factors that are floats themselves: exact
+    (a power of two changes no significand) unless the result under- or overflows ``dtype``."""
+    half = exponent // 2
+    return (x.double() * math.ldexp(1.0, half) * math.ldexp(1.0, exponent - half)).to(dtype)
+
+
+# Collapse tolerance by the input's precision (module docstring, "Safety rules").
+_COLLAPSE_RTOL = {torch.float64: 2.0**-44}
+_COLLAPSE_RTOL_DEFAULT = 2.0**-16
+
+
+def collapse_tolerance(dtype: torch.dtype) -> float:
+    """``rtol`` of the collapse rule for embeddings of ``dtype``."""
+    return _COLLAPSE_RTOL.get(dtype, _COLLAPSE_RTOL_DEFAULT)
+
+
+def coordinate_spread(x: Tensor) -> tuple[float, float]:
+    """(largest range over the rows of any coordinate, largest coordinate magnitude) of ``x`` (N, D), in float64.
+
+    One pass of ``aminmax`` in ``x``'s own dtype (exact); only the (D,) extremes are converted.
+    """
+    lo, hi = torch.aminmax(x, dim=0)
+    lo, hi = lo.double(), hi.double()
+    return float((hi - lo).max()), float(torch.maximum(hi.abs(), lo.abs()).max())
+
+
+def is_collapsed(x: Tensor, rtol: float | None = None) -> bool:
+    """Whether the rows of ``x`` (N, D), N >= 2, are collapsed (module docstring, "Safety rules"); ``rtol``
+    defaults to :func:`collapse_tolerance` of ``x.dtype``."""
+    if x.shape[0] < 2:
+        return False
+    spread, magnitude = coordinate_spread(x)
+    return spread <= (collapse_tolerance(x.dtype) if rtol is None else rtol) * magnitude
+
+
+def _collapsed_message(what: str, n: int, spread: float, magnitude: float, rtol: float) -> str:
+    rel = spread / magnitude if magnitude > 0 else 0.0
+    name = f"{what} embeddings" if what else "embeddings"
+    return (
+        f"the {n} {name} are collapsed: every coordinate varies by at most {rel:.3g} of the largest magnitude "
+        f"{magnitude:.3g} (tolerance {rtol:.3g}), so their distances are rounding noise and any metric would "
+        "only measure how ties are broken; the model has failed (pass allow_collapsed=True to compute the "
+        "metrics anyway)"
+    )
+
+
+def check_not_collapsed(x: Tensor, what: str, *, input_dtype: torch.dtype | None = None) -> None:
+    """Raise :class:`CollapsedEmbeddingError` when the rows of ``x`` are collapsed (sets of one row never are);
+    ``input_dtype``: the precision the rule is judged at (default ``x.dtype``)."""
+    if x.shape[0] < 2:
+        return
+    rtol = collapse_tolerance(input_dtype or x.dtype)
+    spread, magnitude = coordinate_spread(x)
+    if spread <= rtol * magnitude:
+        raise CollapsedEmbeddingError(_collapsed_message(what, x.shape[0], spread, magnitude, rtol))
 
 
 def _sqnorms64(x: Tensor) -> Tensor:
@@ -245,21 +350,34 @@ def _unit_rows(x: Tensor, dtype: torch.dtype, what: str) -> Tensor:
     return out
 
 
-def _prepare(query: Tensor, ref: Tensor | None, distance: str, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+def _prepare(
+    query: Tensor, ref: Tensor | None, distance: str, dtype: torch.dtype, allow_collapsed: bool
+) -> tuple[Tensor, Tensor]:
     """Working copies of query and reference in ``dtype``: unit rows (cosine) or one common power-of-two
-    rescale (euclidean, only when needed). ``ref is None`` means leave-one-out (returns the same tensor)."""
+    rescale (euclidean, only when needed). ``ref is None`` means leave-one-out (returns the same tensor).
+    Collapsed inputs raise CollapsedEmbeddingError unless ``allow_collapsed`` (module docstring)."""
+    q_name, r_name = ("", "") if ref is None else ("query", "gallery")
     if distance == "cosine":
-        q = _unit_rows(query, dtype, "query " if ref is not None else "")
-        return q, (q if ref is None else _unit_rows(ref, dtype, "gallery "))
+        q = _unit_rows(query, dtype, f"{q_name} " if q_name else "")
+        r = q if ref is None else _unit_rows(ref, dtype, "gallery ")
+        if not allow_collapsed:  # on the unit rows, at the precision of the input
+            check_not_collapsed(q, q_name, input_dtype=query.dtype)
+            if ref is not None:
+                check_not_collapsed(r, r_name, input_dtype=ref.dtype)
+        return q, r
+    if not allow_collapsed:
+        check_not_collapsed(query, q_name)
+        if ref is not None:
+            check_not_collapsed(ref, r_name)
     max_abs = float(query.abs().amax())
     if ref is not None:
         max_abs = max(max_abs, float(ref.abs().amax()))
-    scale = _power_of_two_scale(max_abs)
+    exponent = power_of_two_exponent(max_abs)
 
     def convert(x: Tensor) -> Tensor:
-        if scale == 1.0:
+        if exponent == 0:
             return x.to(dtype).contiguous()
-        return (x.double() * scale).to(dtype) if x.dtype == torch.float64 else (x.to(dtype) * scale)
+        return scale_by_power_of_two(x, exponent, dtype)
 
     q = convert(query)
     return q, (q if ref is None else convert(ref))
@@ -435,15 +553,17 @@ def _exact_ranks(
     query_labels: Tensor,
     ref_labels: Tensor,
     leave_one_out: bool,
+    canon: Tensor | None,
 ) -> Tensor:
-    """Exact 0-based rank of the nearest positive of the queries ``rows`` (float64 distances, ties by
-    index); -1 for a query without positive. Used for the rare queries with a near tie at a K boundary."""
+    """Exact 0-based rank of the nearest positive of the queries ``rows`` under the tie rule (float64
+    distances; the references before it: all those strictly closer and the negatives at its distance); -1 for a
+    query without positive. Used for the rare queries with a near tie at a K boundary. ``canon``: see
+    :func:`duplicate_groups` (identical references get identical distances)."""
     n_r, dim = ref.shape
     device = query.device
     out = torch.empty(len(rows), dtype=torch.long, device=device)
     per = max(1, _BLOCK_ELEMENTS // n_r)
     ref_step = max(1, _BLOCK_ELEMENTS // dim)
-    ar = torch.arange(n_r, device=device)
     for s0 in range(0, len(rows), per):
         sub = rows[s0 : s0 + per]
         q = query[sub].double()
@@ -451,19 +571,58 @@ def _exact_ranks(
         for j0 in range(0, n_r, ref_step):
             d2[:, j0 : j0 + ref_step] = torch.mm(q, ref[j0 : j0 + ref_step].double().T)
         d2.mul_(-2.0).add_(r_sq.unsqueeze(0)).add_((q * q).sum(1, keepdim=True)).clamp_(min=0.0)
+        if canon is not None:
+            d2 = d2[:, canon]
         if leave_one_out:
             d2[torch.arange(len(sub), device=device), sub] = math.inf
         pos = ref_labels.unsqueeze(0) == query_labels[sub].unsqueeze(1)
         if leave_one_out:
             pos[torch.arange(len(sub), device=device), sub] = False
-        pos_d2 = d2.masked_fill(~pos, math.inf)
-        key0, idx0 = pos_d2.min(1)  # first occurrence = smallest index among equal distances
-        before = (d2 < key0.unsqueeze(1)) | (
-            (d2 == key0.unsqueeze(1)) & (ar.unsqueeze(0) < idx0.unsqueeze(1))
-        )
-        rank = before.sum(1)
+        key0 = d2.masked_fill(~pos, math.inf).min(1).values.unsqueeze(1)
+        rank = ((d2 < key0) | ((d2 == key0) & ~pos)).sum(1)
         out[s0 : s0 + per] = torch.where(pos.any(1), rank, torch.full_like(rank, -1))
     return out
+
+
+def duplicate_groups(x: Tensor) -> Tensor | None:
+    """For every row of ``x`` (N, D), the index of the first row identical to it (itself for a unique row), or
+    None when all rows differ. The evaluator gives identical references identical keys through it: BLAS
+    products round the same dot product differently at different positions of a matrix, which would turn an
+    exact tie between duplicates into an order that depends on where they sit.
+
+    Rows are grouped by a hash of the bits of up to 16 of their coordinates (integer arithmetic: the same for a
+    row wherever it sits) and confirmed on every coordinate; -0.0 counts as 0.0. O(N) work when all rows
+    differ, O(N D) for the rows that share a hash.
+    """
+    n = x.shape[0]
+    if n < 2:
+        return None
+    step = max(1, x.shape[1] // _HASH_COLUMNS)
+    sample = x[:, ::step][:, :_HASH_COLUMNS] + 0.0  # -0.0 -> 0.0: equal values, equal bits
+    view = {8: torch.int32, 4: torch.int32, 2: torch.int16, 1: torch.int8}[sample.element_size()]
+    bits = sample.contiguous().view(view).reshape(n, -1).long()  # |bits| < 2^31
+    gen = torch.Generator(device="cpu").manual_seed(0x5EED)
+    weights = torch.randint(1, 2**20, (bits.shape[1],), generator=gen, dtype=torch.int64).to(x.device)
+    hashes = (bits * weights).sum(1)  # exact: at most 32 terms below 2^51
+    order = torch.argsort(hashes, stable=True)  # ascending index within equal hashes
+    sorted_h = hashes[order]
+    same = sorted_h[1:] == sorted_h[:-1]
+    if not bool(same.any()):
+        return None
+    # the first row of each run of equal hashes, for every position in sorted order
+    starts = torch.ones(n, dtype=torch.bool, device=x.device)
+    starts[1:] = ~same
+    run_id = torch.cumsum(starts.long(), 0) - 1
+    first = order[starts][run_id]  # (N,) in sorted order: the smallest index of the run
+    canon = torch.arange(n, device=x.device)
+    cand = (~starts).nonzero().squeeze(1)  # positions whose hash equals the previous one's
+    step = max(1, _BLOCK_ELEMENTS // max(1, x.shape[1]))
+    for i in range(0, len(cand), step):
+        c = cand[i : i + step]
+        a, b = order[c], first[c]
+        confirmed = (x[a] == x[b]).all(1)  # a hash collision keeps its own row
+        canon[a[confirmed]] = b[confirmed]
+    return canon if bool((canon != torch.arange(n, device=x.device)).any()) else None
 
 
 def _recall_hits(
@@ -499,13 +658,6 @@ def distance_keys(query: Tensor, reference: Tensor, ref_sqnorm: Tensor | None) -
     return torch.addmm(ref_sqnorm.unsqueeze(0), query, reference.T, alpha=-2.0)
 
 
-def _count_before(keys: Tensor, key: Tensor, index: Tensor) -> Tensor:
-    """Exact number of references before (key, index) in (key, index) lexicographic order, per row."""
-    ar = torch.arange(keys.shape[1], device=keys.device)
-    before = (keys < key.unsqueeze(1)) | ((keys == key.unsqueeze(1)) & (ar < index.unsqueeze(1)))
-    return before.sum(1)
-
-
 def _count_below(keys: Tensor, thr: Tensor, *, strict: bool, buf: Tensor) -> Tensor:
     """Per row, the number of keys < thr (``strict``) or <= thr, shape (B,) float64.
 
@@ -519,32 +671,38 @@ def _count_below(keys: Tensor, thr: Tensor, *, strict: bool, buf: Tensor) -> Ten
     return torch.mv(buf, ones).double()
 
 
-def _positive_ranks(keys: Tensor, pos_key: Tensor, pos_idx: Tensor, pos_valid: Tensor, r: Tensor) -> Tensor:
-    """0-based rank of every positive whose rank is < R (others get a value >= R), shape (B, P).
+def _positive_ranks(keys: Tensor, pos_key: Tensor, pos_valid: Tensor, r: Tensor) -> Tensor:
+    """0-based rank of every positive under the tie rule, exact where it is < R (others get a value >= R),
+    shape (B, P).
 
-    ``pos_key``/``pos_idx`` are sorted by (key, index) per row. With k = max R of the chunk, the k smallest
-    keys of the row (``topk`` values are exact whatever order it picks among ties) give each positive's
-    number of strictly smaller keys by ``searchsorted`` (exact while < k). Rows where another reference
-    has exactly the positive's key, or where the count reaches k, are recounted over the full row.
+    ``pos_key`` is sorted per row (invalid entries +inf, at the end). The j-th positive (0-based) ranks after
+    every negative with a key at or below its own and after the j positives before it:
+    ``#(keys <= key) - #(positive keys <= key) + j``. With k = max R of the chunk, the k smallest keys of the
+    row (``topk`` values are exact whatever order it picks among ties) give ``#(keys <= key)`` by
+    ``searchsorted``, exact while < k. The rank is at least ``#(keys < key)``, so only a positive with fewer
+    than R smaller keys whose count reaches k (a tie across the k-th key) is recounted over the full row.
     """
     k = int(r.max())
     if k == 0:
-        return torch.full_like(pos_idx, 0)
+        return torch.zeros_like(pos_valid, dtype=torch.long)
     smallest = torch.topk(keys, k, dim=1, largest=False, sorted=True).values  # (B, k)
     width = int(pos_valid.sum(1).max())
     key = pos_key[:, :width].contiguous()
-    lt = torch.searchsorted(smallest, key, right=False)  # (B, P)
-    le = torch.searchsorted(smallest, key, right=True)
-    rank = lt.clone()
-    # the positive itself is one of the equal keys when it is among the k smallest
-    unsure = pos_valid[:, :width] & (lt < r.unsqueeze(1)) & (((le - lt) > 1) | (le >= k))
+    valid = pos_valid[:, :width]
+    lt = torch.searchsorted(smallest, key, right=False)  # (B, W) #(keys < key), exact while < k
+    le = torch.searchsorted(smallest, key, right=True)  # #(keys <= key), exact while < k
+    pos_le = torch.searchsorted(pos_key.contiguous(), key, right=True)  # #(positive keys <= key), exact
+    before = torch.arange(width, device=keys.device).unsqueeze(0)  # j
+    rank = torch.where(le >= k, torch.full_like(le, k), le - pos_le + before)
+    unsure = valid & (le >= k) & (lt < r.unsqueeze(1))
     if bool(unsure.any()):
         rows, cols = unsure.nonzero(as_tuple=True)
-        step = keys.shape[0]  # at most B rows of keys copied at a time: memory stays O(B x N_ref)
+        step = keys.shape[0]  # at most B rows of keys compared at a time: memory stays O(B x N_ref)
         for i in range(0, len(rows), step):
             r_i, c_i = rows[i : i + step], cols[i : i + step]
-            rank[r_i, c_i] = _count_before(keys[r_i], key[r_i, c_i], pos_idx[r_i, c_i])
-    out = torch.full_like(pos_idx, k)
+            count = (keys[r_i] <= key[r_i, c_i].unsqueeze(1)).sum(1)
+            rank[r_i, c_i] = count - pos_le[r_i, c_i] + c_i
+    out = torch.full(pos_valid.shape, k, dtype=torch.long, device=keys.device)
     out[:, :width] = rank
     return out
 
@@ -567,6 +725,7 @@ def retrieval_metrics(
     chunk_size: int | None = None,
     dtype: torch.dtype = torch.float32,
     matmul: str = "auto",
+    allow_collapsed: bool = False,
 ) -> RetrievalResult:
     """Recall@K for every K in ``ks`` and, if ``mlrc``, P@1 / R-precision / MAP@R.
 
@@ -582,13 +741,16 @@ def retrieval_metrics(
             MLRC pass (memory O(chunk_size x N_ref)); None: 1024 on the CPU, 8192 on accelerators.
         dtype: float32 (default) or float64 for the distance products.
         matmul: "auto" (numpy's BLAS on the CPU, ``torch.mm`` elsewhere), "torch" or "numpy".
+        allow_collapsed: compute the metrics of collapsed embeddings instead of raising (module docstring).
 
     Returns:
-        RetrievalResult with fractions in [0, 1] (see the module docstring for the definitions and the tie rule).
+        RetrievalResult with fractions in [0, 1] (see the module docstring for the definitions and the tie rule);
+        NaN everywhere, with a warning, when no query has a positive.
 
     Raises:
-        NonFiniteEmbeddingError: NaN or inf embeddings. ZeroEmbeddingError: an all-zero embedding with the
-        cosine distance. ValueError: other invalid arguments.
+        NonFiniteEmbeddingError: NaN or inf embeddings. CollapsedEmbeddingError: collapsed embeddings (unless
+        ``allow_collapsed``). ZeroEmbeddingError: an all-zero embedding with the cosine distance. ValueError:
+        other invalid arguments.
     """
     if distance not in DISTANCES:
         raise ValueError(f"unknown distance {distance!r}; valid: {list(DISTANCES)}")
@@ -600,7 +762,10 @@ def retrieval_metrics(
         raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
     if matmul not in MATMULS:
         raise ValueError(f"unknown matmul {matmul!r}; valid: {list(MATMULS)}")
-    ks = _check_ks(ks)
+    for name, flag in (("mlrc", mlrc), ("allow_collapsed", allow_collapsed)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise ValueError(f"{name} must be True or False, got {flag!r}")
+    ks = check_ks(ks)
 
     query = as_tensor(embeddings, "embeddings")
     query_labels = as_tensor(labels, "labels")
@@ -635,7 +800,14 @@ def retrieval_metrics(
     chunk = chunk_size if chunk_size is not None else _default_chunk(device)
 
     with torch.no_grad():
-        query, ref = _prepare(query, ref_in, distance, dtype)
+        query, ref = _prepare(query, ref_in, distance, dtype, allow_collapsed)
+        groups: list[Tensor | None] = []  # duplicate_groups(ref), computed on first use
+
+        def canon() -> Tensor | None:  # identical references get identical keys (exact ties)
+            if not groups:
+                groups.append(duplicate_groups(ref))
+            return groups[0]
+
         q_sq64 = _sqnorms64(query)
         r_sq64 = q_sq64 if leave_one_out else _sqnorms64(ref)
         classes = _ClassIndex.build(ref_labels)
@@ -647,7 +819,7 @@ def retrieval_metrics(
         hi = torch.where(has_pos, key0 + tol, -math.inf)
 
         def resolve(rows: Tensor) -> Tensor:
-            return _exact_ranks(rows, query, ref, r_sq64, query_labels, ref_labels, leave_one_out)
+            return _exact_ranks(rows, query, ref, r_sq64, query_labels, ref_labels, leave_one_out, canon())
 
         p1, rp, mapr = None, None, None
         if mlrc:
@@ -664,6 +836,7 @@ def retrieval_metrics(
                 leave_one_out=leave_one_out,
                 chunk=chunk,
                 want_recall=bool(ks),
+                canon=canon(),
             )
         elif ks:
             c_lo, c_hi = _band_counts(
@@ -679,9 +852,26 @@ def retrieval_metrics(
             )
         hits = _recall_hits(c_lo, c_hi, has_pos, ks, resolve).tolist() if ks else []
 
-    recall = {k: float(h) / n_query for k, h in zip(ks, hits)}
-    if mlrc and n_with_pos == 0:
-        warnings.warn("no query has a positive reference: P@1, RP and MAP@R are NaN", stacklevel=2)
+    if n_with_pos == 0:
+        recall = {k: math.nan for k in ks}
+        warnings.warn(
+            f"no query has a positive reference (none of the {n_query} queries has a reference with its label): "
+            "every metric is NaN; "
+            + (
+                "do the queries and the gallery share one label map?"
+                if not leave_one_out
+                else "every class has a single sample"
+            ),
+            stacklevel=2,
+        )
+    else:
+        recall = {k: float(h) / n_query for k, h in zip(ks, hits)}
+        if n_with_pos < n_query:
+            warnings.warn(
+                f"{n_query - n_with_pos} of {n_query} queries have no positive reference: they count as misses "
+                "in Recall@K and are left out of P@1, RP and MAP@R",
+                stacklevel=2,
+            )
     return RetrievalResult(
         recall=recall,
         precision_at_1=p1,
@@ -706,6 +896,7 @@ def _full_rows(
     leave_one_out: bool,
     chunk: int,
     want_recall: bool,
+    canon: Tensor | None,
 ) -> tuple[Tensor | None, Tensor | None, tuple[float, float, float]]:
     """The MLRC pass over query chunks x all references; also the band counts of Recall@K when wanted."""
     device = query.device
@@ -723,6 +914,8 @@ def _full_rows(
         stop = min(start + chunk, n_query)
         rows = torch.arange(start, stop, device=device)
         keys = distance_keys(query[start:stop], ref, ref_sqnorm)  # (B, N_ref) = squared distance - |q|^2
+        if canon is not None:
+            keys = keys[:, canon]  # identical references, identical keys
         if leave_one_out:
             keys[rows - start, rows] = math.inf  # the query is not its own reference
         if want_recall:
@@ -744,11 +937,9 @@ def _full_rows(
         if pos_idx.shape[1] == 0 or not bool(has_pos.any()):
             continue
         pos_key = keys.gather(1, pos_idx).masked_fill_(~pos_valid, math.inf)  # (B, P)
-        # stable sort: equal keys keep ascending reference index (pos_idx is ascending per row)
-        pos_key, perm = torch.sort(pos_key, dim=1, stable=True)
-        pos_idx = pos_idx.gather(1, perm)
+        pos_key, perm = torch.sort(pos_key, dim=1)  # invalid entries (+inf) last
         pos_valid = pos_valid.gather(1, perm)
-        rank = _positive_ranks(keys, pos_key, pos_idx, pos_valid, r)  # (B, P)
+        rank = _positive_ranks(keys, pos_key, pos_valid, r)  # (B, P)
         in_top_r = pos_valid & (rank < r.unsqueeze(1))
         m = torch.arange(1, rank.shape[1] + 1, device=device, dtype=torch.float64)
         prec = torch.where(in_top_r, m / (rank.to(torch.float64) + 1.0), 0.0)  # P(i) at rel(i) = 1

@@ -81,6 +81,12 @@ def read_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
         raise WeightsFileError(
             f"weights file {str(path)!r} is empty (0 bytes): an interrupted download or copy; fetch it again"
         )
+    from dmllab.fileio import CorruptFileError, check_sidecar
+
+    try:  # a file dmllab wrote carries a checksum sidecar: torch.load checks no CRC
+        check_sidecar(path, "weights file")
+    except CorruptFileError as err:
+        raise WeightsFileError(f"{err}; delete it (and its .sha256) to build it again") from None
     try:  # tensors only: no code in a weights file is ever run, whatever the file holds
         loaded = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001  (torch raises many types for a damaged file)

@@ -220,7 +220,7 @@ def train_run(run: Run) -> JobResult:
     """Train one run through the run store (a stored run is returned at once); never raises. A fast dev run
     (``run.fast_dev_run``) also reports its steps, peak memory (:class:`PeakMemory`) and what it shrank to fit the
     data in ``JobResult.info``."""
-    from dmllab.metrics import NonFiniteEmbeddingError
+    from dmllab.metrics import DegenerateEmbeddingError as NonFiniteEmbeddingError  # collapsed too
     from dmllab.training import NonFiniteLossError
     from dmllab.training.store import run as train
 

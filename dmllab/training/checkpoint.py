@@ -9,15 +9,20 @@ from typing import Any
 
 import torch
 
+from dmllab.fileio import CorruptFileError, check_sidecar
 
-class CorruptCheckpointError(ValueError):
-    """A checkpoint file cannot be read: truncated, not a torch file, a folder, or not a dmllab checkpoint."""
+
+class CorruptCheckpointError(CorruptFileError):
+    """A checkpoint file cannot be read: truncated, not a torch file, a folder, not a dmllab checkpoint, or not
+    the bytes its checksum sidecar was written for (:mod:`dmllab.fileio`)."""
 
 
 def load_checkpoint(path: str | os.PathLike, what: str = "checkpoint") -> dict[str, Any]:
     """Read a dmllab checkpoint (a dict of tensors and plain Python values) on the CPU.
 
-    ``weights_only=True``: dmllab's checkpoints hold nothing else, and no code in a file is ever run.
+    ``weights_only=True``: dmllab's checkpoints hold nothing else, and no code in a file is ever run. A file
+    written by :func:`dmllab.training.protocol._save_atomic` has a checksum sidecar (``<file>.sha256``), checked
+    first: ``torch.load`` does not check the CRCs of its zip archive, so a damaged tensor would load silently.
 
     Raises:
         FileNotFoundError: no such file. CorruptCheckpointError: anything that makes it unreadable, naming it.
@@ -27,6 +32,10 @@ def load_checkpoint(path: str | os.PathLike, what: str = "checkpoint") -> dict[s
         raise CorruptCheckpointError(f"{what} {path} is a folder, not a checkpoint file")
     if not path.is_file():
         raise FileNotFoundError(f"{what} {path} does not exist")
+    try:
+        check_sidecar(path, what)
+    except CorruptFileError as err:
+        raise CorruptCheckpointError(str(err)) from None
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001  (torch raises many types for a damaged file)

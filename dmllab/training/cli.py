@@ -7,7 +7,6 @@ one clean message on stderr with exit status 2, never as a traceback.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -41,16 +40,34 @@ def _print_metrics(metrics: dict[str, float]) -> None:
 def _cmd_train_mlrc(args: argparse.Namespace, cfg: Any) -> int:
     """``--protocol mlrc``: :func:`dmllab.training.mlrc.run_mlrc` (each fold model a run of the run store)."""
     from dmllab.training.mlrc import MLRCSettings, run_mlrc
+    from dmllab.validation import check_int, check_number
 
-    run_folds = tuple(int(f) for f in args.mlrc_run_folds.split(",")) if args.mlrc_run_folds else None
+    given = {name: getattr(args, name) for name in _MLRC_OPTIONS}
+    opts = {name: (_MLRC_DEFAULTS[name] if v is None else v) for name, v in given.items()}
+    for name in ("mlrc_folds", "mlrc_repetitions", "mlrc_batch_size", "mlrc_per_class", "mlrc_dim"):
+        check_int("--" + name.replace("_", "-"), opts[name], low=2 if name == "mlrc_folds" else 1)
+    check_number("--mlrc-lr", opts["mlrc_lr"], low=0.0, low_open=True, allow_none=True)
+    if opts["mlrc_batch_size"] % opts["mlrc_per_class"]:
+        raise ValueError(
+            f"--mlrc-batch-size ({opts['mlrc_batch_size']}) must be a multiple of --mlrc-per-class "
+            f"({opts['mlrc_per_class']})"
+        )
+    try:
+        run_folds = (
+            tuple(int(f) for f in opts["mlrc_run_folds"].split(",")) if opts["mlrc_run_folds"] else None
+        )
+    except ValueError:
+        raise ValueError(
+            f"--mlrc-run-folds must be comma-separated fold numbers, got {opts['mlrc_run_folds']!r}"
+        ) from None
     settings = MLRCSettings(
-        folds=args.mlrc_folds,
+        folds=opts["mlrc_folds"],
         run_folds=run_folds,
-        repetitions=args.mlrc_repetitions,
-        lr=args.mlrc_lr,
-        batch_size=args.mlrc_batch_size,
-        per_class=args.mlrc_per_class,
-        embedding_dim=args.mlrc_dim,
+        repetitions=opts["mlrc_repetitions"],
+        lr=opts["mlrc_lr"],
+        batch_size=opts["mlrc_batch_size"],
+        per_class=opts["mlrc_per_class"],
+        embedding_dim=opts["mlrc_dim"],
     )
     res = run_mlrc(
         cfg, settings, seed=args.seed, progress=not args.quiet, force=bool(getattr(args, "force", False))
@@ -63,6 +80,20 @@ def _cmd_train_mlrc(args: argparse.Namespace, cfg: Any) -> int:
     return 0
 
 
+# The --mlrc-* options of `dmllab train` and their defaults (None on the parser: an option given without
+# --protocol mlrc is an error, since it would do nothing).
+_MLRC_DEFAULTS = {
+    "mlrc_folds": 4,
+    "mlrc_run_folds": None,
+    "mlrc_repetitions": 1,
+    "mlrc_lr": None,
+    "mlrc_batch_size": 32,
+    "mlrc_per_class": 4,
+    "mlrc_dim": 128,
+}
+_MLRC_OPTIONS = tuple(_MLRC_DEFAULTS)
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from dmllab.training import RunStore, config_hash, presets, run
 
@@ -70,6 +101,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         from dmllab.training.config import check_value
 
         check_value("run.seed", args.seed)
+        given = [name for name in _MLRC_OPTIONS if getattr(args, name, None) is not None]
+        if given and getattr(args, "protocol", "standard") != "mlrc":
+            names = ", ".join("--" + n.replace("_", "-") for n in given)
+            raise ValueError(f"{names} only act with --protocol mlrc; add it or drop them")
         cfg = _config_from_args(args)
         if getattr(args, "protocol", "standard") == "mlrc":
             return _cmd_train_mlrc(args, cfg)
@@ -89,16 +124,29 @@ def cmd_train(args: argparse.Namespace) -> int:
 def _find_weights(target: Path) -> tuple[Any, Path]:
     """(config, weights file) for a run folder of the store or a checkpoint file."""
     from dmllab import paths
+    from dmllab.fileio import set_aside
     from dmllab.training import ExperimentConfig
     from dmllab.training.protocol import load_checkpoint
+    from dmllab.training.store import CorruptRunError, verify_final_model, verify_run_dir
 
     if target.is_dir():
-        cfg_file = target / "config.json"
-        if not cfg_file.is_file():
+        if not (target / "config.json").is_file():
             raise FileNotFoundError(f"{target} is not a stored run (no config.json)")
-        cfg = ExperimentConfig.from_dict(json.loads(cfg_file.read_text()))
-        # the run's key is its folder's parent name: no need to recompute it (nor to find its dataset)
+        # the run's key is its folder's parent name: no need to recompute it (nor to find its dataset); what is
+        # read is checked against the run's record (config.json against its config hash, final.pt against its
+        # checksum): a damaged run is set aside, to be trained again
         weights = paths.checkpoints_dir() / target.parent.name / target.name / "final.pt"
+        try:
+            _, config, _ = verify_run_dir(target)
+            if weights.is_file():
+                verify_final_model(target, weights)
+        except CorruptRunError as err:
+            aside = set_aside(target, str(err), then="train the run again (dmllab train ... or dmllab study)")
+            where = f"; moved it to {aside}" if aside else ""
+            raise CorruptRunError(
+                f"{err}{where}; train the run again (dmllab train ... or dmllab study)"
+            ) from None
+        cfg = ExperimentConfig.from_dict(config)
         if not weights.is_file():
             raise FileNotFoundError(f"no final model for {target} at {weights} (checkpoints are not in git)")
         return cfg, weights
@@ -164,7 +212,12 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     import time
 
     from dmllab.training.pretrain import ensure_pretrained_smallcnn
+    from dmllab.validation import check_int
 
+    try:
+        check_int("--width", args.width)
+    except ValueError as err:
+        return _fail(err, args)
     t0 = time.perf_counter()
     path = ensure_pretrained_smallcnn(width=args.width, progress=not args.quiet, force=args.force)
     print(f"pre-trained SmallCNN (width {args.width}) at {path} ({time.perf_counter() - t0:.1f} s)")
@@ -236,13 +289,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="standard (the config's two-/single-stage protocol) or mlrc (Musgrave et al. 2020: 4-fold CV, "
         "128-d RMSprop fold models, P@1/RP/MAP@R concatenated and separated)",
     )
-    p.add_argument("--mlrc-folds", type=int, default=4)
+    p.add_argument("--mlrc-folds", type=int, default=None, help="with --protocol mlrc: folds (4)")
     p.add_argument("--mlrc-run-folds", default=None, help="comma-separated folds to train (default all)")
-    p.add_argument("--mlrc-repetitions", type=int, default=1)
+    p.add_argument("--mlrc-repetitions", type=int, default=None, help="with --protocol mlrc: repetitions (1)")
     p.add_argument("--mlrc-lr", type=float, default=None, help="RMSprop lr (PS: 1e-6; default: the preset's)")
-    p.add_argument("--mlrc-batch-size", type=int, default=32, help="MLRC: 32 (= 8 classes x 4)")
-    p.add_argument("--mlrc-per-class", type=int, default=4)
-    p.add_argument("--mlrc-dim", type=int, default=128, help="per-fold embedding size (MLRC: 128)")
+    p.add_argument("--mlrc-batch-size", type=int, default=None, help="MLRC: 32 (= 8 classes x 4)")
+    p.add_argument("--mlrc-per-class", type=int, default=None, help="with --protocol mlrc: 4")
+    p.add_argument("--mlrc-dim", type=int, default=None, help="per-fold embedding size (MLRC: 128)")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("evaluate", help="evaluate a stored run's final model or a checkpoint file")

@@ -26,12 +26,13 @@ import dataclasses
 import hashlib
 import inspect
 import json
-import math
 import types
 import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
+
+from dmllab.validation import VALUE_RULES, ConfigValueError, check_modes, check_value, is_int  # noqa: F401
 
 # A frozen mapping: sorted (key, value) pairs, hashable and JSON-able as an object.
 Pairs = tuple[tuple[str, Any], ...]
@@ -593,71 +594,28 @@ def apply_overrides(cfg: ExperimentConfig, overrides: Iterable[str]) -> Experime
     >>> apply_overrides(cfg, ["loss.temperature=0.05", "optim.lr_proxies=400", "run.ks=1,2,4,8"])
 
     Unknown sections/fields raise ValueError listing the valid keys; ``loss.<name>`` is valid when the
-    configured loss constructor takes a keyword ``<name>`` (likewise backbone and dataset keywords).
+    configured loss constructor takes a keyword ``<name>`` (likewise backbone and dataset keywords). A value out
+    of its range, or an override of a field that does nothing in the resulting config (``schedule.patience``
+    without the plateau scheduler, ``loss.ps_alpha`` without Proxy Synthesis, ...:
+    :data:`dmllab.validation.MODE_RULES`), raises ConfigValueError.
     """
+    given = []
     for item in overrides:
         if "=" not in item:
             raise ValueError(f"override {item!r} is not of the form key=value")
         key, text = item.split("=", 1)
         cfg = _set(cfg, key.strip(), text.strip(), coerce=True)
+        given.append(key.strip())
     validate(cfg)
+    check_modes(cfg, given)  # an override that does nothing in this config is an error
     return cfg
 
 
 # ------------------------------------------------------------------------------------------------ validation
-class ConfigValueError(ValueError):
-    """A config value that cannot work (non-positive epochs, NaN temperature, negative seed, ...)."""
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_real(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
-
-
-_POSITIVE_INT = ("a positive integer", lambda v: _is_int(v) and v > 0)
-_NON_NEGATIVE_INT = ("an integer >= 0", lambda v: _is_int(v) and v >= 0)
-_POSITIVE = ("a finite number > 0", lambda v: _is_real(v) and math.isfinite(v) and v > 0)
-_NON_NEGATIVE = ("a finite number >= 0", lambda v: _is_real(v) and math.isfinite(v) and v >= 0)
-# What each value must be, by "section.field" (mapping keys such as loss.temperature included).
-VALUE_RULES: dict[str, tuple[str, Callable[[Any], bool]]] = {
-    "schedule.epochs": _POSITIVE_INT,
-    "schedule.warmup_epochs": _NON_NEGATIVE_INT,
-    "schedule.patience": _NON_NEGATIVE_INT,
-    "schedule.factor": _POSITIVE,
-    "schedule.step_size": _POSITIVE_INT,
-    "schedule.gamma": _POSITIVE,
-    "run.seed": _NON_NEGATIVE_INT,
-    "run.eval_every": _POSITIVE_INT,
-    "run.fast_dev_run": _NON_NEGATIVE_INT,
-    "data.batch_size": _POSITIVE_INT,
-    "data.eval_batch_size": _POSITIVE_INT,
-    "data.num_workers": ("an integer >= 0 or 'auto'", lambda v: v == "auto" or (_is_int(v) and v >= 0)),
-    "model.embedding_dim": _POSITIVE_INT,
-    "optim.lr": _NON_NEGATIVE,
-    "loss.temperature": _POSITIVE,
-    "finetune.epochs": _NON_NEGATIVE_INT,
-    "finetune.alpha_factor": _POSITIVE,
-    "finetune.lr_factor": _POSITIVE,
-}
-
-
-def check_value(key: str, value: Any) -> None:
-    """Check one ``section.field`` value against :data:`VALUE_RULES` (any key ending in ``temperature``
-    must be a finite number > 0; a NaN float is never accepted). Notebook parameters reuse this.
-
-    Raises:
-        ConfigValueError: naming the key, the value and what it must be.
-    """
-    rule = VALUE_RULES.get(key)
-    if rule is None and key.rsplit(".", 1)[-1].endswith("temperature"):
-        rule = _POSITIVE
-    if rule is not None and not rule[1](value):
-        raise ConfigValueError(f"{key} must be {rule[0]}, got {value!r}")
-    if isinstance(value, float) and math.isnan(value):
-        raise ConfigValueError(f"{key} is NaN; give a number")
+# The rules live in dmllab.validation (one layer for every entry point); VALUE_RULES, ConfigValueError and
+# check_value stay importable from here.
+# dmllab.metrics.METRICS (not imported here: the config module stays free of torch)
+_RUN_METRICS = ("recall", "nmi", "precision_at_1", "r_precision", "map_at_r", "mlrc")
 
 
 def validate(cfg: ExperimentConfig) -> ExperimentConfig:
@@ -680,6 +638,22 @@ def validate(cfg: ExperimentConfig) -> ExperimentConfig:
         raise ConfigValueError(
             "loss.regularizer=input_mixup mixes images, but data.feature_views > 0 feeds cached frozen-block "
             "features to the loss; set data.feature_views=0 (the frozen prefix then runs on the mixed images)"
+        )
+    d = cfg.data
+    if (
+        d.per_class is not None
+        and is_int(d.per_class)
+        and is_int(d.batch_size)
+        and d.batch_size % d.per_class
+    ):
+        raise ConfigValueError(
+            f"data.batch_size ({d.batch_size}) must be a multiple of data.per_class ({d.per_class}): a class-balanced "
+            "batch holds batch_size // per_class classes of per_class images"
+        )
+    unknown = sorted(set(cfg.run.metrics) - set(_RUN_METRICS))
+    if not cfg.run.metrics or unknown:
+        raise ConfigValueError(
+            f"run.metrics must be a non-empty list of {', '.join(_RUN_METRICS)}; got {cfg.run.metrics!r}"
         )
     if cfg.run.keep_best and cfg.run.two_stage:
         raise ConfigValueError(

@@ -181,6 +181,7 @@ def fold_test_embeddings(
             "fold again: run_mlrc(..., force=True), `dmllab train ... --protocol mlrc --force`, or delete its folder "
             f"{RunStore().run_dir(cfg, seed)} and re-run the study"
         )
+    path = RunStore().final_model(cfg, seed)  # checked against the run's record
     emb, labels, _ = embed_split(load_model(cfg, path), cfg, cfg.data.test_split, device=device)
     return emb, labels
 

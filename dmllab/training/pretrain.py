@@ -31,8 +31,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import torch
-
+from dmllab.fileio import CorruptFileError, check_sidecar, set_aside
 from dmllab.models.smallcnn import SmallCNN, default_smallcnn_weights_path
 from dmllab.training.config import (
     DataConfig,
@@ -45,6 +44,7 @@ from dmllab.training.config import (
     config_hash,
     pairs,
 )
+from dmllab.training.protocol import _save_atomic
 from dmllab.training.trainer import StagePlan, Trainer
 
 
@@ -122,7 +122,12 @@ def ensure_pretrained_smallcnn(
     def fresh() -> bool:
         if force or not (path.is_file() and meta_path.is_file()):
             return False
-        return json.loads(meta_path.read_text()).get("config_hash") == h
+        try:
+            check_sidecar(path, "pre-trained weights")  # torch.load checks no CRC: a damaged file is rebuilt
+            return json.loads(meta_path.read_text()).get("config_hash") == h
+        except (CorruptFileError, ValueError) as err:
+            set_aside(path, str(err), then="pre-training it again")
+            return False
 
     if fresh():
         return path
@@ -137,9 +142,7 @@ def ensure_pretrained_smallcnn(
         trainer.setup(plan)
         rows = trainer.fit()
         wall = time.perf_counter() - t0
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        torch.save(trainer.model.backbone.state_dict(), tmp)
-        os.replace(tmp, path)
+        _save_atomic(trainer.model.backbone.state_dict(), path)  # with its checksum sidecar
         meta = {"config_hash": h, "config": cfg.to_dict(), "wall_time_s": wall, "history": rows}
         tmp_meta = meta_path.with_name(f".{meta_path.name}.tmp-{os.getpid()}")
         tmp_meta.write_text(json.dumps(meta, indent=2))

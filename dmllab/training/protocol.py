@@ -21,6 +21,7 @@ bookkeeping is re-derived from the saved history), the current stage continues a
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import sys
 import time
@@ -30,6 +31,7 @@ from typing import Any
 
 import torch
 
+from dmllab.fileio import naming, sidecar, write_sidecar
 from dmllab.training import schedules
 from dmllab.training.checkpoint import CorruptCheckpointError, load_checkpoint
 from dmllab.training.config import ExperimentConfig, ScheduleConfig, config_hash, is_finetune
@@ -193,6 +195,8 @@ def _resume_state(path: Path) -> dict[str, Any] | None:
     except CorruptCheckpointError as err:
         aside = path.with_name(path.name + ".corrupt")
         os.replace(path, aside)
+        if sidecar(path).exists():
+            os.replace(sidecar(path), sidecar(aside))
         print(
             f"dmllab: warning: {err}; moved it to {aside}, restarting the run from scratch", file=sys.stderr
         )
@@ -200,14 +204,33 @@ def _resume_state(path: Path) -> dict[str, Any] | None:
     return state
 
 
-def _save_atomic(obj: Any, path: Path) -> None:
-    """torch.save to a temporary file renamed into place; on any failure (full disk) the temporary is
-    removed, so neither a partial checkpoint nor a stray file is left."""
+class _HashingWriter:
+    """A binary file that also feeds what is written to a sha256 (the checksum costs no second read)."""
+
+    def __init__(self, fh: Any) -> None:
+        self.fh, self.hash = fh, hashlib.sha256()
+
+    def write(self, data: Any) -> int:
+        self.hash.update(data)
+        return self.fh.write(data)
+
+    def flush(self) -> None:
+        self.fh.flush()
+
+
+def _save_atomic(obj: Any, path: Path) -> str:
+    """torch.save to a temporary file renamed into place, then its checksum sidecar (:mod:`dmllab.fileio`);
+    returns the sha256. On any failure (full disk: an OSError naming ``path``) the temporary is removed, so
+    neither a partial checkpoint nor a stray file is left."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        torch.save(obj, tmp)
-        os.replace(tmp, path)
+        with naming(path, "writing"):
+            with open(tmp, "wb") as fh:
+                writer = _HashingWriter(fh)
+                torch.save(obj, writer)
+            os.replace(tmp, path)
+            return write_sidecar(path, writer.hash.hexdigest())
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

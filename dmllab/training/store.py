@@ -1,10 +1,20 @@
 """The run store: finished runs under ``results/runs/<config_hash>/seed<k>/``, checkpoints outside git.
 
 A stored run is a folder with ``metrics.json`` (test metrics, fractions in [0, 1], plus best epoch and lr
-drops), ``history.csv`` (one row per epoch), ``config.json`` (the resolved config) and ``provenance.json``
-(git sha, package versions, device, wall time; no host name). The folder is written next to its final
-place and renamed into it (``os.replace``), so a reader never sees a partial run. A per-run ``fcntl`` lock
-serialises processes asking for the same run: the second waits and then reads the first one's result.
+drops), ``history.csv`` (one row per epoch), ``config.json`` (the resolved config), ``provenance.json``
+(git sha, package versions, device, wall time; no host name) and ``checksums.json`` (the run's record: its
+key, seed and config hash, and the sha256 of every other file and of the final model ``final.pt``). The folder
+is written next to its final place and renamed into it (``os.replace``), so a reader never sees a partial run,
+and reading a stored run needs no lock (a read-only store can be read). A per-run ``fcntl`` lock serialises
+processes that train the same run: the second says at once that it waits and for which process (the holder
+writes its pid and start time into the lock file), then reads the first one's result; a lock whose holder
+died is taken over.
+
+What the store reads is verified (:func:`verify_run_dir`): every file against its checksum, ``config.json``
+against the run's config hash and key, the folder against the run asked for. An entry that fails (bad JSON, a
+checksum or key mismatch, a missing file) is named on stderr, moved aside to ``<key>/corrupt-seed<k>-<time>``
+(never deleted) and treated as missing, so a study trains that run again instead of stopping. A run stored by an
+older dmllab (no ``checksums.json``) is checked as far as it can be: JSON, config hash, seed.
 
 While training, an epoch checkpoint lives at ``checkpoints_dir()/<hash>/seed<k>/last.pt`` (atomic writes);
 a restarted run (after SIGINT or SIGKILL) resumes from it. When the run finishes the checkpoint is replaced
@@ -16,7 +26,8 @@ so a parent that another process is training is waited for and then reused, neve
 fine-tune from the parent's ``final.pt``.
 
 A run that diverges (non-finite loss or embeddings: :class:`NonFiniteLossError`, :class:`NonFiniteEmbeddingError`)
-is an outcome of its config and seed, not a crash: the store never keeps its metrics, but records the divergence
+or whose embeddings collapse onto one point (:class:`~dmllab.metrics.CollapsedEmbeddingError`; both embedding
+errors are :class:`~dmllab.metrics.DegenerateEmbeddingError`) is an outcome of its config and seed, not a crash: the store never keeps its metrics, but records the divergence
 in ``<hash>/seed<k>/diverged.json`` (the error, provenance). Asking for that run again raises
 :class:`DivergedRunError` at once instead of training it again (``force=True`` retrains), so a study re-run
 with nothing changed does not retrain settings known to diverge, and artifacts show them as ``diverged`` rows.
@@ -39,11 +50,22 @@ from pathlib import Path
 from typing import Any
 
 from dmllab import paths
+from dmllab.fileio import CorruptFileError, naming, set_aside, sha256_file, sidecar, warn
 from dmllab.training.config import ExperimentConfig, config_hash, parent_config, validate
 from dmllab.training.protocol import RunResult, run_protocol
 from dmllab.training.trainer import NonFiniteLossError
 
 DIVERGED_FILE = "diverged.json"
+RECORD_FILE = "checksums.json"
+_RUN_FILES = ("metrics.json", "config.json", "history.csv", "provenance.json")
+_METRICS_KEYS = ("metrics", "best_epoch", "lr_drop_epochs", "wall_time_s", "config_hash", "seed", "device")
+# How often a process waiting for a run's lock checks whether the holder is still alive.
+_LOCK_POLL_S = 0.5
+
+
+class CorruptRunError(CorruptFileError):
+    """A stored run's files do not hold what was written (bad JSON, checksum, config or key mismatch, a missing
+    file); the message names the file."""
 
 
 class DivergedRunError(NonFiniteLossError):
@@ -121,17 +143,27 @@ def provenance(
 
 
 def _write_json(path: Path, obj: Any) -> None:
-    path.write_text(json.dumps(obj, indent=2, sort_keys=True, allow_nan=True) + "\n")
+    with naming(path, "writing"):
+        path.write_text(json.dumps(obj, indent=2, sort_keys=True, allow_nan=True) + "\n")
 
 
 def _write_history(path: Path, rows: list[dict]) -> None:
     keys: list[str] = []
     for r in rows:
         keys += [k for k in r if k not in keys]
-    with path.open("w", newline="") as fh:
+    with naming(path, "writing"), path.open("w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=keys)
         w.writeheader()
         w.writerows(rows)
+
+
+def _read_json(path: Path, what: str) -> Any:
+    """The JSON in ``path``; CorruptRunError naming it when it is not valid JSON."""
+    try:
+        with naming(path, "reading"):
+            return json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as err:
+        raise CorruptRunError(f"{what} {path} is not valid JSON ({err})") from None
 
 
 def _read_history(path: Path) -> list[dict]:
@@ -221,7 +253,11 @@ class RunStore:
 
     @contextmanager
     def lock(self, cfg: ExperimentConfig, seed: int) -> Iterator[None]:
-        """Exclusive per-run lock (blocks while another process trains or writes the same run).
+        """Exclusive per-run lock (waits while another process trains or writes the same run).
+
+        The holder writes its pid and start time into the lock file. A process that finds the lock taken says
+        so at once on stderr, naming the holder, then waits; when the recorded holder is no longer running (the
+        lock survives in a process that inherited its file, e.g. a data-loader worker), it takes the lock over.
 
         The lock file is removed when the holder leaves (and its folder, if nothing else is in it), so a
         failed run leaves no folder holding only a lock file. That is safe because a process that acquires
@@ -229,19 +265,7 @@ class RunStore:
         """
         d = self.root / run_key(cfg)
         path = d / f".seed{seed}.lock"
-        while True:
-            d.mkdir(parents=True, exist_ok=True)
-            try:
-                fh = open(path, "a")  # noqa: SIM115  (closed below)
-            except FileNotFoundError:  # the folder was removed by the previous holder meanwhile
-                continue
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                if os.stat(path).st_ino == os.fstat(fh.fileno()).st_ino:
-                    break
-            except FileNotFoundError:
-                pass
-            fh.close()  # we locked a file the previous holder had already removed: try again
+        fh = _acquire(d, path, f"{d.name}/seed{seed}")
         try:
             yield
         finally:
@@ -254,16 +278,45 @@ class RunStore:
             fh.close()
 
     def load(self, cfg: ExperimentConfig, seed: int) -> RunResult | None:
-        """The stored result of (cfg, seed), or None."""
-        return load_run_dir(self.run_dir(cfg, seed))
+        """The stored result of (cfg, seed), or None; a damaged entry is set aside (module docstring) and gives
+        None. Needs no lock."""
+        d = self.run_dir(cfg, seed)
+        try:
+            return load_run_dir(d, key=d.parent.name, cfg_hash=config_hash(cfg), seed=seed)
+        except CorruptRunError as err:
+            set_aside(d, str(err), then="the run will be trained again")
+            return None
 
     def diverged(self, cfg: ExperimentConfig, seed: int) -> dict[str, Any] | None:
-        """The divergence record of (cfg, seed) (module docstring), or None."""
+        """The divergence record of (cfg, seed) (module docstring), or None; a damaged record is set aside."""
         path = self.run_dir(cfg, seed) / DIVERGED_FILE
-        try:
-            return json.loads(path.read_text())
-        except (OSError, ValueError):
+        if not path.is_file():
             return None
+        try:
+            record = _read_json(path, "divergence record")
+            if not isinstance(record, dict) or record.get("config_hash") not in (None, config_hash(cfg)):
+                raise CorruptRunError(f"divergence record {path} belongs to another config")
+        except (CorruptRunError, OSError) as err:
+            set_aside(path, str(err), then="the run will be trained again")
+            return None
+        return record
+
+    def final_model(self, cfg: ExperimentConfig, seed: int) -> Path:
+        """The final model (``final.pt``) of the stored run (cfg, seed), checked against the run's record.
+
+        Raises:
+            FileNotFoundError: no final model (the checkpoint cache was cleared). CorruptRunError: the file is
+            not the one the run wrote (the run is set aside, to be trained again).
+        """
+        path = self.checkpoint_dir(cfg, seed) / "final.pt"
+        if not path.is_file():
+            raise FileNotFoundError(f"no final model of run {self.run_dir(cfg, seed)} at {path}")
+        try:
+            verify_final_model(self.run_dir(cfg, seed), path)
+        except CorruptRunError as err:
+            set_aside(self.run_dir(cfg, seed), str(err), then="the run will be trained again")
+            raise
+        return path
 
     def save_diverged(
         self, cfg: ExperimentConfig, seed: int, error: BaseException, wall_time_s: float
@@ -318,6 +371,15 @@ class RunStore:
         _write_history(tmp / "history.csv", result.history)
         _write_json(tmp / "provenance.json", provenance(result.device, result.wall_time_s, result.precision))
         _write_json(tmp / "metrics.json", metrics)
+        model = RunStore.checkpoint_dir(cfg, result.seed) / "final.pt"
+        record = {
+            "run_key": final.parent.name,
+            "seed": result.seed,
+            "config_hash": result.config_hash,
+            "files": {name: sha256_file(tmp / name) for name in _RUN_FILES},
+            "final_model": _model_digest(model) if model.is_file() else None,
+        }
+        _write_json(tmp / RECORD_FILE, record)
         if final.exists():  # --force: replace the old run
             old = final.with_name(f".{final.name}.old-{os.getpid()}")
             os.replace(final, old)
@@ -327,13 +389,126 @@ class RunStore:
             os.replace(tmp, final)
 
 
-def load_run_dir(run_dir: str | os.PathLike) -> RunResult | None:
-    """Read a stored run folder; None if it does not hold a finished run."""
+def _model_digest(path: Path) -> str:
+    """sha256 of a model file: its checksum sidecar when it has one (written with it), else its bytes."""
+    try:
+        return sidecar(path).read_text().strip()
+    except FileNotFoundError:
+        return sha256_file(path)
+
+
+def verify_run_dir(
+    run_dir: str | os.PathLike,
+    *,
+    key: str | None = None,
+    cfg_hash: str | None = None,
+    seed: int | None = None,
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]:
+    """Check a stored run folder and return its (metrics.json, config.json, checksums.json or None) contents.
+
+    Checks every file against ``checksums.json`` (when the run has one), that ``config.json`` has the config
+    hash recorded in ``metrics.json``, and, where given, the run ``key`` (the folder's parent), ``cfg_hash`` and
+    ``seed`` asked for.
+
+    Raises:
+        CorruptRunError: naming the file that fails and how.
+    """
     d = Path(run_dir)
-    if not (d / "metrics.json").is_file():
+    record = None
+    if (d / RECORD_FILE).is_file():
+        record = _read_json(d / RECORD_FILE, "run record")
+        if not isinstance(record, dict) or not isinstance(record.get("files"), dict):
+            raise CorruptRunError(f"run record {d / RECORD_FILE} does not list the run's files")
+        for name, digest in record["files"].items():
+            f = d / name
+            if not f.is_file():
+                raise CorruptRunError(f"{f} is missing from the stored run")
+            if sha256_file(f) != digest:
+                raise CorruptRunError(
+                    f"{f} does not match its checksum in {d / RECORD_FILE} (edited or damaged)"
+                )
+        if record.get("run_key") != d.parent.name or record.get("seed") != _seed_of(d):
+            raise CorruptRunError(
+                f"{d / RECORD_FILE} records run {record.get('run_key')}/seed{record.get('seed')}, but the folder is "
+                f"{d.parent.name}/{d.name} (moved or copied by hand?)"
+            )
+    metrics = _read_json(d / "metrics.json", "metrics file")
+    if not isinstance(metrics, dict):
+        raise CorruptRunError(
+            f"metrics file {d / 'metrics.json'} holds a {type(metrics).__name__}, not a run's metrics"
+        )
+    missing = [k for k in _METRICS_KEYS if k not in metrics]
+    if missing:
+        raise CorruptRunError(f"metrics file {d / 'metrics.json'} lacks {missing}")
+    if not (d / "config.json").is_file():
+        raise CorruptRunError(f"{d / 'config.json'} is missing from the stored run")
+    config = _read_json(d / "config.json", "config file")
+    try:
+        stored_hash = config_hash(ExperimentConfig.from_dict(config))
+    except (TypeError, ValueError, AttributeError) as err:
+        raise CorruptRunError(f"config file {d / 'config.json'} is not a dmllab config ({err})") from None
+    if stored_hash != metrics["config_hash"]:
+        raise CorruptRunError(
+            f"config file {d / 'config.json'} does not match the run: its config hash is {stored_hash}, the run's "
+            f"metrics.json records {metrics['config_hash']} (edited by hand?)"
+        )
+    if record is not None and record.get("config_hash") != metrics["config_hash"]:
+        raise CorruptRunError(f"{d / 'metrics.json'} and {d / RECORD_FILE} record different config hashes")
+    if key is not None and d.parent.name != key:
+        raise CorruptRunError(f"{d} is not a folder of run {key}")
+    if cfg_hash is not None and metrics["config_hash"] != cfg_hash:
+        raise CorruptRunError(
+            f"{d / 'metrics.json'} records config hash {metrics['config_hash']}, but the run asked for has "
+            f"{cfg_hash} (a folder copied under another key?)"
+        )
+    if seed is not None and (metrics["seed"] != seed or d.name != f"seed{seed}"):
+        raise CorruptRunError(f"{d / 'metrics.json'} records seed {metrics['seed']}, not seed {seed}")
+    return metrics, config, record
+
+
+def _seed_of(d: Path) -> int | None:
+    return int(d.name[4:]) if d.name.startswith("seed") and d.name[4:].isdigit() else None
+
+
+def verify_final_model(run_dir: str | os.PathLike, model: str | os.PathLike) -> None:
+    """Check ``model`` (a run's ``final.pt``) against the digest in the run's ``checksums.json`` (runs of an
+    older dmllab have none: nothing to check).
+
+    Raises:
+        CorruptRunError: the file is not the one the run wrote, naming both.
+    """
+    record_file = Path(run_dir) / RECORD_FILE
+    if not record_file.is_file():
+        return
+    expected = _read_json(record_file, "run record").get("final_model")
+    if expected and sha256_file(model) != expected:
+        raise CorruptRunError(
+            f"final model {model} is not the one run {Path(run_dir).parent.name}/{Path(run_dir).name} wrote "
+            f"(its sha256 differs from {record_file}): damaged or replaced"
+        )
+
+
+def load_run_dir(
+    run_dir: str | os.PathLike,
+    *,
+    key: str | None = None,
+    cfg_hash: str | None = None,
+    seed: int | None = None,
+) -> RunResult | None:
+    """Read a stored run folder; None if it does not hold a finished run. Verified by :func:`verify_run_dir`
+    (``key``, ``cfg_hash``, ``seed``: what the run must be).
+
+    Raises:
+        CorruptRunError: the folder holds a damaged run (naming the file).
+    """
+    d = Path(run_dir)
+    if not (d / "metrics.json").is_file() and not (d / RECORD_FILE).is_file():
         return None
-    m = json.loads((d / "metrics.json").read_text())
-    history = _read_history(d / "history.csv") if (d / "history.csv").is_file() else []
+    m, _, _ = verify_run_dir(d, key=key, cfg_hash=cfg_hash, seed=seed)
+    try:
+        history = _read_history(d / "history.csv") if (d / "history.csv").is_file() else []
+    except (ValueError, UnicodeDecodeError, csv.Error) as err:
+        raise CorruptRunError(f"history file {d / 'history.csv'} cannot be read ({err})") from None
     return RunResult(
         metrics=m["metrics"],
         history=history,
@@ -347,6 +522,109 @@ def load_run_dir(run_dir: str | os.PathLike) -> RunResult | None:
         cached=True,
         precision=m.get("precision"),
     )
+
+
+# ------------------------------------------------------------------------------------------------ locks
+def _process_start(pid: int) -> str | None:
+    """The start time of process ``pid`` (field 22 of /proc/<pid>/stat, clock ticks since boot), None where
+    /proc cannot say."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            text = fh.read()
+    except OSError:
+        return None
+    return text.rsplit(")", 1)[-1].split()[19]  # fields after the command name; starttime is the 22nd field
+
+
+def _boot_id() -> str | None:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as fh:
+            return fh.read().strip()
+    except OSError:
+        return None
+
+
+def _holder_info() -> dict[str, Any]:
+    pid = os.getpid()
+    return {"pid": pid, "start": _process_start(pid), "boot": _boot_id(), "since": time.time()}
+
+
+def _holder_alive(info: dict[str, Any]) -> bool:
+    """Whether the process recorded in a lock file still runs (a pid reused by another process, or one of an
+    earlier boot, does not count)."""
+    pid = info.get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return True  # nothing to judge by: keep waiting
+    if info.get("boot") and _boot_id() and info["boot"] != _boot_id():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's live process
+    start = _process_start(pid)
+    return not (info.get("start") and start and start != info["start"])
+
+
+def _read_holder(fh: Any) -> dict[str, Any]:
+    try:
+        fh.seek(0)
+        info = json.loads(fh.read() or "{}")
+        return info if isinstance(info, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _acquire(d: Path, path: Path, name: str) -> Any:
+    """Lock ``path`` (exclusive ``flock``) and write this process into it; see :meth:`RunStore.lock`."""
+    said = False
+    while True:
+        with naming(d, "writing"):
+            d.mkdir(parents=True, exist_ok=True)
+        try:
+            with naming(path, "writing"):
+                fh = open(path, "a+")  # noqa: SIM115  (returned, closed by the caller)
+        except FileNotFoundError:  # the folder was removed by the previous holder meanwhile
+            continue
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_holder(fh)
+            if holder and not _holder_alive(holder):
+                warn(
+                    f"run {name}: the lock {path} is held for pid {holder.get('pid')}, which is no longer running; "
+                    "taking it over"
+                )
+                try:  # only the file we opened: a new holder's fresh lock file stays
+                    if os.stat(path).st_ino == os.fstat(fh.fileno()).st_ino:
+                        path.unlink()
+                except FileNotFoundError:
+                    pass
+                fh.close()
+                continue
+            if not said:
+                since = holder.get("since")
+                when = f", since {time.strftime('%H:%M:%S', time.localtime(since))}" if since else ""
+                warn(
+                    f"run {name} is being trained by another process (pid {holder.get('pid', '?')}{when}; lock "
+                    f"{path}): waiting for it, then reading its result"
+                )
+                said = True
+            fh.close()
+            time.sleep(_LOCK_POLL_S)
+            continue
+        try:
+            if os.stat(path).st_ino == os.fstat(fh.fileno()).st_ino:
+                fh.seek(0)
+                fh.truncate()
+                fh.write(json.dumps(_holder_info()))
+                fh.flush()
+                return fh
+        except FileNotFoundError:
+            pass
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        fh.close()  # we locked a file the previous holder had already removed: try again
 
 
 def run(
@@ -365,9 +643,10 @@ def run(
 
     Raises:
         DivergedRunError: the store records this run as diverged (without ``force``: nothing is trained).
-        NonFiniteLossError, NonFiniteEmbeddingError: the run diverged now; the store records it (module docstring).
+        NonFiniteLossError, DegenerateEmbeddingError: the run diverged (or collapsed) now; the store records it
+            (module docstring).
     """
-    from dmllab.metrics import NonFiniteEmbeddingError
+    from dmllab.metrics import DegenerateEmbeddingError
     from dmllab.numerics import late_pin_message, stale_cache_message
 
     store = store or RunStore()
@@ -376,18 +655,29 @@ def run(
     for message in (late, stale_cache_message(paths.cache_dir(), store.root)):
         if message:
             warnings.warn(message, RuntimeWarning, stacklevel=2)
+
+    def stored_outcome() -> RunResult | None:
+        stored = store.load(cfg, seed)
+        if stored is not None:
+            return stored
+        record = store.diverged(cfg, seed)
+        if record is not None:
+            raise DivergedRunError(
+                f"run {run_key(cfg)}/seed{seed} is recorded as diverged ({record.get('error', '?')}); "
+                "force=True (`--force`) trains it again",
+                record,
+            )
+        return None
+
+    if not force:  # a stored run is read without the lock: a read-only store can be read
+        stored = stored_outcome()
+        if stored is not None:
+            return stored
     with store.lock(cfg, seed):
-        if not force:
-            stored = store.load(cfg, seed)
+        if not force:  # stored meanwhile by the process that held the lock?
+            stored = stored_outcome()
             if stored is not None:
                 return stored
-            record = store.diverged(cfg, seed)
-            if record is not None:
-                raise DivergedRunError(
-                    f"run {run_key(cfg)}/seed{seed} is recorded as diverged ({record.get('error', '?')}); "
-                    "force=True (`--force`) trains it again",
-                    record,
-                )
         parent_model = _parent_model(cfg, seed, store, progress) if parent_config(cfg) is not None else None
         ckpt_dir = store.checkpoint_dir(cfg, seed)
         if force:
@@ -404,7 +694,7 @@ def run(
                 final_model=ckpt_dir / "final.pt",
                 init_from=parent_model,
             )
-        except (NonFiniteLossError, NonFiniteEmbeddingError) as err:
+        except (NonFiniteLossError, DegenerateEmbeddingError) as err:
             store.save_diverged(cfg, seed, err, time.perf_counter() - start)  # last good checkpoint kept
             raise
         result.run_dir = str(store.save(cfg, seed, result))
@@ -421,6 +711,12 @@ def _parent_model(cfg: ExperimentConfig, seed: int, store: RunStore, progress: b
     parent = parent_config(cfg)
     run(parent, seed, store, progress=progress)
     path = store.checkpoint_dir(parent, seed) / "final.pt"
+    if path.is_file():
+        try:
+            return store.final_model(parent, seed)  # checked against the parent's record
+        except CorruptRunError:  # set aside (said on stderr): the parent is trained again
+            run(parent, seed, store, progress=progress)
+            return path
     if not path.is_file():
         warnings.warn(
             f"the parent run {run_key(parent)}/seed{seed} of this fine-tune is stored but its final model {path} "

@@ -58,8 +58,10 @@ def resolve_num_workers(value: int | str) -> int:
 
 def check_embeddings(emb: torch.Tensor, split: str | None) -> None:
     """Refuse embeddings no metric can be trusted on: NaN/inf, or so large that their float32 squared
-    distances overflow (|x|^2 > 3.4e38), the state of a diverged model. Raises NonFiniteEmbeddingError."""
-    from dmllab.metrics import NonFiniteEmbeddingError
+    distances overflow (|x|^2 > 3.4e38), the state of a diverged model (NonFiniteEmbeddingError); or collapsed
+    onto one point (:mod:`dmllab.metrics.evaluator`, "Safety rules"; CollapsedEmbeddingError), a failed model
+    whose metrics would only measure the tie rule. The run store records either like a diverged run."""
+    from dmllab.metrics import CollapsedEmbeddingError, NonFiniteEmbeddingError, is_collapsed
 
     where = f"split {split!r}" if split else "the evaluated split"
     if not bool(torch.isfinite(emb).all()):
@@ -71,6 +73,12 @@ def check_embeddings(emb: torch.Tensor, split: str | None) -> None:
         raise NonFiniteEmbeddingError(
             f"the embeddings of {where} reach |x| = {sq**0.5:.3g}: their squared distances overflow float32, "
             "the model diverged and the run is not stored; lower the learning rate or keep gradient clipping on"
+        )
+    if is_collapsed(emb):
+        raise CollapsedEmbeddingError(
+            f"the {emb.shape[0]} embeddings of {where} are collapsed onto one point (every coordinate varies by "
+            "less than about 1e-5 of its magnitude): the model failed and the run is not stored; lower the "
+            "learning rate or check the loss settings"
         )
 
 

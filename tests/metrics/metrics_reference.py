@@ -1,14 +1,17 @@
-"""Brute-force references for the metric tests (imported by test_metrics_*.py): full distance matrix + stable argsort, straight from the
-definitions (ties broken by reference index, queries without positives are Recall misses and are left out
-of the MLRC means)."""
+"""Brute-force references for the metric tests (imported by test_metrics_*.py): full distance matrix + a sort,
+straight from the definitions (a tie counts against the positive: among equal distances the negatives come
+first; queries without positives are Recall misses and are left out of the MLRC means; no positive at all:
+NaN)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 
-def brute_force_ranking(query, ref, *, leave_one_out: bool, distance: str) -> np.ndarray:
-    """(Nq, N_candidates) reference indices in stable (distance, index) order, self removed."""
+def brute_force_ranking(query, ref, *, leave_one_out: bool, distance: str, rel=None) -> np.ndarray:
+    """(Nq, N_candidates) reference indices in (distance, positive, index) order, self removed: with ``rel``
+    (Nq, N_ref) bool (which references are positives), the negatives come first among equal distances (the
+    tie rule); without it, ties by index (a stable sort)."""
     q = np.asarray(query, dtype=np.float64)
     r = np.asarray(ref, dtype=np.float64)
     if distance == "euclidean":
@@ -16,8 +19,11 @@ def brute_force_ranking(query, ref, *, leave_one_out: bool, distance: str) -> np
     else:
         qn = q / np.linalg.norm(q, axis=1, keepdims=True)
         rn = r / np.linalg.norm(r, axis=1, keepdims=True)
-        dist = 1.0 - qn @ rn.T
-    order = np.argsort(dist, axis=1, kind="stable")
+        dist = ((qn[:, None, :] - rn[None, :, :]) ** 2).sum(-1)  # 2 - 2 cos, the same for identical rows
+    if rel is None:
+        order = np.argsort(dist, axis=1, kind="stable")
+    else:
+        order = np.stack([np.lexsort((rel[i], dist[i])) for i in range(len(dist))])
     if leave_one_out:
         order = np.stack([row[row != i] for i, row in enumerate(order)])
     return order
@@ -30,7 +36,8 @@ def brute_force_metrics(query, qlabels, ref=None, rlabels=None, *, ks=(1, 2, 4, 
         ref, rlabels = query, qlabels
     qlabels = np.asarray(qlabels)
     rlabels = np.asarray(rlabels)
-    order = brute_force_ranking(query, ref, leave_one_out=leave_one_out, distance=distance)
+    positive = rlabels[None, :] == qlabels[:, None]
+    order = brute_force_ranking(query, ref, leave_one_out=leave_one_out, distance=distance, rel=positive)
     recall = {k: 0 for k in ks}
     p1, rp, mapr, n_pos = [], [], [], 0
     for i, row in enumerate(order):
@@ -48,7 +55,7 @@ def brute_force_metrics(query, qlabels, ref=None, rlabels=None, *, ks=(1, 2, 4, 
     n = len(order)
     mean = (lambda v: float(np.mean(v))) if n_pos else (lambda v: float("nan"))
     return {
-        "recall": {k: v / n for k, v in recall.items()},
+        "recall": {k: (v / n if n_pos else float("nan")) for k, v in recall.items()},
         "P@1": mean(p1),
         "RP": mean(rp),
         "MAP@R": mean(mapr),

@@ -49,33 +49,55 @@ def test_random_clustered_matches_brute_force(rng, dtype):
     assert 0 < res.recall[1] < res.recall[16] <= 1
 
 
-def test_ties_and_duplicates_follow_stable_index_order(rng):
+def test_ties_and_duplicates_follow_the_tie_rule_whatever_the_order(rng):
     x, y = integer_ties(rng)
     res = retrieval_metrics(x, y, ks=KS, mlrc=True, chunk_size=37)  # float32: exact on small integers
     ref = brute_force_metrics(x, y, ks=KS)
     assert_matches(res, ref)
     assert res.num_queries_with_positive == len(y) - 3
-    # the tie rule matters on this data: reversing the data order (= breaking ties by decreasing index)
-    # changes the metrics, so the test above does exercise tie handling
-    rev = brute_force_metrics(x[::-1], y[::-1], ks=KS)
-    assert rev["recall"] != ref["recall"] and rev["MAP@R"] != ref["MAP@R"]
+    # any order of the samples gives the same metrics
+    for seed in range(3):
+        perm = np.random.default_rng(seed).permutation(len(y))
+        assert retrieval_metrics(x[perm], y[perm], ks=KS, mlrc=True, chunk_size=37) == res
+    # the tie rule matters on this data: breaking ties by index instead changes the metrics
+    from metrics_reference import brute_force_ranking
+
+    order = brute_force_ranking(x, x, leave_one_out=True, distance="euclidean")
+    by_index = np.mean([(y[row[:4]] == y[i]).any() for i, row in enumerate(order)])
+    assert by_index != res.recall[4]
 
 
 def test_tie_rule_by_hand():
     # point 0 at the origin; 1 (other class) and 2 (same class) both at squared distance 1 from it.
     x = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
     y = np.array([0, 1, 0])
-    # query 0: stable order ref 1 (neg) before ref 2 (pos) -> R@1 miss, R@2 hit;
+    # query 0: the negative 1 ties with the positive 2 and comes first -> R@1 miss, R@2 hit;
     # query 1: no positive -> miss; query 2: ref 0 (pos, d=1) before ref 1 (neg, d=2) -> hit.
-    res = retrieval_metrics(x, y, ks=(1, 2), mlrc=True, chunk_size=1)
+    with pytest.warns(UserWarning, match="1 of 3 queries have no positive"):
+        res = retrieval_metrics(x, y, ks=(1, 2), mlrc=True, chunk_size=1)
     assert res.recall == {1: 1 / 3, 2: 2 / 3}
     assert res.precision_at_1 == 0.5
     assert res.map_at_r == 0.5  # query 0: R = 1 and its positive is 2nd, outside the first R -> 0
-    # reorder so that the tied positive has the smaller index: now it comes first for query 0.
-    order = [0, 2, 1]
-    res2 = retrieval_metrics(x[order], y[order], ks=(1,), mlrc=True)
-    assert res2.recall[1] == pytest.approx(2 / 3)
-    assert res2.precision_at_1 == 1.0
+    # any order gives the same: the tied positive never comes first
+    for order in ([0, 2, 1], [2, 1, 0], [1, 0, 2]):
+        res2 = retrieval_metrics(x[order], y[order], ks=(1, 2), mlrc=True)
+        assert res2 == res
+
+
+def test_collapsed_embeddings_are_refused_or_follow_the_tie_rule(rng):
+    from dmllab.metrics import CollapsedEmbeddingError
+
+    y = np.repeat(np.arange(5), 4)  # 5 classes of 4: 3 positives and 16 negatives per query
+    x = np.ones((20, 8), dtype=np.float32)
+    with pytest.raises(CollapsedEmbeddingError, match="collapsed"):
+        retrieval_metrics(x, y)
+    with pytest.raises(CollapsedEmbeddingError, match="collapsed"):
+        evaluate(x, y, metrics=("nmi",))
+    # allowed: every reference ties, so the 16 negatives come first whatever the order
+    for perm in (np.arange(20), rng.permutation(20), np.argsort(y, kind="stable")[::-1]):
+        res = retrieval_metrics(x[perm], y[perm], ks=(1, 4, 16, 17), mlrc=True, allow_collapsed=True)
+        assert res.recall == {1: 0.0, 4: 0.0, 16: 0.0, 17: 1.0}
+        assert res.precision_at_1 == 0.0 and res.map_at_r == 0.0
 
 
 def test_gallery_mode_inshop_style(rng):
@@ -170,15 +192,21 @@ def test_mlrc_vs_pytorch_metric_learning(rng, distance):
 
 
 def test_queries_without_positive():
-    x = np.array([[0.0], [1.0], [2.0], [10.0]])
+    x = np.array([[0.0], [1.0], [2.5], [10.0]])
     y = np.array([0, 0, 1, 2])  # queries 2 and 3 have no positive
-    res = retrieval_metrics(x, y, ks=(1, 3), mlrc=True)
+    with pytest.warns(UserWarning, match="2 of 4 queries have no positive"):
+        res = retrieval_metrics(x, y, ks=(1, 3), mlrc=True)
     assert res.recall == {1: 0.5, 3: 0.5}  # misses count in the denominator
     assert res.num_queries_with_positive == 2
     assert res.precision_at_1 == 1.0 and res.map_at_r == 1.0  # lone queries left out
-    with pytest.warns(UserWarning, match="no query has a positive"):
-        res = retrieval_metrics(x[2:], y[2:], ks=(1,), mlrc=True)
-    assert res.recall == {1: 0.0} and math.isnan(res.map_at_r)
+    for kw in (dict(mlrc=True), dict(mlrc=False)):  # every path: NaN and a warning
+        with pytest.warns(UserWarning, match="no query has a positive"):
+            res = retrieval_metrics(x[2:], y[2:], ks=(1,), **kw)
+        assert math.isnan(res.recall[1])
+    assert math.isnan(res.map_at_r if res.map_at_r is not None else float("nan"))
+    with pytest.warns(UserWarning, match="share one label map"):  # gallery labels of another label map
+        res = retrieval_metrics(x, y, gallery=x, gallery_labels=y + 10, ks=(1,))
+    assert math.isnan(res.recall[1])
 
 
 def test_k_larger_than_references_warns():

@@ -43,6 +43,7 @@ def test_overrides_coerce_types():
             "run.two_stage=false",
             "model.k=3",
             "loss.prob=false",
+            "schedule.scheduler=multistep",
             "schedule.milestones=3,7",
         ],
     )

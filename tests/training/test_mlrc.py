@@ -130,7 +130,10 @@ def test_new_loss_fields_keep_old_hashes_and_validate(smoke_cfg):
         smoke_cfg, ["loss.ps_pairing=sorted", "loss.regularizer=none", "loss.mixup_alpha=0.5"]
     )
     assert config_hash(same) == base
-    assert config_hash(apply_overrides(smoke_cfg, ["loss.ps_pairing=random"])) != base
+    ps = apply_overrides(smoke_cfg, ["loss.synthesis=true"])
+    assert config_hash(apply_overrides(ps, ["loss.ps_pairing=random"])) != config_hash(ps)
+    with pytest.raises(ValueError, match="loss.ps_pairing does nothing in this config"):
+        apply_overrides(smoke_cfg, ["loss.ps_pairing=random"])  # without Proxy Synthesis
     with pytest.raises(ValueError, match="valid"):
         apply_overrides(smoke_cfg, ["loss.regularizer=cutmix"])
 

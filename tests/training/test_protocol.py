@@ -91,6 +91,7 @@ def test_same_seed_same_metrics_and_store_returns_cached(smoke_cfg, tmp_path):
         "history.csv",
         "config.json",
         "provenance.json",
+        "checksums.json",
     }
     rows = result_rows(again, experiment="smoke", paper="proxynca++", artifact="test", cfg=smoke_cfg)
     assert {r["metric"] for r in rows} == set(first.metrics)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from dmllab.metrics import NonFiniteEmbeddingError
+from dmllab.metrics import CollapsedEmbeddingError, NonFiniteEmbeddingError
 from dmllab.training import RunStore, Trainer, apply_overrides, presets, run
 from dmllab.training.config import ConfigValueError, check_value, validate
 from dmllab.training.protocol import CorruptCheckpointError, _resume_state, _save_atomic, load_checkpoint
@@ -55,8 +55,10 @@ def test_validate_is_reusable_and_called_by_the_trainer(smoke_cfg):
     check_value("loss.temperature", 0.05)
     with pytest.raises(ConfigValueError, match="loss.temperature"):
         check_value("loss.temperature", float("inf"))
-    with pytest.raises(ConfigValueError, match="NaN"):
+    with pytest.raises(ConfigValueError, match="loss.margin must be a finite number, got nan"):
         check_value("loss.margin", float("nan"))
+    with pytest.raises(ConfigValueError, match="NaN"):  # a key without a rule of its own
+        check_value("loss.some_weight", float("nan"))
     bad = smoke_cfg.replace("schedule.epochs", 0)  # replace() does not validate; the trainer does
     with pytest.raises(ConfigValueError, match="schedule.epochs"):
         Trainer(bad, progress=False)
@@ -140,13 +142,14 @@ def test_full_disk_leaves_no_temporary_folder(smoke_cfg, tmp_path, monkeypatch):
 
 
 def test_atomic_checkpoint_write_cleans_up(tmp_path, monkeypatch):
-    def failing_save(obj, path):
-        Path(path).write_bytes(b"partial")
+    def failing_save(obj, fh):
+        fh.write(b"partial")
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(torch, "save", failing_save)
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match="last.pt") as info:
         _save_atomic({"a": 1}, tmp_path / "last.pt")
+    assert info.value.filename == str(tmp_path / "last.pt")  # the full disk names the file being written
     assert list(tmp_path.iterdir()) == []
 
 
@@ -172,7 +175,7 @@ def test_run_with_corrupt_last_pt_completes(smoke_cfg, tmp_path, capsys):
     cfg = smoke_cfg.replace("schedule.epochs", 1).replace("run.two_stage", False)
     store = RunStore(tmp_path / "runs")
     ckpt = store.checkpoint_dir(cfg, 0) / "last.pt"
-    ckpt.parent.mkdir(parents=True)
+    ckpt.parent.mkdir(parents=True, exist_ok=True)  # another test may have trained this key in the session cache
     ckpt.write_bytes(b"truncated")
     res = run(cfg, seed=0, store=store, progress=False)
     assert not res.cached and (ckpt.parent / "last.pt.corrupt").is_file()
@@ -184,9 +187,16 @@ def test_check_embeddings_refuses_diverged_models():
     check_embeddings(torch.randn(5, 3), "val")
     with pytest.raises(NonFiniteEmbeddingError, match="split 'test' contain NaN"):
         check_embeddings(torch.tensor([[1.0, math.nan]]), "test")
-    check_embeddings(torch.full((2, 2), 1e19), "test")  # |x|^2 = 2e38: still representable
+    check_embeddings(torch.tensor([[1e19, 1e19], [0.0, 0.0]]), "test")  # |x|^2 = 2e38: still representable
     with pytest.raises(NonFiniteEmbeddingError, match=r"reach \|x\| = 4.24e\+19.*overflow float32"):
-        check_embeddings(torch.full((2, 2), 3e19), "test")
+        check_embeddings(torch.tensor([[3e19, 3e19], [0.0, 0.0]]), "test")
+    with pytest.raises(CollapsedEmbeddingError, match="split 'val' are collapsed"):
+        check_embeddings(torch.full((4, 3), 0.25), "val")
+    with pytest.raises(CollapsedEmbeddingError, match="collapsed"):  # nearly: rounding-level differences
+        check_embeddings(torch.full((4, 3), 2.0) + 1e-6 * torch.randn(4, 3), "val")
+    check_embeddings(
+        torch.full((4, 3), 2.0) + 1e-3 * torch.randn(4, 3), "val"
+    )  # a bad model, not a failed one
 
 
 def test_diverged_run_is_recorded_not_stored_and_not_retrained(smoke_cfg, tmp_path):
@@ -220,6 +230,26 @@ def test_diverged_run_is_recorded_not_stored_and_not_retrained(smoke_cfg, tmp_pa
     result = run(cfg, seed=0, store=store, progress=False, force=True)  # force retrains (here: no NaN hook)
     assert store.load(cfg, 0) is not None and store.diverged(cfg, 0) is None
     assert "R@1" in result.metrics
+
+
+def test_collapsed_run_is_recorded_like_a_diverged_one(smoke_cfg, tmp_path):
+    from dmllab.training import DivergedRunError
+
+    cfg = smoke_cfg.replace("schedule.epochs", 1).replace("run.two_stage", False)
+
+    class Collapse:  # after the last epoch the head maps every image to its bias: one point
+        def on_epoch_end(self, trainer, epoch, row):
+            with torch.no_grad():
+                for name, p in trainer.model.head.named_parameters():
+                    p.fill_(0.0 if "weight" in name else 0.5)
+
+    store = RunStore(tmp_path / "runs")
+    with pytest.raises(CollapsedEmbeddingError, match="collapsed"):
+        run(cfg, seed=0, store=store, hooks=(Collapse(),), progress=False)
+    assert store.load(cfg, 0) is None
+    assert store.diverged(cfg, 0)["error"].startswith("CollapsedEmbeddingError")
+    with pytest.raises(DivergedRunError, match="recorded as diverged"):
+        run(cfg, seed=0, store=store, progress=False)
 
 
 # ------------------------------------------------------------------------------------------------ loaders
