@@ -56,11 +56,13 @@ def resolve_num_workers(value: int | str) -> int:
     return int(value)
 
 
-def check_embeddings(emb: torch.Tensor, split: str | None) -> None:
+def check_embeddings(emb: torch.Tensor, split: str | None, allow_collapsed: bool = False) -> None:
     """Refuse embeddings no metric can be trusted on: NaN/inf, or so large that their float32 squared
     distances overflow (|x|^2 > 3.4e38), the state of a diverged model (NonFiniteEmbeddingError); or collapsed
     onto one point (:mod:`dmllab.metrics.evaluator`, "Safety rules"; CollapsedEmbeddingError), a failed model
-    whose metrics would only measure the tie rule. The run store records either like a diverged run."""
+    whose metrics would only measure the tie rule. The run store records either like a diverged run.
+    ``allow_collapsed``: a fast dev run, whose few steps from a random trunk may well leave the embeddings
+    collapsed; it checks the code path, not the model."""
     from dmllab.metrics import CollapsedEmbeddingError, NonFiniteEmbeddingError, is_collapsed
 
     where = f"split {split!r}" if split else "the evaluated split"
@@ -74,7 +76,7 @@ def check_embeddings(emb: torch.Tensor, split: str | None) -> None:
             f"the embeddings of {where} reach |x| = {sq**0.5:.3g}: their squared distances overflow float32, "
             "the model diverged and the run is not stored; lower the learning rate or keep gradient clipping on"
         )
-    if is_collapsed(emb):
+    if not allow_collapsed and is_collapsed(emb):
         raise CollapsedEmbeddingError(
             f"the {emb.shape[0]} embeddings of {where} are collapsed onto one point (every coordinate varies by "
             "less than about 1e-5 of its magnitude): the model failed and the run is not stored; lower the "
@@ -751,7 +753,7 @@ class Trainer:
                 channels_last=self.channels_last,
                 keep_on_device=self.device.type == "cuda",
             )
-            check_embeddings(emb, name)
+            check_embeddings(emb, name, allow_collapsed=self.fast_dev > 0)
             return emb, lab
 
         if query_split is not None:
@@ -771,6 +773,7 @@ class Trainer:
             ks=tuple(ks or r.ks),
             distance=r.distance,
             nmi_average=r.nmi_average,
+            allow_collapsed=r.fast_dev_run > 0,  # check_embeddings
         )
 
     def _metrics(
@@ -791,6 +794,7 @@ class Trainer:
                 labels,
                 metrics=("nmi",),
                 nmi_average=kw.get("nmi_average", self.cfg.run.nmi_average),
+                allow_collapsed=kw["allow_collapsed"],
             )
         )
         return out
