@@ -3,8 +3,9 @@ reference cells and figures (:class:`Artifact`), discovered by :mod:`dmllab.expe
 placed and read through :class:`Lookup` (:mod:`dmllab.experiments.lookup`), and what artifacts share is in
 :mod:`dmllab.experiments.kit`."""
 
-from dmllab.experiments.artifact import PAPER_TITLES, PAPERS, Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.artifact import PAPER_TITLES, PAPERS, Artifact, Claim, Figure, Run
 from dmllab.experiments.lookup import Lookup, MissingRunError
+from dmllab.experiments.params import Params
 from dmllab.experiments.registry import all_artifacts, get, names, select
 
 __all__ = [

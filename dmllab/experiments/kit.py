@@ -15,7 +15,8 @@ from dataclasses import replace
 from typing import Any
 
 from dmllab.experiments.arrays import arrays_to_frame
-from dmllab.experiments.artifact import STAND_IN_DATASET, Params, Run
+from dmllab.experiments.artifact import STAND_IN_DATASET, Run
+from dmllab.experiments.params import Params
 from dmllab.profiles import PROFILES
 
 TOY_PROFILES = ("smoke", "quick")

@@ -8,9 +8,10 @@ import math
 from typing import Any
 
 from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.compare import paired
 from dmllab.experiments.lookup import Lookup
+from dmllab.experiments.params import Params
 
 METHOD, DATASET = "proxynca++", "synthetic"
 VARIANTS = ("untrained", "pre-trained only", "ProxyNCA++")

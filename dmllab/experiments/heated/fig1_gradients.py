@@ -7,9 +7,10 @@ from collections.abc import Callable
 from typing import Any
 
 from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params
+from dmllab.experiments.artifact import Artifact, Claim, Figure
 from dmllab.experiments.kit import over_seeds
 from dmllab.experiments.lookup import Lookup
+from dmllab.experiments.params import Params
 
 _COMMON = {
     "alpha_min": 0.01,

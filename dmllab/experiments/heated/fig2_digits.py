@@ -6,10 +6,11 @@ from typing import Any
 
 from dmllab.experiments import kit
 from dmllab.experiments.arrays import frame_to_arrays
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params
+from dmllab.experiments.artifact import Artifact, Claim, Figure
 from dmllab.experiments.compare import paired
 from dmllab.experiments.kit import over_seeds
 from dmllab.experiments.lookup import Lookup
+from dmllab.experiments.params import Params
 
 _COMMON = {"alpha": 4.0, "hidden": [256, 128], "lr": 0.001}
 LN, SM = {"variant": "LN alpha=4"}, {"variant": "SM"}

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
+from dmllab.experiments.params import Params
 from dmllab.experiments.pnpp import _common as C
 
 BEST = 1 / 9  # the paper's optimum (and the preset's T)

@@ -6,9 +6,10 @@ from pathlib import Path
 from typing import Any
 
 from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.compare import paired
 from dmllab.experiments.lookup import Lookup
+from dmllab.experiments.params import Params
 from dmllab.experiments.pnpp import _common as C
 
 POOLING = {"GMP": {}, "GAP": {"max": False}}  # ProxyNCA++ and its -max configuration (Table 7)

@@ -6,8 +6,9 @@ import math
 from typing import Any
 
 from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params
+from dmllab.experiments.artifact import Artifact, Claim, Figure
 from dmllab.experiments.lookup import Lookup
+from dmllab.experiments.params import Params
 
 
 def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:

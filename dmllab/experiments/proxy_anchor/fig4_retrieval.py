@@ -8,9 +8,10 @@ import numpy as np
 import pandas as pd
 
 from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.compare import paired
 from dmllab.experiments.lookup import Lookup
+from dmllab.experiments.params import Params
 from dmllab.experiments.proxy_anchor import fig1_convergence as conv
 from dmllab.experiments.proxy_anchor._common import differs
 

@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dmllab.experiments import kit
-from dmllab.experiments.artifact import Params, Run
+from dmllab.experiments.artifact import Run
+from dmllab.experiments.params import Params
 
 METHOD = "proxy_synthesis"
 # base -> (Table 6 row, Table F/H/J/L row, Table 4/G/I/K row); None where the table has no such row.

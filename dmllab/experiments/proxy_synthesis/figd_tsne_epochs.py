@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Figure, Params, Run
+from dmllab.experiments.artifact import Artifact, Figure, Run
 from dmllab.experiments.lookup import Lookup
+from dmllab.experiments.params import Params
 from dmllab.experiments.proxy_synthesis import _common as C
 
 

@@ -6,9 +6,10 @@ import time
 from typing import Any
 
 from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params
+from dmllab.experiments.artifact import Artifact, Claim, Figure
 from dmllab.experiments.compare import per_seed
 from dmllab.experiments.lookup import Lookup
+from dmllab.experiments.params import Params
 
 
 def _median_ms(fn: Any, repeats: int) -> float:
