@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments import kit
+from dmllab.experiments import analogue, figures
 from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.params import Params
 from dmllab.experiments.pnpp import _common as C
@@ -48,7 +48,7 @@ def _lowest(df: Any) -> Any:
 
 
 def _figure(tables: Any) -> Any:
-    return kit.sweep_figure(
+    return figures.sweep_figure(
         tables,
         "temperature",
         xlabel="temperature T (log)",
@@ -78,7 +78,7 @@ ARTIFACT = Artifact(
             "low temperature helps: R@1 at T = 1/9 above T = 1",
             lambda df: C.diff_at(df, "R@1", "temperature", BEST, 1.0),
             unit="R@1 points",
-            differs=kit.differs(
+            differs=analogue.differs(
                 "both temperatures at the other settings of the profile's ProxyNCA++", "proxynca++"
             ),
             arms=("proxynca++",),
@@ -88,7 +88,7 @@ ARTIFACT = Artifact(
             "lowering T beyond 1/9 hurts: R@1 at T = 1/9 above the lowest T swept",
             _lowest,
             unit="R@1 points",
-            differs=kit.differs(_grid, "proxynca++"),
+            differs=analogue.differs(_grid, "proxynca++"),
             arms=("proxynca++",),
             key="below_t9",
         ),

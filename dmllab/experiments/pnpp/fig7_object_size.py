@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dmllab.experiments import kit
+from dmllab.experiments import analogue
 from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.compare import paired
 from dmllab.experiments.lookup import Lookup
@@ -164,7 +164,7 @@ ARTIFACT = Artifact(
             "GMP beats GAP averaged over object-size bins (R@1)",
             lambda df: paired(df, "R@1", {"variant": "GMP"}, {"variant": "GAP"}),
             unit="R@1 points",
-            differs=kit.differs(_BINS, "proxynca++"),
+            differs=analogue.differs(_BINS, "proxynca++"),
             arms=("proxynca++",),
             key="gmp_mean",
         ),
@@ -172,7 +172,7 @@ ARTIFACT = Artifact(
             "GMP beats GAP on the smallest objects",
             _bin_effect("smallest"),
             unit="R@1 points",
-            differs=kit.differs(_BINS, "proxynca++"),
+            differs=analogue.differs(_BINS, "proxynca++"),
             arms=("proxynca++",),
             key="gmp_smallest",
         ),
@@ -180,7 +180,7 @@ ARTIFACT = Artifact(
             "GMP beats GAP on the largest objects",
             _bin_effect("largest"),
             unit="R@1 points",
-            differs=kit.differs(_BINS, "proxynca++"),
+            differs=analogue.differs(_BINS, "proxynca++"),
             arms=("proxynca++",),
             key="gmp_largest",
         ),

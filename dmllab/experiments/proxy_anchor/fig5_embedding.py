@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from dmllab.experiments import kit
+from dmllab.experiments import figures, kit
 from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.compare import extremes, per_seed
 from dmllab.experiments.params import Params
@@ -48,7 +48,7 @@ def _figure(tables: Any) -> Any:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    kit.errorbar_lines(ax, tables["rows"], "param_dim", "variant", logx=True)
+    figures.errorbar_lines(ax, tables["rows"], "param_dim", "variant", logx=True)
     ax.set_xlabel("embedding size")
     ax.set_title("R@1 against embedding size")
     return fig

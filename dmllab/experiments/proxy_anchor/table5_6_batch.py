@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments import kit
+from dmllab.experiments import figures, kit
 from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.compare import extremes
 from dmllab.experiments.lookup import Lookup
@@ -49,7 +49,7 @@ def _figure(tables: Any) -> Any:
 
     data = tables["rows"]
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    kit.errorbar_lines(ax, data, "param_batch_size", "dataset", logx=True)
+    figures.errorbar_lines(ax, data, "param_batch_size", "dataset", logx=True)
     ax.set_xlabel("batch size")
     ax.set_title("Proxy Anchor: R@1 against batch size")
     return fig

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments import kit
+from dmllab.experiments import figures, kit
 from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.compare import paired
 from dmllab.experiments.params import Params
@@ -122,7 +122,7 @@ def _plot_table2(tables: Any) -> Any:
     ):
         if len(data):
             data = data.assign(x=data[col].astype(float).map(lambda v: f"{v:g}"))
-            kit.mean_std_plot(ax, data.sort_values(col), "x")
+            figures.mean_std_plot(ax, data.sort_values(col), "x")
         ax.set_xlabel(col.removeprefix("param_").replace("lam", "lambda"))
         ax.set_title(title)
     axes[0].set_ylabel("R@1 (%), mean +- std over seeds")
