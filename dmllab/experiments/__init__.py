@@ -1,7 +1,7 @@
 """The experiment layer: every paper table and figure as one module declaring its runs, rows, claims,
 reference cells and figures (:class:`Artifact`), discovered by :mod:`dmllab.experiments.registry`; the runs are
 placed and read through :class:`Lookup` (:mod:`dmllab.experiments.lookup`), and what artifacts share is in
-:mod:`dmllab.experiments.kit`."""
+:mod:`dmllab.experiments.kit`, :mod:`dmllab.experiments.analogue` and :mod:`dmllab.experiments.figures`."""
 
 from dmllab.experiments.artifact import PAPER_TITLES, PAPERS, Artifact, Claim, Figure, Run
 from dmllab.experiments.lookup import Lookup, MissingRunError

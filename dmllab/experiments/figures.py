@@ -1,6 +1,6 @@
 """What artifacts' figures share: images of a dataset for a figure table (:func:`raw_dataset`,
 :func:`image_files`, :func:`figure_images`), t-SNE (:func:`tsne`, :func:`tsne_by_class`), and the standard figures
-(bars per variant, sweep curves, mean and std over seeds). Every figure is drawn from the tidy CSVs only.
+(bars per variant, sweep curves, mean and std over seeds), drawn from the tidy CSVs.
 """
 
 from __future__ import annotations
