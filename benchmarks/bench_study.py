@@ -41,7 +41,8 @@ VOLATILE = ("git_sha", "timestamp")
 
 _RUN = r"""
 import json, sys
-from dmllab.pipeline.study import format_summary, run_study
+from dmllab.pipeline.outcome import format_summary
+from dmllab.pipeline.study import run_study
 res = run_study(sys.argv[1], only=sys.argv[2] or None, jobs=sys.argv[3], say=lambda s: print(s, file=sys.stderr))
 print(format_summary(res), file=sys.stderr)
 runs = [r.wall_s for r in res.training if r.status in ("ok", "diverged")]

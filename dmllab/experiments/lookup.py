@@ -8,7 +8,7 @@ datasets' ``check_counts=False``, and for a fast dev run its limit ``run.fast_de
 plans :func:`planned_runs` and the notebook's :class:`Lookup` places every run it is asked about the same way, so
 a notebook reads exactly the runs the study trained, on every profile and machine.
 
-A :class:`Lookup` is built from the resolved :class:`~dmllab.experiments.artifact.Params` and gives an artifact's
+A :class:`Lookup` is built from the resolved :class:`~dmllab.experiments.params.Params` and gives an artifact's
 ``rows`` what a run left: its stored :class:`~dmllab.training.protocol.RunResult` (:meth:`Lookup.result`), tidy
 rows of its test metrics (:meth:`Lookup.rows`), its trained network (:meth:`Lookup.model`, the run's
 ``final.pt``), the trained loss's saved state (:meth:`Lookup.loss_state`) and the embeddings of a split under the
@@ -22,7 +22,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dmllab.experiments.artifact import Artifact, Params, Run
+from dmllab.experiments.artifact import Artifact, Run
+from dmllab.experiments.params import Params
 
 if TYPE_CHECKING:
     import torch

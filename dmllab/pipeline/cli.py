@@ -12,10 +12,12 @@ from dmllab.profiles import PROFILES
 
 def _study(args: argparse.Namespace) -> int:
     from dmllab.experiments import registry
-    from dmllab.pipeline.executors import SlurmOptions, resolve_jobs
+    from dmllab.pipeline.executors import SlurmOptions
     from dmllab.pipeline.fastdev import check_fast_dev, scratch_paths
+    from dmllab.pipeline.jobs import resolve_jobs
+    from dmllab.pipeline.outcome import format_summary
     from dmllab.pipeline.plan import format_plan, make_plan
-    from dmllab.pipeline.study import format_summary, run_study
+    from dmllab.pipeline.study import run_study
     from dmllab.profiles import resolve_device
 
     pretrained = None if args.pretrained == "preset" else False

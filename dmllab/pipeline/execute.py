@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from dmllab import paths
-from dmllab.pipeline.executors import SKIPPED, Interrupted, JobResult, LocalExecutor, quiet
+from dmllab.pipeline.executors import LocalExecutor
+from dmllab.pipeline.jobs import SKIPPED, Interrupted, JobResult, quiet
 from dmllab.pipeline.plan import Plan
 
 KERNEL_NAME = "python3"

@@ -21,7 +21,7 @@ from dmllab import paths
 from dmllab.pipeline.plan import Plan
 
 if TYPE_CHECKING:
-    from dmllab.pipeline.study import StudyResult
+    from dmllab.pipeline.outcome import StudyResult
 
 
 def check_fast_dev(fast_dev_run: int, pretrained: bool | None) -> None:

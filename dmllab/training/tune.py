@@ -292,6 +292,7 @@ def train_runs(
     on the CPU, each run on one thread) or SLURM jobs (``slurm``: :class:`~dmllab.pipeline.executors.SlurmOptions`).
     The one call into :mod:`dmllab.pipeline`; returns its ``JobResult`` per run."""
     from dmllab.pipeline import executors
+    from dmllab.pipeline.jobs import resolve_jobs, threads_per_worker
     from dmllab.profiles import resolve_device
 
     if executor == "slurm":
@@ -299,8 +300,8 @@ def train_runs(
     if executor != "local":
         raise ValueError(f"unknown executor {executor!r}; valid executors: local, slurm")
     device = resolve_device(runs[0].config.run.device) if runs else "cpu"
-    workers = executors.resolve_jobs(jobs, device)
-    threads = executors.threads_per_worker(device, workers)
+    workers = resolve_jobs(jobs, device)
+    threads = threads_per_worker(device, workers)
     return executors.LocalExecutor(workers, threads=threads, progress=progress).submit(runs, desc="trials")
 
 

@@ -10,7 +10,7 @@ import math
 import pandas as pd
 import pytest
 
-from dmllab.experiments import kit, registry
+from dmllab.experiments import analogue, kit, registry
 from dmllab.experiments.benchmark import offline_benchmark as B
 from dmllab.experiments.lookup import place, planned_runs
 from dmllab.training import presets
@@ -409,11 +409,11 @@ def test_manifold_mixup_claims_a_gain():
 
 
 def test_differs_lines_follow_the_presets():
-    line = kit.analogue("proxynca++", "cub", "quick")
+    line = analogue.analogue("proxynca++", "cub", "quick")
     q = presets.get("proxynca++", "synthetic", "quick")
     assert f"{q.schedule.epochs}+{q.schedule.warmup_epochs}w epochs" in line and "two-stage" in line
-    assert "BN-Inception" in kit.analogue("proxy_anchor", "cub", "quick")
-    lrs = kit.group_lrs(presets.get("normsoftmax", "synthetic", "quick", fast=True))
+    assert "BN-Inception" in analogue.analogue("proxy_anchor", "cub", "quick")
+    lrs = analogue.group_lrs(presets.get("normsoftmax", "synthetic", "quick", fast=True))
     assert lrs["proxies"] == presets.get("normsoftmax", "synthetic", "quick", fast=True).optim.lr_proxies
     assert not math.isnan(lrs["embedding"])
 

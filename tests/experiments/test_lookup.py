@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from dmllab import data, metrics
-from dmllab.experiments import Lookup, Run, kit, registry
+from dmllab.experiments import Lookup, Run, figures, kit, registry
 from dmllab.experiments.lookup import dataset_root, place, planned_runs
 from dmllab.metrics import deform
 from dmllab.pipeline.plan import make_plan
@@ -106,7 +106,7 @@ def test_rows_look_up_only_the_runs_the_study_plans(artifact, profile, store_env
     monkeypatch.setattr(kit, "evaluate_network", _stop)  # the untrained network: real images and weights
     monkeypatch.setattr(data, "build_dataset", _stop)  # images are never read here
     monkeypatch.setattr(metrics, "evaluate", _metrics)  # the metrics of the fakes are not what is tested here
-    monkeypatch.setattr(kit, "tsne", _tsne)
+    monkeypatch.setattr(figures, "tsne", _tsne)
     monkeypatch.setattr(deform, "embedding_deformation_recall", _deformation_recall)
     root = str(store_env / "data")
     params = artifact.params(profile, data_root=root)
@@ -192,7 +192,7 @@ def test_a_fast_dev_studys_notebooks_look_up_the_runs_it_trains(profile, store_e
     monkeypatch.setattr(kit, "evaluate_network", _stop)
     monkeypatch.setattr(data, "build_dataset", _stop)
     monkeypatch.setattr(metrics, "evaluate", _metrics)
-    monkeypatch.setattr(kit, "tsne", _tsne)
+    monkeypatch.setattr(figures, "tsne", _tsne)
     root = str(store_env / "data")
     for artifact in registry.select("pnpp_table3_6_sota,pa_table2_4_sota,heated_table1_2_variants,ps_table2"):
         given = execution_parameters(

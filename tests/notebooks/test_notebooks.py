@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 from dmllab.experiments import registry
-from dmllab.pipeline import browser, study
+from dmllab.pipeline import browser, outcome, study
 from dmllab.pipeline.plan import make_plan
 from dmllab.pipeline.template import make_notebook, notebooks_dir
 
@@ -68,7 +68,7 @@ def test_study_trains_then_notebooks_only_read(smoke_study):
     assert smoke_study.plan.missing, "the smoke store starts empty"
     assert all(r.status == "ok" for r in smoke_study.training), smoke_study.training
     failed = [r for r in smoke_study.notebooks + smoke_study.plots if r.status != "ok"]
-    assert not failed, study.format_summary(smoke_study)
+    assert not failed, outcome.format_summary(smoke_study)
     assert {r.name for r in smoke_study.plots} == {
         "plots_pnpp",
         "plots_heated",
@@ -79,7 +79,7 @@ def test_study_trains_then_notebooks_only_read(smoke_study):
     assert list(steps) == ["plan", "train", "notebooks", "plots", "report"] and min(steps.values()) >= 0
     assert sum(steps.values()) <= smoke_study.wall_s <= sum(steps.values()) + 1.0
     assert steps["train"] >= max(r.wall_s for r in smoke_study.training)  # the pool's wall holds every run
-    assert "steps: plan " in study.format_summary(smoke_study)
+    assert "steps: plan " in outcome.format_summary(smoke_study)
 
 
 @pytest.mark.parametrize("aid", STUDIED.split(","))

@@ -10,7 +10,7 @@ import pytest
 
 from dmllab.cli import main
 from dmllab.paths import repo_root
-from dmllab.pipeline import docs
+from dmllab.pipeline import docs, docs_benchmarks
 
 ROOT = repo_root()
 README_MAX_LINES = 250
@@ -30,9 +30,9 @@ def test_readme_is_a_short_guide():
 
 def test_every_benchmark_csv_is_described():
     csvs = {p.stem for p in (ROOT / "results" / "benchmarks").glob("*.csv")}
-    missing = sorted(csvs - set(docs.BENCHMARKS))
-    assert not missing, f"add these to dmllab.pipeline.docs.BENCHMARKS: {missing}"
-    for name, spec in docs.BENCHMARKS.items():
+    missing = sorted(csvs - set(docs_benchmarks.BENCHMARKS))
+    assert not missing, f"add these to dmllab.pipeline.docs_benchmarks.BENCHMARKS: {missing}"
+    for name, spec in docs_benchmarks.BENCHMARKS.items():
         assert (ROOT / "benchmarks" / spec.script).exists(), (name, spec.script)
         assert spec.script in spec.command, (name, spec.command)
 
@@ -52,10 +52,10 @@ def test_replace_between_needs_both_markers():
 
 
 def test_compact_and_pivot():
-    header, rows, notes = docs.compact(["k", "v", "same"], [["a", "1", "x"], ["b", "2", "x"]])
+    header, rows, notes = docs_benchmarks.compact(["k", "v", "same"], [["a", "1", "x"], ["b", "2", "x"]])
     assert header == ["k", "v"] and rows == [["a", "1"], ["b", "2"]]
     assert "`same` = x" in notes[0]
-    header, rows, _ = docs.pivot(
+    header, rows, _ = docs_benchmarks.pivot(
         ["m", "metric", "value", "unit"],
         [["a", "t", "1", "s"], ["a", "r", "0.5", ""], ["b", "t", "2", "s"]],
         ("m",),

@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from dmllab.experiments import Artifact, Figure, Run
-from dmllab.pipeline import executors
-from dmllab.pipeline.executors import JobResult, SlurmExecutor, SlurmOptions, train_run
+from dmllab.pipeline import executors, jobs
+from dmllab.pipeline.executors import SlurmExecutor, SlurmOptions
+from dmllab.pipeline.jobs import JobResult, train_run
+from dmllab.pipeline.outcome import StudyResult, format_summary
 from dmllab.pipeline.plan import format_plan, make_plan
-from dmllab.pipeline.study import StudyResult, format_summary
 from dmllab.training import presets
 
 
@@ -127,17 +128,17 @@ def test_diverged_run_is_an_outcome_planned_as_decided(store_env, monkeypatch):
 
 
 def test_jobs_auto_is_one_worker_per_usable_core_on_the_cpu_and_one_on_an_accelerator(monkeypatch):
-    monkeypatch.setattr(executors, "usable_cores", lambda: 8)
-    assert executors.resolve_jobs("auto", "cpu") == 8
-    assert executors.resolve_jobs("auto", "cuda") == executors.resolve_jobs("auto", "mps") == 1
-    assert executors.resolve_jobs("3", "cpu") == executors.resolve_jobs(3, "cuda") == 3
+    monkeypatch.setattr(jobs, "usable_cores", lambda: 8)
+    assert jobs.resolve_jobs("auto", "cpu") == 8
+    assert jobs.resolve_jobs("auto", "cuda") == jobs.resolve_jobs("auto", "mps") == 1
+    assert jobs.resolve_jobs("3", "cpu") == jobs.resolve_jobs(3, "cuda") == 3
     for bad in (0, -3, "0", "x", "", 1.5, True):
         with pytest.raises(ValueError, match="--jobs must be 'auto' or a positive integer"):
-            executors.resolve_jobs(bad, "cpu")
+            jobs.resolve_jobs(bad, "cpu")
     # A CPU run always uses one thread (its numbers depend on the thread count); a GPU worker shares the cores.
-    assert executors.threads_per_worker("cpu", 8) == executors.threads_per_worker("cpu", 1) == 1
+    assert jobs.threads_per_worker("cpu", 8) == jobs.threads_per_worker("cpu", 1) == 1
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    assert executors.threads_per_worker("cuda", 1) == 8 and executors.threads_per_worker("cuda:0", 2) == 4
+    assert jobs.threads_per_worker("cuda", 1) == 8 and jobs.threads_per_worker("cuda:0", 2) == 4
 
 
 def test_a_slurm_job_resubmits_itself_when_preempted_or_out_of_time():

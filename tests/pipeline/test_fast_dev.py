@@ -14,8 +14,9 @@ import pytest
 import torch
 
 from dmllab.experiments import registry
-from dmllab.pipeline import execute, fastdev, study
-from dmllab.pipeline.executors import JobResult, LocalExecutor
+from dmllab.pipeline import execute, fastdev, outcome, study
+from dmllab.pipeline.executors import LocalExecutor
+from dmllab.pipeline.jobs import JobResult
 from dmllab.pipeline.plan import estimate, make_plan
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
@@ -73,7 +74,7 @@ def test_missing_imagenet_weights_stop_the_study_before_training_with_one_line(s
     )
     assert "--pretrained none" in problem
     assert f"data: cub at {store_env / 'D' / 'cub'}" in "\n".join(said)
-    assert study.format_summary(result).startswith("nothing was trained: the check before training found 1")
+    assert outcome.format_summary(result).startswith("nothing was trained: the check before training found 1")
 
 
 def test_weights_already_in_the_cache_pass_the_check(store_env, monkeypatch):
@@ -158,7 +159,7 @@ def test_fast_dev_summary_per_artifact(store_env):
         JobResult("pnpp_appd_googlenet", "ok", 9.0),
         JobResult("pa_fig11_tsne", "FAILED", 4.0, "MissingRunError: run x is not stored", cell=5),
     )
-    result = study.StudyResult(plan, training, notebooks, (), None, 30.0)
+    result = outcome.StudyResult(plan, training, notebooks, (), None, 30.0)
     text = fastdev.format_fast_dev(result)
     lines = {line.split()[0]: line for line in text.splitlines() if line.split()}
     assert lines["pnpp_appd_googlenet"].split()[1:3] == ["1/1", "4"]
@@ -169,7 +170,7 @@ def test_fast_dev_summary_per_artifact(store_env):
     assert "  cub train: batch 32 random images -> 5 random images (2 classes, 5 images)" in text
     assert "NOT READY" in text and "random initialisation (--pretrained none)" in text
     one = make_plan(arts[:1], "paper", device="cpu", fast_dev_run=2)
-    ready = fastdev.format_fast_dev(study.StudyResult(one, training[:1], notebooks[:1], (), None, 30.0))
+    ready = fastdev.format_fast_dev(outcome.StudyResult(one, training[:1], notebooks[:1], (), None, 30.0))
     assert "READY: every run trained and every notebook found its runs" in ready
 
 
@@ -216,7 +217,7 @@ def test_quick_plan_on_a_gpu_estimates_from_gpu_times_only(store_env, monkeypatc
 def test_notebooks_on_a_gpu_get_the_device_and_a_fast_dev_runs_parameters(store_env, monkeypatch):
     """The notebooks receive the plan's execution (device cuda; a fast dev run's limit, first seed,
     pretrained=False), so they look up the runs the study trained; one worker on a GPU (--jobs auto)."""
-    from dmllab.pipeline.executors import resolve_jobs
+    from dmllab.pipeline.jobs import resolve_jobs
 
     _fake_cuda(monkeypatch)
     assert resolve_jobs("auto", "cuda") == 1

@@ -1,4 +1,4 @@
-"""The notebook runtime (dmllab.pipeline.notebook), parameter resolution (dmllab.experiments.artifact) and the
+"""The notebook runtime (dmllab.pipeline.notebook), parameter resolution (dmllab.experiments.params) and the
 generated notebooks (dmllab.pipeline.template)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import types
 import pytest
 
 from dmllab.experiments import Artifact, Claim, Figure
-from dmllab.experiments.artifact import resolve_parameters
+from dmllab.experiments.params import resolve_parameters
 from dmllab.pipeline import notebook as nbmod
 from dmllab.pipeline import template
 from dmllab.profiles import PROFILES

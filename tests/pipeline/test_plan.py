@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dmllab.experiments import Artifact, Figure, Run
-from dmllab.pipeline.executors import train_run
+from dmllab.pipeline.jobs import train_run
 from dmllab.pipeline.plan import _duration, estimate, format_plan, make_plan
 from dmllab.training import presets
 

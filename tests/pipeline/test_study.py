@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from dmllab.pipeline import execute, study
-from dmllab.pipeline.executors import JobResult, LocalExecutor
+from dmllab.pipeline.executors import LocalExecutor
+from dmllab.pipeline.jobs import JobResult
 
 
 @pytest.fixture

@@ -7,10 +7,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments import analogue, kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.compare import paired
 from dmllab.experiments.lookup import Lookup
+from dmllab.experiments.params import Params
 
 METHOD, DATASET = "proxynca++", "synthetic"
 VARIANTS = ("untrained", "pre-trained only", "ProxyNCA++")
@@ -278,7 +279,7 @@ ARTIFACT = Artifact(
             lambda df: paired(df, "R@1", PNPP, UNTRAINED) - 10.0,
             unit="R@1 points above +10",
             paper_says="yes (expected)",
-            differs=kit.differs(_HEADLINE, METHOD, "cub"),
+            differs=analogue.differs(_HEADLINE, METHOD, "cub"),
             arms=("proxynca++",),
             key="beats_untrained",
         ),
@@ -287,7 +288,7 @@ ARTIFACT = Artifact(
             lambda df: paired(df, "R@1", PNPP, PRE),
             unit="R@1 points",
             paper_says="yes (expected)",
-            differs=kit.differs(_HEADLINE, METHOD, "cub"),
+            differs=analogue.differs(_HEADLINE, METHOD, "cub"),
             arms=("proxynca++",),
             key="beats_pretrained",
         ),
@@ -297,7 +298,7 @@ ARTIFACT = Artifact(
             lambda df: paired(df, "R@1", PNPP, PRE) - 15.0,
             unit="R@1 points above +15",
             paper_says="yes (design target)",
-            differs=kit.differs(_HEADLINE, METHOD, "cub"),
+            differs=analogue.differs(_HEADLINE, METHOD, "cub"),
             arms=("proxynca++",),
             key="signal_15",
         ),

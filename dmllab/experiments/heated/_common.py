@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dmllab.experiments import kit
+from dmllab.experiments import analogue, kit
 from dmllab.experiments.artifact import Run
 from dmllab.experiments.lookup import Lookup
 
@@ -67,16 +67,16 @@ def heating(profile: str) -> str:
 
 def differs(specific: Any, dataset: str = "cars", variant: str = "BN", *, heated: bool = False) -> Any:
     """A Heated-up claim's ``differs``: ``specific`` and the profile's analogue of the ``variant`` preset
-    (:func:`dmllab.experiments.kit.differs`); with ``heated`` (an arm heats) how the profile heats, on the paper
+    (:func:`dmllab.experiments.analogue.differs`); with ``heated`` (an arm heats) how the profile heats, on the paper
     profile too."""
     if not heated:
-        return kit.differs(specific, f"heated_softmax:{variant}", dataset)
+        return analogue.differs(specific, f"heated_softmax:{variant}", dataset)
 
     def line(profile: str) -> str:
         own = specific(profile) if callable(specific) else specific
         return "; ".join(x for x in (own, heating(profile)) if x)
 
-    return kit.differs(line, f"heated_softmax:{variant}", dataset, paper=heating)
+    return analogue.differs(line, f"heated_softmax:{variant}", dataset, paper=heating)
 
 
 def table1_cell(rec: Mapping[str, Any]) -> tuple[str, str, str, str] | None:

@@ -6,10 +6,11 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params
+from dmllab.experiments import analogue
+from dmllab.experiments.artifact import Artifact, Claim, Figure
 from dmllab.experiments.kit import over_seeds
 from dmllab.experiments.lookup import Lookup
+from dmllab.experiments.params import Params
 
 _COMMON = {
     "alpha_min": 0.01,
@@ -108,7 +109,7 @@ def claims(image_model: bool) -> tuple[Claim, ...]:
     boundary samples' limit of Property 2 lies beyond any finite grid (not testable) and the centroid samples'
     part is checked on the grid instead."""
     where = "the LN run of Tables 1/2 on the benchmark's training images" if image_model else _TOY
-    differs = kit.differs(f"{_ANALYTIC}; {where}")
+    differs = analogue.differs(f"{_ANALYTIC}; {where}")
     out = [
         Claim(
             "Property 1: as alpha -> 0 the gradient of every group vanishes (below 5% of its peak)",

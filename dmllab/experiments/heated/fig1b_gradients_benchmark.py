@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments.artifact import Artifact, Figure, Params, Run
+from dmllab.experiments.artifact import Artifact, Figure, Run
 from dmllab.experiments.heated import fig1_gradients as toy
 from dmllab.experiments.heated._common import classifier, hs_config
 from dmllab.experiments.lookup import Lookup
+from dmllab.experiments.params import Params
 
 
 def runs(params: Params) -> list[Run]:

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments import kit
+from dmllab.experiments import analogue
 from dmllab.experiments.arrays import frame_to_arrays
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params
+from dmllab.experiments.artifact import Artifact, Claim, Figure
 from dmllab.experiments.compare import paired
 from dmllab.experiments.kit import over_seeds
 from dmllab.experiments.lookup import Lookup
+from dmllab.experiments.params import Params
 
 _COMMON = {"alpha": 4.0, "hidden": [256, 128], "lr": 0.001}
 LN, SM = {"variant": "LN alpha=4"}, {"variant": "SM"}
-_TOY = kit.differs("a toy: the bundled 8x8 digits and an MLP with a 2-D bottleneck (paper: MNIST, LeNet)")
+_TOY = analogue.differs(
+    "a toy: the bundled 8x8 digits and an MLP with a 2-D bottleneck (paper: MNIST, LeNet)"
+)
 
 
 def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str, Any]]:

@@ -7,9 +7,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.heated._common import SM, classifier, differs, hs_config
 from dmllab.experiments.lookup import Lookup
+from dmllab.experiments.params import Params
 
 _DIFFERS = differs(
     "per training image of the SM run of Tables 1/2, with its trained linear classifier where saved",

@@ -7,9 +7,10 @@ from typing import Any
 import pandas as pd
 
 from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.compare import paired
 from dmllab.experiments.heated._common import BN, LN, SM, differs, hs_config, table1_cell
+from dmllab.experiments.params import Params
 
 VARIANTS = ("SM", "LN", "BN", "HLN", "HBN")
 

@@ -8,11 +8,12 @@ import numpy as np
 import pandas as pd
 
 from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.compare import paired, per_seed
 from dmllab.experiments.heated._common import BN, differs, hs_config
 from dmllab.experiments.heated._common import SM as SM_LABEL
 from dmllab.experiments.lookup import Lookup
+from dmllab.experiments.params import Params
 
 SM, HBN = "SM", "HBN (16 → 4)"
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.compare import paired
 from dmllab.experiments.heated._common import BN, SM, differs, hs_config, split_accuracy
 from dmllab.experiments.lookup import Lookup
+from dmllab.experiments.params import Params
 
 # The offline benchmark's same-class split (dmllab.data.synthetic): 80/20 of every trainval class's images.
 SPLIT = {

@@ -7,10 +7,11 @@ from typing import Any
 import pandas as pd
 
 from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.compare import per_seed
 from dmllab.experiments.heated._common import BN, classifier, differs, hs_config
 from dmllab.experiments.lookup import Lookup
+from dmllab.experiments.params import Params
 
 FIXED = 16.0
 

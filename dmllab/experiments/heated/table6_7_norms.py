@@ -8,10 +8,11 @@ from typing import Any
 import pandas as pd
 
 from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.compare import paired, per_seed
 from dmllab.experiments.heated._common import BN, SM, differs, hs_config, split_accuracy
 from dmllab.experiments.lookup import Lookup
+from dmllab.experiments.params import Params
 
 PRINTED_ALPHAS = (2.0, 4.0, 8.0, 16.0, 32.0)  # Table 7's columns
 SETTINGS = {  # variant -> (preset variant, extra loss kwargs, extra overrides)

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from dmllab.experiments import kit
-from dmllab.experiments.artifact import Params, Run
+from dmllab.experiments.artifact import Run
+from dmllab.experiments.params import Params
 
 # The six enhancements in the paper's order (Sec. 3).
 ENHANCEMENTS: tuple[str, ...] = ("prob", "scale", "cbs", "norm", "max", "fast")

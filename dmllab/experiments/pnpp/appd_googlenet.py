@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Params, Run
+from dmllab.experiments.artifact import Artifact, Run
+from dmllab.experiments.params import Params
 from dmllab.experiments.pnpp import _common as C
 
 SMALL_CROP = {"paper": "proxynca++227", "quick": "quick227", "smoke": "smoke"}

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments import kit
+from dmllab.experiments import analogue
 from dmllab.experiments.arrays import arrays_to_frame, frame_to_arrays
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params
+from dmllab.experiments.artifact import Artifact, Claim, Figure
 from dmllab.experiments.compare import extremes
 from dmllab.experiments.lookup import Lookup
+from dmllab.experiments.params import Params
 
 _SHARED = {"lr": 0.01}
-_TOY = kit.differs(
+_TOY = analogue.differs(
     "the panels' temperatures and the optimiser are not printed: the swept T, the steps and the lr are dmllab "
     "choices (the parameters)"
 )

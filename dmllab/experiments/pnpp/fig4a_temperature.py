@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments import analogue, figures
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
+from dmllab.experiments.params import Params
 from dmllab.experiments.pnpp import _common as C
 
 BEST = 1 / 9  # the paper's optimum (the paper preset's T)
@@ -79,7 +80,7 @@ def _lowest(df: Any) -> Any:
 
 
 def _figure(tables: Any) -> Any:
-    return kit.sweep_figure(
+    return figures.sweep_figure(
         tables,
         "temperature",
         xlabel="temperature T (log)",
@@ -110,7 +111,7 @@ ARTIFACT = Artifact(
             "low temperature helps: R@1 at the preset's T (the paper's 1/9; on quick the tuned T) above T = 1",
             _versus_one,
             unit="R@1 points",
-            differs=kit.differs(
+            differs=analogue.differs(
                 "both temperatures at the other settings of the profile's ProxyNCA++", "proxynca++"
             ),
             arms=("proxynca++",),
@@ -120,7 +121,7 @@ ARTIFACT = Artifact(
             "lowering T beyond the optimum hurts: R@1 at the preset's T above the lowest T swept",
             _lowest,
             unit="R@1 points",
-            differs=kit.differs(_grid, "proxynca++"),
+            differs=analogue.differs(_grid, "proxynca++"),
             arms=("proxynca++",),
             key="below_t9",
         ),

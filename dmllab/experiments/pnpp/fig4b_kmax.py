@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments import analogue, figures
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.compare import extremes
+from dmllab.experiments.params import Params
 from dmllab.experiments.pnpp import _common as C
 
 
@@ -41,7 +42,7 @@ def _correlation(df: Any) -> Any:
 
 
 def _figure(tables: Any) -> Any:
-    return kit.sweep_figure(
+    return figures.sweep_figure(
         tables,
         "k",
         xlabel="k of global k-max pooling (log; 1 = GMP, H x W = GAP)",
@@ -84,7 +85,7 @@ ARTIFACT = Artifact(
             "a lower k is better: R@1 at k = 1 (GMP) above k = H x W (GAP)",
             lambda df: extremes(df, "R@1", "k", low_minus_high=True),
             unit="R@1 points",
-            differs=kit.differs(
+            differs=analogue.differs(
                 lambda p: (
                     f"k = H x W is {ARTIFACT.parameters[p]['map_size']} on the SmallCNN's map (paper: 64)"
                 ),
@@ -97,7 +98,7 @@ ARTIFACT = Artifact(
             "k and R@1 are negatively correlated (per seed, minus Pearson r)",
             _correlation,
             unit="-r",
-            differs=kit.differs(
+            differs=analogue.differs(
                 lambda p: (
                     f"k = {', '.join(map(str, ARTIFACT.parameters[p]['ks']))} (paper: a curve over 1..64, "
                     "r = -0.98)"

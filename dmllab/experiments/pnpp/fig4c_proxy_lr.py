@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments import analogue, figures
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
+from dmllab.experiments.params import Params
 from dmllab.experiments.pnpp import _common as C
 
 
@@ -26,7 +27,7 @@ def _default_vs_smallest(df: Any) -> Any:
 
 
 def _figure(tables: Any) -> Any:
-    return kit.sweep_figure(
+    return figures.sweep_figure(
         tables,
         "proxy_lr",
         xlabel="proxy learning rate (log)",
@@ -62,10 +63,10 @@ ARTIFACT = Artifact(
             "fast proxies: R@1 at the paper's proxy lr (4e2) above the smallest proxy lr swept",
             _default_vs_smallest,
             unit="R@1 points",
-            differs=kit.differs(
+            differs=analogue.differs(
                 lambda p: (
                     f"proxy lrs {', '.join(f'{x:g}' for x in ARTIFACT.parameters[p]['proxy_lrs'])} with the "
-                    f"preset's other lrs ({kit.lr_line(C.pnpp('synthetic', p), ('backbone', 'embedding'))}; "
+                    f"preset's other lrs ({analogue.lr_line(C.pnpp('synthetic', p), ('backbone', 'embedding'))}; "
                     "paper: base lr 4e-3)"
                 ),
                 "proxynca++",

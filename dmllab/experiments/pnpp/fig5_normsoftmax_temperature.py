@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments import analogue, figures, kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
+from dmllab.experiments.params import Params
 from dmllab.experiments.pnpp import _common as C
 
 BEST = 1 / 2
@@ -27,7 +28,7 @@ def _lowest(df: Any) -> Any:
 
 
 def _figure(tables: Any) -> Any:
-    return kit.sweep_figure(
+    return figures.sweep_figure(
         tables,
         "temperature",
         xlabel="temperature T (log)",
@@ -63,7 +64,9 @@ ARTIFACT = Artifact(
             "NormSoftMax: R@1 at T = 1/2 above T = 1",
             lambda df: C.diff_at(df, "R@1", "temperature", BEST, 1.0),
             unit="R@1 points",
-            differs=kit.differs("both temperatures at the profile's NormSoftMax settings", "normsoftmax"),
+            differs=analogue.differs(
+                "both temperatures at the profile's NormSoftMax settings", "normsoftmax"
+            ),
             arms=("normsoftmax",),
             key="t2_vs_t1",
         ),
@@ -71,7 +74,7 @@ ARTIFACT = Artifact(
             "NormSoftMax: R@1 at T = 1/2 above the lowest T swept",
             _lowest,
             unit="R@1 points",
-            differs=kit.differs(
+            differs=analogue.differs(
                 lambda p: (
                     f"lowest T swept 1/{1 / min(ARTIFACT.parameters[p]['temperatures']):g} (the paper prints "
                     "its grid only as a curve)"

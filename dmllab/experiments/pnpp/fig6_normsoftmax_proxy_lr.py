@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments import analogue, figures, kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
+from dmllab.experiments.params import Params
 from dmllab.experiments.pnpp import _common as C
 
 BEST = 0.4
@@ -35,12 +36,12 @@ def _best_vs(which: str) -> Any:
 
 def _lrs(profile: str) -> str:
     swept = ", ".join(f"{x:g}" for x in ARTIFACT.parameters[profile]["proxy_lrs"])
-    base = kit.lr_line(kit.config("normsoftmax", "synthetic", profile), ("backbone", "embedding"))
+    base = analogue.lr_line(kit.config("normsoftmax", "synthetic", profile), ("backbone", "embedding"))
     return f"proxy lrs {swept} with the preset's other lrs ({base}; paper: base lr 4e-3)"
 
 
 def _figure(tables: Any) -> Any:
-    return kit.sweep_figure(
+    return figures.sweep_figure(
         tables,
         "proxy_lr",
         xlabel="proxy learning rate (log)",
@@ -74,7 +75,7 @@ ARTIFACT = Artifact(
             "NormSoftMax: R@1 at proxy lr 4e-1 above the smallest swept",
             _best_vs("min"),
             unit="R@1 points",
-            differs=kit.differs(_lrs, "normsoftmax"),
+            differs=analogue.differs(_lrs, "normsoftmax"),
             arms=("normsoftmax",),
             key="vs_slowest",
         ),
@@ -82,7 +83,7 @@ ARTIFACT = Artifact(
             "NormSoftMax: R@1 at proxy lr 4e-1 above the largest swept",
             _best_vs("max"),
             unit="R@1 points",
-            differs=kit.differs(_lrs, "normsoftmax"),
+            differs=analogue.differs(_lrs, "normsoftmax"),
             arms=("normsoftmax",),
             key="vs_fastest",
         ),

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments import analogue
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.compare import paired
 from dmllab.experiments.lookup import Lookup
+from dmllab.experiments.params import Params
 from dmllab.experiments.pnpp import _common as C
 
 POOLING = {"GMP": {}, "GAP": {"max": False}}  # ProxyNCA++ and its -max configuration (Table 7)
@@ -163,7 +164,7 @@ ARTIFACT = Artifact(
             "GMP beats GAP averaged over object-size bins (R@1)",
             lambda df: paired(df, "R@1", {"variant": "GMP"}, {"variant": "GAP"}),
             unit="R@1 points",
-            differs=kit.differs(_BINS, "proxynca++"),
+            differs=analogue.differs(_BINS, "proxynca++"),
             arms=("proxynca++",),
             key="gmp_mean",
         ),
@@ -171,7 +172,7 @@ ARTIFACT = Artifact(
             "GMP beats GAP on the smallest objects",
             _bin_effect("smallest"),
             unit="R@1 points",
-            differs=kit.differs(_BINS, "proxynca++"),
+            differs=analogue.differs(_BINS, "proxynca++"),
             arms=("proxynca++",),
             key="gmp_smallest",
         ),
@@ -179,7 +180,7 @@ ARTIFACT = Artifact(
             "GMP beats GAP on the largest objects",
             _bin_effect("largest"),
             unit="R@1 points",
-            differs=kit.differs(_BINS, "proxynca++"),
+            differs=analogue.differs(_BINS, "proxynca++"),
             arms=("proxynca++",),
             key="gmp_largest",
         ),

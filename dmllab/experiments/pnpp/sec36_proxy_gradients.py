@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params
+from dmllab.experiments import analogue
+from dmllab.experiments.artifact import Artifact, Claim, Figure
 from dmllab.experiments.lookup import Lookup
+from dmllab.experiments.params import Params
 
 
 def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
@@ -73,7 +74,7 @@ ARTIFACT = Artifact(
             "layer's (median ratio < 1e-2; paper: about 1e-3)",
             _ratio_decades,
             unit="decades below 1e-2",
-            differs=kit.differs(
+            differs=analogue.differs(
                 lambda p: (
                     f"gradient norms over {ARTIFACT.parameters[p]['epochs'] or 'the preset'} epoch(s) of the "
                     "profile's ProxyNCA++ without fast proxies (with its LayerNorm head and embedding size)"

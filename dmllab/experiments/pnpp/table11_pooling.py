@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments import analogue, figures, kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.compare import paired
 from dmllab.experiments.lookup import Lookup
+from dmllab.experiments.params import Params
 from dmllab.experiments.pnpp import _common as C
 
 UNTRAINED = "Without Training [R50, 2048]"
@@ -70,9 +71,9 @@ _NO_I3 = "the SmallCNN has no Inception-v3 counterpart: the paper profile trains
 def _gmp_beats_gap(variant: str, short: str, key: str) -> Claim:
     method = LOSSES[variant][0] if variant in LOSSES else ""
     if method:
-        differs = kit.differs(_PAIR + ", at the profile's embedding size", method)
+        differs = analogue.differs(_PAIR + ", at the profile's embedding size", method)
     else:
-        differs = kit.differs(
+        differs = analogue.differs(
             "the pre-trained SmallCNN with the ProxyNCA++ preset's seed-initialised embedding layer (paper: "
             "the ImageNet ResNet-50's 2048-d pooled features)",
             "proxynca++",
@@ -92,7 +93,9 @@ def _gmp_beats_gap(variant: str, short: str, key: str) -> Claim:
 
 
 def _bars(tables: Any) -> Any:
-    return kit.bar_figure(tables, order=[UNTRAINED, *LOSSES], hue="param_pool", title="Table 11: GAP vs GMP")
+    return figures.bar_figure(
+        tables, order=[UNTRAINED, *LOSSES], hue="param_pool", title="Table 11: GAP vs GMP"
+    )
 
 
 ARTIFACT = Artifact(

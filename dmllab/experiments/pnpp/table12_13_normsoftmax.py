@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments import analogue, figures, kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.compare import paired
+from dmllab.experiments.params import Params
 from dmllab.experiments.pnpp import _common as C
 
 NORMSOFTMAX = {
@@ -49,7 +50,7 @@ def reference(rec: Any) -> tuple[str, str, str, str] | None:
 
 
 def _bars(tables: Any) -> Any:
-    return kit.bar_figure(tables, order=list(PNPP) + list(NORMSOFTMAX), title="Tables 12-13: R@1")
+    return figures.bar_figure(tables, order=list(PNPP) + list(NORMSOFTMAX), title="Tables 12-13: R@1")
 
 
 def _v(name: str) -> dict[str, str]:
@@ -59,7 +60,7 @@ def _v(name: str) -> dict[str, str]:
 def _fast(profile: str) -> str:
     ns = kit.config("normsoftmax", "synthetic", profile)
     fast = kit.config("normsoftmax", "synthetic", profile, fast=True)
-    return f"NormSoftMax +fast {kit.lr_line(fast)} vs {kit.lr_line(ns)} (paper: base lr 4e-3, +fast proxies 4e-1)"
+    return f"NormSoftMax +fast {analogue.lr_line(fast)} vs {analogue.lr_line(ns)} (paper: base lr 4e-3, +fast proxies 4e-1)"
 
 
 _BOTH = "ProxyNCA++ and NormSoftMax each with its own profile preset"
@@ -91,7 +92,7 @@ ARTIFACT = Artifact(
             "ProxyNCA++ beats NormSoftMax (+max, +fast) on R@1",
             lambda df: paired(df, "R@1", _v("ProxyNCA++"), _v("NormSoftMax (+max, +fast)")),
             unit="R@1 points",
-            differs=kit.differs(_BOTH, "proxynca++"),
+            differs=analogue.differs(_BOTH, "proxynca++"),
             arms=("proxynca++", "normsoftmax"),
             key="pnpp_vs_ns",
         ),
@@ -99,7 +100,7 @@ ARTIFACT = Artifact(
             "+max helps NormSoftMax (R@1)",
             lambda df: paired(df, "R@1", _v("NormSoftMax (+max)"), _v("NormSoftMax")),
             unit="R@1 points",
-            differs=kit.differs(C.pooling_line, "normsoftmax"),
+            differs=analogue.differs(C.pooling_line, "normsoftmax"),
             arms=("normsoftmax",),
             key="ns_max",
         ),
@@ -108,7 +109,7 @@ ARTIFACT = Artifact(
             lambda df: paired(df, "R@1", _v("NormSoftMax (+fast)"), _v("NormSoftMax")),
             unit="R@1 points",
             paper_says="no",
-            differs=kit.differs(_fast, "normsoftmax"),
+            differs=analogue.differs(_fast, "normsoftmax"),
             arms=("normsoftmax",),
             key="ns_fast",
         ),
@@ -116,7 +117,7 @@ ARTIFACT = Artifact(
             "ProxyNCA++ without +max and +fast beats NormSoftMax without them (R@1)",
             lambda df: paired(df, "R@1", _v("-max -fast"), _v("NormSoftMax")),
             unit="R@1 points",
-            differs=kit.differs(_BOTH, "proxynca++"),
+            differs=analogue.differs(_BOTH, "proxynca++"),
             arms=("proxynca++", "normsoftmax"),
             key="pnpp_vs_ns_plain",
         ),

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments import analogue, figures
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.compare import paired
+from dmllab.experiments.params import Params
 from dmllab.experiments.pnpp import _common as C
 from dmllab.experiments.pnpp.table3_6_sota import dim
 
@@ -35,7 +36,9 @@ def reference(rec: Any) -> tuple[str, str, str, str] | None:
 
 
 def _bars(tables: Any) -> Any:
-    return kit.bar_figure(tables, order=["crop 256", "crop 227"], title="Tables 14-15: 512-d, R@1 by crop")
+    return figures.bar_figure(
+        tables, order=["crop 256", "crop 227"], title="Tables 14-15: 512-d, R@1 by crop"
+    )
 
 
 ARTIFACT = Artifact(
@@ -66,7 +69,7 @@ ARTIFACT = Artifact(
             "the larger crop is better: R@1 with 256 crops above 227 crops (512-d)",
             lambda df: paired(df, "R@1", {"variant": "crop 256"}, {"variant": "crop 227"}),
             unit="R@1 points",
-            differs=kit.differs(
+            differs=analogue.differs(
                 lambda p: (
                     "56 vs 50-pixel crops of 64-pixel images (the 256/227 ratio) at "
                     f"{dim(p, 512)}-d for 512-d"

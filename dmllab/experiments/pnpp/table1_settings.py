@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments.artifact import Artifact, Figure, Params
+from dmllab.experiments.artifact import Artifact, Figure
 from dmllab.experiments.lookup import Lookup
+from dmllab.experiments.params import Params
 from dmllab.experiments.pnpp import _common as C
 
 ROW = {"cub": "CUB200", "cars": "Cars196", "sop": "Sop", "inshop": "InShop"}

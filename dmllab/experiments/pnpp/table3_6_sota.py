@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments import analogue, figures, kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.compare import paired
+from dmllab.experiments.params import Params
 from dmllab.experiments.pnpp import _common as C
 
 PAPER_DIMS = (512, 1024, 2048)
@@ -76,7 +77,7 @@ def _dims(profile: str) -> str:
 
 
 def _bars(tables: Any) -> Any:
-    return kit.bar_figure(tables, order=VARIANTS, title="Fig. 1 / Tables 3-6: R@1")
+    return figures.bar_figure(tables, order=VARIANTS, title="Fig. 1 / Tables 3-6: R@1")
 
 
 ARTIFACT = Artifact(
@@ -107,7 +108,9 @@ ARTIFACT = Artifact(
             "ProxyNCA++ (2048-d) beats ProxyNCA on R@1",
             lambda df: paired(df, "R@1", PNPP, {"variant": "ProxyNCA"}),
             unit="R@1 points",
-            differs=kit.differs("ProxyNCA and ProxyNCA++ each with its own profile preset", "proxynca++"),
+            differs=analogue.differs(
+                "ProxyNCA and ProxyNCA++ each with its own profile preset", "proxynca++"
+            ),
             arms=("proxynca++", "proxynca"),
             key="pnpp_vs_pnca_r1",
         ),
@@ -115,7 +118,9 @@ ARTIFACT = Artifact(
             "ProxyNCA++ (2048-d) beats ProxyNCA on NMI (CUB, Cars)",
             lambda df: paired(df, "NMI", PNPP, {"variant": "ProxyNCA"}),
             unit="NMI points",
-            differs=kit.differs("ProxyNCA and ProxyNCA++ each with its own profile preset", "proxynca++"),
+            differs=analogue.differs(
+                "ProxyNCA and ProxyNCA++ each with its own profile preset", "proxynca++"
+            ),
             arms=("proxynca++", "proxynca"),
             key="pnpp_vs_pnca_nmi",
         ),
@@ -123,8 +128,10 @@ ARTIFACT = Artifact(
             "+max and +fast improve ProxyNCA++ (2048-d) R@1",
             lambda df: paired(df, "R@1", PNPP, {"variant": "ProxyNCA++ (-max, -fast)"}),
             unit="R@1 points",
-            differs=kit.differs(
-                lambda p: f"-max -fast: GAP, {kit.lr_line(C.pnpp('synthetic', p, max=False, fast=False))}",
+            differs=analogue.differs(
+                lambda p: (
+                    f"-max -fast: GAP, {analogue.lr_line(C.pnpp('synthetic', p, max=False, fast=False))}"
+                ),
                 "proxynca++",
             ),
             arms=("proxynca++",),
@@ -134,7 +141,7 @@ ARTIFACT = Artifact(
             "a larger embedding helps: 2048-d beats 512-d on R@1",
             lambda df: paired(df, "R@1", PNPP, {"variant": "ProxyNCA++ [512]"}),
             unit="R@1 points",
-            differs=kit.differs(_dims, "proxynca++"),
+            differs=analogue.differs(_dims, "proxynca++"),
             arms=("proxynca++",),
             key="dim",
         ),

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments import analogue, figures, kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.compare import paired
+from dmllab.experiments.params import Params
 from dmllab.experiments.pnpp import _common as C
 
 ALL = C.ENHANCEMENTS
@@ -139,8 +140,8 @@ _REMOVAL = {
     "norm": "",
     "max": C.pooling_line,
     "fast": lambda profile: (
-        f"+fast {kit.lr_line(C.pnpp('synthetic', profile))} vs -fast "
-        f"{kit.lr_line(C.pnpp('synthetic', profile, fast=False))} (paper: base lr 4e-3, proxies 4e2)"
+        f"+fast {analogue.lr_line(C.pnpp('synthetic', profile))} vs -fast "
+        f"{analogue.lr_line(C.pnpp('synthetic', profile, fast=False))} (paper: base lr 4e-3, proxies 4e2)"
     ),
 }
 
@@ -158,7 +159,7 @@ def _removal(e: str) -> Claim:
         f"+{e} helps: removing it from ProxyNCA++ lowers R@1",
         lambda df: paired(df, "R@1", {"variant": "ProxyNCA++"}, {"variant": f"-{e}"}),
         unit="R@1 points",
-        differs=kit.differs(_with_draws(_REMOVAL[e]), "proxynca++"),
+        differs=analogue.differs(_with_draws(_REMOVAL[e]), "proxynca++"),
         arms=("proxynca++",),
         key=f"remove_{e}",
     )
@@ -169,14 +170,14 @@ def _subset(text: str, better: str, worse: str, key: str, extra: str = "") -> Cl
         text,
         lambda df: paired(df, "R@1", {"config": better}, {"config": worse}),
         unit="R@1 points",
-        differs=kit.differs(_with_draws(extra), "proxynca++"),
+        differs=analogue.differs(_with_draws(extra), "proxynca++"),
         arms=("proxynca++",),
         key=key,
     )
 
 
 def _bars(tables: Any) -> Any:
-    return kit.bar_figure(
+    return figures.bar_figure(
         tables, order=list(TABLE7) + sorted(table_subsets()), title="Table 7: single removals"
     )
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dmllab.experiments import kit
+from dmllab.experiments import analogue, kit
 
 # Printed column prefixes per dataset (Tables 2-4).
 COLUMN_PREFIX = {"cub": "CUB-200-2011 ", "cars": "Cars-196 ", "sop": "", "inshop": ""}
@@ -46,8 +46,8 @@ def pa_config(
 
 def differs(specific: Any, dataset: str = "cub", method: str = "proxy_anchor") -> Any:
     """A Proxy Anchor claim's ``differs``: ``specific``, the profile's analogue of ``method`` on ``dataset``, and on
-    the paper profile ResNet-50 for BN-Inception (:func:`dmllab.experiments.kit.differs`)."""
-    return kit.differs(specific, method, dataset, paper=kit.BN_INCEPTION)
+    the paper profile ResNet-50 for BN-Inception (:func:`dmllab.experiments.analogue.differs`)."""
+    return analogue.differs(specific, method, dataset, paper=analogue.BN_INCEPTION)
 
 
 def recall_column(dataset: str, metric: str) -> str:

@@ -7,9 +7,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments import figures
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.lookup import Lookup
+from dmllab.experiments.params import Params
 from dmllab.experiments.proxy_anchor._common import differs, pa_config
 
 
@@ -20,14 +21,14 @@ def runs(params: Params) -> list[Run]:
 
 
 def tsne_grid(emb: np.ndarray, labels: np.ndarray, *, n: int, seed: int, perplexity: float) -> pd.DataFrame:
-    """t-SNE (:func:`dmllab.experiments.kit.tsne`) of ``n`` random test embeddings (L2-normalised), each point
+    """t-SNE (:func:`dmllab.experiments.figures.tsne`) of ``n`` random test embeddings (L2-normalised), each point
     then assigned to a cell of a square grid (:func:`dmllab.plots.retrieval.grid_assignment`)."""
     from dmllab.plots.retrieval import grid_assignment
 
     rng = np.random.default_rng(seed)
     pick = np.sort(rng.choice(len(labels), size=min(n, len(labels)), replace=False))
     x = emb[pick] / np.maximum(np.linalg.norm(emb[pick], axis=1, keepdims=True), 1e-12)
-    xy = kit.tsne(x, seed=seed, perplexity=perplexity)
+    xy = figures.tsne(x, seed=seed, perplexity=perplexity)
     cells = grid_assignment(xy)
     return pd.DataFrame(
         {
@@ -52,7 +53,7 @@ def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str
         t = tsne_grid(
             emb.numpy(), labels.numpy(), n=params["points"], seed=run.seed, perplexity=params["perplexity"]
         )
-        files = kit.image_files(ds, t["index"])
+        files = figures.image_files(ds, t["index"])
         if any(files):  # a real dataset: the table names its images (the figure needs no data root)
             t = t.assign(image=files)
         share = t["label"].value_counts(normalize=True)
@@ -83,7 +84,7 @@ def _figure(tables: Any) -> Any:
     t = t[t["seed"] == t["seed"].min()]
     profile = str(tables["rows"]["profile"].iloc[0]) if "profile" in tables["rows"] else "quick"
     cfg = pa_config(profile, "cars")
-    images = kit.figure_images(t, lambda: kit.raw_dataset(cfg, cfg.data.test_split))
+    images = figures.figure_images(t, lambda: figures.raw_dataset(cfg, cfg.data.test_split))
     fig, axes = plt.subplots(1, 2, figsize=(11, 5.4))
     axes[0].scatter(t["x"], t["y"], c=t["label"], cmap="tab20", s=8)
     axes[0].set_title("t-SNE of test embeddings (colour: class)")

@@ -7,10 +7,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments import figures
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.compare import paired
 from dmllab.experiments.lookup import Lookup
+from dmllab.experiments.params import Params
 from dmllab.experiments.proxy_anchor import fig1_convergence as conv
 from dmllab.experiments.proxy_anchor._common import differs
 
@@ -79,7 +80,7 @@ def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str
                         }
                     )
     table = pd.DataFrame(grid)
-    files = kit.image_files(ds, table["index"]) if len(table) else []
+    files = figures.image_files(ds, table["index"]) if len(table) else []
     if any(files):  # a real dataset: the table names its images (the figure needs no data root)
         table = table.assign(image=files)
     return out, {"retrievals": table}
@@ -93,7 +94,7 @@ def _figure(tables: Any) -> Any:
     table = tables["retrievals"]
     profile = str(tables["rows"]["profile"].iloc[0]) if "profile" in tables["rows"] else "quick"
     cfg = conv.curve_config("proxy_anchor", profile, "cars")
-    images = kit.figure_images(table, lambda: kit.raw_dataset(cfg, cfg.data.test_split))
+    images = figures.figure_images(table, lambda: figures.raw_dataset(cfg, cfg.data.test_split))
     variants = list(dict.fromkeys(table["variant"]))
     fig, axes = plt.subplots(
         1, len(variants), figsize=(4.2 * len(variants), 0.9 * table["query"].nunique() + 1)

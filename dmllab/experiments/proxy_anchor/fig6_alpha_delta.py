@@ -7,8 +7,9 @@ from typing import Any
 import pandas as pd
 
 from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.compare import per_seed
+from dmllab.experiments.params import Params
 from dmllab.experiments.proxy_anchor._common import differs, pa_config
 
 

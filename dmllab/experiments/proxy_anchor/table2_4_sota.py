@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.compare import paired
+from dmllab.experiments.params import Params
 from dmllab.experiments.proxy_anchor._common import TABLE, differs, pa_config, recall_column
 
 LOW, HIGH, CROPS = "PA low-d", "PA high-d", "PA high-d, larger crops"

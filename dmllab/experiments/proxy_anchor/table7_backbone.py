@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments import analogue, kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.compare import extremes
+from dmllab.experiments.params import Params
 from dmllab.experiments.proxy_anchor._common import pa_config, recall_column
 
 
@@ -110,7 +111,7 @@ ARTIFACT = Artifact(
             "the stronger backbone (last setting) beats the weaker one (first setting) in R@1",
             lambda df: extremes(df, "R@1", "order", low_minus_high=False),
             unit="R@1 points",
-            differs=kit.differs(
+            differs=analogue.differs(
                 lambda p: (
                     f"{ARTIFACT.parameters[p]['settings'][0][0]} vs {ARTIFACT.parameters[p]['settings'][-1][0]}"
                     " (each pre-trained on the synthetic pool at its width) stand in for GoogLeNet vs ResNet-50"

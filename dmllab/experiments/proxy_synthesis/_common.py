@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dmllab.experiments import kit
-from dmllab.experiments.artifact import Params, Run
+from dmllab.experiments import analogue, kit
+from dmllab.experiments.artifact import Run
+from dmllab.experiments.params import Params
 
 METHOD = "proxy_synthesis"
 # base -> (Table 6 row, Table F/H/J/L row, Table 4/G/I/K row); None where the table has no such row.
@@ -47,8 +48,8 @@ def arm(base: str) -> str:
 
 def differs(specific: Any, base: str = "normsoftmax", dataset: str = "cars") -> Any:
     """A Proxy Synthesis claim's ``differs``: ``specific``, the profile's analogue of the PS preset over ``base``,
-    and on the paper profile ResNet-50 for BN-Inception (:func:`dmllab.experiments.kit.differs`)."""
-    return kit.differs(specific, METHOD, dataset, paper=kit.BN_INCEPTION, base=base)
+    and on the paper profile ResNet-50 for BN-Inception (:func:`dmllab.experiments.analogue.differs`)."""
+    return analogue.differs(specific, METHOD, dataset, paper=analogue.BN_INCEPTION, base=base)
 
 
 def label(base: str, ps: bool) -> str:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from dmllab.experiments.analogue import differs
 from dmllab.experiments.arrays import frame_to_arrays
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params
+from dmllab.experiments.artifact import Artifact, Claim, Figure
 from dmllab.experiments.compare import paired
-from dmllab.experiments.kit import differs, over_seeds
+from dmllab.experiments.kit import over_seeds
 from dmllab.experiments.lookup import Lookup
+from dmllab.experiments.params import Params
 
 _COMMON = {
     "separation": 3.0,

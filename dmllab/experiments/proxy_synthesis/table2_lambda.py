@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments import figures, kit
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.compare import paired
+from dmllab.experiments.params import Params
 from dmllab.experiments.proxy_synthesis import _common as C
 
 DEFAULT_ALPHA, DEFAULT_MU = 0.4, 1.0
@@ -121,7 +122,7 @@ def _plot_table2(tables: Any) -> Any:
     ):
         if len(data):
             data = data.assign(x=data[col].astype(float).map(lambda v: f"{v:g}"))
-            kit.mean_std_plot(ax, data.sort_values(col), "x")
+            figures.mean_std_plot(ax, data.sort_values(col), "x")
         ax.set_xlabel(col.removeprefix("param_").replace("lam", "lambda"))
         ax.set_title(title)
     axes[0].set_ylabel("R@1 (%), mean +- std over seeds")

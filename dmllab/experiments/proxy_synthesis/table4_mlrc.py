@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments import analogue
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.compare import paired
 from dmllab.experiments.lookup import Lookup
+from dmllab.experiments.params import Params
 from dmllab.experiments.proxy_synthesis import _common as C
 
 BASES = ("normsoftmax", "cosface", "arcface", "softtriple", "proxynca", "proxy_anchor")
@@ -177,10 +178,10 @@ _ARMS = (C.arm("normsoftmax"),)
 _NO_SEARCH = (
     "the paper's 50-trial hyper-parameter search is not run; the config's lr (PS's 1e-6 is for BN-Inception)"
 )
-_MLRC_SINGLE = kit.differs(
+_MLRC_SINGLE = analogue.differs(
     "one 128-d model per seed under the MLRC architecture and optimiser on every training class of the "
     f"benchmark; {_NO_SEARCH}",
-    paper=f"{kit.BN_INCEPTION}; {_NO_SEARCH}",
+    paper=f"{analogue.BN_INCEPTION}; {_NO_SEARCH}",
 )
 
 
@@ -193,7 +194,7 @@ def _folds(profile: str) -> str:
     )
 
 
-_MLRC_FOLDS = kit.differs(_folds, paper=f"{kit.BN_INCEPTION}; {_NO_SEARCH}")
+_MLRC_FOLDS = analogue.differs(_folds, paper=f"{analogue.BN_INCEPTION}; {_NO_SEARCH}")
 
 ARTIFACT = Artifact(
     id="ps_table4_mlrc",

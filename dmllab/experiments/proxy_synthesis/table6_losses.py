@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params, Run
+from dmllab.experiments import figures
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.compare import paired
 from dmllab.experiments.lookup import Lookup
+from dmllab.experiments.params import Params
 from dmllab.experiments.proxy_synthesis import _common as C
 
 ALL_BASES = (
@@ -122,7 +123,7 @@ def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str
             ("train", (emb, labels, None)),
             ("test", lookup.embed(run, run.config.data.test_split)),
         ):
-            points = kit.tsne_by_class(
+            points = figures.tsne_by_class(
                 e, y, classes=params["tsne_classes"], per_class=params["tsne_per_class"], seed=run.seed
             )
             tsne_rows += [

@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Params
+from dmllab.experiments import analogue
+from dmllab.experiments.artifact import Artifact, Claim, Figure
 from dmllab.experiments.compare import per_seed
 from dmllab.experiments.lookup import Lookup
+from dmllab.experiments.params import Params
 
 
 def _median_ms(fn: Any, repeats: int) -> float:
@@ -140,7 +141,7 @@ _CPU_MS = (
     "absolute milliseconds: the study times the CPU (the paper: a GPU); the overhead ratio to the same loss "
     "without PS is the claim that carries over"
 )
-_TIMING = kit.differs(
+_TIMING = analogue.differs(
     "random L2-normalised 512-d embeddings and 98 proxies, forward + backward, timed side by side with the same "
     "loss without PS in one process on the notebook's device (paper: a GPU in training)"
 )

@@ -1,0 +1,207 @@
+"""What artifacts' figures share: images of a dataset for a figure table (:func:`raw_dataset`,
+:func:`image_files`, :func:`figure_images`), t-SNE (:func:`tsne`, :func:`tsne_by_class`), and the standard figures
+(bars per variant, sweep curves, mean and std over seeds), drawn from the tidy CSVs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+# ------------------------------------------------------------------------------------------- images and t-SNE
+
+
+def raw_dataset(cfg: Any, split: str) -> Any:
+    """``split`` of ``cfg``'s dataset without a transform (images for figures; the data are regenerated or read,
+    never stored as results)."""
+    from dmllab.data import build_dataset
+
+    kw = dict(cfg.data.dataset_kwargs)
+    if cfg.data.dataset == "synthetic":
+        kw["progress"] = False
+    return build_dataset(cfg.data.dataset, cfg.data.root, split, transform=None, **kw)
+
+
+def image_files(dataset: Any, indices: Sequence[int]) -> list[str | None]:
+    """The files of images ``indices`` of ``dataset`` (one read from a folder: its ``image_path``), so that a
+    figure table names the images it shows and the figure is drawn from the table wherever the data root is;
+    ``None`` each for a dataset rendered in memory (the offline benchmark: :func:`figure_images` rebuilds it)."""
+    path = getattr(dataset, "image_path", None)
+    return [str(path(int(i))) if path is not None else None for i in indices]
+
+
+def figure_images(table: Any, dataset: Callable[[], Any]) -> dict[int, Any]:
+    """``{index: PIL image}`` of the rows of a figure table: read from its ``image`` column where it names the
+    files (:func:`image_files`), else from ``dataset()`` (:func:`raw_dataset`)."""
+    if "image" in table and table["image"].notna().all():
+        from pathlib import Path
+
+        from dmllab.data.real import load_image
+
+        return {int(i): load_image(Path(p)) for i, p in zip(table["index"], table["image"])}
+    ds = dataset()
+    return {int(i): ds[int(i)][0] for i in table["index"]}
+
+
+def tsne(points: Any, seed: int = 0, perplexity: float = 30.0) -> Any:
+    """2-D t-SNE (scikit-learn, PCA init) of ``points`` (N, D) as float32; perplexity capped at (N - 1) / 3 (and
+    at least 2) for small N."""
+    import numpy as np
+    from sklearn.manifold import TSNE
+
+    x = np.asarray(points, dtype=np.float32)
+    perp = float(min(perplexity, max(2.0, (len(x) - 1) / 3)))
+    return TSNE(n_components=2, perplexity=perp, init="pca", random_state=seed).fit_transform(x)
+
+
+def tsne_by_class(
+    emb: Any, labels: Any, *, classes: int, per_class: int, seed: int
+) -> list[tuple[int, float, float]]:
+    """``(label, x, y)`` of a t-SNE (:func:`tsne`) of the first ``per_class`` samples of each of the first
+    ``classes`` labels (a readable picture)."""
+    import numpy as np
+
+    y = np.asarray(labels)
+    keep = np.isin(y, np.unique(y)[:classes])
+    e, y = np.asarray(emb)[keep], y[keep]
+    sel = np.concatenate([np.flatnonzero(y == c)[:per_class] for c in np.unique(y)])
+    xy = tsne(e[sel], seed=seed)
+    return [(int(y[s]), float(a), float(b)) for s, (a, b) in zip(sel, xy)]
+
+
+# ------------------------------------------------------------------------------------------------ figures
+
+
+def bar_figure(
+    tables: Mapping[str, Any],
+    *,
+    metric: str = "R@1",
+    order: Sequence[str] | None = None,
+    title: str = "",
+    hue: str | None = None,
+) -> Any:
+    """Bars of ``metric`` per variant (mean over seeds, std error bars, the seeds as points), one panel per
+    dataset."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    rows = tables["rows"]
+    data = rows[rows["metric"] == metric]
+    dsets = list(dict.fromkeys(data["dataset"])) or ["-"]
+    fig, axes = plt.subplots(
+        1,
+        len(dsets),
+        figsize=(max(5.0, 0.9 * (len(order or set(data["variant"])) + 2)) * len(dsets) ** 0.6, 3.8),
+        squeeze=False,
+    )
+    for ax, dset in zip(axes[0], dsets):
+        sub = data[data["dataset"] == dset]
+        present = [v for v in (order or dict.fromkeys(sub["variant"])) if v in set(sub["variant"])]
+        if sub.empty:
+            ax.set_axis_off()
+            continue
+        sns.barplot(
+            data=sub,
+            x="variant",
+            y="value",
+            order=present,
+            hue=hue or "variant",
+            legend=bool(hue),
+            errorbar="sd",
+            ax=ax,
+            capsize=0.15,
+        )
+        sns.stripplot(
+            data=sub, x="variant", y="value", order=present, color="black", size=3, ax=ax, dodge=False
+        )
+        ax.set_xlabel("")
+        ax.set_ylabel(f"{metric} (%)")
+        ax.set_title(f"{title} ({dset})" if title else str(dset), fontsize=10)
+        ax.tick_params(axis="x", rotation=35)
+        for lab in ax.get_xticklabels():
+            lab.set_horizontalalignment("right")
+    fig.tight_layout()
+    return fig
+
+
+def sweep_figure(
+    tables: Mapping[str, Any],
+    param: str,
+    *,
+    metric: str = "R@1",
+    logx: bool = True,
+    xlabel: str | None = None,
+    title: str = "",
+    by: str | None = None,
+    mark: float | None = None,
+) -> Any:
+    """``metric`` against ``param_<param>``: mean over seeds with a shaded +- one std (as ProxyNCA++'s
+    Figs. 4-6), one line per ``by`` value (or per dataset)."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    rows = tables["rows"]
+    col = f"param_{param}"
+    data = rows[(rows["metric"] == metric)].copy()
+    fig, ax = plt.subplots(figsize=(5.2, 3.6))
+    if col not in data.columns or data.empty:
+        ax.text(0.5, 0.5, "no rows", ha="center")
+        return fig
+    data[col] = pd.to_numeric(data[col], errors="coerce")
+    data = data.dropna(subset=[col])
+    for name, sub in data.groupby(by or "dataset", sort=False):
+        s = (
+            sub.groupby([col], sort=False)["value"]
+            .agg(["mean", "std", "count"])
+            .reset_index()
+            .sort_values(col)
+        )
+        std = s["std"].fillna(0.0)
+        ax.plot(s[col], s["mean"], marker="o", label=str(name))
+        ax.fill_between(s[col], s["mean"] - std, s["mean"] + std, alpha=0.2)
+    if mark is not None:
+        ax.axvline(mark, color="grey", ls=":", lw=1)
+    if logx:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel or param)
+    ax.set_ylabel(f"{metric} (%), mean +- std over seeds")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def errorbar_lines(ax: Any, data: Any, x: str, hue: str, *, metric: str = "R@1", logx: bool = False) -> None:
+    """Mean +- std over seeds of ``metric`` against ``x``, one line per ``hue`` value."""
+    sel = data[data["metric"] == metric]
+    for name, part in sel.groupby(hue, sort=False):
+        stats = part.groupby(x)["value"].agg(["mean", "std"]).sort_index()
+        ax.errorbar(
+            stats.index.astype(float),
+            stats["mean"],
+            yerr=stats["std"].fillna(0),
+            marker="o",
+            capsize=3,
+            label=str(name),
+        )
+    if logx:
+        ax.set_xscale("log", base=2)
+    ax.set_ylabel(f"{metric} (%)")
+    ax.legend(fontsize=8)
+
+
+def mean_std_plot(ax: Any, data: Any, x: str, hue: str | None = None, y: str = "value") -> None:
+    """Points at the mean over seeds with std error bars (seaborn's point plot)."""
+    import seaborn as sns
+
+    sns.pointplot(
+        data=data,
+        x=x,
+        y=y,
+        hue=hue,
+        errorbar="sd",
+        ax=ax,
+        dodge=0.3 if hue else False,
+        capsize=0.1,
+        linestyles="-",
+    )

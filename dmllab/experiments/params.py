@@ -1,0 +1,175 @@
+"""How an artifact's parameters are resolved: :func:`resolve_parameters` turns what a notebook or the study gives
+(``None``: the profile's default) into :class:`Params`: the one place where parameter names, kinds, seeds and the
+device are checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from dmllab.profiles import PROFILES, resolve_device
+
+if TYPE_CHECKING:
+    from dmllab.experiments.artifact import Artifact
+
+# Parameters every notebook has; ``None`` means "the profile's default".
+STANDARD_PARAMETERS: tuple[str, ...] = ("profile", "seeds", "device", "data_root")
+# Parameters of the execution a notebook accepts beyond its parameters cell (``dmllab study`` passes them):
+# ``train_missing``, ``fast_dev_run`` (N > 0: the runs are fast dev runs, ``run.fast_dev_run``), ``pretrained``
+# (False: every run from random initialisation, ``dmllab study --fast-dev-run --pretrained none``) and
+# ``check_counts`` (False: real datasets are read without their canonical counts, ``dmllab study --no-counts``).
+EXECUTION_PARAMETERS: tuple[str, ...] = ("train_missing", "fast_dev_run", "pretrained", "check_counts")
+
+
+@dataclass(frozen=True)
+class Params:
+    """The resolved parameters of one artifact execution (profile defaults filled in)."""
+
+    values: Mapping[str, Any]
+
+    @property
+    def profile(self) -> str:
+        return self.values["profile"]
+
+    @property
+    def seeds(self) -> list[int]:
+        return list(self.values["seeds"])
+
+    @property
+    def device(self) -> str:
+        return self.values["device"]
+
+    @property
+    def data_root(self) -> str | None:
+        return self.values.get("data_root")
+
+    @property
+    def fast_dev_run(self) -> int:
+        """N > 0: every run is a fast dev run of N batches per epoch (``run.fast_dev_run``); 0: real runs."""
+        return int(self.values.get("fast_dev_run", 0))
+
+    @property
+    def pretrained(self) -> bool | None:
+        """False: every run from random initialisation (no pre-trained weights); None: as its preset says."""
+        return self.values.get("pretrained")
+
+    @property
+    def check_counts(self) -> bool:
+        """False: the real datasets are read without checking their canonical counts (a partial copy)."""
+        return self.values.get("check_counts", True) is not False
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return self.values[key]
+        except KeyError:
+            raise KeyError(f"no parameter {key!r}; parameters: {sorted(self.values)}") from None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+
+def _as_seeds(value: Any, name: str) -> list[int]:
+    seeds = [value] if isinstance(value, int) else value
+    if isinstance(seeds, (list, tuple)) and seeds and all(_kind(s) == "int" for s in seeds):
+        return list(seeds)
+    raise ValueError(f"notebook {name}: seeds must be an int or a non-empty list of ints, got {value!r}")
+
+
+def _kind(value: Any) -> str:
+    """The parameter kind of a default value: bool, int, float, str, list or dict (``type`` name otherwise)."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (list, tuple)):
+        return "list"
+    return type(value).__name__
+
+
+def _fits(kind: str, kinds: set[str]) -> bool:  # an int is accepted where floats are
+    return kind in kinds or (kind == "int" and "float" in kinds)
+
+
+def _check_kind(artifact: Artifact, key: str, value: Any) -> None:
+    """Raise ValueError when ``value`` (or, for a list, one of its elements) has another kind than the non-None
+    defaults of ``key`` (or their elements); an int is accepted for a float. ``papermill -p temperatures 0.1``,
+    ``-p steps 100.5`` or ``-y 'temperatures: [a, b]'`` therefore fail in the setup cell, not deep inside."""
+    defaults = [artifact.parameters[p][key] for p in PROFILES if artifact.parameters[p][key] is not None]
+    kinds = {_kind(d) for d in defaults}
+    if not kinds:
+        return
+    kind = _kind(value)
+    example = defaults[0]
+    if not _fits(kind, kinds):
+        raise ValueError(
+            f"notebook {artifact.name}: parameter {key!r} must be of type {' or '.join(sorted(kinds))} "
+            f"(e.g. {example!r}), got {value!r} ({type(value).__name__}). Lists are passed with papermill -y, "
+            "e.g. -y 'temperatures: [1.0, 0.5]'."
+        )
+    element_kinds = {_kind(e) for d in defaults if _kind(d) == "list" for e in d if e is not None}
+    if kind != "list" or not element_kinds:
+        return
+    for element in value:
+        if element is not None and not _fits(_kind(element), element_kinds):
+            raise ValueError(
+                f"notebook {artifact.name}: parameter {key!r} must be a list of "
+                f"{' or '.join(sorted(element_kinds))} (e.g. {example!r}), got {value!r}: element {element!r} "
+                f"is {type(element).__name__}"
+            )
+
+
+def check_train_missing(artifact_id: str, value: Any) -> bool:
+    """The notebook parameter ``train_missing`` as a bool (``None``: True, a notebook run by hand trains what is
+    missing); anything but None, True or False raises ValueError naming the parameter."""
+    if value is None or isinstance(value, bool):
+        return value is not False
+    raise ValueError(
+        f"notebook {artifact_id}: parameter 'train_missing' must be True or False, got {value!r} "
+        f"({type(value).__name__})"
+    )
+
+
+def resolve_parameters(artifact: Artifact, given: Mapping[str, Any]) -> Params:
+    """Check ``given`` against the artifact's parameters and fill the profile's defaults for ``None`` values.
+
+    Raises:
+        ValueError: an unknown parameter name (listing the valid ones), an unknown profile, an artifact
+            parameter whose type differs from its defaults' (a scalar for a list, a float for an int, a list
+            element of another type), or a negative seed.
+    """
+    valid = artifact.parameter_names + EXECUTION_PARAMETERS
+    unknown = sorted(set(given) - set(valid))
+    if unknown:
+        raise ValueError(
+            f"unknown parameter {unknown[0]!r} for notebook {artifact.id}; valid parameters: {', '.join(valid)}"
+            + (f" (also unknown: {', '.join(unknown[1:])})" if len(unknown) > 1 else "")
+            + ". Interactively: restart the kernel before running the setup cell again."
+        )
+    profile = given.get("profile") or "quick"
+    if profile not in PROFILES:
+        raise ValueError(
+            f"notebook {artifact.id}: unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}"
+        )
+    defaults = artifact.defaults(profile)
+    params: dict[str, Any] = {"profile": profile}
+    for key in artifact.parameter_names[1:]:
+        value = given.get(key)
+        if value is not None and key in artifact.specific_parameters:
+            _check_kind(artifact, key, value)
+        params[key] = defaults.get(key) if value is None else value
+    params["seeds"] = _as_seeds(params["seeds"], artifact.id)
+    if any(s < 0 for s in params["seeds"]):
+        raise ValueError(f"notebook {artifact.id}: seeds must be non-negative, got {params['seeds']}")
+    params["device"] = resolve_device(params["device"] or "auto")
+    fast = given.get("fast_dev_run")
+    if fast is not None and (isinstance(fast, bool) or not isinstance(fast, int) or fast < 0):
+        raise ValueError(f"notebook {artifact.id}: fast_dev_run must be an integer >= 0, got {fast!r}")
+    if fast:
+        params["fast_dev_run"] = fast
+    for key in ("pretrained", "check_counts"):
+        value = given.get(key)
+        if value is not None and not isinstance(value, bool):
+            raise ValueError(f"notebook {artifact.id}: {key} must be True, False or None, got {value!r}")
+        if value is False:
+            params[key] = False
+    return Params(params)

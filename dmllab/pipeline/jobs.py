@@ -1,0 +1,211 @@
+"""A study's jobs: what one job reports (:class:`JobResult`), how many run at once with how many threads, what a
+training job runs (:func:`train_run`), and how the study is asked to stop. Where the jobs run is
+:mod:`dmllab.pipeline.executors`.
+
+Workers and threads: ``jobs="auto"`` is one worker per usable core (``os.sched_getaffinity``) on the CPU and one
+worker on an accelerator (:func:`resolve_jobs`). A CPU run always uses one torch thread, whatever the machine:
+CPU kernels reduce in a thread-count-dependent order, so a run's numbers depend on its thread count
+(:mod:`dmllab.training.trainer`), and the committed results were trained with one thread per run. A worker on an
+accelerator gets its share of the usable cores (:func:`threads_per_worker`).
+
+Stopping (:func:`stop_on_signals`): SIGINT (Ctrl-C, which the terminal sends to the whole foreground process
+group) and SIGTERM raise :class:`Interrupted` in the study process; the executor stops its workers and raises
+:class:`Interrupted` with the jobs that finished.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext, suppress
+from dataclasses import dataclass, field
+from typing import Any
+
+from dmllab.experiments.artifact import Run
+
+SKIPPED = "up to date (skipped)"  # JobResult.output of a notebook whose stamp is current
+#: torch threads of a run on the CPU (module docstring).
+CPU_THREADS_PER_RUN = 1
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """Outcome of one training run or notebook."""
+
+    name: str
+    status: str  # "ok" | "diverged" (a non-finite run: an outcome, recorded in the store) | "FAILED"
+    wall_s: float
+    error: str = ""
+    output: str | None = None  # executed notebook or the job's log
+    cell: int | None = None
+    # A fast dev run's measurements (:func:`train_run`): steps, peak memory, what it shrank to fit the data.
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def cached(self) -> bool:
+        """A notebook skipped because its inputs are unchanged since its last successful execution."""
+        return self.output == SKIPPED
+
+
+class Interrupted(KeyboardInterrupt):
+    """The study was asked to stop (SIGINT or SIGTERM); ``finished`` holds the jobs of the interrupted step
+    that finished before."""
+
+    def __init__(self, signum: int = signal.SIGINT, finished: Sequence[JobResult] = ()) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+        self.finished = tuple(finished)
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """Within the block, SIGINT and SIGTERM raise :class:`Interrupted` in the main thread (the first one only:
+    a second signal while the study stops is ignored, the stop itself is bounded). Elsewhere than in the main
+    thread this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    stopping = [False]
+
+    def handler(signum: int, frame: Any) -> None:
+        if not stopping[0]:
+            stopping[0] = True
+            raise Interrupted(signum)
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+# --------------------------------------------------------------------------------------------- workers
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity; ``os.cpu_count()`` where that is unknown)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def resolve_jobs(jobs: int | str, device: str) -> int:
+    """The number of local workers: ``"auto"`` is :func:`usable_cores` on the CPU and 1 on an accelerator (one
+    device); an int (or its text) is taken as given.
+
+    Raises:
+        ValueError: anything but ``"auto"`` or a positive integer (one line naming ``--jobs``).
+    """
+    if jobs == "auto":
+        return usable_cores() if str(device).split(":")[0] == "cpu" else 1
+    n = int(jobs) if isinstance(jobs, str) and jobs.strip().isdigit() else jobs
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"--jobs must be 'auto' or a positive integer, got {jobs!r}")
+    return n
+
+
+def threads_per_worker(device: str, workers: int) -> int:
+    """torch threads of each worker: :data:`CPU_THREADS_PER_RUN` on the CPU; on an accelerator the worker's share
+    of the usable cores (at most ``OMP_NUM_THREADS`` where the user set it)."""
+    if str(device).split(":")[0] == "cpu":
+        return CPU_THREADS_PER_RUN
+    threads = max(1, usable_cores() // max(1, workers))
+    if os.environ.get("OMP_NUM_THREADS", "").isdigit():  # an explicit user limit is kept
+        threads = max(1, min(threads, int(os.environ["OMP_NUM_THREADS"])))
+    return threads
+
+
+def quiet() -> None:
+    """Keep kernel and library noise (e.g. jupyter's "running over TCP without encryption") off the terminal."""
+    for name in ("traitlets", "papermill", "jupyter_client", "nbclient", "asyncio"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", message=".*without encryption.*")
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    # multiprocessing's resource tracker warns of the semaphores of workers the study terminated (and frees them)
+    os.environ.setdefault("PYTHONWARNINGS", "ignore::DeprecationWarning,ignore:resource_tracker:UserWarning")
+
+
+class PeakMemory:
+    """The peak memory of what runs inside the block: CPU RSS of this process and its children (DataLoader
+    workers), sampled every ``interval_s`` by a thread, and on CUDA ``torch.cuda.max_memory_allocated`` (exact).
+    ``info()`` gives ``{"peak_rss_mb": ..., "cuda_max_allocated_mb": ...}`` (the latter on CUDA only)."""
+
+    def __init__(self, device: str, interval_s: float = 0.05) -> None:
+        self.cuda = str(device).startswith("cuda")
+        self.interval_s = interval_s
+        self.peak_rss = 0
+        self._stop = threading.Event()
+
+    def _rss(self) -> int:
+        import psutil
+
+        me = psutil.Process()
+        total = me.memory_info().rss
+        for child in me.children(recursive=True):
+            with suppress(psutil.Error):
+                total += child.memory_info().rss
+        return total
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            with suppress(Exception):
+                self.peak_rss = max(self.peak_rss, self._rss())
+
+    def __enter__(self) -> PeakMemory:
+        if self.cuda:
+            import torch
+
+            torch.cuda.reset_peak_memory_stats()
+        self.peak_rss = self._rss()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        with suppress(Exception):
+            self.peak_rss = max(self.peak_rss, self._rss())
+
+    def info(self) -> dict[str, float]:
+        out = {"peak_rss_mb": self.peak_rss / 2**20}
+        if self.cuda:
+            import torch
+
+            out["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated() / 2**20
+        return out
+
+
+def train_run(run: Run) -> JobResult:
+    """Train one run through the run store (a stored run is returned at once); never raises. A fast dev run
+    (``run.fast_dev_run``) also reports its steps, peak memory (:class:`PeakMemory`) and what it shrank to fit the
+    data in ``JobResult.info``."""
+    from dmllab.metrics import DegenerateEmbeddingError as NonFiniteEmbeddingError  # collapsed too
+    from dmllab.training import NonFiniteLossError
+    from dmllab.training.store import run as train
+
+    start = time.perf_counter()
+    fast = run.config.run.fast_dev_run > 0
+    memory = PeakMemory(run.config.run.device) if fast else None
+    info: dict[str, Any] = {}
+    try:
+        with memory if memory is not None else nullcontext():
+            result = train(run.config, seed=run.seed, progress=False)
+        info = dict(result.extra.get("fast_dev", {}), cached=result.cached)
+    except (NonFiniteLossError, NonFiniteEmbeddingError) as err:  # recorded by the store
+        return JobResult(run.key, "diverged", time.perf_counter() - start, f"{type(err).__name__}: {err}")
+    except Exception as err:
+        error = f"{type(err).__name__}: {err}"
+        return JobResult(run.key, "FAILED", time.perf_counter() - start, error, info=_memory(memory))
+    return JobResult(run.key, "ok", time.perf_counter() - start, info={**info, **_memory(memory)})
+
+
+def _memory(memory: PeakMemory | None) -> dict[str, float]:
+    return memory.info() if memory is not None else {}
