@@ -1,5 +1,5 @@
 """Benchmark of dmllab's exact Recall@K evaluator against scikit-learn, faiss-cpu and the bare matrix products
-(issues 2 and 9, "Evaluator").
+(docs/guide/metrics.md, "Evaluator benchmark").
 
 1. 20,000 x 256 clustered embeddings (200 classes): exact Recall@{1,10,100,1000} by dmllab, scikit-learn's
    ``NearestNeighbors(n_neighbors=1001, algorithm="brute")`` and faiss-cpu's ``IndexFlatL2`` (k = 1001), recall
@@ -8,7 +8,7 @@
    floors, one run each, side by side in the same invocation:
 
    * ``bare_matmul_torch``: the chunked products X[c] @ X.T by ``torch.mm`` into a preallocated buffer
-     (1,024 rows x N, the old evaluator's only O(N^2 D) step);
+     (1,024 rows x N: the O(N^2 D) step of an evaluator built on torch's products);
    * ``bare_matmul_numpy``: the same products by numpy's BLAS (OpenBLAS in the numpy wheels);
    * ``bare_matmul_numpy_half``: only the tiles on and above the diagonal (X X^T is symmetric), the products
      a leave-one-out evaluator needs at least.

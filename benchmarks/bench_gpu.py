@@ -1,4 +1,4 @@
-"""GPU benchmark (issue 10, "GPU path"): where the time of a paper-profile run goes on one CUDA GPU.
+"""GPU benchmark (docs/guide/gpu.md): where the time of a paper-profile run goes on one CUDA GPU.
 
 Needs a CUDA GPU; without one it exits at once with a message (status 2). Everything it measures runs in
 this process, side by side, and goes to results/benchmarks/gpu.csv (columns: benchmark, setting, metric,

@@ -4,9 +4,9 @@ alternating within each seed so that they share the machine's load (2 shared CPU
 
 Settings (config overrides on the quick preset):
 
-* ``before``: the quick recipe before issue 9 (full fine-tuning of the SmallCNN at trunk lr 0.1, PIL transforms per
-  image, ProxyNCA++'s two-stage protocol: stage 1 on ``train`` with validation and the plateau rule, stage 2 on
-  ``trainval``);
+* ``before``: the full fine-tuning recipe that the quick preset replaced (the whole SmallCNN at trunk lr 0.1, PIL
+  transforms per image, ProxyNCA++'s two-stage protocol: stage 1 on ``train`` with validation and the plateau rule,
+  stage 2 on ``trainval``);
 * ``after``: the quick preset as it is (in-memory tensor data, first 4 blocks frozen and cached for 4 augmented
   views, trunk lr 1.0, one stage on ``trainval``; chosen on validation by ``benchmarks/select_quick.py``);
 * ``native``: ``after`` with ``DMLLAB_CPU_ISA=native``: torch's CPU kernels as the machine picks them instead of

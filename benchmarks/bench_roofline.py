@@ -1,5 +1,6 @@
 """The quick profile's compute floor: FLOPs of a quick ProxyNCA++ run, the machine's measured rates, and how far
-the issue-9 targets are from what the current recipe can reach on this machine at any software speed-up.
+the quick profile's cost targets (one run <= 8 s, `make study` from empty <= 30 min on 2 cores) are from what the
+current recipe can reach on this machine at any software speed-up.
 
 Measured on the trainer's own modules (quick ProxyNCA++ config: the trainable SmallCNN blocks 5-6 on cached
 block-4 features, max pooling + LayerNorm head, ProxyNCA++ loss, Adam with the three parameter groups):
@@ -33,7 +34,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchutil import write_csv  # noqa: E402
 
-#: The issue's targets (seconds).
+#: The quick profile's cost targets (seconds): one run, and `make study` from empty on 2 cores.
 RUN_TARGET_S = 8.0
 STUDY_TARGET_S = 30 * 60.0
 
@@ -202,7 +203,12 @@ def main(argv: list[str] | None = None) -> int:
     add("flops_per_run", float(run_flops), "FLOP", "training only")
     add("step_s_nchw", step_s["nchw"], "s", "1 thread, median")
     add("step_s_channels_last", step_s["channels_last"], "s", "1 thread, median")
-    add("channels_last_speedup", step_s["nchw"] / step_s["channels_last"], "x", "not adopted (README)")
+    add(
+        "channels_last_speedup",
+        step_s["nchw"] / step_s["channels_last"],
+        "x",
+        "not adopted (docs/quick-profile.md)",
+    )
     add("step_gflops_nchw", flops_train / step_s["nchw"] / 1e9, "GFLOP/s", "counted FLOPs / step time")
     add("conv_share_of_step", conv_share, "ratio", "torch.profiler self time, conv forward+backward")
     add(

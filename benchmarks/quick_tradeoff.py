@@ -1,7 +1,8 @@
 """Cost against signal for every quick recipe measured on validation: what `make study` from empty would take with
-each one, set against the issue-9 target of 30 minutes. Reads CSVs only (no training, a second or two).
+each one, set against the quick profile's target of 30 minutes for `make study` from empty on 2 cores. Reads CSVs
+only (no training, a second or two).
 
-Inputs (written by earlier benchmark runs, see the README):
+Inputs (written by the other benchmark scripts, docs/benchmarks.md):
 
 * the selection CSVs of ``select_quick.py`` / ``select_quick_size.py`` (``quick_selection*.csv``): per candidate
   recipe and seed, the validation signal (R@1 after training minus the pre-trained network's, last epoch) and the

@@ -12,7 +12,7 @@ seed). Runs execute in this process one after the other (2 CPU cores), with a fr
     .venv/bin/python benchmarks/select_quick.py --seeds 2                     # -> results/benchmarks/quick_selection.csv
     .venv/bin/python benchmarks/select_quick.py --seeds 1 --only head8,b5_lr1 --out /tmp/q.csv   # a subset
 
-Fewer epochs with an lr drop (the ``b*_e*_d*`` candidates, measured after the preset was adopted):
+Fewer epochs with an lr drop (the ``b*_e*_d*`` candidates):
 
     .venv/bin/python benchmarks/select_quick.py --seeds 2 --group schedules   # -> quick_selection_schedules.csv
 
@@ -43,7 +43,7 @@ _C4 = [*_MEM, "data.feature_views=4"]
 #: The candidate adopted as the quick preset (its overrides give the preset's recipe).
 ADOPTED = "b4_lr1"
 CANDIDATES: dict[str, list[str]] = {
-    # the quick recipe before issue 9 (full fine-tuning of the trunk at lr 0.1, PIL transforms per image)
+    # the full fine-tuning recipe (trunk lr 0.1, PIL transforms per image), the reference the preset replaced
     "full8": ["data.in_memory=false", "model.frozen_blocks=0", "data.feature_views=0", "optim.lr=0.1"],
     # in-memory tensor path, full fine-tuning
     "mem8": [*_MEM, "model.frozen_blocks=0", "data.feature_views=0", "optim.lr=0.1"],
@@ -58,7 +58,7 @@ CANDIDATES: dict[str, list[str]] = {
     "b3_lr0.1": [*_C4, "model.frozen_blocks=3", "optim.lr=0.1"],
     "b4_lr0.1": [*_C4, "model.frozen_blocks=4", "optim.lr=0.1"],
     "b4_lr0.3": [*_C4, "model.frozen_blocks=4", "optim.lr=0.3"],
-    ADOPTED: [*_C4, "model.frozen_blocks=4", "optim.lr=1.0"],  # the quick preset since issue 9
+    ADOPTED: [*_C4, "model.frozen_blocks=4", "optim.lr=1.0"],  # the quick preset's recipe
     "b4_lr1_e6": [*_C4, "model.frozen_blocks=4", "optim.lr=1.0", "schedule.epochs=6"],
     "b4_lr2": [*_C4, "model.frozen_blocks=4", "optim.lr=2.0"],
 }

@@ -1,4 +1,4 @@
-"""Smaller inputs for the quick profile (issue 9's "smaller inputs" lever), chosen on the *validation* split like
+"""Smaller inputs for the quick profile, chosen on the *validation* split like
 ``select_quick.py``: the quick ProxyNCA++ recipe on 32-px images (the "smoke" transform: Resize 36, 32-px crops,
 a 4x4 feature map instead of 7x7) with a SmallCNN pre-trained at 32 px the quick profile's way (the pre-training
 pool at that size, same recipe), side by side with the 64-px preset in the same run.

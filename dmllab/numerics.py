@@ -4,9 +4,7 @@ torch and numpy pick the instruction set of their CPU kernels at run time, from 
 kernels (element-wise ops, reductions: ``ATEN_CPU_CAPABILITY``), oneDNN's convolutions (``ONEDNN_MAX_CPU_ISA``) and
 numpy's dispatched loops (``NPY_DISABLE_CPU_FEATURES``). An AVX-512 CPU sums in another order (and rounds some
 functions otherwise) than an AVX2 one, so the same seed gives other last bits, and training turns them into other
-metrics: on an AVX-512 machine (AMD EPYC, family 26) the quick ProxyNCA++ run of seed 0 gave test R@1 44.57 and the
-pre-trained-only network 25.35 natively, against 44.95 and 25.89 (the committed values, from an AVX2 machine) with
-torch's kernels pinned to AVX2 (README, "Same numbers on other CPUs").
+metrics (docs/reproducibility.md, "Same numbers on other CPUs", has a measured example).
 
 :func:`pin_cpu_isa` pins all three to AVX2, which every x86-64 CPU of the last decade runs, so the quick study on a
 fresh machine reproduces the committed result CSVs bit for bit (with the same thread count: see
@@ -190,8 +188,8 @@ def stale_cache_message(
         return (
             f"the cache {root} holds {', '.join(built)} but no {CACHE_STAMP}: an older dmllab built it, which did "
             "not pin the CPU kernels, and this CPU has AVX-512, so its contents (and the runs trained on them) may "
-            "differ from the committed numbers in the last bits (README, Same numbers on other CPUs). Delete "
-            f"{root} and the run store {runs} once; dmllab builds both again"
+            "differ from the committed numbers in the last bits (docs/reproducibility.md, 'The cache "
+            f"stamp'). Delete {root} and the run store {runs} once; dmllab builds both again"
         )
     stamp_cache(root)
     return None

@@ -11,10 +11,10 @@ PROFILES: tuple[str, ...] = ("smoke", "quick", "paper")
 
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "mps")
 
-#: Typical wall time of one training run per profile, the study plan's estimate for a run when the run store
-#: holds no run of that profile yet (a fresh machine); None: no basis. quick: the mean of the 365 runs that the
-#: quick study trained on a fresh machine (each on 1 torch thread of a 2-job study on 2 CPU cores;
-#: ``benchmarks/bench_study.py`` -> ``results/benchmarks/study.csv``, ``run_mean_s``; README, Quickstart).
+#: Typical wall time of one training run per profile on the CPU: the study plan's estimate for a run when the
+#: run store holds no run of that profile yet; None: no basis. quick: the mean run (``run_mean_s`` of
+#: ``benchmarks/bench_study.py``) of ``make study`` from empty on a 2-core AMD EPYC Zen 3 (AVX2) machine, 2
+#: jobs of one torch thread each; faster CPUs take less (docs/guide/study.md, "What it costs").
 TYPICAL_RUN_S: dict[str, float | None] = {"smoke": None, "quick": 25.9, "paper": None}
 #: The same on a GPU (one run per GPU, ``--jobs auto``). No basis yet for any profile: neither the quick study nor a
 #: paper run has been timed on a GPU (``results/benchmarks`` holds CPU measurements only); a GPU plan on an empty

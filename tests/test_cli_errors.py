@@ -1,5 +1,5 @@
 """Every user-facing failure of the CLI ends in one line ``dmllab: error: ...`` and a non-zero exit status;
-a traceback only with ``--debug`` (issue 10)."""
+a traceback only with ``--debug``."""
 
 from __future__ import annotations
 

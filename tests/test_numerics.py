@@ -164,7 +164,7 @@ def test_an_unstamped_cache_with_content_is_stale_on_an_avx512_cpu_only(monkeypa
     monkeypatch.setenv(CPU_ISA_VAR, "native")  # native runs have a cache of their own
     assert stale_cache_message(old, runs, flags=AVX512, machine="x86_64") is None
     monkeypatch.delenv(CPU_ISA_VAR)
-    # elsewhere the old kernels were the pinned ones: stamped, and quiet from then on
+    # elsewhere (AVX2, off x86-64, flags unreadable) its numbers are the pinned ones: stamped, then quiet
     monkeypatch.setattr(numerics, "cpu_flags", lambda: None)  # /proc/cpuinfo unreadable: counts as AVX2
     for flags, machine in ((frozenset({"avx2"}), "x86_64"), (AVX512, "aarch64"), (None, "x86_64")):
         (old / CACHE_STAMP).unlink(missing_ok=True)

@@ -17,7 +17,7 @@ from dmllab.registry import Registry
 
 DATASETS: Registry[type] = Registry("dataset")
 
-README_HINT = "see the 'Datasets' section of README.md for where to download it and how to lay it out"
+README_HINT = "`dmllab data fetch NAME ROOT` sets it up (docs/guide/datasets.md: where to get it, the layout)"
 
 
 class DatasetNotFoundError(FileNotFoundError):

@@ -3,9 +3,8 @@
 All presets take a PIL image (any mode; converted to RGB) and return a float32 tensor (3, S, S) normalised
 with the ImageNet mean/std. The full-size presets run ``torchvision.transforms.v2`` on uint8 tensors; the
 small-image presets (``quick``, ``smoke``) run ``torchvision.transforms`` (v1) on PIL images: the faster
-choice for each, measured with one torch thread (torchvision 0.29, transform only, images/s): 500x375
-photos, test transform v2-on-tensor 293 vs v1 253, train 427 vs 307; 64x64 images, test v1 6,250 vs v2
-3,500, train v1 2,830 vs v2 1,850-2,070. benchmarks/bench_data.py records decode + transform.
+choice for each at one torch thread (benchmarks/bench_data.py -> results/benchmarks/data.csv records decode +
+transform).
 
 ========================= ============================================== ==================================
 preset                    train                                          test
@@ -154,8 +153,8 @@ def no_augmentation(train: bool) -> Callable[[Any], Any]:
 
 
 class LazyTransform:
-    """A preset's transform built on its first call: importing torchvision costs about 2 s of a quick run's
-    start, and a dataset held in memory (``data.in_memory``) is augmented a batch at a time by
+    """A preset's transform built on its first call: a quick run on cached features never needs
+    torchvision, and a dataset held in memory (``data.in_memory``) is augmented a batch at a time by
     :mod:`dmllab.data.tensor`, so its per-image transform is never called."""
 
     def __init__(self, preset: str, train: bool) -> None:

@@ -14,7 +14,7 @@ and round r = k // B (different partners when mu > 1). For class-balanced batche
 is the label-sorted batch rolled by n. A batch with a single class has no valid partner: synthesis is
 skipped and the base loss is computed on the real batch (``last_lam`` is then None).
 
-Options (PS Tables 1-2, issue 13):
+Options (PS Tables 1-2):
 
 * ``pairing="sorted"`` (default, deterministic, above) or ``"random"``: each anchor gets a partner drawn
   uniformly from the batch samples of a *different* class (PS Sec. 3.2: "given two random pairs ... from

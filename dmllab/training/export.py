@@ -130,7 +130,7 @@ def embed_split(
     With a frozen trunk prefix (``model.frozen_blocks`` on an in-memory dataset: the quick profile) the prefix's
     output is memoised per process, keyed by the prefix weights: every stored model sharing the pre-trained prefix
     (all runs of a notebook) then runs only its trained blocks and head. The result is bit-identical to the full
-    forward (same batches, same operations), about 3.5x faster per model after the first.
+    forward (same batches, same operations).
     """
     from torch.utils.data import DataLoader
 

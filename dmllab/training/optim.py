@@ -7,8 +7,9 @@ a multiple of the embedding lr). Where a profile gives the trunk its own lr (the
 :mod:`dmllab.training.presets.proxynca`), "-fast" keeps the proxies with the embedding layer.
 
 The "proxies" group holds *every* learnable parameter of the loss (proxies, a classifier bias, the learnable
-beta of the margin loss): a loss parameter left out of the optimiser is the reproduction trap of the Proxy
-Anchor repository issue #25 (official-code.md), so :func:`check_all_params_in_groups` asserts coverage.
+beta of the margin loss): a loss parameter left out of the optimiser is the reproduction trap of
+Proxy-Anchor-CVPR2020 GitHub issue #25 (official-code.md), so :func:`check_all_params_in_groups` asserts
+coverage.
 """
 
 from __future__ import annotations

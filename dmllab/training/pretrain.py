@@ -53,11 +53,11 @@ def pretrain_config(
 ) -> ExperimentConfig:
     """Classification pre-training of SmallCNN: 64x64 synthetic pre-training pool (100 genus-level classes,
     40-60 images, 80% of them), "quick" transforms, random batches of 64, Adam lr 5e-3, x0.1 for the last 2
-    epochs (dmllab choice: 4 epochs of width 16, ~15-20 s on 2 cores, reach ~8% R@1 on ``pretrain_val``, chance
-    1%, and ~38% R@1 on the benchmark's ``val`` species without fine-tuning, where quick ProxyNCA++ fine-tuning
-    reaches ~48%: the CUB-with-ImageNet regime. Longer pre-training (12 epochs) gave ~56% without fine-tuning,
-    leaving fine-tuning little to add). ``seed``: the synthetic draw whose pre-training pool is used (0: the
-    default draw; the config of draw 0 names no seed, so its hash is the one it always had)."""
+    epochs (dmllab choice: 4 epochs of width 16 reach about 8% R@1 on ``pretrain_val``, chance 1%, and about
+    38% R@1 on the benchmark's ``val`` species without fine-tuning, where quick ProxyNCA++ fine-tuning reaches
+    about 48%: the CUB-with-ImageNet regime; 12 epochs reach about 56% without fine-tuning, leaving
+    fine-tuning little to add). ``seed``: the synthetic draw whose pre-training pool is used (0: the default
+    draw; the config of draw 0 names no seed, so its hash is the one it always had)."""
     draw = {"seed": int(seed)} if seed else {}
     return ExperimentConfig(
         method="pretrain_softmax",

@@ -77,10 +77,10 @@ class DivergedRunError(NonFiniteLossError):
 
 
 def _package_version(name: str) -> str | None:
-    """``name.__version__`` without importing the package when it is not imported yet (importing torchvision
-    takes about 2 s, which a quick run that never uses it should not pay): the package's ``version.py`` (where
-    torch-family wheels keep the full version, e.g. ``0.29.1+cu130``), else the installed distribution's
-    version; None when it is not installed."""
+    """``name.__version__`` without importing the package when it is not imported yet (a quick run on
+    cached features never uses torchvision and should not pay for importing it): the package's ``version.py``
+    (where torch-family wheels keep the full version, e.g. ``0.29.1+cu130``), else the installed
+    distribution's version; None when it is not installed."""
     import importlib.metadata
     import importlib.util
     import re

@@ -47,7 +47,7 @@ def test_check_reports_counts_and_corrupt_images(cub_root: Path, capsys) -> None
 def test_check_missing_root_and_unknown_name(tmp_path: Path, capsys) -> None:
     assert run_cli(["data", "check", "sop", str(tmp_path / "nope"), "--quiet"]) == 1
     err = capsys.readouterr().err
-    assert str(tmp_path / "nope") in err and "Datasets" in err
+    assert str(tmp_path / "nope") in err and "docs/guide/datasets.md" in err
     assert run_cli(["data", "check", "imagenet", str(tmp_path), "--quiet"]) == 1
     assert "valid dataset names" in capsys.readouterr().err
 

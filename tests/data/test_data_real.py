@@ -174,12 +174,12 @@ def test_check_counts_names_expected_and_found(cls, fixture, expected, request) 
     assert "check_counts=False" in str(err.value)
 
 
-def test_missing_root_names_path_layout_and_readme(tmp_path: Path) -> None:
+def test_missing_root_names_path_layout_and_the_datasets_guide(tmp_path: Path) -> None:
     missing = tmp_path / "nowhere"
     with pytest.raises(DatasetNotFoundError) as err:
         CUB200(missing, "train")
     msg = str(err.value)
-    assert str(missing) in msg and "images.txt" in msg and "'Datasets' section of README.md" in msg
+    assert str(missing) in msg and "images.txt" in msg and "docs/guide/datasets.md" in msg
     with pytest.raises(FileNotFoundError, match="cars_annos.mat"):
         Cars196(None, "train")
 
@@ -189,7 +189,7 @@ def test_missing_index_file(sop_root: Path, index_file: str) -> None:
     (sop_root / index_file).unlink()
     with pytest.raises(DatasetNotFoundError) as err:
         SOP(sop_root, "train", check_counts=False)
-    assert str(sop_root / index_file) in str(err.value) and "Datasets" in str(err.value)
+    assert str(sop_root / index_file) in str(err.value) and "docs/guide/datasets.md" in str(err.value)
 
 
 def test_corrupt_and_missing_images_name_the_file(cub_root: Path) -> None:

@@ -1,4 +1,4 @@
-"""Proxy Synthesis options (issue 13): static lambda (Table 2a), composition (Table 1), random pairing."""
+"""Proxy Synthesis options: static lambda (Table 2a), composition (Table 1), random pairing."""
 
 from __future__ import annotations
 

@@ -111,7 +111,7 @@ def test_nmi_auto_uses_torch_kmeans_on_large_splits(rng, monkeypatch):
     labels = np.repeat(np.arange(3), 20)
     x = np.eye(3)[labels] * 10 + rng.normal(size=(60, 3))
     nmi(x, labels)
-    assert not used  # small split: scikit-learn, as before
+    assert not used  # small split: scikit-learn
     monkeypatch.setattr(cl, "TORCH_KMEANS_MIN_N", 50)
     assert nmi(x, labels) == pytest.approx(1.0) and used
 

@@ -35,7 +35,8 @@ def integer_ties(rng, n=200, dim=3, n_classes=12):
 
 @pytest.mark.parametrize("scale", [1e19, 1e30, 1e-30])
 def test_huge_or_tiny_embeddings_give_the_true_recall(rng, scale):
-    # issue 10: |x| ~ 1e19 made every float32 distance inf/NaN and every query a hit (R@1 = 100 %)
+    # without the power-of-two rescale, |x| ~ 1e19 makes every float32 distance inf/NaN and every query a hit
+    # (R@1 = 100 %)
     x, y = clustered(rng, n=200, n_classes=40, spread=0.3)
     truth = brute_force_metrics(x.astype(np.float64), y, ks=KS)["recall"]
     assert truth[1] < 0.9

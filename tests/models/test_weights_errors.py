@@ -1,5 +1,5 @@
 """Weights files: a folder, an empty, a corrupt or a pickled-objects file each get their own message, never
-advising ``weights_only=False``; the missing-ImageNet message gives the CLI spelling (issue 10)."""
+advising ``weights_only=False``; the missing-ImageNet message gives the CLI spelling."""
 
 from __future__ import annotations
 

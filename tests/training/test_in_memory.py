@@ -53,7 +53,7 @@ def test_feature_views_need_frozen_blocks(smoke_cfg):
         run_protocol(cfg, seed=0, progress=False)
 
 
-# The quick profile's code path (in-memory images, 4 frozen blocks, cached views; issue 9) at smoke scale, for
+# The quick profile's code path (in-memory images, 4 frozen blocks, cached views) at smoke scale, for
 # every method family whose training step does something of its own: heating (alpha and lr change at an epoch),
 # Proxy Synthesis, manifold mixup (mixes the trunk's output), the classifier losses, the pair losses.
 QUICK_PATH = {"data.in_memory": True, "model.frozen_blocks": 4, "data.feature_views": 2}
@@ -104,7 +104,7 @@ def test_mixup_on_the_quick_path():
 
 def test_cached_feature_run_never_imports_torchvision(smoke_cfg):
     """A run on cached frozen-block features (the quick path once its cache exists) neither builds its per-image
-    transform nor imports torchvision for the provenance (about 2 s of a quick run's start); the recorded
+    transform nor imports torchvision for the provenance; the recorded
     version is still torchvision's full version string. The cache is built here first (its augmentation uses
     torchvision's roi_align); the run is checked in a fresh interpreter, since this session imports torchvision."""
     import json

@@ -58,8 +58,7 @@ def test_trainer_fold_splits_are_class_disjoint(smoke_cfg):
 
 
 def test_run_mlrc_smoke(smoke_cfg):
-    # 2 folds x 2 repetitions x 1 epoch: 2.7 s on a quiet 2-core machine (wall time not asserted: the
-    # machine is shared and a load of 10 makes it 30x slower)
+    # 2 folds x 2 repetitions x 1 epoch (wall time not asserted: a shared machine's load changes it many-fold)
     settings = MLRCSettings(folds=2, repetitions=2, embedding_dim=8, batch_size=8, per_class=2)
     res = run_mlrc(apply_overrides(smoke_cfg, ["schedule.epochs=1"]), settings, progress=False)
     keys = {f"{p}_{m}" for p in ("concat", "sep") for m in ("P@1", "RP", "MAP@R")}

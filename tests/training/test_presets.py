@@ -186,8 +186,8 @@ def test_quick_and_smoke_profiles_are_overlays_of_the_paper_config():
     paper = presets.get("proxynca++", "synthetic", "paper")
     assert (quick.optim.lr, quick.optim.lr_embedding, quick.optim.lr_proxies) == (1.0, paper.optim.lr, 4e2)
     assert quick.loss == paper.loss and (m.pooling, m.norm) == (paper.model.pooling, paper.model.norm)
-    # issue 9: one stage on trainval at a constant lr (stage 1 never plateaus and ends at its best epoch on
-    # quick), the first 4 SmallCNN blocks frozen and cached for 4 views, images in memory
+    # the quick recipe: one stage on trainval at a constant lr (stage 1 never plateaus and ends at its best
+    # epoch on quick), the first 4 SmallCNN blocks frozen and cached for 4 views, images in memory
     assert (
         not quick.run.two_stage
         and quick.data.train_split == "trainval"
@@ -232,7 +232,7 @@ def test_compress_schedule_keeps_every_event_inside_the_run():
     assert tiny.heat_epoch == 2
 
 
-# ------------------------------------------------------------------- fixed schedules (issue 12) and checks
+# ------------------------------------ fixed schedules (Proxy Anchor, Heated-up, Proxy Synthesis) and checks
 FIXED = ["proxy_anchor", "heated_softmax:BN", "proxy_synthesis", "proxy_synthesis:arcface"]
 
 

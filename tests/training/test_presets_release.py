@@ -264,11 +264,12 @@ def _count_trainings(monkeypatch) -> dict[str, int]:
 
 
 def test_heated_compressed_profiles_fine_tune_the_converged_ln_bn_model():
-    """Heated-up paper: heating fine-tunes the model trained at the starting temperature (Sec. 3.4 (ii); Sec. 5.2:
-    "HLN: Heated-up model using alpha = 4 to fine-tune LN"), alpha 16 -> 4 and lr x 0.1 (Sec. 5.1). The quick and
-    smoke presets do that (at their scale the release's in-run heating at 76 % of training heats an unconverged
-    model): HLN/HBN = LN/BN fine-tuned for a quarter of its epochs, rounded up, at alpha x 1/4, lr x 0.1; on the
-    paper profile it is ``heating="finetune"``, 20 epochs after LN/BN's 80 (run_Inception.py:31-35, 88)."""
+    """Heated-up paper: heating fine-tunes the model trained at the starting temperature (Sec. 3.4 (ii); Sec.
+    5.2: "HLN: Heated-up model using alpha = 4 to fine-tune LN"), alpha 16 -> 4 and lr x 0.1 (Sec. 5.1). The
+    quick and smoke presets do that (at their scale the release's in-run heating at 76 % of training heats an
+    unconverged model): HLN/HBN = LN/BN fine-tuned for a quarter of its epochs, rounded up, at alpha x 1/4, lr
+    x 0.1; on the paper profile the option ``heating="finetune"`` gives 20 epochs after LN/BN's 80
+    (run_Inception.py:31-35, 88)."""
     from dmllab.training.config import parent_config
 
     for variant, parent in (("HLN", "LN"), ("HBN", "BN")):

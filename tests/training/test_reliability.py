@@ -1,4 +1,4 @@
-"""Issue 10: config validation, the run key of real datasets, lock and temporary-folder cleanup, corrupt
+"""Reliability: config validation, the run key of real datasets, lock and temporary-folder cleanup, corrupt
 epoch checkpoints, diverged embeddings never stored, loaders (auto workers, per-sample seeds, sync-free
 steps)."""
 
@@ -175,7 +175,8 @@ def test_run_with_corrupt_last_pt_completes(smoke_cfg, tmp_path, capsys):
     cfg = smoke_cfg.replace("schedule.epochs", 1).replace("run.two_stage", False)
     store = RunStore(tmp_path / "runs")
     ckpt = store.checkpoint_dir(cfg, 0) / "last.pt"
-    ckpt.parent.mkdir(parents=True, exist_ok=True)  # another test may have trained this key in the session cache
+    # another test may have trained this key in the session cache
+    ckpt.parent.mkdir(parents=True, exist_ok=True)
     ckpt.write_bytes(b"truncated")
     res = run(cfg, seed=0, store=store, progress=False)
     assert not res.cached and (ckpt.parent / "last.pt.corrupt").is_file()

@@ -138,10 +138,10 @@ ARTIFACT = Artifact(
         "and heating up (fine-tuning with the final learned alpha x 1/4, lr x 0.1) improves every learned model. "
         "dmllab: `HeatedSoftmaxLoss(learn_alpha=True)` (alpha an `nn.Parameter` in the loss's optimiser group; "
         "once heated it is frozen and scaled by 1/4: inside the run on the paper profile, as the release heats, and "
-        "in a fine-tune of the learned-alpha BN run on the quick profile) on the BN (no "
-        "heating) and HBN (heating) presets. Quick: "
-        "initial alpha 4 only (the run budget) plus the fixed-alpha BN/HBN runs of Table 1. The final alpha is "
-        "read from the loss state in the run's `final.pt`; runs that do not store it give no alpha rows."
+        "in a fine-tune of the learned-alpha BN run on the quick profile, as the paper text heats) on the BN (no "
+        "heating) and HBN (heating) presets. Quick: initial alpha 4 only (the run budget) plus the fixed-alpha "
+        "BN/HBN runs of Table 1. The final alpha is read from the loss state in the run's `final.pt`; runs that "
+        "do not store it give no alpha rows."
     ),
     parameters={
         "smoke": {"seeds": [0, 1], "dataset": "cars", "initial_alphas": [4.0]},

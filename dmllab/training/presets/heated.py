@@ -94,10 +94,11 @@ def heated_softmax(
     two_stage: bool = False,
 ) -> ExperimentConfig:
     """Heated-up Softmax ``variant`` (module docstring). ``epochs``: the LN/BN schedule (for HLN/HBN: the
-    parent's, or with ``heating="in_run"`` the whole run's); ``heating``: "in_run" (the release's single run, the
-    default for HLN/HBN) or "finetune" (a fine-tune of the LN/BN run; the quick and smoke presets' default); ``heat_epochs``: heated epochs (default a quarter of
-    ``epochs``, rounded up); ``heat_epoch``: the first heated epoch of an in-run heating (default the release's
-    ``epochs - heat_epochs + 2``). Heating options are errors for SM/LN/BN, which never heat."""
+    parent's, or with ``heating="in_run"`` the whole run's); ``heating``: "in_run" (the release's single run,
+    the default for HLN/HBN) or "finetune" (a fine-tune of the LN/BN run; the quick and smoke presets'
+    default); ``heat_epochs``: heated epochs (default a quarter of ``epochs``, rounded up); ``heat_epoch``:
+    the first heated epoch of an in-run heating (default the release's ``epochs - heat_epochs + 2``). Heating
+    options are errors for SM/LN/BN, which never heat."""
     if variant not in HEATED_VARIANTS:
         raise ValueError(f"unknown heated_softmax variant {variant!r}; valid: {', '.join(HEATED_VARIANTS)}")
     if heating is not None and heating not in HEATINGS:

@@ -34,12 +34,12 @@ from dmllab.training.presets.datasets import DatasetSpec
 
 # The quick profile: the offline benchmark on 2 CPU cores (dmllab choice). SmallCNN width 16 pre-trained on the
 # synthetic pre-training pool (the "synthetic-pretrain" weights source), 64x64 images with 56-pixel crops, 128-d,
-# batch 32 (8 x 4 with class-balanced batches), 1 warm-up + 8 epochs, plateau patience 2, CPU. Speed (issue 9,
-# chosen on the validation split by benchmarks/select_quick.py -> results/benchmarks/quick_selection.csv): the
-# images live in memory and are augmented a batch at a time (data.in_memory), the first 4 of the 6 SmallCNN blocks
-# are frozen and their output is cached for 4 augmented views per image (model.frozen_blocks, data.feature_views),
-# so only the last two blocks, the head and the proxies train; ProxyNCA++'s two-stage protocol becomes one stage on
-# trainval (see quick()).
+# batch 32 (8 x 4 with class-balanced batches), 1 warm-up + 8 epochs, plateau patience 2, CPU. What makes it
+# fast, chosen on the validation split (benchmarks/select_quick.py -> results/benchmarks/quick_selection.csv;
+# docs/quick-profile.md): the images live in memory and are augmented a batch at a time (data.in_memory), the
+# first 4 of the 6 SmallCNN blocks are frozen and their output is cached for 4 augmented views per image
+# (model.frozen_blocks, data.feature_views), so only the last two blocks, the head and the proxies train;
+# ProxyNCA++'s two-stage protocol becomes one stage on trainval (see quick()).
 QUICK = dict(
     epochs=8,
     warmup=1,
@@ -178,9 +178,9 @@ def quick(cfg: ExperimentConfig, spec: DatasetSpec) -> ExperimentConfig:
 
     ProxyNCA++'s two-stage protocol (stage 1 on ``train`` watching ``val`` with a plateau lr rule, stage 2 on
     ``trainval`` stopped after the stage-1 best epoch) becomes one stage on ``trainval`` for the whole schedule
-    at a constant lr after the warm-up: with this recipe stage 1 never plateaued within its 8 epochs and its
-    best epoch was the last one (results/benchmarks/quick_selection.csv, candidate b4_lr1), so stage 2 would be
-    exactly this run; stage 1 only doubled the cost (README, Deviations).
+    at a constant lr after the warm-up: with this recipe stage 1 does not plateau within its 8 epochs and its
+    best epoch is the last one (results/benchmarks/quick_selection.csv, candidate b4_lr1), so stage 2 would be
+    exactly this run, and stage 1 would only double the cost (docs/quick-profile.md, "What makes it cheap").
     """
     cfg = _scaled(cfg, spec, "quick", QUICK)
     if cfg.run.two_stage and cfg.schedule.scheduler == "plateau":

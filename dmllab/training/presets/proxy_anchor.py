@@ -28,7 +28,7 @@ tjddus9597/Proxy-Anchor-CVPR2020; official-code.md = /work/shared/notes):
   constructor sets their ``requires_grad`` to False (net/resnet.py:150-155), but train.py sets
   ``requires_grad = True`` on every parameter outside the embedding and the proxies at ``epoch == args.warm``
   (train.py:285-287), BN weight and bias included; the trunk (BN affine included) is frozen during the warm-up
-  in both. ``model.freeze_bn_affine=true`` keeps them frozen for the whole run (dmllab's behaviour before).
+  in both. ``model.freeze_bn_affine=true`` keeps them frozen for the whole run.
   224 crops (``proxy_anchor`` transform): paper Sec. 4.2 "Image setting".
 * precision: fp32 (``run.amp="off"``): train.py has no autocast or loss scaling. ``run.amp=bf16`` is an option.
 * evaluation by cosine similarity (train.py ``evaluate_cos``). The released code keeps the epoch with the best

@@ -17,7 +17,7 @@ the authors' release, navervision/proxy-synthesis; official-code.md = /work/shar
   proxies (loss/proxy_losses.py:63-64, 92-93), as dmllab's ``normsoftmax`` and ``proxynca`` do.
 * the Proxy-NCA base is the release's ``Proxy_NCA``: ``-log_softmax(-scale * ||x - p||^2)`` over *all* proxies,
   the positive included (loss/proxy_losses.py:99-102), i.e. ProxyNCA++'s +prob form (``loss.prob=True``; the
-  bases "proxynca" and "proxynca++" are now the same loss). ``nca_prob=False``: the classic ProxyNCA of the PS
+  bases "proxynca" and "proxynca++" are the same loss). ``nca_prob=False``: the classic ProxyNCA of the PS
   paper's citation (Movshovitz-Attias et al. 2017; ProxyNCA++ Eq. 3: the positive left out of the denominator).
 * proxies initialised ``kaiming_uniform_(a=sqrt(5))`` (``loss.proxy_init="linear"``; norm about 0.58 at any
   dimension) for the two losses the release has, Norm_SoftMax and Proxy_NCA (loss/proxy_losses.py:59, 88): the
