@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments import analogue, figures
+from dmllab.experiments import analogue, figures, kit
 from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.params import Params
 from dmllab.experiments.pnpp import _common as C
