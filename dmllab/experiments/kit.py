@@ -12,7 +12,6 @@ by every table of the paper.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from dmllab.experiments.arrays import arrays_to_frame
@@ -103,32 +102,6 @@ def draw_runs(cfg: Any, params: Params, variant: str, **tags: Any) -> list[Run]:
         run_tags = (*tags.items(), ("data_seed", draw))
         out.append(Run(on_draw(cfg, draw), seed, variant=variant, tags=run_tags))
     return out
-
-
-def on_validation(cfg: Any) -> Any:
-    """``cfg`` trained on the ``train`` split for its whole schedule (one stage) and evaluated on the validation
-    split as its test split, as ``dmllab tune`` builds its trials: the run's test metrics are validation metrics
-    and the test split is never read (model selection on validation only). The validation split is watched
-    every epoch only where a plateau rule needs it.
-
-    Raises:
-        ValueError: the dataset has no validation split.
-    """
-    d = cfg.data
-    if d.val_split is None:
-        raise ValueError(f"dataset {cfg.dataset!r} has no validation split")
-    return replace(
-        cfg,
-        data=replace(
-            d,
-            train_split="train",
-            val_split=d.val_split if cfg.schedule.scheduler == "plateau" else None,
-            test_split=d.val_split,
-            query_split=None,
-            gallery_split=None,
-        ),
-        run=replace(cfg.run, two_stage=False, keep_best=False),
-    )
 
 
 def over_seeds(

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments import figures, kit
+from dmllab.experiments import figures
 from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.compare import paired
 from dmllab.experiments.params import Params
 from dmllab.experiments.proxy_synthesis import _common as C
+from dmllab.training.tune import on_validation
 
 DEFAULT_ALPHA, DEFAULT_MU = 0.4, 1.0
 VAL = "val"  # ``param_split`` of the validation runs (the test rows have none)
@@ -23,7 +24,7 @@ def _run(
     params: Params, ds: str, *, lam: float | None, alpha: float, mu: float, validation: bool = False
 ) -> list[Run]:
     """The PS + Norm-softmax runs of one Table 2 row; ``validation``: trained on ``train`` and evaluated on the
-    validation split instead (:func:`dmllab.experiments.kit.on_validation`), to choose the static lambda."""
+    validation split instead (:func:`dmllab.training.tune.on_validation`), to choose the static lambda."""
     cfg = C.config(params.profile, ds, "normsoftmax", loss__ps_alpha=alpha, loss__ps_mu=mu)
     if lam is not None:
         cfg = cfg.replace("loss.ps_lambda", lam)
@@ -37,7 +38,7 @@ def _run(
         ("mu", mu),
     )
     if validation:
-        cfg, variant, tags = kit.on_validation(cfg), f"{variant} (validation)", (*tags, ("split", VAL))
+        cfg, variant, tags = on_validation(cfg), f"{variant} (validation)", (*tags, ("split", VAL))
     return [Run(cfg, seed, variant=variant, tags=tags) for seed in params.seeds]
 
 
@@ -160,7 +161,7 @@ ARTIFACT = Artifact(
         "static, alpha 0.4 best. Fig. A: R@1 over alpha and mu (the paper prints no numbers). The best static "
         "lambda that stochastic generation is compared with is chosen on the validation split, never on the "
         "test rows: every static lambda is also trained on `train` and evaluated on `val` "
-        "(`kit.on_validation`, as `dmllab tune` builds its trials; rows `param_split = val`), and the lambda "
+        "(`dmllab.training.tune.on_validation`, as `dmllab tune` builds its trials; rows `param_split = val`), and the lambda "
         "with the best mean validation R@1 gives the test row the claim uses. Paper profile: "
         "every Table 2 row and the full alpha x mu grid. Quick (offline benchmark, rows face the Cars column, 3 "
         "seeds): static lambda 0.2 and 0.5, alpha 0.4 (the shared PS + Norm-softmax run) and 1.0; Fig. A is cut "
