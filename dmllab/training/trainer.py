@@ -794,7 +794,7 @@ class Trainer:
                 labels,
                 metrics=("nmi",),
                 nmi_average=kw.get("nmi_average", self.cfg.run.nmi_average),
-                allow_collapsed=kw["allow_collapsed"],
+                allow_collapsed=kw.get("allow_collapsed", False),
             )
         )
         return out

@@ -95,8 +95,10 @@ def test_quick_runs_are_shared() -> None:
     assert len({k for k in default if "pnpp_table7_10_ablation" in keys[k]}) == 1
     # 108 + the 72 runs of the Table 8-10 subsets (24 configurations x 3 seeds) + seeds 1 and 2 of the 5
     # ablation configurations other artifacts train too (ProxyNCA++, -scale, -max, -fast, -max -fast), on their
-    # own draws
-    assert len(keys) <= 190
+    # own draws = 190 with the untuned presets; with the tuned quick recipe (results/tuning/quick_best.csv) Fig. 4a
+    # adds the preset's T to its grid (3 runs), and the sweeps whose grids do not hold the tuned value (Figs. 4c,
+    # 5, 6) no longer share their grid point with the tables (3 runs each)
+    assert len(keys) <= 190 + 4 * 3
 
 
 def test_table7_10_paper_subsets_match_reference_configs() -> None:
