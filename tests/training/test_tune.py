@@ -290,7 +290,9 @@ def test_every_ablation_arm_differs_from_its_tuned_method_only_in_its_switch(rec
 
     def added_preset(aid, params, run):  # Fig. 4a adds the preset's T to its grid when the grid lacks it
         grid = params.get("temperatures") or ()
-        return aid == "pnpp_fig4a_temperature" and run.tag.get("preset") and run.tag["temperature"] not in grid
+        return (
+            aid == "pnpp_fig4a_temperature" and run.tag.get("preset") and run.tag["temperature"] not in grid
+        )
 
     def all_runs():
         out = []
