@@ -93,12 +93,19 @@ def test_quick_runs_are_shared() -> None:
     }
     assert len(default) == 3
     assert len({k for k in default if "pnpp_table7_10_ablation" in keys[k]}) == 1
+    # every sweep's preset runs (its grid plus the preset's own value) are the runs the tables share
+    assert default <= {k for k, ids in keys.items() if "pnpp_fig4c_proxy_lr" in ids}
+    for sweep in ("pnpp_fig5_normsoftmax_temperature", "pnpp_fig6_normsoftmax_proxy_lr"):
+        a = registry.get(sweep)
+        preset = {r.key for r in a.runs(a.params("quick")) if r.tag["preset"]}
+        assert len(preset) == 3 and all("pnpp_table12_13_normsoftmax" in keys[k] for k in preset), sweep
     # 108 + the 72 runs of the Table 8-10 subsets (24 configurations x 3 seeds) + seeds 1 and 2 of the 5
     # ablation configurations other artifacts train too (ProxyNCA++, -scale, -max, -fast, -max -fast), on their
-    # own draws = 190 with the untuned presets; with the tuned quick recipe (results/tuning/quick_best.csv) Fig. 4a
-    # adds the preset's T to its grid (3 runs), and the sweeps whose grids do not hold the tuned value (Figs. 4c,
-    # 5, 6) no longer share their grid point with the tables (3 runs each)
-    assert len(keys) <= 190 + 4 * 3
+    # own draws = 190 with the untuned presets; with the tuned quick recipe (results/tuning/quick_best.csv) the
+    # sweeps add the preset's value to their grids (shared runs), so the grid point that held the untuned value
+    # (Figs. 4c, 5, 6) is a run of its own (3 runs each), Fig. 4a's grid point 1/9 stays (3 runs), and Fig. 5's
+    # quick grid reaches 1/16, below the tuned T (3 runs)
+    assert len(keys) <= 190 + 5 * 3
 
 
 def test_table7_10_paper_subsets_match_reference_configs() -> None:

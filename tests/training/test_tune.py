@@ -288,11 +288,11 @@ def test_every_ablation_arm_differs_from_its_tuned_method_only_in_its_switch(rec
     from dmllab.experiments import registry
     from dmllab.experiments.lookup import planned_runs
 
-    def added_preset(aid, params, run):  # Fig. 4a adds the preset's T to its grid when the grid lacks it
-        grid = params.get("temperatures") or ()
-        return (
-            aid == "pnpp_fig4a_temperature" and run.tag.get("preset") and run.tag["temperature"] not in grid
-        )
+    def added_preset(aid, params, run):  # a sweep adds its preset's value to its grid when the grid lacks it
+        if not run.tag.get("preset"):
+            return False
+        (param,) = (k for k in run.tag if k != "preset")
+        return run.tag[param] not in params[f"{param}s"]
 
     def all_runs():
         out = []

@@ -87,10 +87,50 @@ def diff_at(df: Any, metric: str, param: str, better: float, worse: float) -> An
     return (at_value(df, metric, param, better) - at_value(df, metric, param, worse)).dropna()
 
 
-def sweep_runs(params: Params, build: Any, param: str, values: Sequence[float]) -> list[Run]:
-    """One run per (dataset, value, seed): ``build(dataset, profile, value)`` -> config, tagged ``param``."""
+def sweep_runs(
+    params: Params,
+    build: Any,
+    param: str,
+    values: Sequence[float],
+    preset: Any = None,
+    descending: bool = False,
+) -> list[Run]:
+    """One run per (dataset, value, seed): ``build(dataset, profile, value)`` -> config, tagged ``param``.
+
+    With ``preset`` the grid is ``values`` plus the preset's own value ``preset(dataset, profile)`` (the paper's
+    on the paper profile, on quick the value ``dmllab tune`` chose on validation), and every run is also tagged
+    ``preset`` (True on the preset's runs, the ones every other table shares): the sweep's claims compare at it
+    (:func:`preset_value`). ``descending``: the grid from the largest value."""
     out = []
     for dataset in datasets(params):
-        for v in values:
-            out += kit.seeds_runs(build(dataset, params.profile, v), params, f"{param} {v:.4g}", **{param: v})
+        own = None if preset is None else float(preset(dataset, params.profile))
+        grid = list(values) if own is None else sorted({float(v) for v in values} | {own}, reverse=descending)
+        for v in grid:
+            tags = {param: v} if own is None else {param: v, "preset": v == own}
+            out += kit.seeds_runs(build(dataset, params.profile, v), params, f"{param} {v:.4g}", **tags)
     return out
+
+
+def preset_value(df: Any, param: str) -> float:
+    """The preset's value of ``param`` in a sweep's rows: ``param_<param>`` of the rows tagged ``preset``
+    (:func:`sweep_runs`). Raises ValueError when no row is tagged (rows written before the tag existed)."""
+    import pandas as pd
+
+    flags = df.get("param_preset")
+    sel = df[flags.astype(str).isin(["True", "true", "1", "1.0"])] if flags is not None else df.iloc[0:0]
+    values = pd.to_numeric(sel.get(f"param_{param}"), errors="coerce").dropna().unique()
+    if len(values) != 1:
+        raise ValueError(
+            f"the sweep's rows tag {len(values)} preset values of {param!r} (expected one): re-run its notebook"
+        )
+    return float(values[0])
+
+
+def preset_vs(df: Any, metric: str, param: str, which: str) -> Any:
+    """Per seed: ``metric`` at the preset's value of ``param`` minus at the ``"min"`` or ``"max"`` value swept,
+    or at a number given as ``which``."""
+    import pandas as pd
+
+    swept = pd.to_numeric(df.get(f"param_{param}"), errors="coerce")
+    other = {"min": swept.min(), "max": swept.max()}.get(which, which)
+    return diff_at(df, metric, param, preset_value(df, param), float(other))

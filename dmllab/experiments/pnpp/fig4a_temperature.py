@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments import analogue, figures, kit
+from dmllab.experiments import analogue, figures
 from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.params import Params
 from dmllab.experiments.pnpp import _common as C
-
-BEST = 1 / 9  # the paper's optimum (the paper preset's T)
-
 
 PARAMETERS = {
     "smoke": {"seeds": [0, 1], "datasets": ["synthetic"], "temperatures": [1.0, 1 / 9]},
@@ -41,42 +38,22 @@ def preset_temperature(dataset: str, profile: str) -> float:
 
 
 def runs(params: Params) -> list[Run]:
-    out = []
-    for dataset in C.datasets(params):
-        preset = preset_temperature(dataset, params.profile)
-        grid = sorted({float(t) for t in params["temperatures"]} | {preset}, reverse=True)
-        for t in grid:
-            out += kit.seeds_runs(
-                C.pnpp(dataset, params.profile, temperature=t),
-                params,
-                f"temperature {t:.4g}",
-                temperature=t,
-                preset=t == preset,
-            )
-    return out
-
-
-def _preset(df: Any) -> float:
-    """The preset's T, read from the rows (the runs tagged ``preset``)."""
-    import pandas as pd
-
-    flags = df.get("param_preset")
-    if flags is None:
-        return BEST
-    sel = df[flags.astype(str).isin(["True", "true", "1", "1.0"])]
-    t = pd.to_numeric(sel.get("param_temperature"), errors="coerce").dropna()
-    return float(t.iloc[0]) if len(t) else BEST
+    return C.sweep_runs(
+        params,
+        lambda d, p, t: C.pnpp(d, p, temperature=t),
+        "temperature",
+        params["temperatures"],
+        preset=preset_temperature,
+        descending=True,
+    )
 
 
 def _versus_one(df: Any) -> Any:
-    return C.diff_at(df, "R@1", "temperature", _preset(df), 1.0)
+    return C.preset_vs(df, "R@1", "temperature", 1.0)
 
 
 def _lowest(df: Any) -> Any:
-    import pandas as pd
-
-    t = pd.to_numeric(df.get("param_temperature"), errors="coerce").min()
-    return C.diff_at(df, "R@1", "temperature", _preset(df), float(t))
+    return C.preset_vs(df, "R@1", "temperature", "min")
 
 
 def _figure(tables: Any) -> Any:
@@ -84,7 +61,7 @@ def _figure(tables: Any) -> Any:
         tables,
         "temperature",
         xlabel="temperature T (log)",
-        mark=_preset(tables["rows"]),
+        mark=C.preset_value(tables["rows"], "temperature"),
         title="Fig. 4a: ProxyNCA++ R@1 against T (dotted: the preset's T)",
     )
 
