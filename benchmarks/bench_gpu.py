@@ -17,6 +17,10 @@ value, unit, device, torch_version, command, timestamp):
 4. ``evaluator``: dmllab's exact Recall@{1,2,4,8} on GPU embeddings at SOP size (60,502 x 512 and x 2048,
    leave-one-out) and In-Shop size (14,218 queries x 12,612 gallery, 512-d), against the bare chunked
    products of the same shapes on the same GPU (full X X^T, and the upper-triangle tiles only).
+5. ``quick_run``: the quick profile's ProxyNCA++ preset trained on the GPU by ``dmllab train`` (one fresh process
+   per seed, as a study worker runs it): the process's wall time and the run's stored ``wall_time_s``, the
+   basis of the plan's estimate on a GPU (``dmllab.profiles.TYPICAL_GPU_RUN_S``). The first seed also builds
+   the caches (the generated benchmark, the pre-trained trunk, the frozen-prefix features): ``cold``.
 
     python benchmarks/bench_gpu.py                       # everything (several minutes on an H100)
     python benchmarks/bench_gpu.py --only evaluator
@@ -50,7 +54,7 @@ COLUMNS = [
     "command",
     "timestamp",
 ]
-PARTS = ("model_step", "loader", "end_to_end", "evaluator")
+PARTS = ("model_step", "loader", "end_to_end", "evaluator", "quick_run")
 SETTINGS = [  # (name, batch size, run.amp, run.channels_last)
     ("b32_fp32", 32, "off", "off"),
     ("b32_bf16_cl", 32, "bf16", "on"),
@@ -259,6 +263,37 @@ def bench_evaluator(add, repeats: int) -> None:
     print(f"  evaluator inshop: dmllab {t_dml:.3f} s, products {t_full:.3f} s", flush=True)
 
 
+def bench_quick_run(add, seeds: int) -> None:
+    import json
+
+    from dmllab import paths
+
+    for seed in range(seeds):
+        cmd = [
+            sys.executable,
+            "-m",
+            "dmllab.cli",
+            "train",
+            "--method",
+            "proxynca++",
+            "--dataset",
+            "synthetic",
+        ]
+        cmd += ["--profile", "quick", "--quiet", "--seed", str(seed), "--set", "run.device=cuda"]
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, check=False)
+        wall = time.perf_counter() - t0
+        setting = "cold" if seed == 0 else "warm"
+        add("quick_run", f"proxynca++_seed{seed}_{setting}", "process_wall_s", wall, "s")
+        stored = sorted(paths.runs_dir().glob(f"*/seed{seed}/metrics.json"), key=lambda f: f.stat().st_mtime)
+        if proc.returncode != 0 or not stored:
+            add("quick_run", f"proxynca++_seed{seed}_{setting}", "exit_status", proc.returncode, "")
+            continue
+        run_s = float(json.loads(stored[-1].read_text())["wall_time_s"])
+        add("quick_run", f"proxynca++_seed{seed}_{setting}", "wall_time_s", run_s, "s")
+        print(f"  quick_run seed {seed} ({setting}): process {wall:.1f} s, run {run_s:.1f} s", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--only", choices=PARTS, action="append", help="run only these parts (repeatable)")
@@ -267,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--loader-batches", type=int, default=20, help="timed loader batches")
     p.add_argument("--epochs", type=int, default=1, help="timed end-to-end epochs per setting")
     p.add_argument("--repeats", type=int, default=3, help="timed evaluator runs (mean)")
+    p.add_argument("--quick-seeds", type=int, default=3, help="quick_run: seeds (the first one cold)")
     p.add_argument("--weights", default=None, help="ResNet-50 ImageNet state-dict file (model.weights_path)")
     p.add_argument(
         "--paper-epochs", type=int, default=0, help="also `dmllab train --profile paper` this long"
@@ -332,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
             bench_end_to_end(add, root, args.weights, args.epochs)
         if "evaluator" in parts:
             bench_evaluator(add, args.repeats)
+        if "quick_run" in parts:
+            bench_quick_run(add, args.quick_seeds)
         if args.paper_epochs:
             cmd = [
                 sys.executable,
@@ -354,7 +392,10 @@ def main(argv: list[str] | None = None) -> int:
                 "--set",
                 "schedule.warmup_epochs=0",
             ]
-            cmd += ["--set", f"model.weights_path={args.weights}"] if args.weights else []
+            cmd += [
+                "--set",
+                f"model.weights_path={args.weights}" if args.weights else "model.pretrained=false",
+            ]
             t0 = time.perf_counter()
             proc = subprocess.run(cmd, check=False)
             add("paper_run", f"{args.paper_epochs}_epochs", "wall_s", time.perf_counter() - t0, "s")

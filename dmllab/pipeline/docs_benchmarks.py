@@ -252,6 +252,22 @@ BENCHMARKS: dict[str, Benchmark] = {
         _AVX512,
         _summary_view("figures pixel-identical", lambda r: r["identical"] == "True"),
     ),
+    "gpu": Benchmark(
+        "bench_gpu.py",
+        "python benchmarks/bench_gpu.py --workdir /tmp/w --out results/benchmarks/gpu.csv --quick-seeds 3 "
+        "--paper-epochs 1",
+        "The GPU path on one NVIDIA H100 (the lent machine's 16 cores, torch 2.11): `model_step`, one training "
+        "step of the paper's ResNet-50 ProxyNCA++ (2048-d) on 256 x 256 batches already on the GPU, fp32 vs bf16 "
+        "autocast + channels_last; `loader`, the paper profile's CUB training loader alone (JPEG decode + "
+        "RandomResizedCrop, 8 workers); `end_to_end`, whole epochs through the Trainer on a fake CUB at CUB's "
+        "image sizes (2,400 images, 1,200 for training: short epochs, so the loaders' start weighs); "
+        "`evaluator`, exact Recall@K at SOP and In-Shop size against the bare products; `quick_run`, the quick "
+        "ProxyNCA++ preset trained on the GPU by `dmllab train` (seed 0 builds the caches; seeds 1-2 are the "
+        "basis of `dmllab.profiles.TYPICAL_GPU_RUN_S`). The run stopped at its 330 s limit during the "
+        "`--paper-epochs 1` paper run, which has no row.",
+        "NVIDIA H100 80GB HBM3 (lent machine, 16 cores)",
+        lambda h, r: compact(h, r, drop=("command", "timestamp")),
+    ),
     "trainer": Benchmark(
         "bench_trainer.py",
         "python benchmarks/bench_trainer.py",

@@ -184,6 +184,7 @@ def test_quick_plan_on_a_gpu_estimates_from_gpu_times_only(store_env, monkeypatc
     from dmllab import paths, profiles
 
     _fake_cuda(monkeypatch)
+    monkeypatch.setitem(profiles.TYPICAL_GPU_RUN_S, "quick", None)  # a profile with no typical GPU run
     art = registry.get("pnpp_appd_googlenet")
     cpu, gpu = make_plan([art], "quick", device="cpu"), make_plan([art], "quick", device="cuda")
     assert {r.run.key for r in cpu.runs}.isdisjoint(r.run.key for r in gpu.runs)
