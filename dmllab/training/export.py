@@ -136,7 +136,7 @@ def embed_split(
 
     from dmllab.data import build_dataset, build_transforms
     from dmllab.metrics import embed_dataset
-    from dmllab.training.trainer import resolve_num_workers
+    from dmllab.training.trainer import loader_context, resolve_num_workers
 
     d = cfg.data
     ds = build_dataset(
@@ -147,7 +147,13 @@ def embed_split(
         **dict(d.dataset_kwargs),
     )
     workers = resolve_num_workers(d.num_workers)  # the paper presets' "auto"
-    loader = DataLoader(ds, batch_size=d.eval_batch_size, shuffle=False, num_workers=workers)
+    loader = DataLoader(
+        ds,
+        batch_size=d.eval_batch_size,
+        shuffle=False,
+        num_workers=workers,
+        multiprocessing_context=loader_context(workers),
+    )
     device = torch.device(device)
     model = model.to(device)
     blocks = cfg.model.frozen_blocks

@@ -23,8 +23,10 @@ from __future__ import annotations
 import inspect
 import itertools
 import math
+import multiprocessing
 import os
 import random
+import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +48,17 @@ class NonFiniteLossError(FloatingPointError):
     """The loss (or the embeddings feeding it) became NaN or inf; the message names stage, epoch and step."""
 
     hint = "the training diverged: lower the learning rate (--set optim.lr=...) or keep gradient clipping on"
+
+
+def loader_context(workers: int) -> Any:
+    """The multiprocessing context of a DataLoader's ``workers``: fork on Linux, whichever process builds the
+    loader; None (the platform's default) without workers or elsewhere. A study's training worker is a spawned
+    process (:mod:`dmllab.pipeline.executors`), whose default start method is then spawn as well: its DataLoader
+    workers would each start a fresh interpreter that imports torch and dmllab again for every loader, where
+    forked workers start at once from the loading process, as under ``dmllab train``."""
+    if workers <= 0 or not sys.platform.startswith("linux"):
+        return None
+    return multiprocessing.get_context("fork")
 
 
 def resolve_num_workers(value: int | str) -> int:
@@ -384,6 +397,7 @@ class Trainer:
                     pin_memory=True,
                     persistent_workers=True,
                     worker_init_fn=_worker_init,
+                    multiprocessing_context=loader_context(workers),
                 )
                 self._persistent[key] = (loader, holder)
             loader, holder = self._persistent[key]
@@ -396,6 +410,7 @@ class Trainer:
             generator=gen,
             worker_init_fn=_worker_init,
             pin_memory=self.device.type == "cuda",
+            multiprocessing_context=loader_context(workers),
         )
 
     def batch_shape(self, split: str, labels: Any) -> tuple[int, int | None]:
@@ -458,7 +473,13 @@ class Trainer:
             ds = torch.utils.data.Subset(ds, range(min(len(ds), self.fast_dev * d.eval_batch_size)))
         workers = resolve_num_workers(d.num_workers)
         if not self._persistent_workers(workers):
-            return DataLoader(ds, batch_size=d.eval_batch_size, shuffle=False, num_workers=workers)
+            return DataLoader(
+                ds,
+                batch_size=d.eval_batch_size,
+                shuffle=False,
+                num_workers=workers,
+                multiprocessing_context=loader_context(workers),
+            )
         key = ("eval", split)  # no randomness: one loader per split, its workers kept between validations
         if key not in self._persistent:
             self._persistent[key] = DataLoader(
@@ -468,6 +489,7 @@ class Trainer:
                 num_workers=workers,
                 pin_memory=True,
                 persistent_workers=True,
+                multiprocessing_context=loader_context(workers),
             )
         return self._persistent[key]
 

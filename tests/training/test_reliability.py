@@ -286,6 +286,33 @@ def test_persistent_loader_is_kept_across_epochs(smoke_cfg, monkeypatch):
     assert tr.eval_loader("val") is tr.eval_loader("val")
 
 
+def test_loader_workers_fork_on_linux_even_in_a_spawned_study_worker(smoke_cfg, monkeypatch):
+    """A study's training worker is a spawned process whose default start method is spawn; the trainer's
+    DataLoader workers are forked on Linux all the same (as under `dmllab train`), and without workers the
+    platform's default stays."""
+    import multiprocessing
+    import sys
+
+    from dmllab.training.trainer import loader_context
+
+    assert loader_context(0) is None
+    if not sys.platform.startswith("linux"):
+        assert loader_context(2) is None
+        return
+    assert loader_context(2).get_start_method() == "fork"
+    before = multiprocessing.get_start_method(allow_none=True)
+    multiprocessing.set_start_method("spawn", force=True)  # as in a study worker
+    try:
+        cfg = smoke_cfg.replace("data.num_workers", 1)
+        tr = Trainer(cfg, progress=False)
+        monkeypatch.setattr(Trainer, "_persistent_workers", lambda self, w: w > 0)
+        tr.setup(presets_stage(cfg))
+        loaders = [tr.train_loader(tr.state.plan, 1), tr.eval_loader("val")]
+        assert all(x.multiprocessing_context.get_start_method() == "fork" for x in loaders)
+    finally:
+        multiprocessing.set_start_method(before, force=True)
+
+
 def presets_stage(cfg):
     from dmllab.training.protocol import stage_plans
 
