@@ -7,12 +7,12 @@ import contextlib
 import os
 import sys
 
+from dmllab.pipeline.slurm_args import add_slurm_arguments, slurm_options
 from dmllab.profiles import PROFILES
 
 
 def _study(args: argparse.Namespace) -> int:
     from dmllab.experiments import registry
-    from dmllab.pipeline.executors import SlurmOptions
     from dmllab.pipeline.fastdev import check_fast_dev, scratch_paths
     from dmllab.pipeline.jobs import resolve_jobs
     from dmllab.pipeline.outcome import format_summary
@@ -37,15 +37,7 @@ def _study(args: argparse.Namespace) -> int:
             )
             print(format_plan(plan, jobs=jobs))
         return 1 if plan.errors else 0
-    slurm = SlurmOptions(
-        partition=args.partition,
-        time_min=args.time_min,
-        gpus_per_job=args.gpus_per_job,
-        cpus_per_job=args.cpus_per_job,
-        array_parallelism=args.array_parallelism,
-        folder=args.slurm_folder,
-        cluster=args.slurm_cluster,
-    )
+    slurm = slurm_options(args)
     result = run_study(
         args.profile,
         only=args.only,
@@ -161,20 +153,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="run every notebook even when its code, parameters and runs are unchanged",
     )
-    slurm = study.add_argument_group("slurm executor (submitit)")
-    slurm.add_argument("--partition", help="SLURM partition")
-    slurm.add_argument(
-        "--time-min", type=int, default=240, help="time limit per run in minutes (default 240)"
-    )
-    slurm.add_argument("--gpus-per-job", type=int, default=1, help="GPUs per run (default 1)")
-    slurm.add_argument("--cpus-per-job", type=int, default=10, help="CPUs per run (default 10)")
-    slurm.add_argument(
-        "--array-parallelism", type=int, default=32, help="array jobs running at once (default 32)"
-    )
-    slurm.add_argument("--slurm-folder", help="submitit logs (default results/slurm/<timestamp>/)")
-    slurm.add_argument(
-        "--slurm-cluster", choices=("slurm", "local", "debug"), default=None, help=argparse.SUPPRESS
-    )  # tests: submitit's local executor
+    add_slurm_arguments(study, unit="run", time_min=240, gpus=1, cpus=10)
     study.set_defaults(func=_study)
 
     report = subparsers.add_parser("report", help="build figures/report.html from results/")

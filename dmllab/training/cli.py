@@ -10,6 +10,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from dmllab.pipeline.slurm_args import add_slurm_arguments, slurm_options
+
 # The library's expected failures (bad input, missing or corrupt files, full disk, a diverged training): one
 # line and exit status 2; anything else reaches the generic handler of dmllab.cli (one line, status 1).
 _USER_ERRORS = (ValueError, KeyError, OSError, FloatingPointError)
@@ -238,16 +240,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             ]
             print(tune.format_spaces(spaces))
             return 0
-        from dmllab.pipeline.executors import SlurmOptions
-
-        slurm = SlurmOptions(
-            partition=args.partition,
-            time_min=args.time_min,
-            gpus_per_job=args.gpus_per_job,
-            cpus_per_job=args.cpus_per_job,
-            array_parallelism=args.array_parallelism,
-            folder=args.slurm_folder,
-        )
+        slurm = slurm_options(args)
         result = tune.tune(
             methods,
             profile=args.profile,
@@ -351,15 +344,5 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--executor", choices=("local", "slurm"), default="local")
     p.add_argument("--list", action="store_true", help="print the methods and their search spaces and stop")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
-    slurm = p.add_argument_group("slurm executor (submitit)")
-    slurm.add_argument("--partition", help="SLURM partition")
-    slurm.add_argument(
-        "--time-min", type=int, default=60, help="time limit per trial in minutes (default 60)"
-    )
-    slurm.add_argument("--gpus-per-job", type=int, default=0, help="GPUs per trial (default 0: quick is CPU)")
-    slurm.add_argument("--cpus-per-job", type=int, default=1, help="CPUs per trial (default 1)")
-    slurm.add_argument(
-        "--array-parallelism", type=int, default=32, help="trials running at once (default 32)"
-    )
-    slurm.add_argument("--slurm-folder", help="submitit logs (default results/slurm/<timestamp>/)")
+    add_slurm_arguments(p, unit="trial", time_min=60, gpus=0, cpus=1, gpus_note=": quick is CPU")
     p.set_defaults(func=cmd_tune)
