@@ -263,23 +263,22 @@ def bench_evaluator(add, repeats: int) -> None:
     print(f"  evaluator inshop: dmllab {t_dml:.3f} s, products {t_full:.3f} s", flush=True)
 
 
+def train_command(dataset: str, profile: str, *settings: str, extra: tuple[str, ...] = ()) -> list[str]:
+    """``dmllab train`` of the ProxyNCA++ preset in a fresh interpreter, quiet, with ``--set`` ``settings``."""
+    cmd = [sys.executable, "-m", "dmllab.cli", "train", "--method", "proxynca++", "--dataset", dataset]
+    cmd += ["--profile", profile, "--quiet", *extra]
+    for setting in settings:
+        cmd += ["--set", setting]
+    return cmd
+
+
 def bench_quick_run(add, seeds: int) -> None:
     import json
 
     from dmllab import paths
 
     for seed in range(seeds):
-        cmd = [
-            sys.executable,
-            "-m",
-            "dmllab.cli",
-            "train",
-            "--method",
-            "proxynca++",
-            "--dataset",
-            "synthetic",
-        ]
-        cmd += ["--profile", "quick", "--quiet", "--seed", str(seed), "--set", "run.device=cuda"]
+        cmd = train_command("synthetic", "quick", "run.device=cuda", extra=("--seed", str(seed)))
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, check=False)
         wall = time.perf_counter() - t0
@@ -371,31 +370,15 @@ def main(argv: list[str] | None = None) -> int:
         if "quick_run" in parts:
             bench_quick_run(add, args.quick_seeds)
         if args.paper_epochs:
-            cmd = [
-                sys.executable,
-                "-m",
-                "dmllab.cli",
-                "train",
-                "--method",
-                "proxynca++",
-                "--dataset",
+            cmd = train_command(
                 "cub",
-                "--profile",
                 "paper",
-                "--data-root",
-                str(root),
-                "--quiet",
-                "--set",
                 "data.check_counts=false",
-                "--set",
                 f"schedule.epochs={args.paper_epochs}",
-                "--set",
                 "schedule.warmup_epochs=0",
-            ]
-            cmd += [
-                "--set",
                 f"model.weights_path={args.weights}" if args.weights else "model.pretrained=false",
-            ]
+                extra=("--data-root", str(root)),
+            )
             t0 = time.perf_counter()
             proc = subprocess.run(cmd, check=False)
             add("paper_run", f"{args.paper_epochs}_epochs", "wall_s", time.perf_counter() - t0, "s")
