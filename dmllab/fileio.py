@@ -2,7 +2,7 @@
 
 * :func:`naming` turns an OSError raised without a file name (a full disk during ``write``, torch's own "unexpected
   pos" error when ``torch.save`` cannot write) into one that names the file and says whether it was being read or
-  written, so that :func:`dmllab.cli.error_message` can say "no space left on device writing <file>".
+  written, so that :func:`dmllab.errors.error_message` can say "no space left on device writing <file>".
 * :func:`sha256_file` and the checksum sidecar (``<file>.sha256``, :func:`write_sidecar` / :func:`check_sidecar`):
   a torch checkpoint is a zip archive whose CRCs ``torch.load`` does not check, so a flipped byte in a tensor loads
   silently; the sidecar written with the file catches it.

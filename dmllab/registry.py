@@ -6,8 +6,9 @@ reported where it happens instead of deep inside a factory.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -17,10 +18,16 @@ class Registry(Generic[T]):
 
     Args:
         kind: what the family holds ("loss", "backbone", ...); used in error messages.
+        supplied: the constructor arguments the builder supplies (a loss's ``num_classes``, a dataset's
+            ``root`` and ``split``): not keyword arguments a config may set (:meth:`keywords`).
     """
 
-    def __init__(self, kind: str) -> None:
+    #: :meth:`keywords`' entry meaning "the constructor forwards any keyword" (``**kwargs``).
+    ANY = "**"
+
+    def __init__(self, kind: str, *, supplied: tuple[str, ...] = ()) -> None:
         self.kind = kind
+        self.supplied = frozenset(supplied) | {"self"}
         self._items: dict[str, T] = {}
 
     def register(self, name: str, obj: T | None = None) -> Callable[[T], T] | T:
@@ -55,3 +62,33 @@ class Registry(Generic[T]):
 
     def __len__(self) -> int:
         return len(self._items)
+
+    def keywords(self, name: str) -> dict[str, Any]:
+        """The keyword arguments a config may give ``name``'s constructor: ``parameter -> default``
+        (``inspect.Parameter.empty`` when required), without :attr:`supplied`; :attr:`ANY` when it forwards any
+        keyword. Unknown names raise a KeyError listing the valid ones."""
+        factory = self.get(name)
+        try:
+            sig = inspect.signature(factory)
+        except (TypeError, ValueError):
+            return {self.ANY: None}
+        out: dict[str, Any] = {}
+        for p in sig.parameters.values():
+            if p.kind is p.VAR_KEYWORD:
+                out[self.ANY] = None
+            elif p.kind is not p.VAR_POSITIONAL and p.name not in self.supplied:
+                out[p.name] = p.default
+        return out
+
+    def check_keywords(self, name: str, given: Any, where: str) -> None:
+        """Raise ValueError for a keyword of ``given`` that ``name``'s constructor does not take, naming
+        ``where`` (the config key) and the valid keywords."""
+        valid = self.keywords(name)
+        if self.ANY in valid:
+            return
+        unknown = sorted(set(given) - set(valid))
+        if unknown:
+            raise ValueError(
+                f"{self.kind} {name!r} takes no keyword {', '.join(map(repr, unknown))} ({where}); valid: "
+                f"{', '.join(sorted(valid)) or 'none'}"
+            )

@@ -109,57 +109,28 @@ def _images_per_class(v: Any) -> bool:
     return isinstance(v, list | tuple) and len(v) == 2 and all(POSITIVE_INT(x) for x in v) and v[0] <= v[1]
 
 
-#: What each config value must be, by "section.field" (factory keywords such as loss.temperature included).
-#: Keys ending in "temperature" not listed here must be a finite number > 0.
+#: The synthetic benchmark's ``images_per_class``: a count or an inclusive (low, high) range of counts.
+IMAGES_PER_CLASS = Rule("a positive integer or a (low, high) pair of them", _images_per_class)
+
+
+#: What each config field must be, by "section.field". A component's keyword arguments (``loss.temperature``,
+#: ``model.backbone.width``, ...) are not listed: each component's constructor checks its own
+#: (:func:`dmllab.training.build.check`).
 VALUE_RULES: dict[str, Rule] = {
     # data
     "data.root": optional(PATH),
     "data.batch_size": POSITIVE_INT,
-    "data.per_class": optional(POSITIVE_INT),
     "data.eval_batch_size": POSITIVE_INT,
     "data.num_workers": Rule("an integer >= 0 or 'auto'", lambda v: v == "auto" or NON_NEGATIVE_INT(v)),
     "data.in_memory": BOOL,
     "data.feature_views": NON_NEGATIVE_INT,
-    "data.check_counts": BOOL,
-    "data.image_size": Rule("an integer >= 8", lambda v: is_int(v) and v >= 8),
-    "data.num_classes": POSITIVE_INT,
-    "data.num_pretrain_classes": POSITIVE_INT,
-    "data.images_per_class": Rule("a positive integer or a (low, high) pair of them", _images_per_class),
-    "data.seed": NON_NEGATIVE_INT,
     # model
     "model.embedding_dim": POSITIVE_INT,
-    "model.k": optional(POSITIVE_INT),
     "model.frozen_blocks": NON_NEGATIVE_INT,
     "model.pretrained": BOOL,
     "model.l2_normalize": BOOL,
     "model.freeze_bn": BOOL,
     "model.freeze_bn_affine": optional(BOOL),
-    "model.width": POSITIVE_INT,
-    # loss (the section's fields, then keywords of the loss constructors)
-    "loss.synthesis": BOOL,
-    "loss.ps_alpha": POSITIVE,
-    "loss.ps_mu": NON_NEGATIVE,
-    "loss.ps_lambda": optional(FRACTION),
-    "loss.mixup_alpha": POSITIVE,
-    "loss.alpha": POSITIVE,
-    "loss.delta": NON_NEGATIVE,
-    "loss.margin": FINITE,
-    "loss.scale": POSITIVE,
-    "loss.gamma": POSITIVE,
-    "loss.tau": NON_NEGATIVE,
-    "loss.beta": FINITE,
-    "loss.base": FINITE,
-    "loss.epsilon": NON_NEGATIVE,
-    "loss.nu": NON_NEGATIVE,
-    "loss.cutoff": NON_NEGATIVE,
-    "loss.nonzero_loss_cutoff": POSITIVE,
-    "loss.centers_per_class": POSITIVE_INT,
-    "loss.clip": optional(POSITIVE),
-    "loss.m1": POSITIVE,
-    "loss.m2": FINITE,
-    "loss.m3": FINITE,
-    "loss.mu": NON_NEGATIVE,
-    "loss.lam": optional(FRACTION),
     # optim
     "optim.lr": NON_NEGATIVE,
     "optim.lr_embedding": optional(NON_NEGATIVE),
@@ -178,9 +149,6 @@ VALUE_RULES: dict[str, Rule] = {
     "schedule.milestones": each(NON_NEGATIVE_INT, empty=True),
     "schedule.step_size": POSITIVE_INT,
     "schedule.gamma": POSITIVE,
-    "schedule.heat_epoch": optional(NON_NEGATIVE_INT),
-    "schedule.heat_alpha_factor": POSITIVE,
-    "schedule.heat_lr_factor": POSITIVE,
     "schedule.stage2_drop_lag": NON_NEGATIVE_INT,
     # run
     "run.seed": NON_NEGATIVE_INT,
@@ -199,15 +167,12 @@ VALUE_RULES: dict[str, Rule] = {
 
 def rule_for_key(key: str) -> Rule | None:
     """The rule of config key ``key`` ("section.field"), None when it has none."""
-    rule = VALUE_RULES.get(key)
-    if rule is None and key.rsplit(".", 1)[-1].endswith("temperature"):
-        rule = POSITIVE
-    return rule
+    return VALUE_RULES.get(key)
 
 
 def check_value(key: str, value: Any) -> None:
-    """Check one config value (``key`` = "section.field") against :data:`VALUE_RULES` (any key ending in
-    ``temperature`` must be a finite number > 0; a NaN float is never accepted).
+    """Check one config value (``key`` = "section.field") against :data:`VALUE_RULES` (a NaN float is never
+    accepted).
 
     Raises:
         ConfigValueError: naming the key, the value and what it must be.
@@ -231,19 +196,6 @@ MODE_RULES: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("schedule.milestones", lambda c: c.schedule.scheduler == "multistep", "schedule.scheduler=multistep"),
     ("schedule.step_size", lambda c: c.schedule.scheduler == "step", "schedule.scheduler=step"),
     ("schedule.gamma", lambda c: c.schedule.scheduler == "step", "schedule.scheduler=step"),
-    ("schedule.heat_alpha_factor", lambda c: c.schedule.heat_epoch is not None, "schedule.heat_epoch set"),
-    ("schedule.heat_lr_factor", lambda c: c.schedule.heat_epoch is not None, "schedule.heat_epoch set"),
-    ("loss.ps_alpha", lambda c: c.loss.synthesis, "loss.synthesis=true"),
-    ("loss.ps_mu", lambda c: c.loss.synthesis, "loss.synthesis=true"),
-    ("loss.ps_lambda", lambda c: c.loss.synthesis, "loss.synthesis=true"),
-    ("loss.ps_pairing", lambda c: c.loss.synthesis, "loss.synthesis=true"),
-    ("loss.ps_embeddings", lambda c: c.loss.synthesis, "loss.synthesis=true"),
-    ("loss.ps_proxies", lambda c: c.loss.synthesis, "loss.synthesis=true"),
-    (
-        "loss.mixup_alpha",
-        lambda c: c.loss.regularizer != "none",
-        "loss.regularizer=input_mixup or manifold_mixup",
-    ),
     ("optim.momentum", lambda c: c.optim.name in ("sgd", "rmsprop"), "optim.name=sgd or rmsprop"),
     ("data.feature_views", lambda c: c.model.frozen_blocks > 0, "model.frozen_blocks > 0"),
     ("finetune.alpha_factor", lambda c: c.finetune.epochs > 0, "finetune.epochs > 0"),

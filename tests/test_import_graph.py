@@ -1,14 +1,14 @@
-"""No import circle among dmllab's modules: the package is built in floors, and a module never imports (directly
-or through others) a module that imports it.
+"""dmllab is built in floors: a module imports only modules of its own floor or below (:data:`FLOORS`), and no
+module imports (directly or through others) a module that imports it.
 
 What counts, read statically from the source (``ast``), not by importing anything:
 
-* every ``import a.b`` and ``from a.b import c`` of a ``dmllab`` module, at module level *and* inside functions
-  (a function-level import that closes a circle is still a circle: it only hides it until the call);
+* every ``import a.b`` and ``from a.b import c`` of a ``dmllab`` module, at module level, *inside functions* (a
+  function-level import that climbs or closes a circle still does: it only hides it until the call) and under
+  ``if TYPE_CHECKING:`` (an annotation that names a higher floor ties the floors together as much as a call);
 * relative imports, resolved against the importing module's package;
 * ``from a.b import c`` is an edge to the module ``a.b.c`` when that is a module, else to ``a.b``;
-* not counted: imports under ``if TYPE_CHECKING:`` (never executed; annotations only), and the implicit import of
-  a package's ``__init__`` when one of its submodules is imported.
+* not counted: the implicit import of a package's ``__init__`` when one of its submodules is imported.
 
 A circle is a strongly connected component of that graph with more than one module, or a module importing itself.
 """
@@ -23,31 +23,65 @@ import dmllab
 ROOT = Path(dmllab.__file__).resolve().parent
 
 
-def _modules() -> dict[str, Path]:
+def _modules(root: Path = ROOT) -> dict[str, Path]:
     out = {}
-    for path in ROOT.rglob("*.py"):
-        parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    for path in root.rglob("*.py"):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts = parts[:-1]
         out[".".join(parts)] = path
     return out
 
 
-def _type_checking_blocks(tree: ast.AST) -> set[int]:
-    """ids of the import nodes inside ``if TYPE_CHECKING:`` blocks."""
-    skip = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If):
-            test = node.test
-            name = test.id if isinstance(test, ast.Name) else getattr(test, "attr", None)
-            if name == "TYPE_CHECKING":
-                skip |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
-    return skip
+#: The floors, bottom up: a module may import its own floor and those below. Keys are module names or packages
+#: (a package covers its submodules); :func:`floor_of` finds the longest that matches.
+FLOORS: dict[str, int] = {
+    # 0: shared helpers that know no component
+    **dict.fromkeys(
+        [
+            "dmllab",
+            "dmllab.spec",
+            "dmllab.registry",
+            "dmllab.rng",
+            "dmllab.validation",
+            "dmllab.paths",
+            "dmllab.fileio",
+            "dmllab.numerics",
+            "dmllab.profiles",
+            "dmllab.results",
+            "dmllab.reference",
+            "dmllab.errors",
+        ],
+        0,
+    ),
+    # 1: the components
+    **dict.fromkeys(["dmllab.losses", "dmllab.models", "dmllab.metrics", "dmllab.data"], 1),
+    # 2: training (configs, presets, the trainer, the run store)
+    "dmllab.training": 2,
+    # 3: the toy models and the figures
+    **dict.fromkeys(["dmllab.toys", "dmllab.plots"], 3),
+    # 4: the paper artifacts
+    "dmllab.experiments": 4,
+    # 5: the study (plan, executors, notebooks, report, tuning)
+    "dmllab.pipeline": 5,
+    # 6: the command line
+    "dmllab.cli": 6,
+}
 
 
-def import_graph() -> dict[str, set[str]]:
+def floor_of(module: str) -> int:
+    """The floor of ``module``: its longest prefix in :data:`FLOORS`."""
+    name = module
+    while name not in FLOORS:
+        name = name.rpartition(".")[0]
+        if not name:
+            raise KeyError(f"{module} is on no floor: add it (or its package) to FLOORS")
+    return FLOORS[name]
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
     """``module -> the dmllab modules it imports`` (module docstring)."""
-    modules = _modules()
+    modules = _modules(root)
 
     def known(name: str) -> str | None:
         while name and name not in modules:
@@ -57,11 +91,8 @@ def import_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for module, path in modules.items():
         tree = ast.parse(path.read_text(), str(path))
-        skip = _type_checking_blocks(tree)
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
         for node in ast.walk(tree):
-            if id(node) in skip:
-                continue
             targets = []
             if isinstance(node, ast.Import):
                 targets = [known(alias.name) for alias in node.names]
@@ -120,6 +151,22 @@ def test_no_import_circle():
     assert not found, "import circles:\n" + "\n".join(detail)
 
 
+def test_no_import_climbs_a_floor():
+    graph = import_graph()
+    climbs = sorted(
+        f"{a} (floor {floor_of(a)}) -> {b} (floor {floor_of(b)})"
+        for a, targets in graph.items()
+        for b in targets
+        if floor_of(b) > floor_of(a)
+    )
+    assert not climbs, "imports that climb to a higher floor:\n" + "\n".join(climbs)
+
+
+def test_every_module_has_a_floor():
+    for module in import_graph():
+        floor_of(module)  # raises naming the module
+
+
 def test_the_checker_sees_function_level_and_relative_imports(tmp_path):
     graph = {"dmllab.a": {"dmllab.b"}, "dmllab.b": {"dmllab.c"}, "dmllab.c": {"dmllab.a"}, "dmllab.d": set()}
     assert circles(graph) == [["dmllab.a", "dmllab.b", "dmllab.c"]]
@@ -128,3 +175,16 @@ def test_the_checker_sees_function_level_and_relative_imports(tmp_path):
     assert "dmllab.models.weights" in real["dmllab.models.backbones"]  # a module-level import
     assert "dmllab.experiments.lookup" in real["dmllab.pipeline.notebook"]
     assert "dmllab.training.store" in real["dmllab.experiments.lookup"]  # imported inside methods only
+    assert floor_of("dmllab.training.presets.tuned") == 2 and floor_of("dmllab.cli") == 6
+    # imports under TYPE_CHECKING and inside functions count
+    pkg = tmp_path / "dmllab"
+    (pkg / "pipeline").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "pipeline" / "__init__.py").write_text("")
+    (pkg / "pipeline" / "study.py").write_text("")
+    (pkg / "spec.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from dmllab.pipeline import study\n"
+    )
+    (pkg / "rng.py").write_text("def f():\n    from dmllab.pipeline.study import x\n")
+    toy = import_graph(pkg)
+    assert toy["dmllab.spec"] == {"dmllab.pipeline.study"} and toy["dmllab.rng"] == {"dmllab.pipeline.study"}

@@ -19,7 +19,7 @@ from dmllab.data.base import (
 )
 from dmllab.data.digits import Digits
 from dmllab.data.real import CUB200, SOP, Cars196, DuplicateImageIdError, IndexFileError, InShop, fingerprint
-from dmllab.data.sampler import ClassBalancedSampler
+from dmllab.data.sampler import SAMPLERS, ClassBalancedSampler, RandomBatchSampler
 from dmllab.data.synthetic import SyntheticFineGrained
 from dmllab.data.transforms import TRANSFORMS, build_transforms, list_transforms
 
@@ -30,6 +30,13 @@ def build_dataset(
 ) -> RetrievalDataset:
     """Build a registered dataset by name (``list_datasets()``); ``root`` may be None for synthetic/digits."""
     return DATASETS.get(name)(root, split, transform=transform, **kwargs)
+
+
+def input_fingerprint(spec: Any, root: str | None) -> str | None:
+    """What the dataset of ``spec`` (a :class:`~dmllab.spec.Spec`) reads beyond its config, for a run key: the
+    class's ``inputs(root, **kwargs)`` (the synthetic renderer's version, a real copy's fingerprint), or None."""
+    inputs = getattr(DATASETS.get(spec.name), "inputs", None)
+    return None if inputs is None else inputs(root, **spec.kw)
 
 
 def list_datasets() -> list[str]:
@@ -46,6 +53,8 @@ __all__ = [
     "TRANSFORMS",
     "Cars196",
     "ClassBalancedSampler",
+    "RandomBatchSampler",
+    "SAMPLERS",
     "DatasetCountError",
     "DatasetNotFoundError",
     "DuplicateImageIdError",
@@ -56,6 +65,7 @@ __all__ = [
     "build_dataset",
     "build_transforms",
     "fingerprint",
+    "input_fingerprint",
     "list_datasets",
     "list_transforms",
 ]

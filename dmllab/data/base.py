@@ -15,7 +15,8 @@ from torch.utils.data import Dataset
 
 from dmllab.registry import Registry
 
-DATASETS: Registry[type] = Registry("dataset")
+#: Every dataset class by name; the builder supplies where the images are, the split and the transform.
+DATASETS: Registry[type] = Registry("dataset", supplied=("root", "split", "transform", "progress"))
 
 README_HINT = "`dmllab data fetch NAME ROOT` sets it up (docs/guide/datasets.md: where to get it, the layout)"
 

@@ -6,7 +6,7 @@ import argparse
 
 
 def _fail(err: BaseException, args: argparse.Namespace) -> int:
-    from dmllab.cli import report_error
+    from dmllab.errors import report_error
 
     return report_error(err, debug=getattr(args, "debug", False), code=1)
 

@@ -180,6 +180,16 @@ class ImageFileDataset(RetrievalDataset):
         check_counts: verify the canonical image and class counts of the whole index (not only of the split).
     """
 
+    @classmethod
+    def inputs(cls, root: str | Path | None, **kwargs: Any) -> str:
+        """What a run key needs beyond the config: the copy at ``root`` (:func:`fingerprint`), "missing" without
+        one (no run can be trained, nor found, without the data)."""
+        name = next(n for n in DATASETS.names() if DATASETS.get(n) is cls)
+        try:
+            return fingerprint(name, root)
+        except DatasetNotFoundError:
+            return "missing"
+
     layout: str = ""
     index_files: tuple[str, ...] = ()
     canonical_counts: dict[str, tuple[int, int | None]] = {}
@@ -257,7 +267,7 @@ class ImageFileDataset(RetrievalDataset):
             raise DatasetCountError(
                 f"{type(self).__name__} at {self.root} does not have the canonical counts ("
                 + "; ".join(problems)
-                + "). To use a partial copy anyway: --set data.check_counts=false (dmllab train), --no-counts "
+                + "). To use a partial copy anyway: --set data.dataset.check_counts=false (dmllab train), --no-counts "
                 + "(dmllab data check), check_counts=False (Python); "
                 + README_HINT
             )

@@ -1,7 +1,11 @@
-"""Class-balanced batch sampling (ProxyNCA++ "+cbs"; official-code.md "Batches").
+"""Training batch samplers: class-balanced batches (ProxyNCA++ "+cbs"; official-code.md "Batches") and random
+batches, registered in :data:`SAMPLERS` (a config's ``data.sampler``).
 
-Each batch holds ``batch_size // per_class`` distinct classes with ``per_class`` images each
-(CUB/Cars: 8 classes x 4 images; SOP/In-Shop: 64 x 3).
+A class-balanced batch holds ``batch_size // per_class`` distinct classes with ``per_class`` images each
+(CUB/Cars: 8 classes x 4 images; SOP/In-Shop: 64 x 3). Every sampler is built as
+``SAMPLERS.get(name)(labels, batch_size, seed=..., **kwargs)`` and yields lists of indices; ``set_epoch(key,
+seed)`` before each epoch selects that epoch's reproducible order (``key`` an epoch number unique within the run,
+``seed`` the epoch's own seed; each sampler uses the one its procedure needs).
 """
 
 from __future__ import annotations
@@ -9,7 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 import numpy as np
-from torch.utils.data import Sampler
+import torch
+from torch.utils.data import BatchSampler, RandomSampler, Sampler
+
+from dmllab.registry import Registry
 
 
 class ClassBalancedSampler(Sampler[list[int]]):
@@ -59,8 +66,9 @@ class ClassBalancedSampler(Sampler[list[int]]):
         self.seed = seed
         self.epoch = 0
 
-    def set_epoch(self, epoch: int) -> None:
-        """Select the epoch whose (deterministic) batch order the next iteration yields."""
+    def set_epoch(self, epoch: int, generator: torch.Generator | None = None) -> None:
+        """Select the epoch whose (deterministic) batch order the next iteration yields (from ``(seed given to
+        the constructor, epoch)``; the epoch's ``generator`` is not used)."""
         self.epoch = int(epoch)
 
     def __len__(self) -> int:
@@ -91,3 +99,45 @@ def _reshuffle(rng: np.random.Generator, indices: np.ndarray, taken: list[int]) 
         return order
     in_batch = np.isin(order, taken)
     return np.concatenate([order[~in_batch], order[in_batch]])
+
+
+class RandomBatchSampler(Sampler[list[int]]):
+    """Random batches: a uniform permutation of the images cut into ``len(labels) // batch_size`` full batches
+    (torch's ``RandomSampler`` + ``BatchSampler(drop_last=True)``).
+
+    The permutation is drawn, when iteration starts, from the generator :meth:`set_epoch` gave (the epoch's
+    generator, which the data path goes on drawing augmentations from), else from one seeded with ``seed``.
+
+    Args:
+        labels: one label per image (only their number is used).
+        batch_size: images per batch.
+        seed: the permutation's seed without an epoch generator.
+    """
+
+    def __init__(self, labels: Sequence[int], batch_size: int, seed: int = 0) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        self.num_images = len(labels)
+        if self.num_images < batch_size:
+            raise ValueError(f"{self.num_images} images are fewer than one batch of {batch_size}")
+        self.batch_size = batch_size
+        self.seed = seed
+        self.generator: torch.Generator | None = None
+
+    def set_epoch(self, epoch: int, generator: torch.Generator | None = None) -> None:
+        """Draw the next iteration's permutation from ``generator`` (the epoch's)."""
+        self.generator = generator
+
+    def __len__(self) -> int:
+        return self.num_images // self.batch_size
+
+    def __iter__(self) -> Iterator[list[int]]:
+        generator = self.generator or torch.Generator().manual_seed(self.seed)
+        order = RandomSampler(range(self.num_images), generator=generator)
+        return iter(BatchSampler(order, self.batch_size, drop_last=True))
+
+
+#: The training batch samplers by name (``data.sampler``); the builder supplies labels, batch size and seed.
+SAMPLERS: Registry = Registry("batch sampler", supplied=("labels", "batch_size", "seed"))
+SAMPLERS.register("class_balanced", ClassBalancedSampler)
+SAMPLERS.register("random", RandomBatchSampler)

@@ -44,7 +44,7 @@ import numpy as np
 from dmllab.data.base import DATASETS, RetrievalDataset, contiguous_labels
 from dmllab.fileio import CorruptFileError, check_fingerprints, content_fingerprint, naming, set_aside
 from dmllab.paths import cache_dir
-from dmllab.validation import VALUE_RULES, check_int, check_path
+from dmllab.validation import IMAGES_PER_CLASS, check_int, check_path
 
 #: Bump when the renderer changes: it is part of the cache key, so stale caches are never reused.
 GENERATOR_VERSION = 3
@@ -786,6 +786,11 @@ class SyntheticFineGrained(RetrievalDataset):
         labels, class_ids (original ids in the pool), class_names, num_classes.
     """
 
+    @classmethod
+    def inputs(cls, root: str | None, **kwargs: Any) -> str:
+        """What a run key needs beyond the config: the renderer's version (:data:`GENERATOR_VERSION`)."""
+        return f"synthetic renderer {GENERATOR_VERSION}"
+
     splits = (
         "train",
         "val",
@@ -814,9 +819,9 @@ class SyntheticFineGrained(RetrievalDataset):
         check_int("image_size", image_size, low=8)
         check_int("num_classes", num_classes)
         check_int("num_pretrain_classes", num_pretrain_classes)
-        if not VALUE_RULES["data.images_per_class"](images_per_class):
+        if not IMAGES_PER_CLASS(images_per_class):
             raise ValueError(
-                f"images_per_class must be {VALUE_RULES['data.images_per_class'].what}, got {images_per_class!r}"
+                f"images_per_class must be {IMAGES_PER_CLASS.what}, got {images_per_class!r}"
             )
         if num_classes < 4 or num_classes % 2:
             raise ValueError(

@@ -32,14 +32,14 @@ _DATASET = {
 def network_line(cfg: Any) -> str:
     """The network of ``cfg`` in a few words: "SmallCNN w16 (synthetic pre-training, 4 blocks frozen), 128-d"."""
     m = cfg.model
-    if m.backbone == "smallcnn":
-        kw = dict(m.backbone_kwargs)
+    if m.backbone.name == "smallcnn":
+        kw = m.backbone.kw
         bits = ["synthetic pre-training" if m.pretrained else "from scratch"]
         if m.frozen_blocks:
             bits.append(f"{m.frozen_blocks} blocks frozen")
         name = f"SmallCNN w{kw.get('width', 32)} ({', '.join(bits)})"
     else:
-        name = _BACKBONE.get(m.backbone, m.backbone) + (" (ImageNet)" if m.pretrained else "")
+        name = _BACKBONE.get(m.backbone.name, m.backbone.name) + (" (ImageNet)" if m.pretrained else "")
     return f"{name}, {m.embedding_dim}-d"
 
 
@@ -71,8 +71,9 @@ def _schedule_parts(cfg: Any) -> list[str]:
         parts.append(f"{len(s.milestones)} lr drop{'s' if len(s.milestones) > 1 else ''} x{s.factor:g}")
     else:
         parts.append("constant lr" if s.scheduler == "none" else f"{s.scheduler} lr")
-    if s.heat_epoch:
-        parts.append(f"heated in-run from epoch {s.heat_epoch}")
+    heating = cfg.callback("heating")
+    if heating is not None:
+        parts.append(f"heated in-run from epoch {heating.get('epoch')}")
     if cfg.finetune.epochs:
         parts.append(f"heated in a {cfg.finetune.epochs}-epoch fine-tune of the converged run")
     parts.append("two-stage (train, then trainval)" if cfg.run.two_stage else f"one stage on {d.train_split}")
@@ -93,7 +94,7 @@ def analogue(method: str, dataset: str, profile: str, **options: Any) -> str:
     here = presets.get(method, benchmark_for(profile, dataset), profile, **options)
     paper = presets.get(method, dataset, "paper", **options)
     paper_net = network_line(paper)
-    if method.partition(":")[0] in BN_INCEPTION_PAPERS and paper.model.backbone == "resnet50":
+    if method.partition(":")[0] in BN_INCEPTION_PAPERS and paper.model.backbone.name == "resnet50":
         paper_net = paper_net.replace("ResNet-50 (ImageNet)", "ResNet-50 (ImageNet; the paper: BN-Inception)")
     mine, theirs = _schedule_parts(here), _schedule_parts(paper)
     only_paper = [p for p in theirs if p not in mine]

@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure as MplFigure
 
-    from dmllab.experiments.lookup import Lookup
     from dmllab.training.config import ExperimentConfig
 
 # Papers in report order; "dmllab" holds the package's own artifacts (the offline benchmark).
@@ -151,7 +150,9 @@ class Figure:
 
 
 Rows = list[dict[str, Any]]
-Derive = Callable[[Params, "Lookup"], "Rows | tuple[Rows, dict[str, Any]]"]
+# (params, lookup) -> rows: ``lookup`` is the artifact's :class:`dmllab.experiments.lookup.Lookup` (which imports
+# this module, so it is not named here).
+Derive = Callable[[Params, Any], "Rows | tuple[Rows, dict[str, Any]]"]
 
 
 def _no_runs(params: Params) -> Sequence[Run]:
@@ -253,7 +254,7 @@ class Artifact:
             self, {"profile": profile, "device": device, "data_root": data_root, **given}
         )
 
-    def derive(self, params: Params, lookup: Lookup) -> tuple[Rows, dict[str, Any]]:
+    def derive(self, params: Params, lookup: Any) -> tuple[Rows, dict[str, Any]]:
         """``(rows, extra tables)`` of ``params``: :attr:`rows`, or the test metrics of every run."""
         out = self.rows(params, lookup) if self.rows is not None else lookup.rows(self.runs(params))
         rows, tables = out if isinstance(out, tuple) else (out, {})

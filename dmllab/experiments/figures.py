@@ -14,12 +14,10 @@ from typing import Any
 def raw_dataset(cfg: Any, split: str) -> Any:
     """``split`` of ``cfg``'s dataset without a transform (images for figures; the data are regenerated or read,
     never stored as results)."""
-    from dmllab.data import build_dataset
 
-    kw = dict(cfg.data.dataset_kwargs)
-    if cfg.data.dataset == "synthetic":
-        kw["progress"] = False
-    return build_dataset(cfg.data.dataset, cfg.data.root, split, transform=None, **kw)
+    from dmllab.data.loaders import open_split
+
+    return open_split(cfg.data, split, train=False, raw=True)
 
 
 def image_files(dataset: Any, indices: Sequence[int]) -> list[str | None]:

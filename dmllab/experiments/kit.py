@@ -81,16 +81,14 @@ def on_draw(cfg: Any, draw: int) -> Any:
     Raises:
         ValueError: a draw other than 0 of a dataset other than the synthetic benchmark.
     """
-    from dmllab.training.config import pairs
-
     if not draw:
         return cfg
-    if cfg.data.dataset != "synthetic":
+    if cfg.data.dataset.name != "synthetic":
         raise ValueError(f"a data draw redraws the synthetic benchmark; {cfg.dataset!r} has one draw")
-    cfg = cfg.replace("data.dataset_kwargs", pairs(dict(cfg.data.dataset_kwargs), seed=int(draw)))
+    cfg = cfg.replace("data.dataset.seed", int(draw))
     m = cfg.model
-    if m.backbone == "smallcnn" and m.pretrained and m.weights_path is None:
-        cfg = cfg.replace("model.backbone_kwargs", pairs(dict(m.backbone_kwargs), pretrain_seed=int(draw)))
+    if m.backbone.name == "smallcnn" and m.pretrained and m.weights_path is None:
+        cfg = cfg.replace("model.backbone.pretrain_seed", int(draw))
     return cfg
 
 

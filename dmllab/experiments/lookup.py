@@ -61,7 +61,7 @@ def dataset_root(data_root: str | os.PathLike | None, dataset: str) -> str | Non
 def _real(cfg: Any) -> bool:
     from dmllab.data.real import is_real_dataset
 
-    return is_real_dataset(cfg.data.dataset)
+    return is_real_dataset(cfg.data.dataset.name)
 
 
 def place(run: Run, params: Params) -> Run:
@@ -73,11 +73,11 @@ def place(run: Run, params: Params) -> Run:
     cfg = run.config
     if cfg.run.device != params.device:
         cfg = cfg.replace("run.device", params.device)
-    root = dataset_root(params.data_root, cfg.data.dataset)
+    root = dataset_root(params.data_root, cfg.data.dataset.name)
     if root is not None and cfg.data.root != root:
         cfg = cfg.replace("data.root", root)
-    if not params.check_counts and dict(cfg.data.dataset_kwargs).get("check_counts", True) and _real(cfg):
-        cfg = cfg.replace("data.check_counts", False)
+    if not params.check_counts and cfg.data.dataset.get("check_counts", True) and _real(cfg):
+        cfg = cfg.replace("data.dataset.check_counts", False)
     if params.fast_dev_run and cfg.run.fast_dev_run != params.fast_dev_run:
         cfg = cfg.replace("run.fast_dev_run", params.fast_dev_run)
     if params.pretrained is False and cfg.model.pretrained:
@@ -189,7 +189,7 @@ class Lookup:
 
         run = self.place(run)
         self.result(run)
-        path = RunStore.checkpoint_dir(run.config, run.seed) / "final.pt"
+        path = RunStore().checkpoint_dir(run.config, run.seed) / "final.pt"
         if not path.is_file():
             raise FileNotFoundError(
                 f"{path}: the final weights of run {run.key} are not stored (the checkpoint cache was cleared?); "

@@ -7,12 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dmllab.profiles import PROFILES, resolve_device
-
-if TYPE_CHECKING:
-    from dmllab.experiments.artifact import Artifact
 
 # Parameters every notebook has; ``None`` means "the profile's default".
 STANDARD_PARAMETERS: tuple[str, ...] = ("profile", "seeds", "device", "data_root")
@@ -90,7 +87,7 @@ def _fits(kind: str, kinds: set[str]) -> bool:  # an int is accepted where float
     return kind in kinds or (kind == "int" and "float" in kinds)
 
 
-def _check_kind(artifact: Artifact, key: str, value: Any) -> None:
+def _check_kind(artifact: Any, key: str, value: Any) -> None:
     """Raise ValueError when ``value`` (or, for a list, one of its elements) has another kind than the non-None
     defaults of ``key`` (or their elements); an int is accepted for a float. ``papermill -p temperatures 0.1``,
     ``-p steps 100.5`` or ``-y 'temperatures: [a, b]'`` therefore fail in the setup cell, not deep inside."""
@@ -129,7 +126,7 @@ def check_train_missing(artifact_id: str, value: Any) -> bool:
     )
 
 
-def resolve_parameters(artifact: Artifact, given: Mapping[str, Any]) -> Params:
+def resolve_parameters(artifact: Any, given: Mapping[str, Any]) -> Params:
     """Check ``given`` against the artifact's parameters and fill the profile's defaults for ``None`` values.
 
     Raises:

@@ -15,14 +15,16 @@ temperature=1/23)`` (remaining keywords go to the base loss).
 
 from __future__ import annotations
 
+import inspect
 from functools import partial
+from typing import Any
 
-import torch
 from torch import nn
 
 from ..registry import Registry
+from ..spec import Spec
 from . import functional
-from .mixup import MIXUP_MODES, Mixup
+from .mixup import MIXUP_MODES, Mixup, input_mixup, manifold_mixup
 from .pair import MarginLoss, MultiSimilarityLoss, PairLoss, TripletSemiHardLoss
 from .proxy import (
     MARGIN_SOFTMAX_PRESETS,
@@ -63,13 +65,16 @@ __all__ = [
     "TripletSemiHardLoss",
     "build_loss",
     "functional",
+    "is_wrapper",
     "list_losses",
     "sample_beta",
     "synthesis_partners",
     "synthesize",
 ]
 
-LOSSES: Registry = Registry("loss")
+#: Every loss by name. A leaf's constructor takes ``(num_classes, embedding_dim, **kwargs)``; a wrapper's
+#: (``wraps = True``: Proxy Synthesis, the mixups) takes the built loss it wraps as ``base``.
+LOSSES: Registry = Registry("loss", supplied=("num_classes", "embedding_dim", "base", "generator"))
 LOSSES.register("proxynca", ProxyNCALoss)
 LOSSES.register("normsoftmax", NormSoftmaxLoss)
 LOSSES.register("softmax", SoftmaxLoss)
@@ -83,49 +88,9 @@ LOSSES.register("virtual_softmax", VirtualSoftmaxLoss)
 LOSSES.register("margin", MarginLoss)
 LOSSES.register("triplet_semihard", TripletSemiHardLoss)
 LOSSES.register("multi_similarity", MultiSimilarityLoss)
-
-
-def _build_proxy_synthesis(
-    num_classes: int,
-    embedding_dim: int,
-    *,
-    base: str = "normsoftmax",
-    alpha: float = 0.4,
-    mu: float = 1.0,
-    generator: torch.Generator | None = None,
-    lam: float | None = None,
-    pairing: str = "sorted",
-    embeddings: str = "both",
-    proxies: str = "both",
-    **base_kwargs,
-) -> ProxySynthesis:
-    """``ProxySynthesis(build_loss(base, num_classes, embedding_dim, **base_kwargs), alpha=, mu=, lam=,
-    pairing=, embeddings=, proxies=)`` (see :class:`ProxySynthesis` for the options)."""
-    if base == "proxy_synthesis":
-        raise ValueError("proxy_synthesis cannot wrap itself; choose a proxy loss as base")
-    base_loss = build_loss(base, num_classes=num_classes, embedding_dim=embedding_dim, **base_kwargs)
-    if not isinstance(base_loss, ProxyLoss):
-        valid = [
-            n
-            for n in LOSSES.names()
-            if n != "proxy_synthesis" and getattr(LOSSES.get(n), "has_proxies", True)
-        ]
-        raise ValueError(
-            f"proxy_synthesis needs a proxy loss as base; got {base!r}. Valid bases: {', '.join(valid)}"
-        )
-    return ProxySynthesis(
-        base_loss,
-        alpha=alpha,
-        mu=mu,
-        generator=generator,
-        lam=lam,
-        pairing=pairing,
-        embeddings=embeddings,
-        proxies=proxies,
-    )
-
-
-LOSSES.register("proxy_synthesis", _build_proxy_synthesis)
+LOSSES.register("proxy_synthesis", ProxySynthesis)
+LOSSES.register("input_mixup", input_mixup)
+LOSSES.register("manifold_mixup", manifold_mixup)
 
 
 def list_losses() -> list[str]:
@@ -133,9 +98,44 @@ def list_losses() -> list[str]:
     return LOSSES.names()
 
 
-def build_loss(name: str, **kwargs) -> nn.Module:
-    """Build the loss registered as ``name`` with keyword arguments (``num_classes``, ``embedding_dim``, ...).
+def is_wrapper(name: str) -> bool:
+    """Whether the loss registered as ``name`` wraps another loss (its constructor takes the built ``base``)."""
+    return bool(getattr(LOSSES.get(name), "wraps", False))
 
-    An unknown name raises a KeyError listing the valid names.
+
+def build_loss(spec: Spec | str, *, num_classes: int, embedding_dim: int, **kwargs: Any) -> nn.Module:
+    """Build a loss from its :class:`~dmllab.spec.Spec` (a wrapper around its built base), or from a registered
+    name and keyword arguments: ``build_loss("proxynca", num_classes=100, embedding_dim=2048, temperature=1/9)``.
+
+    With a wrapper's name, ``base`` names the wrapped loss (default ``normsoftmax``) and the keywords the wrapper
+    does not take go to the base: ``build_loss("proxy_synthesis", num_classes=100, embedding_dim=512,
+    base="normsoftmax", alpha=0.4, temperature=1/23)``. An unknown name raises a KeyError listing the valid ones.
     """
-    return LOSSES.get(name)(**kwargs)
+    if isinstance(spec, str):
+        spec = _spec_of(spec, kwargs)
+    elif kwargs:
+        raise TypeError("build_loss(spec) takes the spec's own keyword arguments only")
+    factory = LOSSES.get(spec.name)
+    if not getattr(factory, "wraps", False):
+        if spec.wraps is not None:
+            raise ValueError(f"loss {spec.name!r} wraps no other loss; its spec has wraps={spec.wraps}")
+        return factory(num_classes=num_classes, embedding_dim=embedding_dim, **spec.kw)
+    if spec.wraps is None:
+        raise ValueError(f"loss {spec.name!r} wraps another loss: give its spec's 'wraps'")
+    if is_wrapper(spec.wraps.name) and spec.wraps.name == spec.name:
+        raise ValueError(f"{spec.name} cannot wrap itself; choose another loss to wrap")
+    base = build_loss(spec.wraps, num_classes=num_classes, embedding_dim=embedding_dim)
+    return factory(base, **spec.kw)
+
+
+def _spec_of(name: str, kwargs: dict[str, Any]) -> Spec:
+    """The spec of ``build_loss(name, **kwargs)`` (module docstring of :func:`build_loss`)."""
+    if not is_wrapper(name):
+        return Spec(name, kwargs)
+    own = inspect.signature(LOSSES.get(name)).parameters  # the wrapper's own keywords (a generator included)
+    base = kwargs.pop("base", "normsoftmax")
+    mine = {k: v for k, v in kwargs.items() if k in own}
+    rest = {k: v for k, v in kwargs.items() if k not in own}
+    if base not in LOSSES:
+        LOSSES.get(base)  # raises, listing the valid names
+    return Spec(name, mine, _spec_of(base, rest))

@@ -15,8 +15,8 @@ Manifold Mixup's layer: Verma et al. draw the mixing layer among several (the in
 first residual blocks of a PreActResNet). dmllab mixes one layer, the backbone's final feature map, so that
 the option works with any backbone without per-architecture hooks; PS does not say which layers it used.
 
-The trainer uses this through ``loss.regularizer`` ("none", "input_mixup", "manifold_mixup") and
-``loss.mixup_alpha``. Randomness comes from ``generator`` or, when None, torch's global generator (which the
+A run uses this through its loss spec: ``Spec("input_mixup", {"alpha": 0.5}, wraps=<the loss>)`` (or
+``manifold_mixup``). Randomness comes from ``generator`` or, when None, torch's global generator (which the
 trainer reseeds every epoch, so runs stay reproducible and resumable).
 """
 
@@ -32,7 +32,7 @@ from dmllab.validation import check_number
 from .functional import mixup_loss
 from .synthesis import sample_beta
 
-__all__ = ["MIXUP_MODES", "Mixup", "MixupDraw", "mix"]
+__all__ = ["MIXUP_MODES", "Mixup", "MixupDraw", "input_mixup", "manifold_mixup", "mix"]
 
 MIXUP_MODES = ("input_mixup", "manifold_mixup")
 
@@ -51,22 +51,40 @@ class MixupDraw:
 
 
 class Mixup(nn.Module):
-    """Mixes a batch inside the training step; holds no parameters.
+    """Wraps a loss: mixes each training batch inside the step and scores the mixed-target loss of ``base``.
+    Holds no parameters of its own.
+
+    The trainer calls :meth:`embed` instead of the embedding network (it mixes the images, or the backbone's
+    feature map) and then the module with the draw: ``loss(embeddings, labels, draw)``.
 
     Args:
+        base: the wrapped loss (any loss of :data:`dmllab.losses.LOSSES`).
         mode: "input_mixup" or "manifold_mixup".
         alpha: Beta(alpha, alpha) shape (> 0); PS Table E searches 0.3-2.0 (best 0.4-0.5).
         generator: torch.Generator for lambda and the permutation (None: torch's global generator).
     """
 
-    def __init__(self, mode: str, *, alpha: float = 0.5, generator: torch.Generator | None = None) -> None:
+    def __init__(
+        self,
+        base: nn.Module | None,
+        mode: str,
+        *,
+        alpha: float = 0.5,
+        generator: torch.Generator | None = None,
+    ) -> None:
         super().__init__()
         if mode not in MIXUP_MODES:
             raise ValueError(f"unknown mixup mode {mode!r}; valid: {', '.join(MIXUP_MODES)}")
         check_number("alpha", alpha, low=0.0, low_open=True)
+        self.base = base
         self.mode = mode
         self.alpha = float(alpha)
         self.generator = generator
+
+    @property
+    def has_proxies(self) -> bool:
+        """Whether the wrapped loss has proxies."""
+        return bool(getattr(self.base, "has_proxies", False))
 
     def draw(self, batch_size: int, device: torch.device) -> MixupDraw:
         """lambda ~ Beta(alpha, alpha) and a uniform random permutation of the batch."""
@@ -84,9 +102,25 @@ class Mixup(nn.Module):
         features = model.backbone(images)  # (B, C, h, w)
         return model.head(mix(features, d.lam, d.perm)), d
 
-    def loss(self, loss_fn, embeddings: torch.Tensor, labels: torch.Tensor, draw: MixupDraw) -> torch.Tensor:
-        """The mixed-target loss ``lam L(e, y) + (1 - lam) L(e, y[perm])``."""
-        return mixup_loss(loss_fn, embeddings, labels, labels[draw.perm], draw.lam)
+    def forward(self, embeddings: torch.Tensor, labels: torch.Tensor, draw: MixupDraw) -> torch.Tensor:
+        """The mixed-target loss ``lam L(e, y) + (1 - lam) L(e, y[perm])`` of the wrapped loss."""
+        if self.base is None:
+            raise ValueError("this Mixup wraps no loss; build it around one (dmllab.losses.build_loss)")
+        return mixup_loss(self.base, embeddings, labels, labels[draw.perm], draw.lam)
 
     def extra_repr(self) -> str:
         return f"mode={self.mode}, alpha={self.alpha:g}"
+
+
+def input_mixup(base: nn.Module, *, alpha: float = 0.5, generator: torch.Generator | None = None) -> Mixup:
+    """Input Mixup around ``base`` (:class:`Mixup`)."""
+    return Mixup(base, "input_mixup", alpha=alpha, generator=generator)
+
+
+def manifold_mixup(base: nn.Module, *, alpha: float = 0.5, generator: torch.Generator | None = None) -> Mixup:
+    """Manifold Mixup around ``base`` (:class:`Mixup`)."""
+    return Mixup(base, "manifold_mixup", alpha=alpha, generator=generator)
+
+
+input_mixup.wraps = True  # dmllab.losses.LOSSES: built around the loss its spec wraps
+manifold_mixup.wraps = True

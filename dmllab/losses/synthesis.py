@@ -218,7 +218,7 @@ class ProxySynthesis(nn.Module):
     ``last_partners`` the (anchors, partners) indices.
 
     Args:
-        base_loss: a :class:`~dmllab.losses.proxy.ProxyLoss` (has ``loss_from_proxies``).
+        base: the wrapped loss, a :class:`~dmllab.losses.proxy.ProxyLoss` (has ``loss_from_proxies``).
         alpha: Beta(alpha, alpha) parameter (> 0).
         mu: synthetics per real sample; K = int(mu * B).
         generator: torch.Generator for lambda and random pairing (None: torch's global generator).
@@ -229,10 +229,11 @@ class ProxySynthesis(nn.Module):
     """
 
     has_proxies = True
+    wraps = True  # dmllab.losses.LOSSES: built around the loss its spec wraps
 
     def __init__(
         self,
-        base_loss: ProxyLoss,
+        base: ProxyLoss,
         *,
         alpha: float = 0.4,
         mu: float = 1.0,
@@ -243,9 +244,9 @@ class ProxySynthesis(nn.Module):
         proxies: str = "both",
     ) -> None:
         super().__init__()
-        if not isinstance(base_loss, ProxyLoss):
+        if not isinstance(base, ProxyLoss):
             raise ValueError(
-                f"ProxySynthesis needs a proxy loss (with loss_from_proxies); got {type(base_loss).__name__}"
+                f"Proxy Synthesis wraps a proxy loss (with loss_from_proxies); got {type(base).__name__}"
             )
         check_number("alpha", alpha, low=0.0, low_open=True)
         check_number("mu", mu, low=0.0)
@@ -257,7 +258,7 @@ class ProxySynthesis(nn.Module):
                 f"invalid composition (embeddings={embeddings!r}, proxies={proxies!r}); valid: "
                 f"{', '.join(f'{e}/{p} ({m})' for (e, p), m in COMPOSITIONS.items())}"
             )
-        self.base = base_loss
+        self.base = base
         self.alpha = float(alpha)
         self.mu = float(mu)
         self.generator = generator

@@ -162,7 +162,8 @@ def _torchvision_builder(arch: str) -> Callable[..., ConvTrunk]:
     return build
 
 
-BACKBONES: Registry[Callable[..., nn.Module]] = Registry("backbone")
+#: Every backbone by name; the builder supplies the weights (``pretrained``, ``weights_path``).
+BACKBONES: Registry[Callable[..., nn.Module]] = Registry("backbone", supplied=("pretrained", "weights_path"))
 for _arch in TORCHVISION_SPECS:
     BACKBONES.register(_arch, _torchvision_builder(_arch))
 BACKBONES.register("smallcnn", build_smallcnn)

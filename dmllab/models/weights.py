@@ -15,7 +15,6 @@ identifies those weights for the run store.
 from __future__ import annotations
 
 import functools
-import importlib
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -209,25 +208,15 @@ class WeightsSource:
 
     Args:
         backbones: the backbone names this source serves (one source per backbone).
-        provide: the provider (signature above) or its ``"module:function"`` name, imported at call time.
-        fingerprint: identity of the provided weights (changes when they would change) or its name.
+        provide: the provider (signature above): it reads or downloads weights, it never trains them.
+        fingerprint: identity of the provided weights (changes when they would change).
         description: one line for error messages and documentation.
     """
 
     backbones: tuple[str, ...]
-    provide: Provider | str
-    fingerprint: Provider | str
+    provide: Provider
+    fingerprint: Provider
     description: str = ""
-
-
-def _callable(target: Provider | str) -> Provider:
-    """``target`` itself, or the function a ``"package.module:function"`` string names (imported now)."""
-    if callable(target):
-        return target
-    module, _, name = target.partition(":")
-    if not module or not name:
-        raise ValueError(f"weights provider {target!r} is not of the form 'package.module:function'")
-    return getattr(importlib.import_module(module), name)
 
 
 @dataclass(frozen=True)
@@ -324,16 +313,8 @@ WEIGHTS_SOURCES.register(
         description="torchvision's ImageNet weights (backbone keyword imagenet_weights, default IMAGENET1K_V1)",
     ),
 )
-WEIGHTS_SOURCES.register(
-    "synthetic-pretrain",
-    WeightsSource(
-        backbones=("smallcnn",),
-        # The pre-training trains SmallCNN with dmllab's trainer: imported only when weights are asked for.
-        provide="dmllab.training.pretrain:provide_smallcnn_weights",
-        fingerprint="dmllab.training.pretrain:smallcnn_weights_fingerprint",
-        description="SmallCNN pre-trained on the synthetic pre-training pool (cached; `dmllab pretrain`)",
-    ),
-)
+# The SmallCNN's "synthetic-pretrain" source is registered by the layer that owns its pre-training recipe
+# (dmllab.training.smallcnn_weights): building a model reads weights, it never trains them.
 
 
 def weights_source(backbone: str) -> tuple[str, WeightsSource]:
@@ -359,16 +340,14 @@ def resolve_weights(
     progress: bool = True,
 ) -> str | os.PathLike[str] | Any | None:
     """What ``backbone`` is built from: ``weights_path`` if given; else, with ``pretrained``, the provider of
-    the backbone's source (a file path, which may be produced first, e.g. the SmallCNN pre-training, or a
-    torchvision ``WeightsEnum`` member); else None (random initialisation).
+    the backbone's source (a file path, e.g. the pre-trained SmallCNN, or a torchvision ``WeightsEnum``
+    member); else None (random initialisation).
 
     A path is passed to the backbone as ``weights_path`` (with ``pretrained=False``); an enum member means
     "build with ``pretrained=True``".
 
-    The provider runs with the caller's random state kept (torch, numpy, ``random``): producing the weights
-    first (the SmallCNN pre-training seeds and draws) must not change what the caller draws next, e.g. the
-    head's and the proxies' initialisation of the run that asked. Otherwise the run that happens to pre-train
-    on a fresh machine would differ from the same run with the weights already there.
+    The provider runs with the caller's random state kept (torch, numpy, ``random``): reading or downloading
+    the weights must not change what the caller draws next, e.g. the head's and the proxies' initialisation.
     """
     if weights_path is not None:
         return weights_path
@@ -376,7 +355,7 @@ def resolve_weights(
         return None
     _, source = weights_source(backbone)
     with random_state_kept():
-        return _callable(source.provide)(backbone, dict(backbone_kwargs or {}), progress=progress)
+        return source.provide(backbone, dict(backbone_kwargs or {}), progress=progress)
 
 
 def weights_fingerprint(
@@ -392,4 +371,4 @@ def weights_fingerprint(
     if weights_path is not None or not pretrained:
         return None
     name, source = weights_source(backbone)
-    return f"{name}:{_callable(source.fingerprint)(backbone, dict(backbone_kwargs or {}))}"
+    return f"{name}:{source.fingerprint(backbone, dict(backbone_kwargs or {}))}"

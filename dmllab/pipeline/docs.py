@@ -132,8 +132,9 @@ def replace_between(text: str, begin: str, end: str, body: str) -> str:
 # ------------------------------------------------------------------------------------------- the command
 
 
-def expected_files(root: Path) -> dict[Path, str]:
-    """Every generated file under the checkout ``root`` with the content it should have."""
+def expected_files(root: Path, parser: argparse.ArgumentParser) -> dict[Path, str]:
+    """Every generated file under the checkout ``root`` with the content it should have (``parser``: the
+    ``dmllab`` command line, documented in docs/guide/cli.md)."""
     readme = root / "README.md"
     if not readme.exists():
         raise FileNotFoundError(f"{readme} not found: `dmllab docs` works in a checkout of dmllab")
@@ -141,19 +142,19 @@ def expected_files(root: Path) -> dict[Path, str]:
     return {
         readme: replace_between(readme.read_text(), TABLE_BEGIN, TABLE_END, artifact_table(results)),
         root / "docs" / "benchmarks.md": benchmarks_page(results / "benchmarks"),
-        root / "docs" / "guide" / "cli.md": cli_page(),
+        root / "docs" / "guide" / "cli.md": cli_page(parser),
     }
 
 
-def stale_files(root: Path) -> list[Path]:
+def stale_files(root: Path, parser: argparse.ArgumentParser) -> list[Path]:
     """The generated files whose content differs from what ``dmllab docs`` would write."""
-    return [p for p, text in expected_files(root).items() if not p.exists() or p.read_text() != text]
+    return [p for p, text in expected_files(root, parser).items() if not p.exists() or p.read_text() != text]
 
 
-def write_files(root: Path) -> list[Path]:
+def write_files(root: Path, parser: argparse.ArgumentParser) -> list[Path]:
     """Write every generated file that is out of date; return those written."""
     written = []
-    for path, text in expected_files(root).items():
+    for path, text in expected_files(root, parser).items():
         if not path.exists() or path.read_text() != text:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
@@ -166,14 +167,14 @@ def _docs(args: argparse.Namespace) -> int:
 
     root = Path(args.root) if args.root else repo_root()
     if args.check:
-        stale = stale_files(root)
+        stale = stale_files(root, args.parser)
         if stale:
             names = ", ".join(str(p.relative_to(root)) for p in stale)
             print(f"out of date (run `dmllab docs`): {names}", file=sys.stderr)
             return 1
         print("generated documentation is up to date")
         return 0
-    written = write_files(root)
+    written = write_files(root, args.parser)
     for path in written:
         print(f"wrote {path.relative_to(root)}")
     if not written:

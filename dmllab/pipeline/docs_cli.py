@@ -79,11 +79,8 @@ def _command_section(prefix: str, name: str, summary: str, parser: argparse.Argu
     return out
 
 
-def cli_page() -> str:
-    """``docs/guide/cli.md``: the ``dmllab`` parser's sub-commands with their options."""
-    from dmllab.cli import build_parser
-
-    parser = build_parser()
+def cli_page(parser: argparse.ArgumentParser) -> str:
+    """``docs/guide/cli.md``: the sub-commands of the ``dmllab`` ``parser`` with their options."""
     commands = _subparsers(parser)
     out = [
         GENERATED,

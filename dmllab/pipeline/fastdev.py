@@ -15,13 +15,10 @@ import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dmllab import paths
 from dmllab.pipeline.plan import Plan
-
-if TYPE_CHECKING:
-    from dmllab.pipeline.outcome import StudyResult
 
 
 def check_fast_dev(fast_dev_run: int, pretrained: bool | None) -> None:
@@ -90,7 +87,7 @@ def fast_dev_header(plan: Plan) -> str:
     return "\n".join(lines)
 
 
-def _artifact_runs(result: StudyResult) -> dict[str, list[str]]:
+def _artifact_runs(result: Any) -> dict[str, list[str]]:
     """``artifact id -> the keys of its planned runs``."""
     out: dict[str, list[str]] = {a.id: [] for a in result.plan.artifacts}
     for r in result.plan.runs:
@@ -107,7 +104,7 @@ def _memory(infos: list[Mapping[str, Any]]) -> str:
     return ", ".join(parts) or "-"
 
 
-def format_fast_dev(result: StudyResult) -> str:
+def format_fast_dev(result: Any) -> str:
     """A fast dev run's summary: per artifact the runs trained (of those it needs), their optimiser steps, the
     peak memory of a run (CUDA max allocated on a GPU; CPU RSS of the run's process and its loader workers), the
     training time, and whether its notebook found its runs; what was shrunk to fit the data; and whether the real

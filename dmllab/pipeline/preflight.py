@@ -25,7 +25,7 @@ def preflight(plan: Plan) -> tuple[list[str], list[str]]:
     problems: list[str] = []
     configs = [r.run.config for r in plan.missing]
     datasets = (
-        (c.data.dataset, c.data.root, dict(c.data.dataset_kwargs).get("check_counts", True)) for c in configs
+        (c.data.dataset.name, c.data.root, c.data.dataset.get("check_counts", True)) for c in configs
     )
     for dataset, root, counts in dict.fromkeys(datasets):
         if not is_real_dataset(dataset):
@@ -54,7 +54,7 @@ def preflight(plan: Plan) -> tuple[list[str], list[str]]:
             f"data: {dataset} at {root} ({images} images{'' if counts else ', counts not checked (--no-counts)'})"
         )
     needed = {
-        (c.model.backbone, tuple(sorted(dict(c.model.backbone_kwargs).items())))
+        (c.model.backbone.name, c.model.backbone.kwargs)
         for c in configs
         if c.model.pretrained and c.model.weights_path is None
     }

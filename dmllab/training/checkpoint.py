@@ -21,7 +21,7 @@ def load_checkpoint(path: str | os.PathLike, what: str = "checkpoint") -> dict[s
     """Read a dmllab checkpoint (a dict of tensors and plain Python values) on the CPU.
 
     ``weights_only=True``: dmllab's checkpoints hold nothing else, and no code in a file is ever run. A file
-    written by :func:`dmllab.training.protocol._save_atomic` has a checksum sidecar (``<file>.sha256``), checked
+    written by :func:`dmllab.training.protocol.save_atomic` has a checksum sidecar (``<file>.sha256``), checked
     first: ``torch.load`` does not check the CRCs of its zip archive, so a damaged tensor would load silently.
 
     Raises:

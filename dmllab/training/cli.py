@@ -1,4 +1,4 @@
-"""``dmllab train``, ``dmllab evaluate``, ``dmllab presets``, ``dmllab pretrain`` and ``dmllab tune``.
+"""``dmllab train``, ``dmllab evaluate``, ``dmllab presets`` and ``dmllab pretrain``.
 
 Expected user errors (a wrong ``--data-root``, an unknown ``--set`` key, an unknown method) are printed as
 one clean message on stderr with exit status 2, never as a traceback.
@@ -10,15 +10,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from dmllab.pipeline.slurm_args import add_slurm_arguments, slurm_options
-
 # The library's expected failures (bad input, missing or corrupt files, full disk, a diverged training): one
 # line and exit status 2; anything else reaches the generic handler of dmllab.cli (one line, status 1).
 _USER_ERRORS = (ValueError, KeyError, OSError, FloatingPointError)
 
 
 def _fail(err: BaseException, args: argparse.Namespace) -> int:
-    from dmllab.cli import report_error
+    from dmllab.errors import report_error
 
     return report_error(err, debug=getattr(args, "debug", False))
 
@@ -226,41 +224,8 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_tune(args: argparse.Namespace) -> int:
-    """``dmllab tune``: :mod:`dmllab.training.tune`."""
-    from dmllab.training import tune
-
-    try:
-        methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None
-        if args.list:
-            derived = tune.study_methods(args.profile)
-            names = methods or list(derived)
-            spaces = [
-                tune.search_space(m, d, args.profile) for m in names for d in derived.get(m, ("synthetic",))
-            ]
-            print(tune.format_spaces(spaces))
-            return 0
-        slurm = slurm_options(args)
-        result = tune.tune(
-            methods,
-            profile=args.profile,
-            trials=args.trials,
-            batch=args.batch,
-            seed=args.seed,
-            run_seed=args.run_seed,
-            jobs=args.jobs,
-            executor=args.executor,
-            slurm=slurm,
-            progress=not args.quiet,
-        )
-    except _USER_ERRORS as err:
-        return _fail(err, args)
-    print(tune.format_result(result))
-    return 1 if result.failed else 0
-
-
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    """Register ``train``, ``evaluate``, ``presets``, ``pretrain`` and ``tune`` on the ``dmllab`` parser."""
+    """Register ``train``, ``evaluate``, ``presets`` and ``pretrain`` on the ``dmllab`` parser."""
     p = sub.add_parser("train", help="train (or fetch from the run store) one preset run")
     p.add_argument("--method", required=True, help="e.g. proxynca++, proxy_anchor, heated_softmax:HLN")
     p.add_argument("--dataset", required=True, help="cub, cars, sop, inshop, synthetic, digits")
@@ -315,34 +280,3 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--force", action="store_true")
     p.set_defaults(func=cmd_pretrain)
-
-    p = sub.add_parser(
-        "tune",
-        help="equal-budget hyper-parameter search on the validation split for every method the study trains",
-    )
-    p.add_argument(
-        "--profile", default="quick", help="the study profile whose methods are tuned (default quick)"
-    )
-    p.add_argument(
-        "--methods", default=None, help="comma-separated methods (default: every method of the study)"
-    )
-    p.add_argument("--trials", type=int, default=20, help="trials per method (default 20)")
-    p.add_argument(
-        "--batch",
-        type=int,
-        default=4,
-        help="trials asked at once per method (default 4; the trials depend on it)",
-    )
-    p.add_argument("--seed", type=int, default=0, help="the TPE sampler's seed (default 0)")
-    p.add_argument("--run-seed", type=int, default=0, help="the trials' training seed (default 0)")
-    p.add_argument(
-        "--jobs",
-        default="auto",
-        metavar="N|auto",
-        help="local workers; auto (default): one per usable core (each trial on one thread)",
-    )
-    p.add_argument("--executor", choices=("local", "slurm"), default="local")
-    p.add_argument("--list", action="store_true", help="print the methods and their search spaces and stop")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
-    add_slurm_arguments(p, unit="trial", time_min=60, gpus=0, cpus=1, gpus_note=": quick is CPU")
-    p.set_defaults(func=cmd_tune)

@@ -1,23 +1,27 @@
-"""Experiment configuration: small frozen dataclasses composed into one :class:`ExperimentConfig`.
+"""Experiment configuration: small frozen dataclasses that compose the components of one run.
 
-Every run is described by one ``ExperimentConfig`` (data, model, loss, optimiser, schedule, run; a fine-tune of
-another run also ``finetune``, :class:`FinetuneConfig`, whose parent is derived from the config). Configs are
-immutable; variations are made with :func:`apply_overrides` (``"section.field=value"`` strings, as on the
-command line) or :meth:`ExperimentConfig.replace`. An unknown section or field is an error listing the valid
-keys, never silently dropped.
+A run is one :class:`ExperimentConfig`: the data (``data``: which dataset, splits, batches), the network
+(``model``), the loss (``loss``), the optimiser (``optim``), the schedule (``schedule``), how it runs (``run``),
+an optional fine-tune of a parent run (``finetune``) and the trainer callbacks it switches on (``callbacks``).
 
-Keyword arguments that belong to a component factory (the loss constructor, the backbone constructor,
-the dataset class) live in frozen mappings (``LossConfig.kwargs``, ``ModelConfig.backbone_kwargs``,
-``DataConfig.dataset_kwargs``): ``loss.temperature=0.05`` sets ``kwargs["temperature"]``. Keys for those
-mappings are validated against the signature of the component that will receive them (see
-:func:`valid_keys`), so a typo fails before any training starts.
+Every swappable component is a :class:`~dmllab.spec.Spec` (a registered name, its keyword arguments and, for a
+wrapper, the spec it wraps): ``data.dataset``, ``data.sampler``, ``model.backbone``, ``model.pooling``, ``loss``
+(Proxy Synthesis and mixup wrap the loss they regularise) and each entry of ``callbacks``. The config knows no
+component's parameters: a spec's keyword arguments are checked against its registered constructor's signature
+here (:func:`validate`) and by the constructor itself when :mod:`dmllab.training.build` builds it.
 
-:func:`config_hash` is the sha256 of the canonical (sorted-keys) JSON of the config without the fields that
-cannot change a result: ``data.root`` (where the same images live on this machine), ``data.num_workers``
-(loader processes; every random draw is seeded per epoch, not per worker) and ``run.seed`` (the run store
-keys runs by hash *and* seed). ``run.device`` stays in the hash: cpu and cuda runs differ numerically. Fields added
-after runs were stored are left out at their default (``_HASH_OMIT_AT_DEFAULT``; the ``finetune`` section when unused),
-so existing keys stay valid; a fine-tune's hash covers every field of its parent's config.
+Configs are immutable; variations are made with :func:`apply_overrides` (``"path=value"`` strings, as on the
+command line) or :meth:`ExperimentConfig.replace`. Paths: ``section.field`` for a field
+(``optim.lr=1e-3``); a spec's keyword by its spec's path (``loss.temperature=0.05``, ``model.pooling.k=4``,
+``data.sampler.per_class=3``), the wrapped spec's through ``wraps`` (``loss.wraps.alpha=16`` under Proxy
+Synthesis, whose own ``loss.alpha`` is the Beta shape), a spec's name by its path alone (``model.pooling=max``,
+``loss.name=proxy_anchor``), a callback's keyword by its name (``callbacks.heating.epoch=62``). An unknown path
+is an error listing the valid ones, never silently dropped.
+
+:func:`config_hash` is the sha256 of the canonical JSON of the config's result-relevant fields plus
+:data:`SCHEMA_VERSION`; fields that cannot change a result (``data.root``, ``data.num_workers``, ``run.seed``)
+declare themselves with ``metadata=NOT_IN_KEY``. A change of the config's layout bumps the schema version
+(every run key changes once) instead of keeping lists of fields left out at their defaults.
 """
 
 from __future__ import annotations
@@ -32,49 +36,57 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from dmllab.spec import Pairs, Spec, freeze, pairs
 from dmllab.validation import VALUE_RULES, ConfigValueError, check_modes, check_value, is_int  # noqa: F401
 
-# A frozen mapping: sorted (key, value) pairs, hashable and JSON-able as an object.
-Pairs = tuple[tuple[str, Any], ...]
+__all__ = [
+    "SCHEMA_VERSION",
+    "ConfigValueError",
+    "DataConfig",
+    "ExperimentConfig",
+    "FinetuneConfig",
+    "ModelConfig",
+    "OptimConfig",
+    "Pairs",
+    "RunConfig",
+    "ScheduleConfig",
+    "Spec",
+    "apply_overrides",
+    "config_hash",
+    "is_finetune",
+    "pairs",
+    "parent_config",
+    "valid_keys",
+    "validate",
+]
 
-
-def pairs(mapping: Mapping[str, Any] | None = None, **kw: Any) -> Pairs:
-    """Build a frozen, sorted ``(key, value)`` tuple from a mapping and/or keywords (lists become tuples)."""
-    merged = {**(dict(mapping) if mapping else {}), **kw}
-    return tuple(sorted((str(k), _freeze(v)) for k, v in merged.items()))
-
-
-def _freeze(value: Any) -> Any:
-    if isinstance(value, list | tuple):
-        return tuple(_freeze(v) for v in value)
-    return value
-
-
-def _set_pair(items: Pairs, key: str, value: Any) -> Pairs:
-    out = dict(items)
-    out[key] = value
-    return pairs(out)
+#: The layout version of :class:`ExperimentConfig`, part of every run key (:func:`config_hash`).
+SCHEMA_VERSION = 2
+#: ``field(metadata=NOT_IN_KEY)``: a field that cannot change a result, left out of :func:`config_hash`.
+NOT_IN_KEY = {"key": False}
 
 
 @dataclass(frozen=True)
 class DataConfig:
     """Which images, which splits and how they are batched.
 
-    ``per_class`` = images per class in a class-balanced batch (``batch_size // per_class`` classes,
-    ProxyNCA++ "+cbs"); ``None`` = plain random batches. ``val_split=None`` means no validation set
-    (In-Shop, trained on trainval only). ``query_split``/``gallery_split`` replace the test split for
-    query-vs-gallery evaluation (In-Shop).
+    ``dataset``: the registered dataset class (:data:`dmllab.data.DATASETS`) and its keyword arguments (the
+    synthetic benchmark's draw ``seed``, image size, ...). ``sampler``: the training batches
+    (:data:`dmllab.data.SAMPLERS`): ``class_balanced`` with ``per_class`` images per class
+    (``batch_size // per_class`` classes, ProxyNCA++ "+cbs") or ``random``. ``val_split=None`` means no
+    validation set (In-Shop, trained on trainval only). ``query_split``/``gallery_split`` replace the test split
+    for query-vs-gallery evaluation (In-Shop).
 
     ``in_memory``: the tensor data path (``dmllab.data.tensor``): the split's uint8 images held as one tensor and
-    augmented a batch at a time with torch (quick/smoke/none presets, datasets with an ``images`` array such as
-    the synthetic benchmark) instead of per-image PIL transforms. ``feature_views``: with ``model.frozen_blocks``
+    augmented a batch at a time with torch (quick/smoke presets, datasets with an ``images`` array such as the
+    synthetic benchmark) instead of per-image PIL transforms. ``feature_views``: with ``model.frozen_blocks``
     > 0, cache the frozen blocks' output for this many augmented views per training image (plus the test view)
     on disk, shared by every run with the same frozen weights, dataset, preset and view count; 0 = no cache (the
     frozen blocks run every step). Needs ``in_memory``.
     """
 
-    dataset: str = "synthetic"
-    root: str | None = None
+    dataset: Spec = Spec("synthetic")
+    root: str | None = field(default=None, metadata=NOT_IN_KEY)
     train_split: str = "train"
     val_split: str | None = "val"
     trainval_split: str = "trainval"
@@ -82,22 +94,28 @@ class DataConfig:
     query_split: str | None = None
     gallery_split: str | None = None
     batch_size: int = 32
-    per_class: int | None = 4
+    sampler: Spec = Spec("class_balanced", (("per_class", 4),))
     transform: str = "proxynca++"
-    num_workers: int | str = 0
+    num_workers: int | str = field(default=0, metadata=NOT_IN_KEY)
     eval_batch_size: int = 128
     in_memory: bool = False
     feature_views: int = 0
-    dataset_kwargs: Pairs = ()
+
+    @property
+    def per_class(self) -> int | None:
+        """Images per class of a class-balanced batch, None for random batches."""
+        return self.sampler.get("per_class") if self.sampler.name == "class_balanced" else None
 
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """The embedding network (``dmllab.models.build_model``): backbone -> pooling -> [norm] -> Linear -> [L2].
+    """The embedding network (:func:`dmllab.models.build_model`): backbone -> pooling -> [norm] -> Linear -> [L2].
 
-    ``pretrained`` means the weights of the backbone's weights source (:mod:`dmllab.models.weights`): for
-    ``smallcnn`` the weights pre-trained on the synthetic pre-training pool (``dmllab pretrain``), for torchvision
-    backbones ImageNet.
+    ``backbone``: the registered backbone (:data:`dmllab.models.BACKBONES`) and its keyword arguments (the
+    SmallCNN's ``width``, ...); ``pooling``: the registered global pooling (:data:`dmllab.models.POOLINGS`,
+    ``kmax`` with its ``k``). ``pretrained`` means the weights of the backbone's weights source
+    (:mod:`dmllab.models.weights`): for ``smallcnn`` the weights pre-trained on the synthetic pre-training pool
+    (``dmllab pretrain``), for torchvision backbones ImageNet.
     ``freeze_bn`` freezes the running statistics of every BatchNorm of the backbone (eval mode; Proxy Anchor and
     Proxy Synthesis on CUB/Cars); ``freeze_bn_affine`` keeps their affine parameters (weight, bias) without
     gradient too: None = as ``freeze_bn`` (both frozen or neither), False = the affine parameters train whenever
@@ -108,12 +126,11 @@ class ModelConfig:
     (eval mode): only the later blocks and the head train (SmallCNN has 6 blocks; 0 = train the whole trunk).
     """
 
-    backbone: str = "resnet50"
+    backbone: Spec = Spec("resnet50")
     pretrained: bool = True
     weights_path: str | None = None
     embedding_dim: int = 2048
-    pooling: str = "avg"
-    k: int | None = None
+    pooling: Spec = Spec("avg")
     norm: str = "none"
     norm_position: str = "pre"
     l2_normalize: bool = False
@@ -121,32 +138,6 @@ class ModelConfig:
     freeze_bn: bool = False
     freeze_bn_affine: bool | None = None
     frozen_blocks: int = 0
-    backbone_kwargs: Pairs = ()
-
-
-@dataclass(frozen=True)
-class LossConfig:
-    """A registered loss (``dmllab.losses.build_loss``) and its keyword arguments.
-
-    ``synthesis`` wraps the loss in Proxy Synthesis (PS paper Eq. 2-4) with ``ps_alpha`` (Beta shape) and
-    ``ps_mu`` (synthetics per batch as a fraction of the batch size); ``ps_lambda`` a static lambda instead
-    of Beta(alpha, alpha) (PS Table 2a); ``ps_pairing`` "sorted" or "random" partners; ``ps_embeddings`` /
-    ``ps_proxies`` the PS Table 1 composition ("original", "synthetic", "both"; see
-    :class:`dmllab.losses.ProxySynthesis`). ``regularizer``: "none", "input_mixup" or "manifold_mixup"
-    (PS Table 5, :class:`dmllab.losses.Mixup`) with lambda ~ Beta(``mixup_alpha``, ``mixup_alpha``).
-    """
-
-    name: str = "proxynca"
-    kwargs: Pairs = ()
-    synthesis: bool = False
-    ps_alpha: float = 0.4
-    ps_mu: float = 1.0
-    ps_lambda: float | None = None
-    ps_pairing: str = "sorted"
-    ps_embeddings: str = "both"
-    ps_proxies: str = "both"
-    regularizer: str = "none"
-    mixup_alpha: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -182,17 +173,16 @@ class ScheduleConfig:
 
     ``warmup_epochs`` extra epochs run first with the backbone frozen (lr 0); they are not counted in
     ``epochs`` nor by the scheduler. ``scheduler``: "plateau" (ReduceLROnPlateau on validation R@1, mode max),
-    "multistep" (``milestones``), "step" (``step_size``, ``gamma``), "none". ``heat_epoch`` (Heated-up
-    softmax): from that schedule epoch on the loss ``alpha`` is multiplied by ``heat_alpha_factor`` and every
-    lr by ``heat_lr_factor``.
+    "multistep" (``milestones``), "step" (``step_size``, ``gamma``), "none". Events of a callback (the heating of
+    :class:`dmllab.training.callbacks.Heating`) are the callback's own keyword arguments.
 
     ``monitor``: the validation value the plateau rule steps on and the stage-1 best epoch is chosen by:
     "R@1" (default; the ProxyNCA++ paper text, Sec. 4.1), "hmean_r1" = ``2 * R@1 / (1 + R@1)``, what the authors'
     code (train.py ``chmean``) computes in its train mode, where NMI is not evaluated and set to 1
     (:func:`dmllab.training.schedules.hmean_r1`), or "hmean_nmi_r1", the harmonic mean
     ``2 * NMI * R@1 / (NMI + R@1)`` with the validation NMI (the authors' code with ``--eval_nmi``); with it NMI is
-    computed on the validation split every epoch. ``stage2_drop_lag``: stage 2 replays the stage-1 plateau drops ``d`` as
-    MultiStepLR milestones ``d + stage2_drop_lag``: 0 = the paper's description (the same epochs as in
+    computed on the validation split every epoch. ``stage2_drop_lag``: stage 2 replays the stage-1 plateau drops
+    ``d`` as MultiStepLR milestones ``d + stage2_drop_lag``: 0 = the paper's description (the same epochs as in
     stage 1), 1 = the authors' code (``MultiStepLR.step(e)`` at the end of epoch ``e`` with the milestones
     = the first stage-1 epochs at the lower lr, so each drop takes effect one epoch later in stage 2).
     """
@@ -205,9 +195,6 @@ class ScheduleConfig:
     milestones: tuple[int, ...] = ()
     step_size: int = 10
     gamma: float = 0.5
-    heat_epoch: int | None = None
-    heat_alpha_factor: float = 0.25
-    heat_lr_factor: float = 0.1
     monitor: str = "R@1"
     stage2_drop_lag: int = 0
 
@@ -219,7 +206,8 @@ class RunConfig:
     ``amp``: "auto" (bf16 autocast on CUDA when supported, else off), "off", "bf16", "fp16" (with a
     GradScaler); always off on CPU. ``channels_last``: "auto" (on for CUDA), "on", "off".
     ``metrics``/``ks``/``distance`` are passed to ``dmllab.metrics.evaluate`` for the test evaluation; the
-    per-epoch validation computes recall only (cheap). ``seed`` is excluded from :func:`config_hash`.
+    per-epoch validation computes recall only (cheap). ``seed`` is not part of :func:`config_hash` (the run
+    store keys runs by hash *and* seed).
     ``nmi_l2``: NMI clusters the L2-normalised embeddings (Heated-up Softmax Sec. 5.2: "all the features are
     l2-normalized before calculating the evaluation metric"); False = the raw embeddings (ProxyNCA++ code).
     ``nmi_average``: the normalisation of NMI, "geometric" (the ProxyNCA++ authors' code: sqrt(H(Y) H(C)), the
@@ -227,15 +215,15 @@ class RunConfig:
     ``keep_best``: single stage with a validation split (e.g. an MLRC fold, :mod:`dmllab.training.mlrc`): the
     weights (model and loss) of the epoch with the best monitored validation value (``schedule.monitor``,
     warm-up epochs excluded) are tested and saved as the final model, instead of the last epoch's (MLRC's early
-    stopping on validation); ``best_epoch`` of the result is that epoch.
+    stopping on validation); ``best_epoch`` of the result is that epoch (:class:`dmllab.training.callbacks.KeepBest`).
     ``fast_dev_run``: 0 (a real run) or N > 0, a fast dev run that checks the run's code path in seconds (PyTorch
     Lightning's name; ``dmllab study --fast-dev-run``): N training batches per epoch, at most one warm-up and
     one schedule epoch per stage, N batches per evaluation, and the batch shrunk to fit a dataset smaller than
-    one class-balanced batch (:func:`dmllab.training.protocol.training_config`, :class:`dmllab.training.Trainer`).
-    It is part of the run key: a fast dev run is never taken for a real one.
+    one class-balanced batch (:class:`dmllab.training.callbacks.FastDevRun`). It is part of the run key: a fast
+    dev run is never taken for a real one.
     """
 
-    seed: int = 0
+    seed: int = field(default=0, metadata=NOT_IN_KEY)
     device: str = "auto"
     amp: str = "auto"
     channels_last: str = "auto"
@@ -262,7 +250,7 @@ class FinetuneConfig:
     :func:`dmllab.training.protocol.training_config`). Heated-up Softmax heats up this way (Sec. 3.4 (ii), Sec. 5.2:
     "HLN: Heated-up model using alpha = 4 to fine-tune LN"): alpha x 1/4, lr x 0.1.
 
-    ``epochs=0`` (default): not a fine-tune; the section is then left out of :func:`config_hash`.
+    ``epochs=0`` (default): not a fine-tune.
     """
 
     epochs: int = 0
@@ -271,31 +259,15 @@ class FinetuneConfig:
     lr_factor: float = 0.1
 
 
-ANY_KEYWORD = "**"
-SECTIONS = ("data", "model", "loss", "optim", "schedule", "run", "finetune")
-# Fields of sections that do not change results: kept out of the hash (see module docstring).
-_HASH_EXCLUDED = {("data", "root"), ("data", "num_workers"), ("run", "seed")}
-# Fields added after runs were stored: left out of the hash at their default, so existing run keys stay valid.
-_HASH_OMIT_AT_DEFAULT = {
-    ("data", "in_memory"): False,
-    ("data", "feature_views"): 0,
-    ("model", "frozen_blocks"): 0,
-    ("model", "freeze_bn_affine"): None,
-    ("run", "nmi_l2"): False,
-    ("run", "nmi_average"): "geometric",
-    ("run", "keep_best"): False,
-    ("run", "fast_dev_run"): 0,
+SECTIONS = ("data", "model", "optim", "schedule", "run", "finetune")
+_SECTION_TYPES: dict[str, type] = {
+    "data": DataConfig,
+    "model": ModelConfig,
+    "optim": OptimConfig,
+    "schedule": ScheduleConfig,
+    "run": RunConfig,
+    "finetune": FinetuneConfig,
 }
-_HASH_OMIT_AT_DEFAULT.update(
-    {
-        ("loss", "ps_lambda"): None,
-        ("loss", "ps_pairing"): "sorted",
-        ("loss", "ps_embeddings"): "both",
-        ("loss", "ps_proxies"): "both",
-        ("loss", "regularizer"): "none",
-        ("loss", "mixup_alpha"): 0.5,
-    }
-)
 _CHOICES = {
     ("optim", "name"): ("adam", "adamw", "sgd", "rmsprop"),
     ("schedule", "scheduler"): ("plateau", "multistep", "step", "none"),
@@ -306,59 +278,52 @@ _CHOICES = {
     ("run", "distance"): ("euclidean", "cosine"),
     ("run", "nmi_average"): ("geometric", "arithmetic", "min", "max"),
     ("model", "norm_position"): ("pre", "post"),
-    ("loss", "ps_pairing"): ("sorted", "random"),
-    ("loss", "ps_embeddings"): ("original", "synthetic", "both"),
-    ("loss", "ps_proxies"): ("original", "synthetic", "both"),
-    ("loss", "regularizer"): ("none", "input_mixup", "manifold_mixup"),
 }
-# Mapping-valued fields: a key that is not a dataclass field goes into this mapping.
-_KWARGS_FIELD = {"loss": "kwargs", "model": "backbone_kwargs", "data": "dataset_kwargs"}
 
 
 @dataclass(frozen=True)
 class ExperimentConfig:
-    """One training run: the method/dataset/profile it was made for plus the six component configs."""
+    """One training run: the method/dataset/profile it was made for plus its sections and components."""
 
     method: str = "proxynca++"
     dataset: str = "synthetic"
     profile: str = "smoke"
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
-    loss: LossConfig = field(default_factory=LossConfig)
+    loss: Spec = Spec("proxynca")
     optim: OptimConfig = field(default_factory=OptimConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     run: RunConfig = field(default_factory=RunConfig)
     finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
+    callbacks: tuple[Spec, ...] = ()
 
     def replace(self, key: str, value: Any) -> ExperimentConfig:
-        """Return a copy with ``key`` ("section.field" or a top-level field) set to ``value`` (no coercion)."""
+        """A copy with ``key`` (a path, module docstring) set to ``value`` (no string parsing)."""
         return _set(self, key, value, coerce=False)
 
+    def callback(self, name: str) -> Spec | None:
+        """The callback spec named ``name``, or None when the config does not switch it on."""
+        return next((c for c in self.callbacks if c.name == name), None)
+
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-able nested dict (frozen mappings become objects, tuples lists)."""
+        """A JSON-able nested dict (specs as ``{"name", "kwargs"[, "wraps"]}``, tuples as lists)."""
         return _to_jsonable(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ExperimentConfig:
         """Inverse of :meth:`to_dict`; unknown keys raise ValueError listing the valid ones."""
-        top = {f.name: f for f in fields(cls)}
-        _check_keys(d, top, "experiment config")
+        _check_keys(d, {f.name for f in fields(cls)}, "experiment config")
         kw: dict[str, Any] = {}
         for name, value in d.items():
-            sub = _SECTION_TYPES.get(name)
-            kw[name] = _section_from_dict(sub, name, value) if sub else value
+            if name in _SECTION_TYPES:
+                kw[name] = _section_from_dict(_SECTION_TYPES[name], name, value)
+            elif name == "loss":
+                kw[name] = Spec.from_dict(value)
+            elif name == "callbacks":
+                kw[name] = tuple(Spec.from_dict(v) for v in value)
+            else:
+                kw[name] = value
         return cls(**kw)
-
-
-_SECTION_TYPES: dict[str, type] = {
-    "data": DataConfig,
-    "model": ModelConfig,
-    "loss": LossConfig,
-    "optim": OptimConfig,
-    "schedule": ScheduleConfig,
-    "run": RunConfig,
-    "finetune": FinetuneConfig,
-}
 
 
 def _check_keys(d: Mapping[str, Any], valid: Iterable[str], what: str) -> None:
@@ -367,47 +332,42 @@ def _check_keys(d: Mapping[str, Any], valid: Iterable[str], what: str) -> None:
         raise ValueError(f"unknown key(s) {unknown} in {what}; valid keys: {', '.join(sorted(valid))}")
 
 
+def _is_spec_field(cls: type, name: str) -> bool:
+    return typing.get_type_hints(cls).get(name) is Spec
+
+
 def _section_from_dict(cls: type, name: str, d: Mapping[str, Any]) -> Any:
-    fmap = {f.name: f for f in fields(cls)}
-    _check_keys(d, fmap, f"section {name!r}")
-    kw = {}
-    for key, value in d.items():
-        if key == _KWARGS_FIELD.get(name):
-            kw[key] = pairs(value)
-        else:
-            kw[key] = _freeze(value)
-    return cls(**kw)
+    _check_keys(d, {f.name for f in fields(cls)}, f"section {name!r}")
+    return cls(**{k: Spec.from_dict(v) if _is_spec_field(cls, k) else freeze(v) for k, v in d.items()})
 
 
 def _to_jsonable(obj: Any) -> Any:
+    if isinstance(obj, Spec):
+        return obj.to_dict()
     if dataclasses.is_dataclass(obj):
-        out = {}
-        for f in fields(obj):
-            value = getattr(obj, f.name)
-            if f.name in _KWARGS_FIELD.values():
-                out[f.name] = {k: _to_jsonable(v) for k, v in value}
-            else:
-                out[f.name] = _to_jsonable(value)
-        return out
+        return {f.name: _to_jsonable(getattr(obj, f.name)) for f in fields(obj)}
     if isinstance(obj, tuple | list):
         return [_to_jsonable(v) for v in obj]
     return obj
 
 
+def key_dict(cfg: ExperimentConfig) -> dict[str, Any]:
+    """The result-relevant content of ``cfg``: :meth:`~ExperimentConfig.to_dict` without the fields marked
+    :data:`NOT_IN_KEY`, with :data:`SCHEMA_VERSION`."""
+    d = cfg.to_dict()
+    for section in SECTIONS:
+        for f in fields(_SECTION_TYPES[section]):
+            if f.metadata.get("key", True) is False:
+                del d[section][f.name]
+    return {"schema": SCHEMA_VERSION, **d}
+
+
 def config_hash(cfg: ExperimentConfig, length: int = 16) -> str:
-    """Stable identifier of a config: sha256 of canonical JSON without result-neutral fields (module doc).
+    """Stable identifier of a config: sha256 of the canonical JSON of :func:`key_dict` (module docstring).
 
     The same on every process and machine (no ``hash()``, sorted keys, ``repr``-exact floats via JSON).
     """
-    d = cfg.to_dict()
-    if cfg.finetune == FinetuneConfig():  # a section added after runs were stored: absent when unused
-        del d["finetune"]
-    for section, name in _HASH_EXCLUDED:
-        d[section].pop(name, None)
-    for (section, name), default in _HASH_OMIT_AT_DEFAULT.items():
-        if d[section].get(name, default) == default:
-            d[section].pop(name, None)
-    text = json.dumps(d, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    text = json.dumps(key_dict(cfg), sort_keys=True, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
 
 
@@ -426,11 +386,67 @@ def parent_config(cfg: ExperimentConfig) -> ExperimentConfig | None:
     )
 
 
+# ------------------------------------------------------------------------------------------- components
+def registry_of(path: str) -> Any:
+    """The registry whose names the spec at ``path`` takes (``"loss"``, ``"loss.wraps"``, ``"model.pooling"``,
+    ``"callbacks"``, ...)."""
+    head = path.split(".wraps")[0]
+    if head == "loss":
+        from dmllab.losses import LOSSES
+
+        return LOSSES
+    if head in ("model.backbone", "model.pooling"):
+        from dmllab import models
+
+        return models.BACKBONES if head == "model.backbone" else models.POOLINGS
+    if head in ("data.dataset", "data.sampler"):
+        from dmllab import data
+
+        return data.DATASETS if head == "data.dataset" else data.SAMPLERS
+    if head.split(".")[0] == "callbacks":
+        from dmllab.training.callbacks import CALLBACKS
+
+        return CALLBACKS
+    raise KeyError(f"no component at {path!r}")
+
+
+def spec_paths(cfg: ExperimentConfig) -> dict[str, Spec]:
+    """``path -> spec`` of every component of ``cfg``, wrapped specs included (``loss.wraps``)."""
+    out: dict[str, Spec] = {}
+    for section in ("data", "model"):
+        sub = getattr(cfg, section)
+        for f in fields(sub):
+            if _is_spec_field(type(sub), f.name):
+                out[f"{section}.{f.name}"] = getattr(sub, f.name)
+    path = "loss"
+    for spec in cfg.loss.chain():
+        out[path] = spec
+        path += ".wraps"
+    for spec in cfg.callbacks:
+        out[f"callbacks.{spec.name}"] = spec
+    return out
+
+
+def check_components(cfg: ExperimentConfig) -> None:
+    """Every spec's name is registered and its keyword arguments are keywords of its constructor (the values
+    themselves are the constructor's to check, :func:`dmllab.training.build.check`).
+
+    Raises:
+        ConfigValueError: naming the path, the keyword and the valid ones.
+    """
+    for path, spec in spec_paths(cfg).items():
+        registry = registry_of(path)
+        try:
+            registry.check_keywords(spec.name, spec.kw, path)
+        except (KeyError, ValueError) as err:
+            raise ConfigValueError(str(err).strip('"')) from None
+        wraps = getattr(registry.get(spec.name), "wraps", False)
+        if bool(wraps) != (spec.wraps is not None):
+            need = "wraps another spec (set its 'wraps')" if wraps else "wraps nothing"
+            raise ConfigValueError(f"{registry.kind} {spec.name!r} at {path} {need}")
+
+
 # ----------------------------------------------------------------------------------------------- overrides
-def _field_type(cls: type, name: str) -> Any:
-    return typing.get_type_hints(cls)[name]
-
-
 def _coerce(text: str, tp: Any, key: str) -> Any:
     """Parse the command-line string ``text`` into the annotated type ``tp`` (bool, int, float, str,
     Optional[...] with "none"/"null", tuple[int, ...] as comma-separated values)."""
@@ -457,23 +473,20 @@ def _coerce(text: str, tp: Any, key: str) -> Any:
         if low in ("0", "false", "no", "off"):
             return False
         raise ValueError(f"cannot parse {text!r} as a bool for {key} (use true/false)")
-    if tp is int:
+    if tp in (int, float):
         try:
-            return int(text)
+            return tp(text)
         except ValueError:
-            raise ValueError(f"cannot parse {text!r} as an int for {key}") from None
-    if tp is float:
-        try:
-            return float(text)
-        except ValueError:
-            raise ValueError(f"cannot parse {text!r} as a float for {key}") from None
+            raise ValueError(
+                f"cannot parse {text!r} as a{'n' if tp is int else ''} {tp.__name__} for {key}"
+            ) from None
     if tp is str or tp is Any:
         return text
     raise ValueError(f"cannot parse {text!r} for {key} (type {tp})")
 
 
 def _coerce_like(text: str, default: Any, key: str) -> Any:
-    """Coerce a string for a factory keyword whose type is only known from its default value."""
+    """Coerce a string for a constructor keyword whose type is only known from its default value."""
     if default is None or default is inspect.Parameter.empty:
         for tp in (int, float):
             try:
@@ -497,106 +510,106 @@ def _coerce_like(text: str, default: Any, key: str) -> Any:
     return text
 
 
-def factory_keywords(section: str, cfg: ExperimentConfig) -> dict[str, Any]:
-    """Keyword parameters (name -> default) accepted by the factory that receives ``section``'s mapping:
-    the loss class for ``loss``, the backbone for ``model``, the dataset class for ``data``.
-
-    Empty when the owning package is not importable (then keys are not validated against it).
-    """
-    try:
-        if section == "loss":
-            from dmllab import losses
-
-            cls = losses.LOSSES.get(cfg.loss.name)
-            skip = {"num_classes", "embedding_dim", "self"}
-        elif section == "model":
-            from dmllab import models
-
-            cls = models.BACKBONES.get(cfg.model.backbone)
-            skip = {"self", "pretrained", "weights_path"}
-        else:
-            from dmllab import data
-
-            cls = data.DATASETS.get(cfg.data.dataset)
-            skip = {
-                "self",
-                "root",
-                "split",
-                "transform",
-                "progress",
-            }  # progress: display only, set by the trainer
-    except (ImportError, AttributeError):
-        return {}
-    try:
-        sig = inspect.signature(cls)
-    except (TypeError, ValueError):
-        return {}
-    out = {}
-    for p in sig.parameters.values():
-        if p.kind is p.VAR_KEYWORD:
-            out[ANY_KEYWORD] = None  # the factory forwards keywords (e.g. margin-softmax presets): any key
-            continue
-        if p.name in skip or p.kind is p.VAR_POSITIONAL:
-            continue
-        out[p.name] = p.default
-    return out
-
-
 def valid_keys(cfg: ExperimentConfig) -> list[str]:
-    """Every ``section.field`` key accepted by :func:`apply_overrides` for this config."""
-    keys = ["method", "dataset", "profile"]
+    """Every path accepted by :func:`apply_overrides` for this config (module docstring)."""
+    keys = ["method", "dataset", "profile", "loss.name"]
     for section in SECTIONS:
         keys += [f"{section}.{f.name}" for f in fields(_SECTION_TYPES[section])]
-        if section in _KWARGS_FIELD:
-            keys += [f"{section}.{k}" for k in factory_keywords(section, cfg) if k != ANY_KEYWORD]
+    for path, spec in spec_paths(cfg).items():
+        try:
+            kws = registry_of(path).keywords(spec.name)
+        except KeyError:
+            continue
+        keys += [f"{path}.{k}" for k in kws if k != "**"]
     return sorted(set(keys))
+
+
+def _unknown(cfg: ExperimentConfig, key: str) -> ValueError:
+    return ValueError(f"unknown config key {key!r}; valid keys: {', '.join(valid_keys(cfg))}")
+
+
+def _set_in_spec(spec: Spec, rest: list[str], value: Any, *, coerce: bool, path: str, key: str) -> Spec:
+    """``spec`` with ``rest`` (``[]`` = the name, ``["name"]``, ``[keyword]``, ``["wraps", ...]``) set."""
+    if not rest or rest == ["name"]:
+        if isinstance(value, Spec):
+            return value
+        return Spec(str(value), spec.kwargs if str(value) == spec.name else (), spec.wraps)
+    if rest[0] == "wraps" and spec.wraps is not None:
+        return dataclasses.replace(
+            spec,
+            wraps=_set_in_spec(spec.wraps, rest[1:], value, coerce=coerce, path=f"{path}.wraps", key=key),
+        )
+    if len(rest) != 1:
+        raise KeyError(key)
+    name = rest[0]
+    registry = registry_of(path)
+    accepted = registry.keywords(spec.name)
+    if name not in accepted and name not in spec.kw and "**" not in accepted:
+        inner = f"; the wrapped {registry.kind}'s keywords are {path}.wraps.<keyword>" if spec.wraps else ""
+        valid = ", ".join(sorted(accepted)) or "none"
+        raise ValueError(f"{registry.kind} {spec.name!r} takes no keyword {name!r} ({key}); valid: {valid}{inner}")
+    if coerce and isinstance(value, str):
+        value = _coerce_like(value, spec.kw.get(name, accepted.get(name)), key)
+    return spec.with_kw(**{name: freeze(value)})
 
 
 def _set(cfg: ExperimentConfig, key: str, value: Any, *, coerce: bool) -> ExperimentConfig:
     parts = key.split(".")
-    if len(parts) == 1:
-        if key not in ("method", "dataset", "profile"):
-            raise ValueError(f"unknown config key {key!r}; valid keys: {', '.join(valid_keys(cfg))}")
+    head = parts[0]
+    if len(parts) == 1 and head in ("method", "dataset", "profile"):
         return dataclasses.replace(cfg, **{key: value})
-    if len(parts) != 2 or parts[0] not in SECTIONS:
-        raise ValueError(
-            f"unknown config key {key!r}; sections are {', '.join(SECTIONS)}; valid keys: {', '.join(valid_keys(cfg))}"
-        )
-    section, name = parts
-    sub = getattr(cfg, section)
-    cls = type(sub)
-    fnames = {f.name for f in fields(cls)}
-    if name in fnames:
-        if coerce and isinstance(value, str):
-            value = _coerce(value, _field_type(cls, name), key)
-        value = _freeze(value)
-        choices = _CHOICES.get((section, name))
-        if choices and value not in choices:
-            raise ValueError(f"invalid value {value!r} for {key}; valid: {', '.join(choices)}")
-        return dataclasses.replace(cfg, **{section: dataclasses.replace(sub, **{name: value})})
-    mapping_field = _KWARGS_FIELD.get(section)
-    accepted = factory_keywords(section, cfg) if mapping_field else {}
-    current = dict(getattr(sub, mapping_field)) if mapping_field else {}
-    if mapping_field and (name in accepted or name in current or ANY_KEYWORD in accepted):
-        if coerce and isinstance(value, str):
-            default = current.get(name, accepted.get(name))
-            value = _coerce_like(value, default, key)
-        new_sub = dataclasses.replace(
-            sub, **{mapping_field: _set_pair(getattr(sub, mapping_field), name, value)}
-        )
-        return dataclasses.replace(cfg, **{section: new_sub})
-    raise ValueError(f"unknown config key {key!r}; valid keys: {', '.join(valid_keys(cfg))}")
+    try:
+        if head == "loss":
+            return dataclasses.replace(
+                cfg, loss=_set_in_spec(cfg.loss, parts[1:], value, coerce=coerce, path="loss", key=key)
+            )
+        if head == "callbacks" and len(parts) >= 2:
+            name = parts[1]
+            old = cfg.callback(name) or Spec(name)
+            registry_of("callbacks").get(name)  # an unknown callback lists the valid ones
+            new = _set_in_spec(
+                old,
+                parts[2:] or ["name"],
+                value if len(parts) > 2 else name,
+                coerce=coerce,
+                path="callbacks",
+                key=key,
+            )
+            others = tuple(c for c in cfg.callbacks if c.name != name)
+            return dataclasses.replace(cfg, callbacks=tuple(sorted((*others, new), key=lambda c: c.name)))
+        if head in SECTIONS and len(parts) >= 2:
+            sub = getattr(cfg, head)
+            cls, name = type(sub), parts[1]
+            if name not in {f.name for f in fields(cls)}:
+                raise KeyError(key)
+            if _is_spec_field(cls, name):
+                spec = _set_in_spec(
+                    getattr(sub, name), parts[2:], value, coerce=coerce, path=f"{head}.{name}", key=key
+                )
+                return dataclasses.replace(cfg, **{head: dataclasses.replace(sub, **{name: spec})})
+            if len(parts) != 2:
+                raise KeyError(key)
+            if coerce and isinstance(value, str):
+                value = _coerce(value, typing.get_type_hints(cls)[name], key)
+            value = freeze(value)
+            choices = _CHOICES.get((head, name))
+            if choices and value not in choices:
+                raise ValueError(f"invalid value {value!r} for {key}; valid: {', '.join(choices)}")
+            return dataclasses.replace(cfg, **{head: dataclasses.replace(sub, **{name: value})})
+    except KeyError as err:
+        if err.args and err.args[0] != key:  # a registry's unknown name: its own message lists the valid ones
+            raise ValueError(str(err.args[0])) from None
+        raise _unknown(cfg, key) from None
+    raise _unknown(cfg, key)
 
 
 def apply_overrides(cfg: ExperimentConfig, overrides: Iterable[str]) -> ExperimentConfig:
-    """Apply ``"section.field=value"`` strings in order, coercing each value to the field's type.
+    """Apply ``"path=value"`` strings in order, parsing each value as its field's (or keyword's) type.
 
     >>> apply_overrides(cfg, ["loss.temperature=0.05", "optim.lr_proxies=400", "run.ks=1,2,4,8"])
 
-    Unknown sections/fields raise ValueError listing the valid keys; ``loss.<name>`` is valid when the
-    configured loss constructor takes a keyword ``<name>`` (likewise backbone and dataset keywords). A value out
-    of its range, or an override of a field that does nothing in the resulting config (``schedule.patience``
-    without the plateau scheduler, ``loss.ps_alpha`` without Proxy Synthesis, ...:
+    Unknown paths raise ValueError listing the valid keys. A value out of its range, or an override of a field
+    that does nothing in the resulting config (``schedule.patience`` without the plateau scheduler, ...:
     :data:`dmllab.validation.MODE_RULES`), raises ConfigValueError.
     """
     given = []
@@ -612,15 +625,15 @@ def apply_overrides(cfg: ExperimentConfig, overrides: Iterable[str]) -> Experime
 
 
 # ------------------------------------------------------------------------------------------------ validation
-# The rules live in dmllab.validation (one layer for every entry point); VALUE_RULES, ConfigValueError and
-# check_value stay importable from here.
-# dmllab.metrics.METRICS (not imported here: the config module stays free of torch)
+# The rules live in dmllab.validation (one layer for every entry point); a component's keyword values are its
+# constructor's to check (dmllab.training.build.check).
 _RUN_METRICS = ("recall", "nmi", "precision_at_1", "r_precision", "map_at_r", "mlrc")
 
 
 def validate(cfg: ExperimentConfig) -> ExperimentConfig:
-    """Reject at once a config that cannot work (every field and factory keyword through
-    :func:`check_value`); returns ``cfg``. Called by :func:`apply_overrides`, the trainer and the run store.
+    """Reject at once a config that cannot work: every section field through :func:`check_value`, every
+    component's name and keywords (:func:`check_components`), and the rules that tie fields together;
+    returns ``cfg``. Called by :func:`apply_overrides`, the trainer and the run store.
 
     Raises:
         ConfigValueError: the first bad value, naming its key.
@@ -628,27 +641,20 @@ def validate(cfg: ExperimentConfig) -> ExperimentConfig:
     for section in SECTIONS:
         sub = getattr(cfg, section)
         for f in fields(sub):
-            value = getattr(sub, f.name)
-            if f.name == _KWARGS_FIELD.get(section):
-                for k, v in value:
-                    check_value(f"{section}.{k}", v)
-            else:
-                check_value(f"{section}.{f.name}", value)
-    if cfg.loss.regularizer == "input_mixup" and cfg.data.feature_views:
+            if not _is_spec_field(type(sub), f.name):
+                check_value(f"{section}.{f.name}", getattr(sub, f.name))
+    check_components(cfg)
+    if cfg.loss.name == "input_mixup" and cfg.data.feature_views:
         raise ConfigValueError(
-            "loss.regularizer=input_mixup mixes images, but data.feature_views > 0 feeds cached frozen-block "
-            "features to the loss; set data.feature_views=0 (the frozen prefix then runs on the mixed images)"
+            "loss input_mixup mixes images, but data.feature_views > 0 feeds cached frozen-block features to the "
+            "loss; set data.feature_views=0 (the frozen prefix then runs on the mixed images)"
         )
     d = cfg.data
-    if (
-        d.per_class is not None
-        and is_int(d.per_class)
-        and is_int(d.batch_size)
-        and d.batch_size % d.per_class
-    ):
+    per_class = d.per_class
+    if per_class is not None and is_int(per_class) and is_int(d.batch_size) and d.batch_size % per_class:
         raise ConfigValueError(
-            f"data.batch_size ({d.batch_size}) must be a multiple of data.per_class ({d.per_class}): a class-balanced "
-            "batch holds batch_size // per_class classes of per_class images"
+            f"data.batch_size ({d.batch_size}) must be a multiple of data.sampler.per_class ({per_class}): a "
+            "class-balanced batch holds batch_size // per_class classes of per_class images"
         )
     unknown = sorted(set(cfg.run.metrics) - set(_RUN_METRICS))
     if not cfg.run.metrics or unknown:

@@ -64,22 +64,10 @@ def result_rows(
 
 def load_model(cfg: ExperimentConfig, weights: str | os.PathLike) -> torch.nn.Module:
     """Build ``cfg``'s model (random init, no pre-training needed) and load a saved state dict into it."""
-    from dmllab.models import build_model
+    from dmllab.training.build import build_model
+    from dmllab.training.checkpoint import load_checkpoint
 
-    m = cfg.model
-    model = build_model(
-        backbone=m.backbone,
-        embedding_dim=m.embedding_dim,
-        pooling=m.pooling,
-        k=m.k,
-        norm=m.norm,
-        norm_position=m.norm_position if m.norm != "none" else None,
-        l2_normalize=m.l2_normalize,
-        pretrained=False,
-        head_init=m.head_init,
-        **dict(m.backbone_kwargs),
-    )
-    from dmllab.training.protocol import load_checkpoint
+    model = build_model(cfg.model, weights=False)
 
     state = load_checkpoint(weights, "model file")  # a named error for a corrupt file or a folder
     if "model" in state and isinstance(state["model"], dict):
@@ -134,18 +122,11 @@ def embed_split(
     """
     from torch.utils.data import DataLoader
 
-    from dmllab.data import build_dataset, build_transforms
+    from dmllab.data.loaders import loader_context, open_split, resolve_num_workers
     from dmllab.metrics import embed_dataset
-    from dmllab.training.trainer import loader_context, resolve_num_workers
 
     d = cfg.data
-    ds = build_dataset(
-        d.dataset,
-        d.root,
-        split,
-        transform=build_transforms(d.transform, train=False),
-        **dict(d.dataset_kwargs),
-    )
+    ds = open_split(d, split, train=False)
     workers = resolve_num_workers(d.num_workers)  # the paper presets' "auto"
     loader = DataLoader(
         ds,

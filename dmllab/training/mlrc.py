@@ -40,6 +40,7 @@ import torch
 import torch.nn.functional as F
 
 from dmllab.data.folds import ClassSubset, class_folds, fold_split
+from dmllab.spec import Spec
 from dmllab.training.config import ExperimentConfig, config_hash
 
 __all__ = [
@@ -119,7 +120,11 @@ def mlrc_config(cfg: ExperimentConfig, settings: MLRCSettings = MLRCSettings()) 
         cfg = replace(
             cfg,
             model=replace(cfg.model, embedding_dim=settings.embedding_dim),
-            data=replace(cfg.data, batch_size=settings.batch_size, per_class=settings.per_class),
+            data=replace(
+                cfg.data,
+                batch_size=settings.batch_size,
+                sampler=Spec("class_balanced", {"per_class": settings.per_class}),
+            ),
             optim=optim,
         )
     return replace(cfg, run=replace(cfg.run, two_stage=False, metrics=("mlrc",)))
@@ -174,7 +179,7 @@ def fold_test_embeddings(
     from dmllab.training.export import embed_split, load_model
     from dmllab.training.store import RunStore
 
-    path = RunStore.checkpoint_dir(cfg, seed) / "final.pt"
+    path = RunStore().checkpoint_dir(cfg, seed) / "final.pt"
     if not path.is_file():
         raise FileNotFoundError(
             f"the final model of fold run {path.parent} is missing (the checkpoint cache was cleared?); train the "

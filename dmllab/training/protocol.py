@@ -32,7 +32,9 @@ from typing import Any
 import torch
 
 from dmllab.fileio import naming, sidecar, write_sidecar
+from dmllab.spec import Spec
 from dmllab.training import schedules
+from dmllab.training.callbacks import EpochCheckpoint, KeepBest, check_callbacks
 from dmllab.training.checkpoint import CorruptCheckpointError, load_checkpoint
 from dmllab.training.config import ExperimentConfig, ScheduleConfig, config_hash, is_finetune
 from dmllab.training.trainer import StagePlan, Trainer
@@ -98,8 +100,10 @@ def fast_dev_schedule(cfg: ExperimentConfig) -> ExperimentConfig:
         epochs=epochs,
         warmup_epochs=min(s.warmup_epochs, FAST_DEV_WARMUP_EPOCHS),
         milestones=tuple(sorted({min(d, epochs - 1) for d in s.milestones})),
-        heat_epoch=None if s.heat_epoch is None else min(s.heat_epoch, epochs),
     )
+    heating = cfg.callback("heating")
+    if heating is not None:
+        cfg = cfg.replace("callbacks.heating.epoch", min(heating.get("epoch"), epochs))
     return dataclasses.replace(cfg, schedule=schedule)
 
 
@@ -111,16 +115,46 @@ def _finetune_training(cfg: ExperimentConfig) -> ExperimentConfig:
         scheduler="none" if ft.lr_factor == 1.0 else "multistep",
         milestones=() if ft.lr_factor == 1.0 else (0,),
         factor=ft.lr_factor,
-        heat_epoch=None if ft.alpha_factor == 1.0 else 1,
-        heat_alpha_factor=ft.alpha_factor,
-        heat_lr_factor=1.0,
         monitor=cfg.schedule.monitor,
+    )
+    others = tuple(c for c in cfg.callbacks if c.name != "heating")
+    heating = (
+        ()
+        if ft.alpha_factor == 1.0
+        else (Spec("heating", {"epoch": 1, "alpha_factor": ft.alpha_factor, "lr_factor": 1.0}),)
     )
     split = d.trainval_split if cfg.run.two_stage else d.train_split
     return dataclasses.replace(
         cfg,
         data=dataclasses.replace(d, train_split=split),
         schedule=schedule,
+        run=dataclasses.replace(cfg.run, two_stage=False, keep_best=False),
+        callbacks=tuple(sorted(others + heating, key=lambda c: c.name)),
+    )
+
+
+def on_validation(cfg: ExperimentConfig) -> ExperimentConfig:
+    """``cfg`` trained on the ``train`` split for its whole schedule (one stage) and evaluated on the validation
+    split as its test split: the run's metrics are validation metrics and the test split is never read. The
+    validation split is watched every epoch only where a plateau rule needs it (the smoke profile; the quick
+    profile's schedules have none).
+
+    Raises:
+        ValueError: the dataset has no validation split.
+    """
+    d = cfg.data
+    if d.val_split is None:
+        raise ValueError(f"dataset {cfg.dataset!r} has no validation split to tune on")
+    return dataclasses.replace(
+        cfg,
+        data=dataclasses.replace(
+            d,
+            train_split="train",
+            val_split=d.val_split if cfg.schedule.scheduler == "plateau" else None,
+            test_split=d.val_split,
+            query_split=None,
+            gallery_split=None,
+        ),
         run=dataclasses.replace(cfg.run, two_stage=False, keep_best=False),
     )
 
@@ -131,13 +165,8 @@ def stage_plans(cfg: ExperimentConfig) -> list[StagePlan]:
     (:func:`dmllab.training.schedules.check_schedule`)."""
     cfg = training_config(cfg)
     d, s = cfg.data, cfg.schedule
-    schedules.check_schedule(
-        epochs=s.epochs,
-        scheduler=s.scheduler,
-        milestones=s.milestones,
-        heat_epoch=s.heat_epoch,
-        two_stage=cfg.run.two_stage,
-    )
+    schedules.check_schedule(epochs=s.epochs, scheduler=s.scheduler, milestones=s.milestones)
+    check_callbacks(cfg, epochs=s.epochs, two_stage=cfg.run.two_stage)
     if cfg.run.two_stage:
         if d.val_split is None:
             raise ValueError(f"two-stage protocol needs a validation split; dataset {cfg.dataset!r} has none")
@@ -218,7 +247,7 @@ class _HashingWriter:
         self.fh.flush()
 
 
-def _save_atomic(obj: Any, path: Path) -> str:
+def save_atomic(obj: Any, path: Path) -> str:
     """torch.save to a temporary file renamed into place, then its checksum sidecar (:mod:`dmllab.fileio`);
     returns the sha256. On any failure (full disk: an OSError naming ``path``) the temporary is removed, so
     neither a partial checkpoint nor a stray file is left."""
@@ -234,41 +263,6 @@ def _save_atomic(obj: Any, path: Path) -> str:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-
-
-class KeepBest:
-    """``run.keep_best``: a CPU copy of the model's and the loss's weights at the best monitored validation value
-    (``val_monitor`` of the history row; warm-up epochs excluded). :func:`run_protocol` calls :meth:`observe`
-    after each epoch, before that epoch's checkpoint is written, so a resumed run keeps its best epoch."""
-
-    def __init__(self) -> None:
-        self.best: float | None = None
-        self.epoch: int | None = None
-        self.state: dict[str, dict[str, torch.Tensor]] | None = None
-
-    def observe(self, trainer: Trainer, row: dict) -> None:
-        value = row.get("val_monitor")
-        if value is None or row.get("warmup"):
-            return
-        if self.best is None or value > self.best:
-            self.best, self.epoch = float(value), int(row["sched_epoch"])
-            self.state = {
-                "model": {k: v.detach().cpu().clone() for k, v in trainer.model.state_dict().items()},
-                "loss": {k: v.detach().cpu().clone() for k, v in trainer.loss.state_dict().items()},
-            }
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"best": self.best, "epoch": self.epoch, "state": self.state}
-
-    def load_state_dict(self, state: dict[str, Any] | None) -> None:
-        if state:
-            self.best, self.epoch, self.state = state["best"], state["epoch"], state["state"]
-
-    def restore(self, trainer: Trainer) -> None:
-        """Load the best epoch's weights into ``trainer`` (no-op without a validated epoch)."""
-        if self.state is not None:
-            trainer.model.load_state_dict(self.state["model"])
-            trainer.loss.load_state_dict(self.state["loss"])
 
 
 def run_protocol(
@@ -324,34 +318,37 @@ def run_protocol(
             )
         if saved is not None:
             keep.load_state_dict(saved.get("keep_best"))
-    trainer = Trainer(cfg, hooks=hooks, progress=progress, seed=seed, init_from=init_from)
     phase = {"setup": 0.0, "checkpoint": 0.0, "test": 0.0}  # seconds; the trainer times data/step/eval
+    prior: list[dict] = []  # the finished stages' history rows, saved with each epoch checkpoint
 
-    def run_stage(plan: StagePlan, prior: list[dict]) -> list[dict]:
+    def save_checkpoint(tr: Trainer) -> None:
+        if ckpt_path is None:
+            return
+        t_ckpt = time.perf_counter()
+        state = {
+            "config_hash": h,
+            "seed": seed,
+            "trainer": tr.state_dict(),
+            "history": list(prior),
+            "elapsed_s": elapsed + time.perf_counter() - t0,
+        }
+        if keep is not None:
+            state["keep_best"] = keep.state_dict()
+        save_atomic(state, ckpt_path)
+        phase["checkpoint"] += time.perf_counter() - t_ckpt
+
+    # KeepBest observes an epoch before the checkpoint holds it; the caller's hooks see a checkpointed epoch
+    own = ([keep] if keep is not None else []) + [EpochCheckpoint(save_checkpoint)]
+    trainer = Trainer(cfg, hooks=(*own, *hooks), progress=progress, seed=seed, init_from=init_from)
+
+    def run_stage(plan: StagePlan, before: list[dict]) -> list[dict]:
         t_setup = time.perf_counter()
         trainer.setup(plan)
         if saved is not None and saved["trainer"]["plan"]["name"] == plan.name:
             trainer.load_state_dict(saved["trainer"])
         phase["setup"] += time.perf_counter() - t_setup
-
-        def on_checkpoint(tr: Trainer) -> None:
-            if keep is not None:  # before the checkpoint, so that it holds this epoch's best state too
-                keep.observe(tr, tr.state.rows[-1])
-            if ckpt_path is not None:
-                t_ckpt = time.perf_counter()
-                state = {
-                    "config_hash": h,
-                    "seed": seed,
-                    "trainer": tr.state_dict(),
-                    "history": prior,
-                    "elapsed_s": elapsed + time.perf_counter() - t0,
-                }
-                if keep is not None:
-                    state["keep_best"] = keep.state_dict()
-                _save_atomic(state, ckpt_path)
-                phase["checkpoint"] += time.perf_counter() - t_ckpt
-
-        return trainer.fit(on_checkpoint)
+        prior[:] = before
+        return trainer.fit()
 
     first = stage_plans(cfg)[0]
     best, drops = None, []
@@ -383,7 +380,7 @@ def run_protocol(
             "model": trainer.model.state_dict(),
             "loss": trainer.loss.state_dict(),
         }
-        _save_atomic(final, Path(final_model))
+        save_atomic(final, Path(final_model))
         phase["checkpoint"] += time.perf_counter() - t_ckpt
     return RunResult(
         metrics=metrics,
@@ -397,7 +394,7 @@ def run_protocol(
         extra={
             "timings": {**phase, **trainer.timings},
             **(
-                {"fast_dev": {"steps": trainer.steps, "shrunk": list(trainer.shrunk)}}
+                {"fast_dev": {"steps": trainer.steps, "shrunk": list(trainer.fast_dev.shrunk)}}
                 if trainer.fast_dev
                 else {}
             ),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 MONITORS = ("R@1", "hmean_r1", "hmean_nmi_r1")
 
@@ -137,15 +138,13 @@ def lr_multiplier(
     milestones: Sequence[int] = (),
     step_size: int = 10,
     gamma: float = 0.5,
-    heat_epoch: int | None = None,
-    heat_lr_factor: float = 0.1,
 ) -> float:
-    """The factor applied to every base lr at schedule epoch ``epoch`` (1-based).
+    """The factor applied to every base lr at schedule epoch ``epoch`` (1-based); a callback may scale it further
+    (Heated-up Softmax's heating, :class:`dmllab.training.callbacks.Heating`).
 
     Args:
         scheduler: "plateau" (``drops`` from :func:`plateau_drop_epochs` on the history so far),
             "multistep" (``milestones`` and ``factor``), "step" (``step_size``, ``gamma``), "none".
-        heat_epoch: heated-up softmax: multiply by ``heat_lr_factor`` from this epoch on.
     """
     if epoch < 1:
         raise ValueError(f"schedule epochs are 1-based, got {epoch}")
@@ -159,8 +158,6 @@ def lr_multiplier(
         m = 1.0
     else:
         raise ValueError(f"unknown scheduler {scheduler!r}; valid: plateau, multistep, step, none")
-    if heated(epoch, heat_epoch):
-        m *= heat_lr_factor
     return m
 
 
@@ -169,18 +166,15 @@ def check_schedule(
     epochs: int,
     scheduler: str,
     milestones: Sequence[int] = (),
-    heat_epoch: int | None = None,
-    two_stage: bool = False,
 ) -> None:
     """Reject a schedule whose scheduled events cannot all happen, so that a run never silently trains
     something else than its config says.
 
     * a "multistep" milestone ``d`` (lr lowered after schedule epoch ``d``) must satisfy ``0 <= d < epochs``:
       ``d >= epochs`` would never take effect; ``d = 0`` lowers the lr before the first schedule epoch (after
-      the warm-up; the released Proxy Anchor code's StepLR counts its warm-up epochs);
-    * a heating epoch (Heated-up Softmax) must lie in ``1..epochs``, and a heated run trains a fixed schedule:
-      the two-stage protocol stops stage 2 after the stage-1 best epoch, which can come before the heating,
-      and HLN/HBN would silently be LN/BN.
+      the warm-up; the released Proxy Anchor code's StepLR counts its warm-up epochs).
+
+    A callback's events are the callback's to check (:func:`dmllab.training.build.check_callbacks`).
 
     Raises:
         ValueError: naming the offending value and the fix.
@@ -194,20 +188,33 @@ def check_schedule(
                 f"schedule.milestones {list(late)} lie outside 0..{epochs - 1}: an lr drop after schedule epoch "
                 f"d >= schedule.epochs={epochs} never happens; lengthen the schedule or move the drop"
             )
-    if heat_epoch is not None:
-        if not 1 <= heat_epoch <= epochs:
-            raise ValueError(
-                f"schedule.heat_epoch={heat_epoch} is outside 1..schedule.epochs={epochs}: the run would end "
-                "before heating (HLN/HBN would be LN/BN); lengthen the schedule or heat earlier"
-            )
-        if two_stage:
-            raise ValueError(
-                "a heated run (schedule.heat_epoch set) trains a fixed schedule: the two-stage protocol stops "
-                "stage 2 at the stage-1 best epoch, possibly before heating; use run.two_stage=false"
-            )
 
 
 def loss_alpha(epoch: int, base_alpha: float, *, heat_epoch: int | None, heat_alpha_factor: float) -> float:
     """Heated-up softmax scale: ``alpha`` before ``heat_epoch``, ``alpha * heat_alpha_factor`` from it on
     (paper: 16 -> 4)."""
     return base_alpha * heat_alpha_factor if heated(epoch, heat_epoch) else base_alpha
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """What one stage trains on and for how long.
+
+    Args:
+        name: "stage1", "stage2", "single", "finetune" (or "pretrain"); part of the per-epoch seed.
+        train_split: split to train on; ``eval_split`` evaluated every ``eval_every`` epochs (None: none).
+        epochs: schedule epochs (after ``warmup_epochs`` warm-up epochs with the backbone frozen).
+        scheduler, milestones: see :func:`dmllab.training.schedules.lr_multiplier`.
+    """
+
+    name: str
+    train_split: str
+    eval_split: str | None
+    epochs: int
+    warmup_epochs: int
+    scheduler: str
+    milestones: tuple[int, ...] = ()
+
+    @property
+    def total_epochs(self) -> int:
+        return self.warmup_epochs + self.epochs

@@ -52,6 +52,7 @@ from typing import Any
 from dmllab import paths
 from dmllab.fileio import CorruptFileError, naming, set_aside, sha256_file, sidecar, warn
 from dmllab.training.config import ExperimentConfig, config_hash, parent_config, validate
+from dmllab.training.pretrain import prepare
 from dmllab.training.protocol import RunResult, run_protocol
 from dmllab.training.trainer import NonFiniteLossError
 
@@ -184,52 +185,34 @@ def _read_history(path: Path) -> list[dict]:
 
 
 def implicit_inputs(cfg: ExperimentConfig) -> dict[str, str]:
-    """Versions of inputs a config names but does not contain: the real dataset copy under ``data.root``
-    (:func:`dmllab.data.real.fingerprint` of its index files and image list), the synthetic renderer behind
-    ``dataset="synthetic"``, the weights behind ``pretrained=True``
-    (:func:`dmllab.models.weights.weights_fingerprint`: the pre-training recipe of the SmallCNN, torchvision's
-    weights file of an ImageNet backbone) and, where the trunk and the embedding layer have different lrs and
-    ``lr_proxies`` is unset, the proxies' lr rule (the embedding layer's lr, :mod:`dmllab.training.optim`)."""
+    """What a run reads beyond its config, each component saying its own part: the dataset's
+    (:func:`dmllab.data.input_fingerprint`: the synthetic renderer's version, a real copy's index files and image
+    list, never its path) and the weights behind ``pretrained=True`` (:func:`dmllab.models.weights.weights_fingerprint`:
+    the pre-training recipe of the SmallCNN, torchvision's weights file of an ImageNet backbone)."""
+    from dmllab.data import input_fingerprint
     from dmllab.models.weights import weights_fingerprint
 
     extra: dict[str, str] = {}
-    if cfg.data.dataset == "synthetic":
-        from dmllab.data.synthetic import GENERATOR_VERSION
-
-        extra["synthetic_generator"] = str(GENERATOR_VERSION)
+    dataset = input_fingerprint(cfg.data.dataset, cfg.data.root)
+    if dataset is not None:
+        extra["dataset"] = dataset
     m = cfg.model
     weights = weights_fingerprint(
-        m.backbone,
-        pretrained=m.pretrained,
-        weights_path=m.weights_path,
-        backbone_kwargs=dict(m.backbone_kwargs),
+        m.backbone.name, pretrained=m.pretrained, weights_path=m.weights_path, backbone_kwargs=m.backbone.kw
     )
     if weights is not None:
         extra["weights"] = weights
-    o = cfg.optim
-    if o.lr_proxies is None and o.lr_embedding is not None and o.lr_embedding != o.lr:
-        # proxies at the embedding lr, not the trunk's (dmllab.training.optim): runs stored before are stale
-        extra["proxy_lr"] = "embedding"
-    from dmllab.data.base import DatasetNotFoundError
-    from dmllab.data.real import fingerprint, is_real_dataset
-
-    if is_real_dataset(cfg.data.dataset):  # the dataset copy actually read, not its path (data.root)
-        try:
-            extra["dataset"] = fingerprint(cfg.data.dataset, cfg.data.root)
-        except DatasetNotFoundError:
-            extra["dataset"] = "missing"  # no run can be trained (nor found) without the data
     return extra
 
 
 def run_key(cfg: ExperimentConfig) -> str:
-    """The store's key of a run: :func:`config_hash` plus :func:`implicit_inputs` (and a fine-tune's parent's
-    key), so that a changed renderer, pre-training recipe or parent never returns a stale stored result."""
+    """The store's key of a run: the sha256 of :func:`config_hash` and :func:`implicit_inputs` (and a fine-tune's
+    parent's key), so that a changed renderer, pre-training recipe, dataset copy or parent never returns a stale
+    stored result. A :class:`RunStore` computes it once per config (:meth:`RunStore.key`)."""
     extra = implicit_inputs(cfg)
     parent = parent_config(cfg)
     if parent is not None:
         extra["parent"] = run_key(parent)
-    if not extra:
-        return config_hash(cfg)
     text = config_hash(cfg) + json.dumps(extra, sort_keys=True)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
@@ -243,13 +226,19 @@ class RunStore:
 
     def __init__(self, root: str | os.PathLike | None = None) -> None:
         self.root = Path(root) if root is not None else paths.runs_dir()
+        self._keys: dict[ExperimentConfig, str] = {}
+
+    def key(self, cfg: ExperimentConfig) -> str:
+        """:func:`run_key` of ``cfg``, computed once per config by this store."""
+        if cfg not in self._keys:
+            self._keys[cfg] = run_key(cfg)
+        return self._keys[cfg]
 
     def run_dir(self, cfg: ExperimentConfig, seed: int) -> Path:
-        return self.root / run_key(cfg) / f"seed{seed}"
+        return self.root / self.key(cfg) / f"seed{seed}"
 
-    @staticmethod
-    def checkpoint_dir(cfg: ExperimentConfig, seed: int) -> Path:
-        return paths.checkpoints_dir() / run_key(cfg) / f"seed{seed}"
+    def checkpoint_dir(self, cfg: ExperimentConfig, seed: int) -> Path:
+        return paths.checkpoints_dir() / self.key(cfg) / f"seed{seed}"
 
     @contextmanager
     def lock(self, cfg: ExperimentConfig, seed: int) -> Iterator[None]:
@@ -263,7 +252,7 @@ class RunStore:
         failed run leaves no folder holding only a lock file. That is safe because a process that acquires
         the lock checks that the file it locked is still the one at the lock path, and starts over if not.
         """
-        d = self.root / run_key(cfg)
+        d = self.root / self.key(cfg)
         path = d / f".seed{seed}.lock"
         fh = _acquire(d, path, f"{d.name}/seed{seed}")
         try:
@@ -351,8 +340,7 @@ class RunStore:
             raise
         return final
 
-    @staticmethod
-    def _write_run(tmp: Path, final: Path, cfg: ExperimentConfig, result: RunResult) -> None:
+    def _write_run(self, tmp: Path, final: Path, cfg: ExperimentConfig, result: RunResult) -> None:
         tmp.mkdir()
         metrics = {
             "metrics": result.metrics,
@@ -371,7 +359,7 @@ class RunStore:
         _write_history(tmp / "history.csv", result.history)
         _write_json(tmp / "provenance.json", provenance(result.device, result.wall_time_s, result.precision))
         _write_json(tmp / "metrics.json", metrics)
-        model = RunStore.checkpoint_dir(cfg, result.seed) / "final.pt"
+        model = self.checkpoint_dir(cfg, result.seed) / "final.pt"
         record = {
             "run_key": final.parent.name,
             "seed": result.seed,
@@ -663,7 +651,7 @@ def run(
         record = store.diverged(cfg, seed)
         if record is not None:
             raise DivergedRunError(
-                f"run {run_key(cfg)}/seed{seed} is recorded as diverged ({record.get('error', '?')}); "
+                f"run {store.key(cfg)}/seed{seed} is recorded as diverged ({record.get('error', '?')}); "
                 "force=True (`--force`) trains it again",
                 record,
             )
@@ -679,6 +667,9 @@ def run(
             if stored is not None:
                 return stored
         parent_model = _parent_model(cfg, seed, store, progress) if parent_config(cfg) is not None else None
+        prepare(
+            cfg, progress=progress
+        )  # what the run starts from (a pre-trained trunk), announced and cached
         ckpt_dir = store.checkpoint_dir(cfg, seed)
         if force:
             (ckpt_dir / "last.pt").unlink(missing_ok=True)
@@ -719,7 +710,7 @@ def _parent_model(cfg: ExperimentConfig, seed: int, store: RunStore, progress: b
             return path
     if not path.is_file():
         warnings.warn(
-            f"the parent run {run_key(parent)}/seed{seed} of this fine-tune is stored but its final model {path} "
+            f"the parent run {store.key(parent)}/seed{seed} of this fine-tune is stored but its final model {path} "
             "is missing: training the parent again to recover it",
             RuntimeWarning,
             stacklevel=3,

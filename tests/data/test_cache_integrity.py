@@ -158,7 +158,7 @@ def test_count_error_names_the_options_that_exist(tmp_path):
     from dmllab.training import apply_overrides, presets
 
     root = make_cub(tmp_path / "CUB_200_2011")
-    with pytest.raises(DatasetCountError, match=r"--set data.check_counts=false \(dmllab train\)"):
+    with pytest.raises(DatasetCountError, match=r"--set data.dataset.check_counts=false \(dmllab train\)"):
         CUB200(root, "train")
-    cfg = apply_overrides(presets.get("proxynca++", "cub", "smoke"), ["data.check_counts=false"])
+    cfg = apply_overrides(presets.get("proxynca++", "cub", "smoke"), ["data.dataset.check_counts=false"])
     assert dict(cfg.data.dataset_kwargs)["check_counts"] is False  # the advice works

@@ -37,9 +37,22 @@ def test_names_match_contract():
         "proxy_synthesis",
         "softtriple",
         "virtual_softmax",
+        "input_mixup",
+        "manifold_mixup",
     }
     assert set(L.list_losses()) == expected
     assert L.list_losses() == sorted(expected)
+
+
+class _TwoPart(torch.nn.Module):
+    """``model`` as a backbone (identity here) and a head, for manifold mixup's feature map."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.backbone, self.head = torch.nn.Identity(), model
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.backbone(x))
 
 
 @pytest.mark.parametrize("name", L.list_losses())
@@ -55,7 +68,11 @@ def test_every_loss_contract(name):
     assert all(id(p) in in_groups for p in params)
 
     emb, labels = _batch()
-    value = loss(model(emb), labels)
+    if hasattr(loss, "embed"):  # a training-step regulariser (mixup) embeds the batch itself
+        mixed, draw = loss.embed(_TwoPart(model), emb)
+        value = loss(mixed, labels, draw)
+    else:
+        value = loss(model(emb), labels)
     assert value.ndim == 0 and value.dtype == torch.float32
     assert math.isfinite(value.item())
     value.backward()
@@ -63,6 +80,8 @@ def test_every_loss_contract(name):
     for p in params:
         assert p.grad is not None, f"{name}: a loss parameter received no gradient"
         assert torch.isfinite(p.grad).all()
+    if hasattr(loss, "embed"):
+        loss = loss.base  # the wrapped loss holds the proxies
     if loss.has_proxies:
         rows = C * getattr(loss, "centers_per_class", 1)  # SoftTriple: K centres per class
         assert loss.proxies.shape == (rows, D) and any(p is loss.proxies for p in params)
@@ -150,3 +169,16 @@ def test_heated_softmax_logits():
     torch.testing.assert_close(loss.logits(f), 16.0 * f @ w.t() + loss.bias.detach())
     no_bias = L.HeatedSoftmaxLoss(C, D, bias=False)
     assert no_bias.bias is None and len(list(no_bias.parameters())) == 1
+
+
+def test_a_wrapper_nests_the_spec_of_what_it_wraps():
+    from dmllab.spec import Spec
+
+    spec = Spec("input_mixup", {"alpha": 0.3}, wraps=Spec("proxy_synthesis", {"alpha": 0.4}, wraps=Spec("proxy_anchor", {"alpha": 16.0})))
+    loss = L.build_loss(spec, num_classes=C, embedding_dim=D)
+    # three alphas, each its own component's: mixup's Beta shape, PS's Beta shape, Proxy Anchor's scale
+    assert (loss.alpha, loss.base.alpha, loss.base.base.alpha) == (0.3, 0.4, 16.0)
+    with pytest.raises(ValueError, match="wraps another loss"):
+        L.build_loss(Spec("proxy_synthesis"), num_classes=C, embedding_dim=D)
+    with pytest.raises(ValueError, match="wraps no other loss"):
+        L.build_loss(Spec("proxynca", wraps=Spec("normsoftmax")), num_classes=C, embedding_dim=D)

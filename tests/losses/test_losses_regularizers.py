@@ -87,7 +87,8 @@ def test_mixup_embeds_the_mixed_batch(mode):
     torch.manual_seed(0)
     net = _Net()
     images = torch.randn(6, 3, 4, 4)
-    mixup = L.Mixup(mode, alpha=0.4, generator=torch.Generator().manual_seed(3))
+    loss = L.NormSoftmaxLoss(C, D)
+    mixup = L.Mixup(loss, mode, alpha=0.4, generator=torch.Generator().manual_seed(3))
     emb, draw = mixup.embed(net, images)
     assert 0.0 <= draw.lam <= 1.0 and sorted(draw.perm.tolist()) == list(range(6))
     lam, perm = draw.lam, draw.perm
@@ -97,19 +98,18 @@ def test_mixup_embeds_the_mixed_batch(mode):
         h = net.backbone(images)
         ref = net.head(lam * h + (1 - lam) * h[perm])
     torch.testing.assert_close(emb, ref)
-    loss = L.NormSoftmaxLoss(C, D)
     labels = torch.arange(6) % C
-    value = mixup.loss(loss, emb, labels, draw)
+    value = mixup(emb, labels, draw)
     torch.testing.assert_close(value, lam * loss(emb, labels) + (1 - lam) * loss(emb, labels[perm]))
 
 
 def test_mixup_same_generator_same_draw_and_validation():
-    a = L.Mixup("input_mixup", generator=torch.Generator().manual_seed(7)).draw(5, torch.device("cpu"))
-    b = L.Mixup("input_mixup", generator=torch.Generator().manual_seed(7)).draw(5, torch.device("cpu"))
+    a = L.Mixup(None, "input_mixup", generator=torch.Generator().manual_seed(7)).draw(5, torch.device("cpu"))
+    b = L.Mixup(None, "input_mixup", generator=torch.Generator().manual_seed(7)).draw(5, torch.device("cpu"))
     assert a.lam == b.lam and torch.equal(a.perm, b.perm)
     with pytest.raises(ValueError, match="mixup mode"):
-        L.Mixup("cutmix")
+        L.Mixup(None, "cutmix")
     with pytest.raises(ValueError, match="alpha"):
-        L.Mixup("input_mixup", alpha=0.0)
+        L.Mixup(None, "input_mixup", alpha=0.0)
     with pytest.raises(ValueError, match="backbone"):
-        L.Mixup("manifold_mixup").embed(torch.nn.Linear(3, 3), torch.randn(4, 3))
+        L.Mixup(None, "manifold_mixup").embed(torch.nn.Linear(3, 3), torch.randn(4, 3))

@@ -7,6 +7,7 @@ import inspect
 import pytest
 import torch
 
+import dmllab.training.smallcnn_weights as smallcnn_weights  # registers the SmallCNN's "synthetic-pretrain" source
 from dmllab.models import list_backbones
 from dmllab.models.weights import WEIGHTS_SOURCES, resolve_weights, weights_fingerprint, weights_source
 
@@ -45,7 +46,7 @@ def test_fingerprints_name_the_source_and_change_with_the_weights():
     assert weights_fingerprint("resnet50", pretrained=False) is None
     assert weights_fingerprint("resnet50", pretrained=True, weights_path="/x/w.pt") is None
 
-    from dmllab.training.pretrain import pretrain_fingerprint
+    from dmllab.training.smallcnn_weights import pretrain_fingerprint
 
     w16 = weights_fingerprint("smallcnn", pretrained=True, backbone_kwargs={"width": 16})
     assert w16 == f"synthetic-pretrain:{pretrain_fingerprint(16)}"
@@ -56,19 +57,22 @@ def test_fingerprints_name_the_source_and_change_with_the_weights():
     )
 
 
-def test_the_synthetic_pretraining_is_a_lazily_imported_provider(monkeypatch, tmp_path):
+def test_the_synthetic_pretrain_source_reads_and_never_trains(monkeypatch, tmp_path):
+    """Resolving the SmallCNN's weights reads the pre-trained file; a trunk not pre-trained yet is a named error
+    naming the command, and :func:`dmllab.training.pretrain.prepare` is what trains it first."""
     import dmllab.training.pretrain as pretrain
+    from dmllab.training import presets
 
+    monkeypatch.setenv("DMLLAB_CACHE", str(tmp_path))
+    with pytest.raises(smallcnn_weights.WeightsNotPreparedError, match="dmllab pretrain --width 16 --seed 3"):
+        resolve_weights("smallcnn", pretrained=True, backbone_kwargs={"width": 16, "pretrain_seed": 3})
     calls = []
-
-    def fake(width=16, *, progress=True, **kw):
-        calls.append((width, progress))
-        return tmp_path / f"w{width}.pt"
-
-    monkeypatch.setattr(pretrain, "ensure_pretrained_smallcnn", fake)
-    path = resolve_weights("smallcnn", pretrained=True, backbone_kwargs={"width": 16}, progress=False)
-    assert path == tmp_path / "w16.pt" and calls == [(16, False)]
-    assert resolve_weights("smallcnn", pretrained=False) is None and len(calls) == 1
+    monkeypatch.setattr(pretrain, "ensure_pretrained_smallcnn", lambda **kw: calls.append(kw))
+    cfg = presets.get("proxynca++", "synthetic", "quick").replace("model.backbone.pretrain_seed", 3)
+    pretrain.prepare(cfg, progress=False)
+    assert calls == [{"width": 16, "progress": False, "seed": 3}]
+    pretrain.prepare(cfg.replace("model.pretrained", False))  # nothing to prepare
+    assert len(calls) == 1
 
 
 def _imports(path, *, top_level_only):
@@ -85,19 +89,20 @@ def _imports(path, *, top_level_only):
     return names
 
 
-def test_no_import_cycle_and_no_smallcnn_branch_in_trainer_or_store():
-    """dmllab.models never imports dmllab.training at import time (the provider is a "module:function"
-    string); the trainer never imports the pre-training module, which imports the trainer."""
+def test_no_import_cycle_and_no_smallcnn_branch_in_the_builder_or_store():
+    """dmllab.models never imports dmllab.training (the training layer registers the SmallCNN's source); the
+    builder and the trainer never import the pre-training module, which imports the trainer."""
     from pathlib import Path
 
     import dmllab.models
-    from dmllab.training import pretrain, store, trainer
+    from dmllab.training import build, pretrain, store, trainer
 
     for path in Path(dmllab.models.__file__).parent.glob("*.py"):
-        assert not any(n.startswith("dmllab.training") for n in _imports(path, top_level_only=True)), path
-    assert "dmllab.training.pretrain" not in _imports(Path(trainer.__file__), top_level_only=False)
+        assert not any(n.startswith("dmllab.training") for n in _imports(path, top_level_only=False)), path
+    for module in (trainer, build):
+        assert "dmllab.training.pretrain" not in _imports(Path(module.__file__), top_level_only=False)
     assert "dmllab.training.trainer" in _imports(Path(pretrain.__file__), top_level_only=True)
-    assert "smallcnn" not in inspect.getsource(trainer.Trainer.build_model)
+    assert "smallcnn" not in inspect.getsource(build.build_model)
     assert "smallcnn" not in inspect.getsource(store.implicit_inputs)
 
 
@@ -106,9 +111,9 @@ def test_a_provider_leaves_the_callers_random_state_as_it_was(monkeypatch, tmp_p
 
     import numpy as np
 
-    import dmllab.training.pretrain as pretrain
+    from dataclasses import replace
 
-    def reseeds(width=16, *, progress=True, **kw):
+    def reseeds(backbone, kwargs, *, progress=True):
         torch.manual_seed(0), np.random.seed(0), random.seed(0)
         torch.rand(5), np.random.rand(5), random.random()
         return tmp_path / "w.pt"
@@ -116,7 +121,8 @@ def test_a_provider_leaves_the_callers_random_state_as_it_was(monkeypatch, tmp_p
     def draws():
         return torch.rand(3).tolist(), np.random.rand(3).tolist(), random.random()
 
-    monkeypatch.setattr(pretrain, "ensure_pretrained_smallcnn", reseeds)
+    source = WEIGHTS_SOURCES.get("synthetic-pretrain")
+    monkeypatch.setitem(WEIGHTS_SOURCES._items, "synthetic-pretrain", replace(source, provide=reseeds))
     torch.manual_seed(7), np.random.seed(7), random.seed(7)
     expected = draws()
     torch.manual_seed(7), np.random.seed(7), random.seed(7)

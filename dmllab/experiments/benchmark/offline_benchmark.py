@@ -49,10 +49,12 @@ def preset(profile: str) -> Any:
 
 def method_config(label: str, profile: str) -> Any:
     """The default run of method ``label`` on the benchmark (built as the other artifacts build it, so the run is
-    theirs: a Proxy Synthesis base is its PS preset with ``loss.synthesis`` off)."""
+    theirs: a Proxy Synthesis base is its PS preset without its Proxy Synthesis wrapper)."""
     method, options = TRAINS[label]
     cfg = kit.config(method, DATASET, "smoke" if profile == "smoke" else "quick", **options)
-    return cfg.replace("loss.synthesis", False) if method == "proxy_synthesis" else cfg
+    from dmllab.training.presets.proxy_synthesis import without_synthesis
+
+    return without_synthesis(cfg) if method == "proxy_synthesis" else cfg
 
 
 def reference_pool(cfg: Any) -> tuple[str, float]:
@@ -223,7 +225,7 @@ def plot_samples(tables: Any) -> Any:
     profile = str(tables["rows"]["profile"].iloc[0]) if len(tables["rows"]) else "quick"
     cfg = preset(profile)
     ds = build_dataset(
-        cfg.data.dataset, cfg.data.root, cfg.data.test_split, transform=None, **dict(cfg.data.dataset_kwargs)
+        cfg.data.dataset.name, cfg.data.root, cfg.data.test_split, transform=None, **cfg.data.dataset.kw
     )
     grid = sample_grid(ds, n_classes=8, per_class=8, seed=0)
     fig, ax = plt.subplots(figsize=(6, 6 * grid.shape[0] / grid.shape[1]))

@@ -3,6 +3,7 @@ run), the trained classifier of a run, and the reference cell names (``results/r
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,8 +29,6 @@ def hs_config(
     """``presets.get("heated_softmax", ..., variant=variant[, alpha=alpha])`` on the paper dataset ``dataset`` (the
     offline benchmark on smoke/quick) with the embedding size, extra loss keyword arguments (added to the
     preset's) and other overrides."""
-    from dmllab.training.config import pairs
-
     opts = (
         {"variant": variant}
         if alpha is None or variant == "SM"
@@ -43,7 +42,7 @@ def hs_config(
         **opts,
     )
     if loss_kwargs:
-        cfg = cfg.replace("loss.kwargs", pairs(**{**dict(cfg.loss.kwargs), **dict(loss_kwargs)}))
+        cfg = dataclasses.replace(cfg, loss=cfg.loss.with_kw(**loss_kwargs))
     return cfg
 
 
@@ -51,7 +50,7 @@ def heating(profile: str) -> str:
     """How the profile heats (the HLN/HBN arm), from the HBN preset: a fine-tune of the converged LN/BN run on
     smoke/quick, as the paper text describes, or the release's heating inside one run (the paper profile)."""
     cfg = hs_config(profile, "cars", "HBN")
-    ft, s = cfg.finetune, cfg.schedule
+    ft, s, heat = cfg.finetune, cfg.schedule, cfg.callback("heating")
     if ft.epochs:
         return (
             f"heating fine-tunes the converged {s.epochs}-epoch LN/BN run for {ft.epochs} epoch"
@@ -60,7 +59,7 @@ def heating(profile: str) -> str:
             "rounded up, as the release's --nb_hu_epoch 20 of 80)"
         )
     return (
-        f"heating inside the run from epoch {s.heat_epoch} of {s.epochs}, as the release does (the paper text: a "
+        f"heating inside the run from epoch {heat.get('epoch')} of {s.epochs}, as the release does (the paper text: a "
         "fine-tune of the converged model)"
     )
 
@@ -102,12 +101,7 @@ def classifier(lookup: Lookup, run: Run) -> tuple[Any, str]:
     if state is None:
         return None, "nearest class mean"
     cfg = run.config
-    loss = build_loss(
-        cfg.loss.name,
-        num_classes=int(state["proxies"].shape[0]),
-        embedding_dim=cfg.model.embedding_dim,
-        **dict(cfg.loss.kwargs),
-    )
+    loss = build_loss(cfg.loss, num_classes=int(state["proxies"].shape[0]), embedding_dim=cfg.model.embedding_dim)
     loss.load_state_dict(state)
     return loss.eval(), "softmax"
 

@@ -45,7 +45,7 @@ def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
                 dataset=run.config.dataset,
                 seed=run.seed,
                 alpha=r["param_alpha"],
-                train_alpha=float(dict(run.config.loss.kwargs)["alpha"]),
+                train_alpha=float(run.config.loss.get("alpha")),
                 classifier=kind,
             )
     return out

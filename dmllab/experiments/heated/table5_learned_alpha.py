@@ -41,7 +41,7 @@ def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
     planned = runs(params)
     out = lookup.rows(planned)
     for run in planned:
-        if not dict(run.config.loss.kwargs).get("learn_alpha"):
+        if not run.config.loss.get("learn_alpha"):
             continue
         loss, _ = classifier(lookup, run)
         if loss is None:  # the run did not save the loss state: the learned alpha is unknown

@@ -34,7 +34,7 @@ def _grid(profile: str) -> str:
 def preset_temperature(dataset: str, profile: str) -> float:
     """The T of the profile's ProxyNCA++ preset: 1/9 (the paper's), or on quick the T that ``dmllab tune`` chose
     on validation. The sweep always contains it, so that its runs are the ones every other table shares."""
-    return float(dict(C.pnpp(dataset, profile).loss.kwargs)["temperature"])
+    return float(C.pnpp(dataset, profile).loss.get("temperature"))
 
 
 def runs(params: Params) -> list[Run]:

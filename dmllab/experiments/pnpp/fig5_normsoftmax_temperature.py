@@ -13,7 +13,7 @@ from dmllab.experiments.pnpp import _common as C
 def preset_temperature(dataset: str, profile: str) -> float:
     """The T of the profile's NormSoftMax preset: 1/2 (the authors' pick from this figure), or on quick the T
     that ``dmllab tune`` chose on validation. The sweep always contains it."""
-    return float(dict(kit.config("normsoftmax", dataset, profile).loss.kwargs)["temperature"])
+    return float(kit.config("normsoftmax", dataset, profile).loss.get("temperature"))
 
 
 def runs(params: Params) -> list[Run]:

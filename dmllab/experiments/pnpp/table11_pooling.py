@@ -32,7 +32,7 @@ def build(method: str, dataset: str, profile: str, dim: int, backbone: str, pool
     cfg = kit.config(method, dataset, profile)
     if profile == "paper":
         cfg = cfg.replace("model.embedding_dim", dim)
-        if backbone != cfg.model.backbone:
+        if backbone != cfg.model.backbone.name:
             cfg = cfg.replace("model.backbone", backbone)
     return cfg if pool == cfg.model.pooling else cfg.replace("model.pooling", pool)
 

@@ -79,7 +79,7 @@ def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
     else:
         cfg = C.pnpp("synthetic", params.profile)
         out += tidy(hyper_parameters(cfg), variant=f"{params.profile} preset", dataset="synthetic", seed=0)
-        stats = dataset_stats("synthetic", None, **dict(cfg.data.dataset_kwargs))
+        stats = dataset_stats("synthetic", None, **cfg.data.dataset.kw)
         if stats is not None:
             out += tidy(stats, variant="dataset", dataset="synthetic", seed=0)
     return out

@@ -76,7 +76,7 @@ ARTIFACT = Artifact(
             "datasets": ["cub"],
             "dim": 16,
             "settings": [
-                ["SmallCNN width 4", "GoogleNet 224 × 224", [["model.backbone_kwargs", [["width", 4]]]]],
+                ["SmallCNN width 4", "GoogleNet 224 × 224", [["model.backbone.width", 4]]],
                 ["SmallCNN width 8", "ResNet-50 224 × 224", []],
             ],
         },
@@ -85,7 +85,7 @@ ARTIFACT = Artifact(
             "datasets": ["cub"],
             "dim": 128,
             "settings": [
-                ["SmallCNN width 8", "GoogleNet 224 × 224", [["model.backbone_kwargs", [["width", 8]]]]],
+                ["SmallCNN width 8", "GoogleNet 224 × 224", [["model.backbone.width", 8]]],
                 ["SmallCNN width 16", "ResNet-50 224 × 224", []],
             ],
         },

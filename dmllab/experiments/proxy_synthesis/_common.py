@@ -3,7 +3,7 @@ paper's row names per loss, and the profile -> datasets mapping.
 
 Every PS run is built from the ``proxy_synthesis`` preset (the released setup on the paper profile, its compressed
 analogue on quick/smoke: ``presets.get("proxy_synthesis", ds, profile, base=...)``); "without PS" is the *same*
-config with ``loss.synthesis=False``, as in the paper
+config without its Proxy Synthesis wrapper (``without_synthesis``), as in the paper
 (Table 6 compares a loss with and without PS under one training setup). SoftTriple is the preset's
 ``base="softtriple"`` (the loss's own defaults, K=10, scale 20, gamma 0.1, margin 0.01, tau 0.2: SoftTriple
 paper / PS supplement); Table 5's Virtual Softmax and mixups are ``base="virtual_softmax"`` and the preset's
@@ -83,12 +83,14 @@ def config(
     **replace: Any,
 ) -> Any:
     """The profile's PS preset over ``base`` (the released setup on the paper profile; with or without PS), with
-    the preset's ``options`` ({"regularizer": "manifold_mixup"}), plus ``replace`` ({"loss.ps_mu": 2.0}; keys use
-    "__" for "." so they can be keyword arguments: ``loss__ps_mu=2.0``)."""
+    the preset's ``options`` ({"regularizer": "manifold_mixup"}), plus ``replace`` ({"loss.mu": 2.0}, the Proxy
+    Synthesis wrapper's own keywords; keys use "__" for "." so they can be keyword arguments: ``loss__mu=2.0``)."""
     from dmllab.training import presets
+    from dmllab.training.presets.proxy_synthesis import without_synthesis
 
     cfg = presets.get(METHOD, dataset, profile, base=base, **(options or {}))
-    cfg = cfg.replace("loss.synthesis", bool(ps))
+    if not ps:
+        cfg = without_synthesis(cfg)
     for key, value in replace.items():
         cfg = cfg.replace(key.replace("__", "."), value)
     return cfg

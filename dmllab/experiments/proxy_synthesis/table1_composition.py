@@ -9,7 +9,7 @@ from dmllab.experiments.compare import paired
 from dmllab.experiments.params import Params
 from dmllab.experiments.proxy_synthesis import _common as C
 
-# row -> (loss.synthesis, ps_embeddings, ps_proxies); M1 is the base loss (= Norm-softmax without PS, the
+# row -> (with Proxy Synthesis, its embeddings, its proxies); M1 is the base loss (= Norm-softmax without PS, the
 # Table 6 run), PS = (both, both) (= the Table 6 "PS + Norm-softmax" run).
 COMPOSITIONS: dict[str, tuple[bool, str, str]] = {
     "M1 (baseline)": (False, "both", "both"),
@@ -27,7 +27,7 @@ def runs(params: Params) -> list[Run]:
             ps, emb, prox = COMPOSITIONS[name]
             cfg = C.config(params.profile, ds, "normsoftmax", ps=ps)
             if ps:
-                cfg = cfg.replace("loss.ps_embeddings", emb).replace("loss.ps_proxies", prox)
+                cfg = cfg.replace("loss.embeddings", emb).replace("loss.proxies", prox)
             out += [
                 Run(
                     cfg,
@@ -85,8 +85,8 @@ ARTIFACT = Artifact(
     description=(
         "PS Table 1 (CARS196, PS + Norm-softmax): the loss sees original and/or synthetic embeddings (X^) and "
         "proxies (P^): M1 = original only (the base loss), M2 = synthetic only, M3 = original embeddings with "
-        "all proxies, M4 = synthetic embeddings with all proxies, PS = all. dmllab sets `loss.ps_embeddings` / "
-        "`loss.ps_proxies` on the profile's PS preset (the released setup on the paper profile); M1 and PS are the "
+        "all proxies, M4 = synthetic embeddings with all proxies, PS = all. dmllab sets the PS wrapper's `loss.embeddings` / "
+        "`loss.proxies` on the profile's PS preset (the released setup on the paper profile); M1 and PS are the "
         "Table 6 Norm-softmax runs (shared). "
         "Quick: the offline benchmark (rows face the paper's Cars column), 3 seeds, paired on the seed."
     ),

@@ -9,7 +9,7 @@ from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.compare import paired
 from dmllab.experiments.params import Params
 from dmllab.experiments.proxy_synthesis import _common as C
-from dmllab.training.tune import on_validation
+from dmllab.training.protocol import on_validation
 
 DEFAULT_ALPHA, DEFAULT_MU = 0.4, 1.0
 VAL = "val"  # ``param_split`` of the validation runs (the test rows have none)
@@ -24,10 +24,10 @@ def _run(
     params: Params, ds: str, *, lam: float | None, alpha: float, mu: float, validation: bool = False
 ) -> list[Run]:
     """The PS + Norm-softmax runs of one Table 2 row; ``validation``: trained on ``train`` and evaluated on the
-    validation split instead (:func:`dmllab.training.tune.on_validation`), to choose the static lambda."""
-    cfg = C.config(params.profile, ds, "normsoftmax", loss__ps_alpha=alpha, loss__ps_mu=mu)
+    validation split instead (:func:`dmllab.training.protocol.on_validation`), to choose the static lambda."""
+    cfg = C.config(params.profile, ds, "normsoftmax", loss__alpha=alpha, loss__mu=mu)
     if lam is not None:
-        cfg = cfg.replace("loss.ps_lambda", lam)
+        cfg = cfg.replace("loss.lam", lam)
         variant, gen = f"static lambda {lam:g}", "static"
     else:
         variant, gen = f"alpha {alpha:g}, mu {mu:g}", "stochastic"
@@ -156,12 +156,12 @@ ARTIFACT = Artifact(
     label="Table 2",
     title="Static vs stochastic generation of synthetics (+ Fig. A: alpha and mu)",
     description=(
-        "PS Table 2 (CARS196, PS + Norm-softmax): (a) a static lambda 0.1-0.5 (`loss.ps_lambda`) vs (b) lambda ~ "
+        "PS Table 2 (CARS196, PS + Norm-softmax): (a) a static lambda 0.1-0.5 (`loss.lam`) vs (b) lambda ~ "
         "Beta(alpha, alpha), alpha 0.2-1.5; the paper finds static lambda best near 0.2, stochastic better than "
         "static, alpha 0.4 best. Fig. A: R@1 over alpha and mu (the paper prints no numbers). The best static "
         "lambda that stochastic generation is compared with is chosen on the validation split, never on the "
         "test rows: every static lambda is also trained on `train` and evaluated on `val` "
-        "(`dmllab.training.tune.on_validation`, as `dmllab tune` builds its trials; rows `param_split = val`), and the lambda "
+        "(`dmllab.training.protocol.on_validation`, as `dmllab tune` builds its trials; rows `param_split = val`), and the lambda "
         "with the best mean validation R@1 gives the test row the claim uses. Paper profile: "
         "every Table 2 row and the full alpha x mu grid. Quick (offline benchmark, rows face the Cars column, 3 "
         "seeds): static lambda 0.2 and 0.5, alpha 0.4 (the shared PS + Norm-softmax run) and 1.0; Fig. A is cut "

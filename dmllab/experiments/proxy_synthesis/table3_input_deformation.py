@@ -93,25 +93,21 @@ def deformed_recall(
     test = build_transforms(d.transform, train=False)
     if d.in_memory:
         views, labels = _test_views(
-            d.dataset, d.root, d.test_split, tuple(sorted(dict(d.dataset_kwargs).items())), d.transform
+            d.dataset.name, d.root, d.test_split, d.dataset.kwargs, d.transform
         )
     kwargs: dict[str, Any] = {}
     if name == "gaussian_blur" and sigma_scale:  # C.3's sigma 3 at 224 pixels, rescaled to the crop size
         size = (
             views.shape[-1]
             if d.in_memory
-            else build_dataset(d.dataset, d.root, d.test_split, transform=test, **dict(d.dataset_kwargs))[0][
-                0
-            ].shape[-1]
+            else build_dataset(d.dataset.name, d.root, d.test_split, transform=test, **d.dataset.kw)[0][0].shape[-1]
         )
         kwargs["sigma"] = 3.0 * size / 224
     deformed = None if name == "none" else DeformedTransform(test, name, **kwargs)
     if d.in_memory:
         ds: Any = _Views(views, labels, deformed.apply if deformed is not None else None)
     else:
-        ds = build_dataset(
-            d.dataset, d.root, d.test_split, transform=deformed or test, **dict(d.dataset_kwargs)
-        )
+        ds = build_dataset(d.dataset.name, d.root, d.test_split, transform=deformed or test, **d.dataset.kw)
     torch.manual_seed(seed)  # the deformations draw from torch's global generator (num_workers=0)
     loader = DataLoader(ds, batch_size=d.eval_batch_size, shuffle=False, num_workers=0)
     emb, labels_t = embed_dataset(load(), loader, "cpu")

@@ -37,6 +37,7 @@ from typing import Any
 from dmllab.profiles import PROFILES
 from dmllab.registry import Registry
 from dmllab.training import schedules
+from dmllab.training.callbacks import check_callbacks
 from dmllab.training.config import ExperimentConfig
 from dmllab.training.presets import tuned as tuned_recipes
 from dmllab.training.presets.datasets import DATASETS, DatasetSpec
@@ -111,13 +112,8 @@ def check(cfg: ExperimentConfig) -> ExperimentConfig:
     (:func:`dmllab.training.schedules.check_schedule`); return ``cfg``. The trainer's protocol checks again
     before training, after any override."""
     s = cfg.schedule
-    schedules.check_schedule(
-        epochs=s.epochs,
-        scheduler=s.scheduler,
-        milestones=s.milestones,
-        heat_epoch=s.heat_epoch,
-        two_stage=cfg.run.two_stage,
-    )
+    schedules.check_schedule(epochs=s.epochs, scheduler=s.scheduler, milestones=s.milestones)
+    check_callbacks(cfg, epochs=s.epochs, two_stage=cfg.run.two_stage)
     return cfg
 
 
@@ -164,17 +160,14 @@ def get(
 def describe(cfg: ExperimentConfig) -> str:
     """One line with the key hyper-parameters of a config (for ``dmllab presets``)."""
     m, o, d, s = cfg.model, cfg.optim, cfg.data, cfg.schedule
-    loss_kw = ",".join(f"{k}={_fmt(v)}" for k, v in cfg.loss.kwargs)
-    loss = f"{cfg.loss.name}({loss_kw})" + (
-        f"+PS(a={cfg.loss.ps_alpha:g},mu={cfg.loss.ps_mu:g})" if cfg.loss.synthesis else ""
-    )
+    loss = str(cfg.loss)
     batch = (
         f"{d.batch_size}={d.batch_size // d.per_class}x{d.per_class}"
         if d.per_class
         else f"{d.batch_size} random"
     )
     head = (
-        f"{m.pooling}{'' if m.k is None else m.k}"
+        f"{m.pooling.name}{m.pooling.get('k', '')}"
         + (f"+{m.norm}" if m.norm != "none" else "")
         + ("+l2" if m.l2_normalize else "")
     )
@@ -182,14 +175,15 @@ def describe(cfg: ExperimentConfig) -> str:
     sched = s.scheduler
     if s.scheduler == "multistep":
         sched += f"({','.join(map(str, s.milestones))}x{_fmt(s.factor)})"
-    if s.heat_epoch:
-        sched += f"@{s.heat_epoch}heat"
+    heating = cfg.callback("heating")
+    if heating is not None:
+        sched += f"@{heating.get('epoch')}heat"
     ft = cfg.finetune
     if ft.epochs:
         sched += f" +finetune {ft.epochs} ep (alpha x{_fmt(ft.alpha_factor)}, lr x{_fmt(ft.lr_factor)}) of {ft.parent_method}"
     proto = "two-stage" if cfg.run.two_stage else f"fixed on {d.train_split}"
     return (
-        f"{cfg.method:<28} {cfg.dataset:<9} {cfg.profile:<6} {m.backbone}{'(pt)' if m.pretrained else ''} "
+        f"{cfg.method:<28} {cfg.dataset:<9} {cfg.profile:<6} {m.backbone.name}{'(pt)' if m.pretrained else ''} "
         f"emb {m.embedding_dim} {head} | {loss} | {o.name}{_optim_extra(o)} {lrs} | batch {batch} | "
         f"{s.epochs}+{s.warmup_epochs}w ep {sched} {proto}"
         + (f" | fast dev run {cfg.run.fast_dev_run}" if cfg.run.fast_dev_run else "")

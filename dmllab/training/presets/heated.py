@@ -64,9 +64,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from dmllab.spec import Spec
 from dmllab.training.config import ExperimentConfig, FinetuneConfig, OptimConfig, ScheduleConfig
 from dmllab.training.presets.datasets import DatasetSpec
 from dmllab.training.presets.methods import Method, fixed_schedule, with_loss
+from dmllab.training.presets.profiles import class_balanced
 
 HEATED_VARIANTS = ("SM", "LN", "BN", "HLN", "HBN")
 HEATINGS = ("finetune", "in_run")
@@ -117,12 +119,12 @@ def heated_softmax(
     sgd = spec.heated_optimizer == "sgd"
     cfg = replace(
         cfg,
-        data=replace(cfg.data, batch_size=32, per_class=None, transform="heated"),
+        data=replace(cfg.data, batch_size=32, sampler=class_balanced(None), transform="heated"),
         model=replace(
             cfg.model,
-            backbone="googlenet",
+            backbone=Spec("googlenet"),
             embedding_dim=64,
-            pooling="avg",
+            pooling=Spec("avg"),
             norm="batchnorm" if variant.endswith("BN") else "none",
             norm_position=None,
             l2_normalize=variant.endswith("LN"),
@@ -134,14 +136,7 @@ def heated_softmax(
             eps=1e-8,
             grad_clip_value=None,
         ),
-        schedule=ScheduleConfig(
-            epochs=epochs,
-            warmup_epochs=0,
-            scheduler="none",
-            heat_epoch=(epochs - hot + 2 if heat_epoch is None else heat_epoch) if in_run else None,
-            heat_alpha_factor=ALPHA_FACTOR,
-            heat_lr_factor=LR_FACTOR,
-        ),
+        schedule=ScheduleConfig(epochs=epochs, warmup_epochs=0, scheduler="none"),
         run=replace(
             cfg.run,
             distance="cosine",
@@ -150,6 +145,14 @@ def heated_softmax(
             amp="off",
         ),
     )
+    if in_run:
+        first = epochs - hot + 2 if heat_epoch is None else heat_epoch
+        cfg = replace(
+            cfg,
+            callbacks=(
+                Spec("heating", {"epoch": first, "alpha_factor": ALPHA_FACTOR, "lr_factor": LR_FACTOR}),
+            ),
+        )
     cfg = fixed_schedule(cfg, spec, two_stage=two_stage)
     if heats and not in_run:
         ft = FinetuneConfig(
@@ -179,5 +182,11 @@ METHODS = (
         variant_option="variant",
         default_variant="HLN",
         profile_options={"quick": _heat_by_finetune, "smoke": _heat_by_finetune},
+        # HLN / HBN are arms of LN / BN (dmllab.training.presets.tuned.unit): tuned as those
+        tuned={
+            "SM": (None, "plain softmax (Heated-up Sec. 5.3, SM) has no hyper-parameter"),
+            "LN": ("alpha", "Heated-up Eq. 1's alpha = 1/T; Table 3 / Fig. 4 sweep it (16)"),
+            "BN": ("alpha", "Heated-up Eq. 1's alpha = 1/T; Table 3 / Fig. 4 sweep it (16)"),
+        },
     ),
 )

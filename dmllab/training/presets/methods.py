@@ -15,11 +15,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from dmllab.training.config import ExperimentConfig, LossConfig, pairs
+from dmllab.spec import Spec
+from dmllab.training.config import ExperimentConfig
 from dmllab.training.presets.datasets import DatasetSpec
 
 # "section.field" -> value, or a function of the config (as overlaid so far) giving the value.
 Overlay = Mapping[str, Any]
+# The loss keyword a method's tuning searches (None: none) and why.
+Tuned = tuple[str | None, str]
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,9 @@ class Method:
         profile_options: profile -> ``options -> defaults``: option values a profile uses unless the caller gives
             them (a procedure the profile keeps differently from the paper preset, e.g. Heated-up's heating by
             fine-tuning on the compressed quick schedule); the function sees the caller's options.
+        tuned: the loss keyword ``dmllab tune`` searches for this method and why, ``(keyword or None, reason)``;
+            per variant (a mapping ``variant -> (keyword, reason)``) where the variants differ
+            (:meth:`tuned_param`).
     """
 
     name: str
@@ -46,6 +52,25 @@ class Method:
     profile_options: Mapping[str, Callable[[Mapping[str, Any]], Mapping[str, Any]]] = field(
         default_factory=dict
     )
+    tuned: Tuned | Mapping[str, Tuned] | None = None
+
+    def tuned_param(self, label: str) -> Tuned:
+        """``(loss keyword or None, reason)`` that ``dmllab tune`` searches for the preset ``label``
+        (``name`` or ``name:variant``).
+
+        Raises:
+            KeyError: the method (or its variant) declares none, so a new method cannot go untuned unnoticed.
+        """
+        if isinstance(self.tuned, Mapping):
+            variant = label.partition(":")[2] or self.default_variant
+            if variant in self.tuned:
+                return self.tuned[variant]
+        elif self.tuned is not None:
+            return self.tuned
+        raise KeyError(
+            f"method {label!r} declares no tuned loss hyper-parameter: give its Method(...) a tuned=(keyword or "
+            "None, reason) in its presets module"
+        )
 
     @property
     def options(self) -> list[str]:
@@ -64,7 +89,7 @@ def apply_overlay(cfg: ExperimentConfig, overlay: Overlay) -> ExperimentConfig:
 
 def with_loss(cfg: ExperimentConfig, name: str, **kwargs: Any) -> ExperimentConfig:
     """``cfg`` with the loss ``name`` and its keyword arguments."""
-    return replace(cfg, loss=LossConfig(name=name, kwargs=pairs(kwargs)))
+    return replace(cfg, loss=Spec(name, kwargs))
 
 
 def fixed_schedule(cfg: ExperimentConfig, spec: DatasetSpec, *, two_stage: bool) -> ExperimentConfig:

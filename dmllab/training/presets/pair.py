@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from dmllab.spec import Spec
 from dmllab.training.config import ExperimentConfig, OptimConfig
 from dmllab.training.presets.datasets import DatasetSpec
 from dmllab.training.presets.methods import Method, with_loss
@@ -21,7 +22,7 @@ def _pair_loss(name: str) -> Callable[..., ExperimentConfig]:
         return replace(
             cfg,
             optim=OptimConfig(name="adamw", lr=1e-4, lr_proxies=1e-3, eps=1e-8, weight_decay=1e-4),
-            model=replace(cfg.model, pooling="avg", norm="none", l2_normalize=False, embedding_dim=512),
+            model=replace(cfg.model, pooling=Spec("avg"), norm="none", l2_normalize=False, embedding_dim=512),
         )
 
     build.__name__ = name
@@ -31,6 +32,12 @@ def _pair_loss(name: str) -> Callable[..., ExperimentConfig]:
 
 OVERLAYS = {profile: {"optim.lr": 1e-3, "optim.lr_proxies": 1e-2} for profile in ("quick", "smoke")}
 
-METHODS = tuple(
-    Method(name, _pair_loss(name), OVERLAYS) for name in ("margin", "triplet_semihard", "multi_similarity")
-)
+TUNED = {
+    "margin": ("margin", "the margin loss's margin (Wu et al. 2017, 0.2); its beta is learned"),
+    "triplet_semihard": ("margin", "the triplet margin (Schroff et al. 2015, 0.2), the loss's one parameter"),
+    "multi_similarity": (
+        "beta",
+        "Multi-Similarity's negative scale beta (Wang et al. 2019, 50), the largest of its exponents",
+    ),
+}
+METHODS = tuple(Method(name, _pair_loss(name), OVERLAYS, tuned=TUNED[name]) for name in TUNED)

@@ -19,16 +19,15 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from dmllab.profiles import PROFILES
+from dmllab.spec import Spec
 from dmllab.training.config import (
     DataConfig,
     ExperimentConfig,
     FinetuneConfig,
-    LossConfig,
     ModelConfig,
     OptimConfig,
     RunConfig,
     ScheduleConfig,
-    pairs,
 )
 from dmllab.training.presets.datasets import DatasetSpec
 
@@ -65,19 +64,19 @@ def paper_base(spec: DatasetSpec) -> ExperimentConfig:
         dataset=spec.name,
         profile="paper",
         data=DataConfig(
-            dataset=spec.name,
+            dataset=Spec(spec.name),
             val_split=spec.val_split,
             train_split="train" if spec.two_stage else "trainval",
             test_split=spec.test_split,
             query_split=spec.query_split,
             gallery_split=spec.gallery_split,
             batch_size=spec.batch_size,
-            per_class=spec.per_class,
+            sampler=class_balanced(spec.per_class),
             transform="proxynca++",
             num_workers="auto",  # one per core minus one, at most 8 (config.resolve)
         ),
-        model=ModelConfig(backbone="resnet50", pretrained=True, embedding_dim=2048),
-        loss=LossConfig(name="proxynca", kwargs=pairs(temperature=1 / 9, prob=True)),
+        model=ModelConfig(backbone=Spec("resnet50"), pretrained=True, embedding_dim=2048),
+        loss=Spec("proxynca", {"temperature": 1 / 9, "prob": True}),
         optim=OptimConfig(name="adam", lr=spec.lr, lr_proxies=spec.lr_proxies, eps=1.0, grad_clip_value=10.0),
         schedule=ScheduleConfig(
             epochs=spec.epochs,
@@ -95,15 +94,33 @@ def paper_base(spec: DatasetSpec) -> ExperimentConfig:
     )
 
 
+def class_balanced(per_class: int | None) -> Spec:
+    """``data.sampler``: class-balanced batches of ``per_class`` images per class, or random batches for None."""
+    return Spec("random") if per_class is None else Spec("class_balanced", {"per_class": per_class})
+
+
+def compress_heating(cfg: ExperimentConfig, *, epochs: int) -> ExperimentConfig:
+    """``cfg``'s heating epoch ``h`` (``callbacks.heating``) at the same fraction of a schedule of ``epochs``
+    epochs: ``round((h - 1) * r) + 1`` within ``2..epochs`` (some epochs before heating, heating inside the run)."""
+    heating = cfg.callback("heating")
+    if heating is None:
+        return cfg
+    r = epochs / cfg.schedule.epochs
+    h = heating.get("epoch")
+    return cfg.replace(
+        "callbacks.heating.epoch", min(max(int(math.floor((h - 1) * r + 0.5)) + 1, min(2, epochs)), epochs)
+    )
+
+
 def compress_schedule(s: ScheduleConfig, *, epochs: int, warmup: int, patience: int) -> ScheduleConfig:
     """The schedule ``s`` squeezed into ``epochs`` schedule epochs with the same shape.
 
     Every position moves to the same fraction of training, rounded half up: a milestone ``d`` (lr lowered
     after epoch ``d``) to ``round(d * epochs / s.epochs)``, kept in ``1..epochs-1`` (0 stays 0: a drop before the
     first schedule epoch), so every drop still happens inside the run (each is kept, so the final lr is the
-    paper's); the heating epoch ``h`` to ``round((h - 1) * r) + 1`` within ``2..epochs`` (some epochs before
-    heating, heating inside the run); a "step" scheduler's step size to ``max(1, round(step * r))``. ``warmup`` warm-up epochs if
-    the paper warms up, none otherwise; plateau ``patience`` as given.
+    paper's); a "step" scheduler's step size to ``max(1, round(step * r))`` (a heating epoch:
+    :func:`compress_heating`). ``warmup`` warm-up epochs if the paper warms up, none otherwise; plateau
+    ``patience`` as given.
     """
     r = epochs / s.epochs
 
@@ -111,14 +128,12 @@ def compress_schedule(s: ScheduleConfig, *, epochs: int, warmup: int, patience: 
         return int(math.floor(x * r + 0.5))
 
     milestones = tuple(min(max(at(d), 1 if d > 0 else 0), epochs - 1) for d in s.milestones)
-    heat = None if s.heat_epoch is None else min(max(at(s.heat_epoch - 1) + 1, min(2, epochs)), epochs)
     return replace(
         s,
         epochs=epochs,
         warmup_epochs=warmup if s.warmup_epochs > 0 else 0,
         milestones=milestones,
         step_size=max(1, at(s.step_size)) if s.scheduler == "step" else s.step_size,
-        heat_epoch=heat,
         patience=patience,
     )
 
@@ -135,29 +150,27 @@ def _scaled(
     cfg: ExperimentConfig, spec: DatasetSpec, profile: str, p: dict, **extra_kwargs: int
 ) -> ExperimentConfig:
     """The common part of the quick and smoke overlays: the profile's scale ``p`` on ``cfg``."""
-    sized = (
-        pairs(image_size=p["image_size"], **extra_kwargs)
-        if spec.sized_by_profile
-        else cfg.data.dataset_kwargs
-    )
+    dataset = cfg.data.dataset
+    if spec.sized_by_profile:
+        dataset = Spec(dataset.name, {"image_size": p["image_size"], **extra_kwargs})
+    cfg = compress_heating(cfg, epochs=p["epochs"])
     return replace(
         cfg,
         profile=profile,
         data=replace(
             cfg.data,
+            dataset=dataset,
             batch_size=p["batch_size"],
-            per_class=p["per_class"] if cfg.data.per_class else None,
+            sampler=class_balanced(p["per_class"] if cfg.data.per_class else None),
             transform=profile,
             num_workers=0,
-            dataset_kwargs=sized,
         ),
         # BN trains in the small CNN (dmllab choice): its statistics adapt to the benchmark's images.
         model=replace(
             cfg.model,
-            backbone="smallcnn",
+            backbone=Spec("smallcnn", {"width": p["width"]}),
             weights_path=None,
             embedding_dim=p["dim"],
-            backbone_kwargs=pairs(width=p["width"]),
             freeze_bn=False,
             freeze_bn_affine=None,
         ),

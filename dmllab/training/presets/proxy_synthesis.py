@@ -59,9 +59,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from dmllab.spec import Spec
 from dmllab.training.config import ExperimentConfig, OptimConfig, ScheduleConfig
 from dmllab.training.presets.datasets import DatasetSpec
 from dmllab.training.presets.methods import Method, fixed_schedule, with_loss
+from dmllab.training.presets.profiles import class_balanced
 from dmllab.training.presets.proxy_anchor import proxy_anchor
 
 PS_BASES = (
@@ -132,10 +134,10 @@ def proxy_synthesis(
         decay = RELEASED_DECAY_EPOCH if lr_decay == "code" else spec.ps_decay_epoch_text
         cfg = replace(
             cfg,
-            data=replace(cfg.data, batch_size=128, per_class=None, transform="proxy_anchor"),
+            data=replace(cfg.data, batch_size=128, sampler=class_balanced(None), transform="proxy_anchor"),
             model=replace(
                 cfg.model,
-                pooling="avg",
+                pooling=Spec("avg"),
                 norm="none",
                 l2_normalize=False,
                 embedding_dim=512,
@@ -156,20 +158,25 @@ def proxy_synthesis(
             run=replace(cfg.run, distance="cosine", nmi_l2=True, amp="off"),
         )
         cfg = fixed_schedule(cfg, spec, two_stage=two_stage)
-    loss = replace(
-        cfg.loss,
-        synthesis=True,
-        ps_alpha=ps_alpha,
-        ps_mu=ps_mu,
-        regularizer=regularizer,
-        mixup_alpha=mixup_alpha,
-    )
+    loss = Spec("proxy_synthesis", {"alpha": ps_alpha, "mu": ps_mu}, wraps=cfg.loss)
+    if regularizer != "none":
+        loss = Spec(regularizer, {"alpha": mixup_alpha}, wraps=loss)
+    return replace(cfg, loss=loss)
+
+
+def without_synthesis(cfg: ExperimentConfig) -> ExperimentConfig:
+    """``cfg`` without its Proxy Synthesis wrapper (the same config "without PS", as the paper compares): the loss
+    it wrapped takes its place (under a mixup, if any)."""
+    specs = [s for s in cfg.loss.chain() if s.name != "proxy_synthesis"]
+    loss = specs[-1]
+    for spec in reversed(specs[:-1]):
+        loss = replace(spec, wraps=loss)
     return replace(cfg, loss=loss)
 
 
 def _feature_views(cfg: ExperimentConfig) -> int:
     """Input mixup mixes images: no cached frozen-block features (the profile's ``data.feature_views`` else)."""
-    return 0 if cfg.loss.regularizer == "input_mixup" else cfg.data.feature_views
+    return 0 if cfg.loss.find("input_mixup") is not None else cfg.data.feature_views
 
 
 # The small CNN at quick/smoke scale: lr 1e-3 (proxies x100), dmllab choice (the Proxy Anchor base too).
@@ -182,8 +189,37 @@ OVERLAYS = {
     "paper": INPUT_MIXUP,
 }
 
+# The PS supplement ("Conventional Evaluation") searches the base losses' hyper-parameters, then adds PS with
+# alpha 0.4, mu 1.0: a base is tuned without PS, whose on/off is the arm's switch.
+TUNED = {
+    "softmax": (None, "softmax has no hyper-parameter"),
+    "normsoftmax": (
+        "temperature",
+        "the PS release's Norm-softmax scale 23 (T = 1/23); the PS supplement searches the base losses' "
+        "hyper-parameters",
+    ),
+    "proxynca": ("temperature", "the PS release's Proxy-NCA scale 12 (T = 1/12)"),
+    "sphereface": (
+        "scale",
+        "PS supplement, Conventional Evaluation: the margin softmaxes' gamma and m are searched (gamma 30)",
+    ),
+    "cosface": ("scale", "as SphereFace (gamma 23)"),
+    "arcface": ("scale", "as SphereFace (gamma 23)"),
+    "softtriple": ("scale", "SoftTriple's scale lambda (Qian et al. 2019, 20)"),
+    "proxy_anchor": ("alpha", "as Proxy Anchor (32)"),
+    "virtual_softmax": (
+        None,
+        "Virtual Softmax (Chen et al. 2018) has no hyper-parameter (the cap 10 on its virtual logit is the PS "
+        "supplement D.4's guard)",
+    ),
+}
 METHODS = (
     Method(
-        "proxy_synthesis", proxy_synthesis, OVERLAYS, variant_option="base", default_variant="normsoftmax"
+        "proxy_synthesis",
+        proxy_synthesis,
+        OVERLAYS,
+        variant_option="base",
+        default_variant="normsoftmax",
+        tuned=TUNED,
     ),
 )

@@ -38,9 +38,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from dmllab.spec import Spec
 from dmllab.training.config import ExperimentConfig
 from dmllab.training.presets.datasets import DatasetSpec
 from dmllab.training.presets.methods import Method, with_loss
+from dmllab.training.presets.profiles import class_balanced
 
 
 def _authors_code(cfg: ExperimentConfig) -> ExperimentConfig:
@@ -71,9 +73,11 @@ def _proxynca_family(
     cfg = with_loss(cfg, "proxynca", temperature=t, prob=prob)
     cfg = replace(
         cfg,
-        data=replace(cfg.data, per_class=cfg.data.per_class if cbs else None),
+        data=replace(cfg.data, sampler=cfg.data.sampler if cbs else class_balanced(None)),
         model=replace(
-            cfg.model, pooling=pooling or ("max" if max else "avg"), k=k, norm="layernorm" if norm else "none"
+            cfg.model,
+            pooling=Spec(pooling or ("max" if max else "avg"), {} if k is None else {"k": k}),
+            norm="layernorm" if norm else "none",
         ),
         optim=replace(cfg.optim, lr_proxies=cfg.optim.lr_proxies if fast else None),
     )
@@ -151,8 +155,8 @@ def normsoftmax(
     cfg = with_loss(cfg, "normsoftmax", temperature=temperature)
     cfg = replace(
         cfg,
-        data=replace(cfg.data, per_class=None),
-        model=replace(cfg.model, pooling="max" if max else "avg", norm="none"),
+        data=replace(cfg.data, sampler=class_balanced(None)),
+        model=replace(cfg.model, pooling=Spec("max" if max else "avg"), norm="none"),
         optim=replace(cfg.optim, lr_proxies=100 * cfg.optim.lr if fast else None),
     )
     return _authors_code(cfg)
@@ -171,7 +175,29 @@ OVERLAYS = {
 }
 
 METHODS = (
-    Method("proxynca", proxynca, OVERLAYS),
-    Method("proxynca++", proxynca_pp, OVERLAYS),
-    Method("normsoftmax", normsoftmax, OVERLAYS),
+    Method(
+        "proxynca",
+        proxynca,
+        OVERLAYS,
+        tuned=(
+            None,
+            "classic ProxyNCA (Movshovitz-Attias et al. 2017; ProxyNCA++ Eq. 3, its Table 7 baseline) has no "
+            "temperature: T = 1; a temperature is ProxyNCA++'s +scale",
+        ),
+    ),
+    Method(
+        "proxynca++",
+        proxynca_pp,
+        OVERLAYS,
+        tuned=("temperature", "ProxyNCA++ Sec. 3.3 (+scale) and Fig. 4a sweep the temperature T (1/9)"),
+    ),
+    Method(
+        "normsoftmax",
+        normsoftmax,
+        OVERLAYS,
+        tuned=(
+            "temperature",
+            "NormSoftmax's temperature (Zhai & Wu 2019); ProxyNCA++ Fig. 5 sweeps it (Table 12: 1/2)",
+        ),
+    ),
 )

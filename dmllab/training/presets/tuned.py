@@ -1,5 +1,7 @@
-"""The quick profile's tuned recipes: ``results/tuning/quick_best.csv`` (written by ``dmllab tune``,
-:mod:`dmllab.training.tune`), read by :func:`dmllab.training.presets.get`.
+"""The quick profile's tuned recipes, package data: ``dmllab/training/presets/recipes/quick.csv`` (the chosen trial
+per method of ``dmllab tune``, :mod:`dmllab.pipeline.tune`), read by :func:`dmllab.training.presets.get`. The file
+ships with the package; a profile that reads recipes without its file is an error naming it, never a silent
+fallback to the untuned presets (which would be other run keys).
 
 A recipe is what the tuning chose for one method on validation: the trunk lr (``optim.lr``), the embedding
 layer's lr (``optim.lr_embedding``), the proxies' lr as a ratio of the embedding lr where the method trains its
@@ -24,16 +26,21 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
-from dmllab.paths import repo_root
-from dmllab.training.config import ExperimentConfig, Pairs, pairs
+from dmllab.spec import Pairs, pairs
+from dmllab.training.config import ExperimentConfig
 
 PROFILES = ("quick",)  # the profiles whose presets read a tuned recipe
-LOSS_PREFIX = "param_loss_"  # quick_best.csv column of a tuned loss hyper-parameter: param_loss_<name>
+LOSS_PREFIX = "param_loss_"  # the recipes' column of a tuned loss hyper-parameter: param_loss_<name>
+RECIPES = Path(__file__).resolve().parent / "recipes"
 
 
 def best_csv(profile: str) -> Path:
-    """The repository's chosen recipes of ``profile``: ``<repo>/results/tuning/<profile>_best.csv``."""
-    return repo_root() / "results" / "tuning" / f"{profile}_best.csv"
+    """The chosen recipes of ``profile`` the presets read: ``dmllab/training/presets/recipes/<profile>.csv``."""
+    return RECIPES / f"{profile}.csv"
+
+
+class RecipesMissingError(FileNotFoundError):
+    """A profile's tuned recipes are not where the presets read them."""
 
 
 @dataclass(frozen=True)
@@ -76,12 +83,19 @@ def _read(path: str, stamp: tuple[int, int]) -> dict[tuple[str, str], Recipe]:
 
 
 def recipes(profile: str) -> dict[tuple[str, str], Recipe]:
-    """``(method, dataset) -> Recipe`` of :func:`best_csv` (empty without the file); re-read when it changes."""
+    """``(method, dataset) -> Recipe`` of :func:`best_csv`; re-read when it changes.
+
+    Raises:
+        RecipesMissingError: the file is missing (an install without the package data, or a deleted file).
+    """
     path = best_csv(profile)
     try:
         st = path.stat()
     except FileNotFoundError:
-        return {}
+        raise RecipesMissingError(
+            f"the {profile} presets' tuned recipes {path} are missing: reinstall dmllab, restore the file from git, "
+            f"or write it with `dmllab tune --profile {profile}` (docs/guide/tuning.md)"
+        ) from None
     return _read(str(path), (st.st_mtime_ns, st.st_size))
 
 
@@ -112,7 +126,8 @@ def apply(
         new_ratio = recipe.proxy_ratio if same and recipe.proxy_ratio is not None else ratio
         if new_ratio != ratio or new_emb != emb:
             proxies = _significant(new_ratio * new_emb)
-    kwargs, base = dict(cfg.loss.kwargs), dict(default.loss.kwargs)
+    leaf = cfg.loss.leaf  # the method's own loss, under any wrapper (Proxy Synthesis, mixup)
+    kwargs, base = leaf.kw, default.loss.leaf.kw
     for key, value in recipe.loss:
         if key not in explicit and kwargs.get(key) == base.get(key):
             kwargs[key] = value
@@ -121,7 +136,7 @@ def apply(
     return replace(
         cfg,
         optim=replace(o, lr=lr, lr_embedding=lr_embedding, lr_proxies=proxies),
-        loss=replace(cfg.loss, kwargs=pairs(kwargs)),
+        loss=cfg.loss.with_leaf(replace(leaf, kwargs=pairs(kwargs))),
     )
 
 

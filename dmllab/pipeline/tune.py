@@ -4,8 +4,8 @@ study trains (Optuna's TPE sampler, seeded).
 **Methods** (:func:`study_methods`): every preset method that the artifacts' runs at the profile train, by
 :func:`dmllab.training.presets.tuned.unit` (Heated-up's HLN / HBN are arms of LN / BN; a Proxy Synthesis base is
 tuned without PS, whose on/off is the arm's switch: the PS supplement, "Conventional Evaluation", searches the
-base losses' hyper-parameters and then adds PS with alpha 0.4, mu 1.0). A method with no entry in
-:data:`LOSS_PARAMS` is an error, so a new method cannot go untuned unnoticed.
+base losses' hyper-parameters and then adds PS with alpha 0.4, mu 1.0). A method whose preset declares no tuned
+loss hyper-parameter (``Method.tuned``) is an error, so a new method cannot go untuned unnoticed.
 
 **Search space**, the same shape for every method (:func:`search_space`), each dimension a multiplier of the
 method's own untuned preset value, log-uniform over the same number of decades for every method (so every
@@ -17,7 +17,7 @@ method is searched around its own scale: Adam eps 1 in the ProxyNCA++ code base,
   its proxies at their own lr (its preset sets ``optim.lr_proxies`` and its loss has proxies: ProxyNCA++'s
   +fast, Proxy Anchor, every PS base). Methods whose definition shares one lr ("-fast": ProxyNCA, NormSoftmax,
   Heated-up) keep ratio 1, and the pair losses have no proxies;
-* the loss hyper-parameter of :data:`LOSS_PARAMS` (a temperature, scale or margin its paper tunes or
+* the loss hyper-parameter its preset declares (``Method.tuned``: a temperature, scale or margin its paper tunes or
   studies, or none), :data:`LOSS_DECADES` decades.
 
 **Budget**: the same number of trials per method (:data:`DEFAULT_TRIALS`), the profile's epochs, frozen blocks,
@@ -44,13 +44,14 @@ import inspect
 import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dmllab import paths
 from dmllab.training.config import ExperimentConfig
 from dmllab.training.presets.tuned import LOSS_PREFIX, Recipe, unit
+from dmllab.training.protocol import on_validation
 
 DEFAULT_TRIALS = 20
 DEFAULT_BATCH = 4  # trials asked at once per method (the trial sequence depends on it, not on the workers)
@@ -60,55 +61,6 @@ LOSS_DECADES = 2.0  # the loss hyper-parameter: preset x 10^[-1, +1]
 SIGNIFICANT_DIGITS = 3  # a trial's values are rounded to these significant digits (readable run configs)
 DIVERGED_VALUE = 0.0  # the R@1 told to the sampler for a trial that diverged (the worst possible)
 EXPERIMENT = "tune"
-
-# The loss hyper-parameter each method tunes (a loss keyword), or None, and why.
-LOSS_PARAMS: dict[str, tuple[str | None, str]] = {
-    "proxynca": (
-        None,
-        "classic ProxyNCA (Movshovitz-Attias et al. 2017; ProxyNCA++ Eq. 3, its Table 7 baseline) has no "
-        "temperature: T = 1; a temperature is ProxyNCA++'s +scale",
-    ),
-    "proxynca++": ("temperature", "ProxyNCA++ Sec. 3.3 (+scale) and Fig. 4a sweep the temperature T (1/9)"),
-    "normsoftmax": (
-        "temperature",
-        "NormSoftmax's temperature (Zhai & Wu 2019); ProxyNCA++ Fig. 5 sweeps it (Table 12: 1/2)",
-    ),
-    "proxy_anchor": (
-        "alpha",
-        "Proxy Anchor Eq. 4's scale alpha; PA Sec. 5.4 / Fig. 6 studies alpha and delta (32, 0.1) and finds "
-        "alpha the sensitive one (below 16 R@1 drops)",
-    ),
-    "heated_softmax:SM": (None, "plain softmax (Heated-up Sec. 5.3, SM) has no hyper-parameter"),
-    "heated_softmax:LN": ("alpha", "Heated-up Eq. 1's alpha = 1/T; Table 3 / Fig. 4 sweep it (16)"),
-    "heated_softmax:BN": ("alpha", "Heated-up Eq. 1's alpha = 1/T; Table 3 / Fig. 4 sweep it (16)"),
-    "margin": ("margin", "the margin loss's margin (Wu et al. 2017, 0.2); its beta is learned"),
-    "triplet_semihard": ("margin", "the triplet margin (Schroff et al. 2015, 0.2), the loss's one parameter"),
-    "multi_similarity": (
-        "beta",
-        "Multi-Similarity's negative scale beta (Wang et al. 2019, 50), the largest of its exponents",
-    ),
-    "proxy_synthesis:softmax": (None, "softmax has no hyper-parameter"),
-    "proxy_synthesis:normsoftmax": (
-        "temperature",
-        "the PS release's Norm-softmax scale 23 (T = 1/23); the PS supplement searches the base losses' "
-        "hyper-parameters",
-    ),
-    "proxy_synthesis:proxynca": ("temperature", "the PS release's Proxy-NCA scale 12 (T = 1/12)"),
-    "proxy_synthesis:sphereface": (
-        "scale",
-        "PS supplement, Conventional Evaluation: the margin softmaxes' gamma and m are searched (gamma 30)",
-    ),
-    "proxy_synthesis:cosface": ("scale", "as SphereFace (gamma 23)"),
-    "proxy_synthesis:arcface": ("scale", "as SphereFace (gamma 23)"),
-    "proxy_synthesis:softtriple": ("scale", "SoftTriple's scale lambda (Qian et al. 2019, 20)"),
-    "proxy_synthesis:proxy_anchor": ("alpha", "as Proxy Anchor (32)"),
-    "proxy_synthesis:virtual_softmax": (
-        None,
-        "Virtual Softmax (Chen et al. 2018) has no hyper-parameter (the cap 10 on its virtual logit is the PS "
-        "supplement D.4's guard)",
-    ),
-}
-
 
 # ----------------------------------------------------------------------------------------------- methods
 
@@ -131,30 +83,31 @@ def method_base(method: str, dataset: str, profile: str) -> ExperimentConfig:
     """The untuned preset of ``method`` (a :func:`~dmllab.training.presets.tuned.unit`) with Proxy Synthesis
     off: what its trials vary."""
     from dmllab.training import presets
+    from dmllab.training.presets.proxy_synthesis import without_synthesis
 
-    cfg = presets.get(method, dataset, profile, tuned=False)
-    return cfg if not cfg.loss.synthesis else cfg.replace("loss.synthesis", False)
+    return without_synthesis(presets.get(method, dataset, profile, tuned=False))
 
 
 def loss_default(cfg: ExperimentConfig, key: str) -> float:
-    """The value of loss keyword ``key`` in ``cfg``: its ``loss.kwargs`` entry, else the loss's own default."""
+    """The value of loss keyword ``key`` of ``cfg``'s own loss (under any wrapper): its spec's entry, else the
+    loss's own default."""
     from dmllab.losses import LOSSES, MARGIN_SOFTMAX_PRESETS
 
-    kwargs = dict(cfg.loss.kwargs)
-    if key in kwargs:
-        return float(kwargs[key])
-    if key in MARGIN_SOFTMAX_PRESETS.get(cfg.loss.name, {}):
-        return float(MARGIN_SOFTMAX_PRESETS[cfg.loss.name][key])
-    param = inspect.signature(LOSSES.get(cfg.loss.name)).parameters.get(key)
-    if param is None or param.default is inspect.Parameter.empty:
-        raise KeyError(f"loss {cfg.loss.name!r} has no keyword {key!r} with a default")
-    return float(param.default)
+    leaf = cfg.loss.leaf
+    if key in leaf.kw:
+        return float(leaf.kw[key])
+    if key in MARGIN_SOFTMAX_PRESETS.get(leaf.name, {}):
+        return float(MARGIN_SOFTMAX_PRESETS[leaf.name][key])
+    default = LOSSES.keywords(leaf.name).get(key, inspect.Parameter.empty)
+    if default is inspect.Parameter.empty:
+        raise KeyError(f"loss {leaf.name!r} has no keyword {key!r} with a default")
+    return float(default)
 
 
 def _has_proxies(cfg: ExperimentConfig) -> bool:
     from dmllab.losses import LOSSES
 
-    return bool(getattr(LOSSES.get(cfg.loss.name), "has_proxies", True))
+    return bool(getattr(LOSSES.get(cfg.loss.leaf.name), "has_proxies", True))
 
 
 def _embedding_lr(cfg: ExperimentConfig) -> float:
@@ -231,14 +184,11 @@ def search_space(method: str, dataset: str = "synthetic", profile: str = "quick"
     """The search space of ``method`` on ``dataset`` at ``profile`` (module docstring).
 
     Raises:
-        KeyError: a method without a :data:`LOSS_PARAMS` entry.
+        KeyError: a method whose preset declares no tuned loss hyper-parameter (``Method.tuned``).
     """
-    if method not in LOSS_PARAMS:
-        raise KeyError(
-            f"no search space for method {method!r}: add its loss hyper-parameter to "
-            f"dmllab.training.tune.LOSS_PARAMS (known: {', '.join(LOSS_PARAMS)})"
-        )
-    key, reason = LOSS_PARAMS[method]
+    from dmllab.training import presets
+
+    key, reason = presets.METHODS.get(method.partition(":")[0]).tuned_param(method)
     base = method_base(method, dataset, profile)
     o = base.optim
     emb = _embedding_lr(base)
@@ -248,32 +198,6 @@ def search_space(method: str, dataset: str = "synthetic", profile: str = "quick"
     if key is not None:
         dims.append(Dim(f"loss_{key}", loss_default(base, key), LOSS_DECADES))
     return SearchSpace(method, dataset, profile, base, tuple(dims), reason)
-
-
-def on_validation(cfg: ExperimentConfig) -> ExperimentConfig:
-    """``cfg`` trained on the ``train`` split for its whole schedule (one stage) and evaluated on the validation
-    split as its test split: the run's metrics are validation metrics and the test split is never read. The
-    validation split is watched every epoch only where a plateau rule needs it (the smoke profile; the quick
-    profile's schedules have none).
-
-    Raises:
-        ValueError: the dataset has no validation split.
-    """
-    d = cfg.data
-    if d.val_split is None:
-        raise ValueError(f"dataset {cfg.dataset!r} has no validation split to tune on")
-    return replace(
-        cfg,
-        data=replace(
-            d,
-            train_split="train",
-            val_split=d.val_split if cfg.schedule.scheduler == "plateau" else None,
-            test_split=d.val_split,
-            query_split=None,
-            gallery_split=None,
-        ),
-        run=replace(cfg.run, two_stage=False, keep_best=False),
-    )
 
 
 # ---------------------------------------------------------------------------------------------- executor
@@ -459,9 +383,11 @@ def choose_best(trials: Sequence[Trial]) -> dict[tuple[str, str], Trial]:
 
 
 def record_paths(profile: str) -> tuple[Path, Path]:
-    """``<results>/tuning/<profile>.csv`` and ``<results>/tuning/<profile>_best.csv``."""
-    folder = paths.results_dir() / "tuning"
-    return folder / f"{profile}.csv", folder / f"{profile}_best.csv"
+    """``<results>/tuning/<profile>.csv`` (every trial) and the presets' recipes of ``profile``
+    (:func:`dmllab.training.presets.tuned.best_csv`, package data: the chosen trial per method)."""
+    from dmllab.training.presets.tuned import best_csv
+
+    return paths.results_dir() / "tuning" / f"{profile}.csv", best_csv(profile)
 
 
 def trial_row(t: Trial, *, profile: str, seed: int, batch: int) -> dict[str, Any]:

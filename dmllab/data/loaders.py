@@ -1,0 +1,345 @@
+"""The batches of one run: its datasets, its training batches per epoch and its evaluation batches.
+
+:class:`RunData` serves a trainer from a run's data section (``cfg.data``, :class:`dmllab.training.config.DataConfig`)
+along one of three paths:
+
+* the **DataLoader** path: per-image PIL decoding and transforms in ``data.num_workers`` processes (the real
+  datasets on the paper profile). On CUDA with workers, one loader per (stage, split) keeps its workers across
+  epochs, every sample augmented from its own seed (:class:`_SeededSamples`), so the batches do not depend on
+  which worker decodes them; :meth:`RunData.close` ends those workers at the end of a stage.
+* the **in-memory** path (``data.in_memory``): the split's uint8 images as one tensor, augmented a batch at a time
+  with torch (:class:`dmllab.data.tensor.InMemoryImages`; the quick and smoke presets);
+* the **feature cache** (``data.feature_views`` with a frozen trunk prefix): the prefix's outputs for a few
+  augmented views per image, computed once and shared by every run with the same frozen weights
+  (:class:`dmllab.data.tensor.FeatureCache`).
+
+Randomness: an epoch's batches come from ``data.sampler`` (:data:`dmllab.data.SAMPLERS`) and its augmentations from
+one generator seeded by (run seed, stage, epoch) (:func:`dmllab.rng.epoch_seed`), so a resumed run draws exactly
+the batches of an uninterrupted one. ``limit`` (a fast dev run) keeps the first batches of every epoch and of every
+evaluation.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import multiprocessing
+import os
+import random
+import sys
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, Subset
+
+from dmllab.rng import epoch_key, epoch_seed, worker_init
+
+#: A frozen trunk prefix: ``(forward(x) -> features, digest of its weights)``, or None without a feature cache.
+Prefix = tuple[Callable[[torch.Tensor], torch.Tensor], str] | None
+
+
+def loader_context(workers: int) -> Any:
+    """The multiprocessing context of a DataLoader's ``workers``: fork on Linux, whichever process builds the
+    loader; None (the platform's default) without workers or elsewhere. A study's training worker is a spawned
+    process (:mod:`dmllab.pipeline.executors`), whose default start method is then spawn as well: its DataLoader
+    workers would each start a fresh interpreter that imports torch and dmllab again for every loader, where
+    forked workers start at once from the loading process, as under ``dmllab train``."""
+    if workers <= 0 or not sys.platform.startswith("linux"):
+        return None
+    return multiprocessing.get_context("fork")
+
+
+def resolve_num_workers(value: int | str) -> int:
+    """``data.num_workers``: an int as given, or "auto" = one loader process per CPU core but one (at most 8),
+    from ``os.cpu_count()``."""
+    if value == "auto":
+        return max(0, min(8, (os.cpu_count() or 1) - 1))
+    return int(value)
+
+
+def open_split(data: Any, split: str, *, train: bool, progress: bool = False, raw: bool = False) -> Dataset:
+    """The ``split`` dataset of a run's data section with the train or test transform of ``data.transform``
+    (``raw``: without a transform, images as the dataset holds them).
+
+    A fold split name (:func:`dmllab.data.folds.fold_split`, e.g. ``"mlrc:0of4:train"``: the MLRC protocol's
+    class-disjoint folds) is the matching :class:`~dmllab.data.folds.ClassSubset` of the ``trainval`` split."""
+    from dmllab.data import DATASETS, build_dataset, build_transforms
+
+    if is_fold(split):
+        return fold_subset(open_split(data, data.trainval_split, train=train, progress=progress, raw=raw), split)
+    spec = data.dataset
+    # lazy: no torchvision import in the workers of an in-memory data path
+    transform = None if raw else build_transforms(data.transform, train=train, lazy=True)
+    kw = spec.kw
+    if "progress" in inspect.signature(DATASETS.get(spec.name)).parameters:
+        kw["progress"] = progress
+    return build_dataset(spec.name, data.root, split, transform=transform, **kw)
+
+
+def is_fold(split: str) -> bool:
+    """Whether ``split`` names a fold of the ``trainval`` split (:func:`dmllab.data.folds.fold_split`)."""
+    from dmllab.data.folds import parse_fold_split
+
+    return parse_fold_split(split) is not None
+
+
+def fold_subset(trainval: Dataset, split: str) -> Dataset:
+    """The fold ``split`` of the ``trainval`` dataset: its :class:`~dmllab.data.folds.ClassSubset`."""
+    from dmllab.data.folds import ClassSubset, fold_classes, parse_fold_split
+
+    fold, folds, part = parse_fold_split(split)
+    return ClassSubset(trainval, fold_classes(trainval.num_classes, fold, folds, part))
+
+
+class Timed:
+    """Wrap a batch iterator, adding the time spent producing batches to ``timings["data"]``; ``total`` is the
+    number of batches (for a progress bar)."""
+
+    def __init__(self, it: Any, timings: dict[str, float], total: int | None = None) -> None:
+        self.total = len(it) if hasattr(it, "__len__") else total
+        self.it = iter(it)
+        self.timings = timings
+
+    def __iter__(self) -> Timed:
+        return self
+
+    def __next__(self) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return next(self.it)
+        finally:
+            self.timings["data"] += time.perf_counter() - t0
+
+
+class RunData:
+    """The datasets and batches of one run (module docstring).
+
+    Args:
+        data: the run's data section (``cfg.data``).
+        seed: the run seed.
+        device: where the trainer computes (CUDA keeps loader workers across epochs and pins memory).
+        limit: keep the first ``limit`` batches of every epoch and evaluation (a fast dev run), None for all.
+        progress: let datasets that generate on first use show their progress.
+        timings: seconds per phase, updated in place (``data``, ``cache_build``).
+    """
+
+    def __init__(
+        self,
+        data: Any,
+        *,
+        seed: int,
+        device: torch.device,
+        limit: int | None = None,
+        progress: bool = False,
+        timings: dict[str, float] | None = None,
+    ) -> None:
+        self.data = data
+        self.seed = seed
+        self.device = device
+        self.limit = limit
+        self.progress = progress
+        self.timings = timings if timings is not None else {"data": 0.0, "cache_build": 0.0}
+        self.workers = resolve_num_workers(data.num_workers)
+        self._datasets: dict[tuple[str, bool], Dataset] = {}
+        self._sources: dict[tuple, Any] = {}
+        self._persistent: dict[tuple, Any] = {}
+
+    # ------------------------------------------------------------------------------------------ datasets
+    def dataset(self, split: str, *, train: bool) -> Dataset:
+        """The ``split`` dataset with the train or test transform (:func:`open_split`), built once."""
+        key = (split, train)
+        if key not in self._datasets:
+            if is_fold(split):  # the folds share one trainval dataset
+                self._datasets[key] = fold_subset(self.dataset(self.data.trainval_split, train=train), split)
+            else:
+                self._datasets[key] = open_split(self.data, split, train=train, progress=self.progress)
+        return self._datasets[key]
+
+    def source(self, split: str, *, train: bool, prefix: Prefix = None) -> Any:
+        """The in-memory source of ``split`` (``data.in_memory``): :class:`dmllab.data.tensor.InMemoryImages`, or
+        with a frozen ``prefix`` the prefix's cached features (:class:`~dmllab.data.tensor.FeatureCache`, keyed by
+        the prefix weights, so every stage and seed with the same frozen weights shares it)."""
+        from dmllab.data.tensor import FeatureCache, InMemoryImages
+
+        d = self.data
+        ds = self.dataset(split, train=train)
+        if prefix is None:
+            key: tuple = (split, train)
+            if key not in self._sources:
+                self._sources[key] = InMemoryImages(ds, d.transform, train=train)
+            return self._sources[key]
+        forward, digest = prefix
+        key = (split, train, digest)
+        if key not in self._sources:
+            cache = FeatureCache(
+                forward, digest, ds, d.transform, train=train, views=d.feature_views, device=self.device
+            )
+            self.timings["cache_build"] += cache.build_seconds
+            self._sources[key] = cache
+        return self._sources[key]
+
+    # ------------------------------------------------------------------------------------------ training
+    def sampler(
+        self, labels: Any, stage: str, epoch: int, shape: tuple[int, int | None], gen: torch.Generator
+    ):
+        """The epoch's index batches from ``data.sampler`` with the batch ``shape`` ``(batch_size, per_class)``
+        (per_class None: the sampler's own), first ``limit`` of them."""
+        from dmllab.data import SAMPLERS
+
+        spec = self.data.sampler
+        batch_size, per_class = shape
+        kw = spec.kw if per_class is None else {**spec.kw, "per_class": per_class}
+        batches = SAMPLERS.get(spec.name)(labels, batch_size, seed=self.seed, **kw)
+        batches.set_epoch(epoch_key(stage, epoch), gen)
+        return batches if self.limit is None else list(itertools.islice(batches, self.limit))
+
+    def train_batches(
+        self, stage: str, split: str, epoch: int, shape: tuple[int, int | None], prefix: Prefix = None
+    ) -> Timed:
+        """One epoch of training batches ``(images or features, labels)`` of ``split`` (module docstring)."""
+        gen = torch.Generator().manual_seed(epoch_seed(self.seed, stage, epoch))
+        if self.data.in_memory:
+            return self._tensor_batches(stage, split, epoch, shape, prefix, gen)
+        ds = self.dataset(split, train=True)
+        batches = self.sampler(ds.labels, stage, epoch, shape, gen)
+        if not self._persistent_workers():
+            return Timed(
+                DataLoader(
+                    ds,
+                    batch_sampler=batches,
+                    num_workers=self.workers,
+                    generator=gen,
+                    worker_init_fn=worker_init,
+                    pin_memory=self.device.type == "cuda",
+                    multiprocessing_context=loader_context(self.workers),
+                ),
+                self.timings,
+            )
+        key = ("train", stage, split)
+        if key not in self._persistent:
+            holder = _EpochBatches()
+            loader = DataLoader(
+                _SeededSamples(ds),
+                batch_sampler=holder,
+                num_workers=self.workers,
+                pin_memory=True,
+                persistent_workers=True,
+                worker_init_fn=worker_init,
+                multiprocessing_context=loader_context(self.workers),
+            )
+            self._persistent[key] = (loader, holder)
+        loader, holder = self._persistent[key]
+        holder.set(batches, epoch_seed(self.seed, stage, epoch))
+        return Timed(loader, self.timings)
+
+    def _tensor_batches(
+        self, stage: str, split: str, epoch: int, shape: tuple[int, int | None], prefix: Prefix, gen: Any
+    ) -> Timed:
+        """One epoch of in-memory batches, augmented by torch from the epoch's generator; with cached features
+        each image uses view ``(offset_i + epoch) % views``, ``offset`` drawn once per (seed, stage)."""
+        src = self.source(split, train=True, prefix=prefix)
+        batches = self.sampler(src.labels.tolist(), stage, epoch, shape, gen)
+        if prefix is None:
+            batches = list(batches)
+            return Timed(src.batches(batches, gen), self.timings, len(batches))
+        offset_gen = torch.Generator().manual_seed(epoch_seed(self.seed, stage, 0))
+        offsets = torch.randint(src.views, (len(src),), generator=offset_gen)
+        views = (offsets + epoch) % src.views
+
+        def feature_batches() -> Any:
+            for idx in batches:
+                idx = torch.as_tensor(idx, dtype=torch.long)
+                yield src.batch(idx, views[idx])
+
+        return Timed(feature_batches(), self.timings, len(batches))
+
+    def labels(self, split: str, *, prefix: Prefix = None) -> Any:
+        """The labels of the training split ``split`` (the list the sampler draws from)."""
+        if self.data.in_memory:
+            return self.source(split, train=True, prefix=prefix).labels.tolist()
+        return self.dataset(split, train=True).labels
+
+    # ------------------------------------------------------------------------------------------ evaluation
+    def eval_batches(self, split: str, prefix: Prefix = None) -> Iterable[Any]:
+        """The batches of ``split`` in index order, test transform (first ``limit`` of them)."""
+        d = self.data
+        if d.in_memory:
+            batches = self.source(split, train=False, prefix=prefix).ordered(d.eval_batch_size)
+            return itertools.islice(batches, self.limit) if self.limit else batches
+        ds = self.dataset(split, train=False)
+        if self.limit:  # the split's first batches (in index order: the first classes, whole)
+            ds = Subset(ds, range(min(len(ds), self.limit * d.eval_batch_size)))
+        if not self._persistent_workers():
+            return DataLoader(
+                ds,
+                batch_size=d.eval_batch_size,
+                shuffle=False,
+                num_workers=self.workers,
+                multiprocessing_context=loader_context(self.workers),
+            )
+        key = ("eval", split)  # no randomness: one loader per split, its workers kept between validations
+        if key not in self._persistent:
+            self._persistent[key] = DataLoader(
+                ds,
+                batch_size=d.eval_batch_size,
+                shuffle=False,
+                num_workers=self.workers,
+                pin_memory=True,
+                persistent_workers=True,
+                multiprocessing_context=loader_context(self.workers),
+            )
+        return self._persistent[key]
+
+    def _persistent_workers(self) -> bool:
+        return self.workers > 0 and self.device.type == "cuda"
+
+    def close(self) -> None:
+        """End the workers of the loaders kept across epochs (at the end of a stage)."""
+        for item in self._persistent.values():
+            loader = item[0] if isinstance(item, tuple) else item
+            iterator = getattr(loader, "_iterator", None)
+            if iterator is not None and hasattr(iterator, "_shutdown_workers"):
+                iterator._shutdown_workers()
+        self._persistent.clear()
+
+
+class _EpochBatches:
+    """A batch sampler whose batches are replaced every epoch (for a loader kept across epochs): yields lists
+    of ``(index, seed)`` with a distinct seed per position of the epoch."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[int]] = []
+        self.seed = 0
+
+    def set(self, batches: Iterable[Iterable[int]], seed: int) -> None:
+        self.batches = [list(b) for b in batches]
+        self.seed = seed
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __iter__(self) -> Any:
+        pos = 0
+        for batch in self.batches:
+            yield [(int(i), (self.seed * 1_000_003 + pos + k) % (2**63 - 1)) for k, i in enumerate(batch)]
+            pos += len(batch)
+
+
+class _SeededSamples(Dataset):
+    """``dataset[index]`` after seeding torch, numpy and random from the sample's own seed."""
+
+    def __init__(self, dataset: Any) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, item: tuple[int, int]) -> Any:
+        index, seed = item
+        torch.manual_seed(seed)
+        np.random.seed(seed % 2**32)
+        random.seed(seed)
+        return self.dataset[index]
