@@ -69,7 +69,9 @@ def open_split(data: Any, split: str, *, train: bool, progress: bool = False, ra
     from dmllab.data import DATASETS, build_dataset, build_transforms
 
     if is_fold(split):
-        return fold_subset(open_split(data, data.trainval_split, train=train, progress=progress, raw=raw), split)
+        return fold_subset(
+            open_split(data, data.trainval_split, train=train, progress=progress, raw=raw), split
+        )
     spec = data.dataset
     # lazy: no torchvision import in the workers of an in-memory data path
     transform = None if raw else build_transforms(data.transform, train=train, lazy=True)
@@ -263,16 +265,19 @@ class RunData:
         return self.dataset(split, train=True).labels
 
     # ------------------------------------------------------------------------------------------ evaluation
-    def eval_batches(self, split: str, prefix: Prefix = None) -> Iterable[Any]:
-        """The batches of ``split`` in index order, test transform (first ``limit`` of them)."""
+    def eval_batches(self, split: str, prefix: Prefix = None, every: int = 1) -> Iterable[Any]:
+        """The batches of ``split`` in index order, test transform (first ``limit`` of them); ``every``: every
+        ``every``-th image only (a sample spread over the classes)."""
         d = self.data
         if d.in_memory:
-            batches = self.source(split, train=False, prefix=prefix).ordered(d.eval_batch_size)
+            batches = self.source(split, train=False, prefix=prefix).ordered(d.eval_batch_size, every)
             return itertools.islice(batches, self.limit) if self.limit else batches
         ds = self.dataset(split, train=False)
+        if every > 1:
+            ds = Subset(ds, range(0, len(ds), every))
         if self.limit:  # the split's first batches (in index order: the first classes, whole)
             ds = Subset(ds, range(min(len(ds), self.limit * d.eval_batch_size)))
-        if not self._persistent_workers():
+        if every > 1 or not self._persistent_workers():
             return DataLoader(
                 ds,
                 batch_size=d.eval_batch_size,

@@ -207,10 +207,10 @@ class InMemoryImages:
         for idx in batches:
             yield self.batch(idx, generator)
 
-    def ordered(self, batch_size: int) -> Iterator[tuple[Tensor, Tensor]]:
-        """The whole split in order, ``batch_size`` at a time (evaluation)."""
-        n = len(self)
-        return self.batches([range(i, min(i + batch_size, n)) for i in range(0, n, batch_size)])
+    def ordered(self, batch_size: int, every: int = 1) -> Iterator[tuple[Tensor, Tensor]]:
+        """The whole split in order (every ``every``-th image), ``batch_size`` at a time (evaluation)."""
+        order = list(range(0, len(self), every))
+        return self.batches([order[i : i + batch_size] for i in range(0, len(order), batch_size)])
 
 
 # ------------------------------------------------------------------------------------------- feature cache
@@ -347,11 +347,11 @@ class FeatureCache:
         v = torch.zeros_like(idx) if views is None else views
         return self.features[v, idx].float(), self.labels[idx]
 
-    def ordered(self, batch_size: int) -> Iterator[tuple[Tensor, Tensor]]:
-        """The whole split in order (view 0), ``batch_size`` at a time (evaluation)."""
-        n = len(self)
-        for i in range(0, n, batch_size):
-            yield self.batch(torch.arange(i, min(i + batch_size, n)))
+    def ordered(self, batch_size: int, every: int = 1) -> Iterator[tuple[Tensor, Tensor]]:
+        """The whole split in order (view 0; every ``every``-th image), ``batch_size`` at a time (evaluation)."""
+        order = torch.arange(0, len(self), every)
+        for i in range(0, len(order), batch_size):
+            yield self.batch(order[i : i + batch_size])
 
 
 _FINGERPRINT_FILE = "fingerprint.json"

@@ -547,7 +547,9 @@ def _set_in_spec(spec: Spec, rest: list[str], value: Any, *, coerce: bool, path:
     if name not in accepted and name not in spec.kw and "**" not in accepted:
         inner = f"; the wrapped {registry.kind}'s keywords are {path}.wraps.<keyword>" if spec.wraps else ""
         valid = ", ".join(sorted(accepted)) or "none"
-        raise ValueError(f"{registry.kind} {spec.name!r} takes no keyword {name!r} ({key}); valid: {valid}{inner}")
+        raise ValueError(
+            f"{registry.kind} {spec.name!r} takes no keyword {name!r} ({key}); valid: {valid}{inner}"
+        )
     if coerce and isinstance(value, str):
         value = _coerce_like(value, spec.kw.get(name, accepted.get(name)), key)
     return spec.with_kw(**{name: freeze(value)})

@@ -45,7 +45,8 @@ class RunResult:
     """Outcome of a run: test ``metrics`` (fractions in [0, 1]), per-epoch ``history`` rows (stage, epoch,
     loss, lrs, validation metrics, time), stage-1 ``best_epoch`` and ``lr_drop_epochs`` (None / [] without
     validation), wall time, identity (config hash, seed), where it is stored, whether it came from the store, and the
-    precision it trained in."""
+    precision it trained in; ``train_metrics``: R@1 of the final model on (a sample of) the split it last trained
+    on, test transform (:data:`TRAIN_SAMPLE`), so that a reader sees how far a model fits its training classes."""
 
     metrics: dict[str, float]
     history: list[dict]
@@ -58,9 +59,8 @@ class RunResult:
     run_dir: str | None = None
     cached: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
-    precision: str | None = (
-        None  # the training's arithmetic (Trainer.precision); None in runs stored before it
-    )
+    precision: str | None = None  # the training's arithmetic (Trainer.precision)
+    train_metrics: dict[str, float] = field(default_factory=dict)  # the final model on its training split
 
     def history_frame(self):  # -> pandas.DataFrame
         """The history as a pandas DataFrame."""
@@ -69,6 +69,9 @@ class RunResult:
         return pd.DataFrame(self.history)
 
 
+#: At most about this many images of the final training split are embedded for ``RunResult.train_metrics`` (every
+#: k-th image, so every class is seen).
+TRAIN_SAMPLE = 1000
 #: A fast dev run's schedule (``run.fast_dev_run``): at most this many warm-up and schedule epochs per stage.
 FAST_DEV_WARMUP_EPOCHS = 1
 FAST_DEV_EPOCHS = 1
@@ -371,6 +374,11 @@ def run_protocol(
         metrics = trainer.evaluate(query_split=d.query_split, gallery_split=d.gallery_split)
     else:
         metrics = trainer.evaluate(d.test_split)
+    last_split = stage2_plan(cfg, best, drops).train_split if cfg.run.two_stage else first.train_split
+    n_train = len(trainer.data.dataset(last_split, train=False))
+    train_metrics = trainer.evaluate(
+        last_split, metrics=("recall",), ks=(1,), every=max(1, n_train // TRAIN_SAMPLE)
+    )
     phase["test"] += time.perf_counter() - t_test
     if final_model is not None:
         t_ckpt = time.perf_counter()
@@ -400,6 +408,7 @@ def run_protocol(
             ),
         },
         precision=trainer.precision,
+        train_metrics=train_metrics,
     )
 
 

@@ -326,13 +326,15 @@ class Trainer:
         gallery_split: str | None = None,
         metrics: Sequence[str] | None = None,
         ks: Sequence[int] | None = None,
+        every: int = 1,
     ) -> dict[str, float]:
-        """Embed and evaluate ``split`` (or ``query_split`` against ``gallery_split``) with dmllab.metrics, in the
-        training's precision and memory format: fractions in [0, 1]; ``metrics``/``ks`` default to ``cfg.run``."""
+        """Embed and evaluate ``split`` (or ``query_split`` against ``gallery_split``; every ``every``-th image)
+        with dmllab.metrics, in the training's precision and memory format: fractions in [0, 1];
+        ``metrics``/``ks`` default to ``cfg.run``."""
         prefix, embedder = self.prefix(), self.embedder()
 
         def embed(name: str) -> tuple[torch.Tensor, torch.Tensor]:
-            batches = self.data.eval_batches(name, prefix)
+            batches = self.data.eval_batches(name, prefix, every)
             return embed_batches(embedder, batches, name, self.device, self.amp_dtype, self.channels_last,
                                  allow_collapsed=self.fast_dev is not None)  # fmt: skip
 
