@@ -76,8 +76,9 @@ def _session(retries: int):
     return session
 
 
-def _write_error(err: OSError, part: Path, got: int) -> DownloadError:
+def _write_error(err: OSError, part: Path) -> DownloadError:
     """A failed write of the ``.part`` as one line naming it; a file-size limit also removes it."""
+    got = part.stat().st_size if part.exists() else 0
     if err.errno == errno.EFBIG:
         part.unlink(missing_ok=True)
         return DownloadError(
@@ -192,7 +193,7 @@ def _download_once(session, url: str, part: Path, clock: _Clock, stall_s: float,
                     out.write(chunk)
                     out.flush()
                 except OSError as err:
-                    raise _write_error(err, part, got) from None
+                    raise _write_error(err, part) from None
                 got += len(chunk)
                 bar.update(len(chunk))
     if total is not None and got < total:
