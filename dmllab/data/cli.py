@@ -119,15 +119,14 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         type=float,
         default=limits.deadline_s / 60,
         metavar="MINUTES",
-        help=f"stop each download after this long; a re-run resumes it ({limits.deadline_s / 60:g})",
+        help="stop each download after this long; a re-run resumes it",
     )
     fetch.add_argument(
         "--min-rate",
         type=float,
         default=limits.min_rate / 1024,
         metavar="KIB_PER_S",
-        help=f"stop a download slower than this over {limits.window_s:g} s; a re-run resumes it "
-        f"({limits.min_rate / 1024:g})",
+        help=f"stop a download slower than this over {limits.window_s:g} s; a re-run resumes it",
     )
     fetch.add_argument("--no-counts", action="store_true", help="data check: skip the canonical counts")
     fetch.add_argument("--quiet", action="store_true", help="no progress bars")
