@@ -625,9 +625,12 @@ def bound_cases() -> list[Case]:
 
     def workers(value: int | None):
         def run(ctx):
-            from dmllab.validation import usable_cores
+            if value is None:
+                from dmllab.validation import usable_cores
 
-            n = usable_cores() + 1 if value is None else value
+                n = usable_cores() + 1
+            else:
+                n = value
             t0 = time.monotonic()
             outcome, detail = cli([*train, "--set", f"data.num_workers={n}"], "data.num_workers", "cores")
             if time.monotonic() - t0 > 30:
