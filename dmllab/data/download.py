@@ -117,7 +117,7 @@ class _Clock:
             rate = (got - had) / (now - since)
             if rate < self.limits.min_rate:
                 raise DownloadError(
-                    f"download of {self.url} is too slow: {rate:.0f} B/s over the last {now - since:.0f} s, "
+                    f"download of {self.url} is too slow: {rate:.2g} B/s over the last {now - since:.0f} s, "
                     f"below the minimum {self.limits.min_rate:g} B/s; {kept}"
                 )
             self.mark = (now, got)

@@ -90,7 +90,7 @@ def test_a_trickling_server_ends_in_a_named_error_within_window_plus_stall(serve
     limits = DownloadLimits(deadline_s=60, min_rate=100, window_s=1.0, stall_s=2.0)
     t0 = time.monotonic()
     with pytest.raises(
-        DownloadError, match=r"is too slow: \d+ B/s over the last 1 s, below the minimum 100 B/s"
+        DownloadError, match=r"is too slow: [\d.e+-]+ B/s over the last 1 s, below the minimum 100 B/s"
     ):
         download(server.url, tmp_path / "file.bin", retries=0, progress=False, limits=limits)
     elapsed = time.monotonic() - t0
