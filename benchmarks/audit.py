@@ -3,14 +3,17 @@
 Classes (the reliability audit's): ``degenerate embeddings`` (scale, collapse, ties, no positive), ``integrity`` (what
 the run store and the caches read back), ``values`` (config, notebook parameters, environment, command line, API
 constructors), ``locks``, ``file errors`` (full disk, damaged files: every error names its file) and ``api
-tracebacks`` (inputs through the public API). The cases are generated from grids of values and damage kinds, not
-only the inputs first reported.
+tracebacks`` (inputs through the public API); and at the trust boundaries (benchmarks/audit_boundaries.py):
+``security`` (hostile archives and ROOTs of ``data fetch``), ``index files`` (image paths, duplicates, boxes),
+``downloads`` (slow, stalled and failing downloads, concurrent and killed fetches) and ``bounds`` (worker counts,
+the notebooks' parameter ranges). The cases are generated from grids of values and damage kinds, not only the
+inputs first reported.
 
 Outcomes: ``correct answer`` (the right value, or the right repair: a damaged entry set aside and rebuilt),
 ``named error`` (a one-line error of the library's types whose message names what the case requires: the key, the
 file, ...), ``unhelpful error`` (an error of the library's types that lacks it), ``silent wrong`` (a wrong value,
 or a bad value accepted), ``traceback`` (an exception of another type: a crash), ``hang`` (no answer within the
-case's timeout; the worker is killed and restarted).
+case's timeout; the worker is killed and restarted), ``breach`` (a file written outside the folder it belongs in).
 
 Every case runs in a worker process (one dmllab import, restarted after a hang) with DMLLAB_CACHE / DMLLAB_RESULTS /
 DMLLAB_FIGURES in a scratch folder. A full disk is a real one where a small tmpfs can be mounted (root), else the
@@ -44,16 +47,29 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "results" / "reliability" / "audit.csv"
-CORRECT, NAMED, UNHELPFUL, WRONG, TRACE, HANG = (
+CORRECT, NAMED, UNHELPFUL, WRONG, TRACE, HANG, BREACH = (
     "correct answer",
     "named error",
     "unhelpful error",
     "silent wrong",
     "traceback",
     "hang",
+    "breach",
 )
+OUTCOMES = (CORRECT, NAMED, UNHELPFUL, WRONG, TRACE, HANG, BREACH)
 EXPECTED_TYPES = (ValueError, KeyError, OSError, FloatingPointError)
-CLASSES = ("degenerate embeddings", "integrity", "values", "locks", "file errors", "api tracebacks")
+CLASSES = (
+    "degenerate embeddings",
+    "integrity",
+    "values",
+    "locks",
+    "file errors",
+    "api tracebacks",
+    "security",
+    "index files",
+    "downloads",
+    "bounds",
+)
 
 
 @dataclass(frozen=True)
@@ -1447,7 +1463,17 @@ def lock_cases() -> list[Case]:
 
 
 def all_cases() -> list[Case]:
-    return degenerate_cases() + api_cases() + value_cases() + integrity_cases() + file_cases() + lock_cases()
+    from audit_boundaries import boundary_cases  # security, index files, downloads, bounds
+
+    return (
+        degenerate_cases()
+        + api_cases()
+        + value_cases()
+        + integrity_cases()
+        + file_cases()
+        + lock_cases()
+        + boundary_cases()
+    )
 
 
 # ------------------------------------------------------------------------------------------------ running
@@ -1543,11 +1569,7 @@ def main() -> int:
     print("\ncounts per class:")
     for cls in CLASSES:
         if cls in wanted:
-            per = {
-                o: counts[(cls, o)]
-                for o in (CORRECT, NAMED, UNHELPFUL, WRONG, TRACE, HANG)
-                if counts[(cls, o)]
-            }
+            per = {o: counts[(cls, o)] for o in OUTCOMES if counts[(cls, o)]}
             print(f"  {cls:<22} {sum(per.values()):>4}  {per}")
     total = Counter(r["outcome"] for r in rows)
     print(f"  {'all':<22} {len(rows):>4}  {dict(total)}")

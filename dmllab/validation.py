@@ -7,7 +7,8 @@ Every rate, count and size has its range here, once; each entry point calls the 
   included): :func:`dmllab.training.config.validate` runs it over a whole config, :func:`apply_overrides` and the
   trainer call that.
 * :func:`check_parameter` for a notebook or artifact parameter (``seeds``, ``epochs``, ``proxy_lrs``, ...), list
-  parameters element by element.
+  parameters element by element: :func:`dmllab.experiments.params.resolve_parameters` runs it over every value of
+  a notebook's setup cell and of every artifact the study or the command line runs.
 * :func:`check_environment` for the ``DMLLAB_*`` environment variables (the command line checks them first).
 * :func:`check_number`, :func:`check_int`, :func:`check_choice`, :func:`check_path` for keyword arguments of the
   public API (loss constructors, datasets, metrics).
@@ -102,6 +103,29 @@ def one_or_each(rule: Rule) -> Rule:
     return Rule(f"{rule.what} or a list of them", lambda v: rule(v) or many(v))
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity; ``os.cpu_count()`` where that is unknown)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def _cores(auto: bool) -> Rule:
+    """At most one process per usable core (read once, when dmllab is imported), and ``auto`` with ``auto``."""
+    cores = usable_cores()
+    what = f"an integer in 0..{cores} (the CPU cores this process may use)"
+    return Rule(
+        f"'auto' or {what}" if auto else what,
+        lambda v: (auto and v == "auto") or (NON_NEGATIVE_INT(v) and v <= cores),
+    )
+
+
+#: Worker processes: ``data.num_workers`` (``auto`` too) and ``dmllab data cache --workers``.
+CORES_OR_AUTO = _cores(auto=True)
+CORES = _cores(auto=False)
+
+
 # --------------------------------------------------------------------------------------------------- config
 def _images_per_class(v: Any) -> bool:
     if POSITIVE_INT(v):
@@ -121,7 +145,7 @@ VALUE_RULES: dict[str, Rule] = {
     "data.root": optional(PATH),
     "data.batch_size": POSITIVE_INT,
     "data.eval_batch_size": POSITIVE_INT,
-    "data.num_workers": Rule("an integer >= 0 or 'auto'", lambda v: v == "auto" or NON_NEGATIVE_INT(v)),
+    "data.num_workers": CORES_OR_AUTO,
     "data.in_memory": BOOL,
     "data.feature_views": NON_NEGATIVE_INT,
     # model
@@ -245,7 +269,10 @@ PARAMETER_RULES: dict[str, Rule] = {
     "inception": BOOL,
     "rescale_blur": BOOL,
     "tables_8_10": BOOL,
-    "train_missing": BOOL,
+    "train_missing": optional(BOOL),
+    "fast_dev_run": NON_NEGATIVE_INT,
+    "pretrained": optional(BOOL),
+    "check_counts": optional(BOOL),
     "device": TEXT,
     "profile": TEXT,
     "data_root": optional(PATH),
@@ -384,14 +411,18 @@ def check_number(
     return float(value)
 
 
-def check_int(name: str, value: Any, *, low: int = 1) -> int:
-    """``value`` as an int when it is an integer (not a bool) >= ``low``.
+def check_int(name: str, value: Any, *, low: int = 1, high: int | None = None, why: str = "") -> int:
+    """``value`` as an int when it is an integer (not a bool) in ``low``..``high`` (``high`` None: no upper
+    bound; ``why`` says where it comes from).
 
     Raises:
         InvalidValueError: naming ``name``.
     """
-    if not is_int(value) or value < low:
-        what = "a positive int" if low == 1 else f"an int >= {low}"
+    if not is_int(value) or value < low or (high is not None and value > high):
+        if high is not None:
+            what = f"an int in {low}..{high}" + (f" ({why})" if why else "")
+        else:
+            what = "a positive int" if low == 1 else f"an int >= {low}"
         raise InvalidValueError(f"{name} must be {what}; got {value!r}")
     return int(value)
 

@@ -55,12 +55,16 @@ def cache_image(src: Path, dst: Path, shorter_side: int = 288, quality: int = 95
         if dst.exists():
             return scale
         tmp = dst.with_name(dst.name + ".tmp")
-        with naming(dst, "writing"):
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            if scale == 1.0:
-                shutil.copyfile(src, tmp)
-            else:
-                img.convert("RGB").resize(size, Image.BILINEAR).save(tmp, format="JPEG", quality=quality)
+        try:
+            with naming(dst, "writing"):
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                if scale == 1.0:
+                    shutil.copyfile(src, tmp)
+                else:
+                    img.convert("RGB").resize(size, Image.BILINEAR).save(tmp, format="JPEG", quality=quality)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # a full disk or an interrupt leaves no partial file
+            raise
     os.replace(tmp, dst)
     return scale
 
@@ -163,8 +167,12 @@ def _check_destination(dst_root: Path, manifest: dict) -> None:
 
 def _write_manifest(dst_root: Path, manifest: dict) -> None:
     tmp = dst_root / f".{MANIFEST}.tmp-{os.getpid()}"
-    with naming(dst_root / MANIFEST, "writing"):
-        tmp.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    try:
+        with naming(dst_root / MANIFEST, "writing"):
+            tmp.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, dst_root / MANIFEST)
 
 

@@ -24,11 +24,11 @@ def _check(args: argparse.Namespace) -> int:
 
 def _cache(args: argparse.Namespace) -> int:
     from dmllab.data.cache import build_cache
-    from dmllab.validation import check_int
+    from dmllab.validation import check_int, usable_cores
 
     try:
         check_int("--shorter-side", args.shorter_side, low=8)
-        check_int("--workers", args.workers)
+        check_int("--workers", args.workers, high=usable_cores(), why="the CPU cores this process may use")
         if not 1 <= args.quality <= 100:
             raise ValueError(f"--quality must be a JPEG quality in 1..100, got {args.quality}")
         out = build_cache(
@@ -50,8 +50,13 @@ def _cache(args: argparse.Namespace) -> int:
 def _fetch(args: argparse.Namespace) -> int:
     from dmllab.data import fetch
     from dmllab.data.check import check_dataset
+    from dmllab.validation import check_number
 
     try:
+        limits = fetch.DownloadLimits(
+            deadline_s=60 * check_number("--deadline", args.deadline, low=0, low_open=True),
+            min_rate=1024 * check_number("--min-rate", args.min_rate, low=0),
+        )
         result = fetch.fetch_dataset(
             args.name,
             args.root,
@@ -59,6 +64,7 @@ def _fetch(args: argparse.Namespace) -> int:
             downloads=args.downloads,
             keep_archives=args.keep_archives,
             verify_checksums=not args.no_verify,
+            limits=limits,
             progress=not args.quiet,
             echo=print,
         )
@@ -75,6 +81,8 @@ def _fetch(args: argparse.Namespace) -> int:
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
     """Register ``data fetch``, ``data check`` and ``data cache`` on the top-level ``dmllab`` parser."""
+    from dmllab.data.download import DownloadLimits
+
     data = subparsers.add_parser("data", help="get, verify or cache a dataset folder")
     data.set_defaults(func=lambda args: (data.print_help(), 2)[1])
     sub = data.add_subparsers(dest="data_command", metavar="ACTION")
@@ -104,6 +112,21 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         "--no-verify",
         action="store_true",
         help="unpack even if a checksum differs from the published one (the manifest records it)",
+    )
+    limits = DownloadLimits()
+    fetch.add_argument(
+        "--deadline",
+        type=float,
+        default=limits.deadline_s / 60,
+        metavar="MINUTES",
+        help="stop each download after this long; a re-run resumes it",
+    )
+    fetch.add_argument(
+        "--min-rate",
+        type=float,
+        default=limits.min_rate / 1024,
+        metavar="KIB_PER_S",
+        help=f"stop a download slower than this over {limits.window_s:g} s; a re-run resumes it",
     )
     fetch.add_argument("--no-counts", action="store_true", help="data check: skip the canonical counts")
     fetch.add_argument("--quiet", action="store_true", help="no progress bars")

@@ -41,8 +41,19 @@ from dmllab.data.base import (
     RetrievalDataset,
     contiguous_labels,
 )
+from dmllab.data.index import (
+    DuplicateImageIdError,
+    IndexFileError,
+    check_unique,
+    class_id,
+    cub_box,
+    image_relpath,
+    parse_int,
+    read_id_table,
+    read_lines,
+    read_rows,
+)
 from dmllab.data.manifest import MANIFEST, DatasetCacheError, read_manifest
-from dmllab.fileio import naming
 from dmllab.validation import check_path
 
 Record = tuple[str, Hashable]  # (image path relative to the dataset root, original class id)
@@ -59,110 +70,8 @@ def load_image(path: Path) -> Image.Image:
         raise ImageLoadError(f"cannot decode image {path}: {err}") from err
 
 
-class IndexFileError(ValueError):
-    """A dataset index file is truncated or malformed; the message names the file and the line."""
-
-
 class EmptySplitError(DatasetCountError):
     """A split of a dataset folder holds no image (an empty or truncated index file)."""
-
-
-class DuplicateImageIdError(IndexFileError):
-    """An index file lists the same image id (or image path) twice: one image would get two entries."""
-
-
-def _read_lines(path: Path) -> list[str]:
-    try:
-        with naming(path, "reading"), open(path, encoding="utf-8") as fh:
-            return fh.read().splitlines()
-    except UnicodeDecodeError as err:
-        raise IndexFileError(f"{path}: not a UTF-8 text index file ({err}); is the file corrupt?") from None
-
-
-def read_rows(
-    path: Path, skip: int = 0, columns: int | None = None, what: str = ""
-) -> list[tuple[int, list[str]]]:
-    """``(line number, fields)`` of every non-blank line of a whitespace-separated index file after ``skip``
-    header lines (line numbers are 1-based, counted in the file).
-
-    Raises:
-        IndexFileError: a line with fewer than ``columns`` fields (``what`` names them), naming file and line.
-    """
-    out = []
-    for number, line in enumerate(_read_lines(path)[skip:], start=skip + 1):
-        fields = line.split()
-        if not fields:
-            continue
-        if columns is not None and len(fields) < columns:
-            raise IndexFileError(
-                f"{path}, line {number}: expected {columns} columns ({what}), found {len(fields)}: "
-                f"{line.strip()!r} (truncated or malformed index file?)"
-            )
-        out.append((number, fields))
-    return out
-
-
-def read_table(path: Path, skip: int = 0) -> list[list[str]]:
-    """Whitespace-separated rows of a text index file, after ``skip`` header lines, blank lines dropped."""
-    return [fields for _, fields in read_rows(path, skip)]
-
-
-def parse_int(value: str, path: Path, line: int, what: str) -> int:
-    """``int(value)``, or an IndexFileError naming the file, the line and the column ``what``."""
-    try:
-        return int(value)
-    except ValueError:
-        raise IndexFileError(f"{path}, line {line}: {what} {value!r} is not an integer") from None
-
-
-def _class_id(value: str, path: Path, line: int, highest: int | None) -> int:
-    """A 1-based class id of an index file, in 1..``highest`` (any positive id when None); IndexFileError naming
-    file and line otherwise."""
-    cid = parse_int(value, path, line, "class id")
-    if cid < 1 or (highest is not None and cid > highest):
-        bound = f"1..{highest}" if highest is not None else "positive"
-        raise IndexFileError(
-            f"{path}, line {line}: class id {cid} is not {bound} (a damaged or foreign index file?)"
-        )
-    return cid
-
-
-def _parse_float(value: str, path: Path, line: int, what: str) -> float:
-    try:
-        return float(value)
-    except ValueError:
-        raise IndexFileError(f"{path}, line {line}: {what} {value!r} is not a number") from None
-
-
-def read_id_table(path: Path, columns: int, what: str) -> dict[int, tuple[int, list[str]]]:
-    """``{image id: (line, fields)}`` of an index file whose first column is an integer image id.
-
-    Raises:
-        DuplicateImageIdError: an id listed twice (naming both lines).
-        IndexFileError: a short line or a non-integer id.
-    """
-    table: dict[int, tuple[int, list[str]]] = {}
-    for number, fields in read_rows(path, columns=columns, what=what):
-        key = parse_int(fields[0], path, number, "image id")
-        if key in table:
-            raise DuplicateImageIdError(
-                f"{path}, line {number}: image id {key} is already listed on line {table[key][0]}; "
-                "each image may appear once (a duplicate would put one image under two entries)"
-            )
-        table[key] = (number, fields)
-    return table
-
-
-def _check_unique(items: list[tuple[str, int]], path: Path, what: str) -> None:
-    """Raise DuplicateImageIdError if a value of ``(value, line)`` pairs repeats."""
-    seen: dict[str, int] = {}
-    for value, number in items:
-        if value in seen:
-            raise DuplicateImageIdError(
-                f"{path}, line {number}: {what} {value} is already listed on line {seen[value]}; "
-                "each image may appear once"
-            )
-        seen[value] = number
 
 
 class ImageFileDataset(RetrievalDataset):
@@ -323,22 +232,27 @@ class CUB200(_ClassRangeDataset):
     def _read_sides(self) -> dict[str, list[Record]]:
         images, labels = self.root / "images.txt", self.root / "image_class_labels.txt"
         boxes_file = self.root / "bounding_boxes.txt"
-        paths = {i: f[1] for i, (_, f) in read_id_table(images, 2, "image_id path").items()}
+        paths = {
+            i: image_relpath(f[1], f"{images}, line {n}")
+            for i, (n, f) in read_id_table(images, 2, "image_id path", maxsplit=1).items()
+        }
         classes = {
-            i: _class_id(f[1], labels, n, 200)
+            i: class_id(f[1], labels, n, 200)
             for i, (n, f) in read_id_table(labels, 2, "image_id class_id").items()
         }
         boxes = {
-            i: [_parse_float(v, boxes_file, n, "box coordinate") for v in f[1:5]]
+            i: cub_box(f[1:5], boxes_file, n)
             for i, (n, f) in read_id_table(boxes_file, 5, "image_id x y width height").items()
         }
         self._names = {
-            i: f[1] for i, (_, f) in read_id_table(self.root / "classes.txt", 2, "class_id name").items()
+            i: f[1]
+            for i, (_, f) in read_id_table(self.root / "classes.txt", 2, "class_id name", maxsplit=1).items()
         }
-        _check_unique([(p, i) for i, p in paths.items()], images, "image path")
+        check_unique([(p, i) for i, p in paths.items()], images, "image path")
         for have, lack, file_have, file_lack in (
             (paths, classes, images, labels),
             (classes, paths, labels, images),
+            (paths, boxes, images, boxes_file),
         ):
             missing = sorted(set(have) - lack.keys())
             if missing:
@@ -346,7 +260,8 @@ class CUB200(_ClassRangeDataset):
                     f"CUB200: image ids {missing[:5]} of {file_have} are missing from {file_lack} "
                     "(truncated index file?)"
                 )
-        self._boxes_by_file = {f"images/{paths[i]}": boxes.get(i, [np.nan] * 4) for i in paths}
+        self._ids_by_file = {f"images/{paths[i]}": i for i in paths}
+        self._boxes_by_id = boxes
         records = [(f"images/{paths[i]}", classes[i]) for i in sorted(paths)]
         return self._sides_from(records)
 
@@ -358,16 +273,18 @@ class CUB200(_ClassRangeDataset):
         check_counts: bool = True,
     ) -> None:
         super().__init__(root, split, transform, check_counts)
-        self.boxes = np.asarray([self._boxes_by_file[f] for f in self.files], dtype=np.float32).reshape(-1, 4)
+        self.boxes = np.asarray(
+            [self._boxes_by_id[self._ids_by_file[f]] for f in self.files], dtype=np.float32
+        ).reshape(-1, 4)
         self.class_names = [self._names.get(c, str(c)) for c in self.class_ids]
 
     def cache_scale_hook(self, dst_root: Path, scales: dict[str, float]) -> None:
         """Scale ``bounding_boxes.txt`` in the cache by each image's resize factor."""
-        paths = {r[0]: f"images/{r[1]}" for r in read_table(self.root / "images.txt")}
+        files = {i: f for f, i in self._ids_by_file.items()}
         lines = []
-        for row in read_table(self.root / "bounding_boxes.txt"):
-            s = scales.get(paths.get(row[0], ""), 1.0)
-            lines.append(" ".join([row[0], *(f"{float(v) * s:.1f}" for v in row[1:5])]))
+        for i, box in sorted(self._boxes_by_id.items()):
+            s = scales.get(files.get(i, ""), 1.0)
+            lines.append(" ".join([str(i), *(f"{v * s:.1f}" for v in box)]))
         (dst_root / "bounding_boxes.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
@@ -406,17 +323,18 @@ class Cars196(_ClassRangeDataset):
         records = []
         for i, a in enumerate(annotations):
             try:  # "class" is a Python keyword, hence getattr
-                records.append((str(a.relative_im_path), int(getattr(a, "class"))))
+                rel, cid = str(a.relative_im_path), int(getattr(a, "class"))
             except (AttributeError, TypeError, ValueError) as err:
                 raise IndexFileError(
                     f"{path}: annotation {i + 1} has no usable relative_im_path / class ({err})"
                 ) from None
+            records.append((image_relpath(rel, f"{path}, annotation {i + 1}"), cid))
             if not 1 <= records[-1][1] <= 196:
                 raise IndexFileError(
                     f"{path}: annotation {i + 1} has class {records[-1][1]}, outside Cars196's 1..196 (a damaged or "
                     "foreign annotation file?)"
                 )
-        _check_unique([(p, i + 1) for i, (p, _) in enumerate(records)], path, "image path (annotation)")
+        check_unique([(p, i + 1) for i, (p, _) in enumerate(records)], path, "image path (annotation)")
         return self._sides_from(sorted(records))
 
     def __init__(
@@ -452,8 +370,11 @@ class SOP(ImageFileDataset):
         first: dict[str, tuple[Path, int]] = {}  # image path -> (file, line) where it was first listed
         for side, fname in (("trainval", "Ebay_train.txt"), ("test", "Ebay_test.txt")):
             path = self.root / fname
-            rows = read_rows(path, skip=1, columns=4, what="image_id class_id super_class_id path")
-            _check_unique([(str(parse_int(f[0], path, n, "image id")), n) for n, f in rows], path, "image id")
+            rows = read_rows(
+                path, skip=1, columns=4, what="image_id class_id super_class_id path", maxsplit=3
+            )
+            rows = [(n, [*f[:3], image_relpath(f[3], f"{path}, line {n}")]) for n, f in rows]
+            check_unique([(str(parse_int(f[0], path, n, "image id")), n) for n, f in rows], path, "image id")
             for n, f in rows:
                 if f[3] in first:
                     where, line = first[f[3]]
@@ -462,7 +383,7 @@ class SOP(ImageFileDataset):
                         "each image may appear once"
                     )
                 first[f[3]] = (path, n)
-            sides[side] = [(f[3], _class_id(f[1], path, n, None)) for n, f in rows]
+            sides[side] = [(f[3], class_id(f[1], path, n, None)) for n, f in rows]
             self._super.update({f[3]: parse_int(f[2], path, n, "super class id") for n, f in rows})
         return sides
 
@@ -508,7 +429,7 @@ class InShop(ImageFileDataset):
 
     def _read_sides(self) -> dict[str, list[Record]]:
         path = self.root / "Eval" / "list_eval_partition.txt"
-        lines = _read_lines(path)
+        lines = read_lines(path)
         announced = lines[0].strip() if lines else ""
         if not announced.isdigit():
             raise IndexFileError(f"{path}, line 1: expected the number of images, found {announced!r}")
@@ -520,8 +441,8 @@ class InShop(ImageFileDataset):
                     f"{path}, line {number}: expected 'image_name item_id train|query|gallery', "
                     f"found {' '.join(row)!r}"
                 )
-            sides[row[2]].append((row[0], row[1]))
-        _check_unique([(r[0], n) for n, r in rows], path, "image")
+            sides[row[2]].append((image_relpath(row[0], f"{path}, line {number}"), row[1]))
+        check_unique([(r[0], n) for n, r in rows], path, "image")
         if int(announced) != len(rows):
             raise IndexFileError(
                 f"{path}: line 1 announces {int(announced)} images but {len(rows)} are listed "

@@ -1,6 +1,6 @@
 """How an artifact's parameters are resolved: :func:`resolve_parameters` turns what a notebook or the study gives
-(``None``: the profile's default) into :class:`Params`: the one place where parameter names, kinds, seeds and the
-device are checked.
+(``None``: the profile's default) into :class:`Params`: the one place where parameter names and kinds are checked,
+and where every value goes through the validation layer's ranges (:func:`dmllab.validation.check_parameter`).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dmllab.profiles import PROFILES, resolve_device
+from dmllab.validation import InvalidValueError, check_parameter
 
 # Parameters every notebook has; ``None`` means "the profile's default".
 STANDARD_PARAMETERS: tuple[str, ...] = ("profile", "seeds", "device", "data_root")
@@ -115,24 +116,31 @@ def _check_kind(artifact: Any, key: str, value: Any) -> None:
             )
 
 
+def _check(artifact_id: str, name: str, value: Any) -> None:
+    """:func:`dmllab.validation.check_parameter`, its message prefixed by the notebook's name."""
+    try:
+        check_parameter(name, value)
+    except InvalidValueError as err:
+        raise InvalidValueError(f"notebook {artifact_id}: {err}") from None
+
+
 def check_train_missing(artifact_id: str, value: Any) -> bool:
     """The notebook parameter ``train_missing`` as a bool (``None``: True, a notebook run by hand trains what is
     missing); anything but None, True or False raises ValueError naming the parameter."""
-    if value is None or isinstance(value, bool):
-        return value is not False
-    raise ValueError(
-        f"notebook {artifact_id}: parameter 'train_missing' must be True or False, got {value!r} "
-        f"({type(value).__name__})"
-    )
+    _check(artifact_id, "train_missing", value)
+    return value is not False
 
 
 def resolve_parameters(artifact: Any, given: Mapping[str, Any]) -> Params:
     """Check ``given`` against the artifact's parameters and fill the profile's defaults for ``None`` values.
 
+    Every value, given or filled in, is checked by :func:`dmllab.validation.check_parameter` (the one place that
+    holds a parameter's range), after the checks of this function: names and kinds.
+
     Raises:
         ValueError: an unknown parameter name (listing the valid ones), an unknown profile, an artifact
             parameter whose type differs from its defaults' (a scalar for a list, a float for an int, a list
-            element of another type), or a negative seed.
+            element of another type), or a value out of its range (a negative seed, ``fast_dev_run=-1``).
     """
     valid = artifact.parameter_names + EXECUTION_PARAMETERS
     unknown = sorted(set(given) - set(valid))
@@ -155,18 +163,16 @@ def resolve_parameters(artifact: Any, given: Mapping[str, Any]) -> Params:
             _check_kind(artifact, key, value)
         params[key] = defaults.get(key) if value is None else value
     params["seeds"] = _as_seeds(params["seeds"], artifact.id)
-    if any(s < 0 for s in params["seeds"]):
-        raise ValueError(f"notebook {artifact.id}: seeds must be non-negative, got {params['seeds']}")
+    for key, value in params.items():
+        if value is not None:
+            _check(artifact.id, key, value)
     params["device"] = resolve_device(params["device"] or "auto")
-    fast = given.get("fast_dev_run")
-    if fast is not None and (isinstance(fast, bool) or not isinstance(fast, int) or fast < 0):
-        raise ValueError(f"notebook {artifact.id}: fast_dev_run must be an integer >= 0, got {fast!r}")
-    if fast:
-        params["fast_dev_run"] = fast
+    for key in ("fast_dev_run", "pretrained", "check_counts"):
+        if given.get(key) is not None:
+            _check(artifact.id, key, given[key])
+    if given.get("fast_dev_run"):
+        params["fast_dev_run"] = given["fast_dev_run"]
     for key in ("pretrained", "check_counts"):
-        value = given.get(key)
-        if value is not None and not isinstance(value, bool):
-            raise ValueError(f"notebook {artifact.id}: {key} must be True, False or None, got {value!r}")
-        if value is False:
+        if given.get(key) is False:
             params[key] = False
     return Params(params)

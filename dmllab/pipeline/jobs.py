@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dmllab.experiments.artifact import Run
+from dmllab.validation import usable_cores
 
 SKIPPED = "up to date (skipped)"  # JobResult.output of a notebook whose stamp is current
 #: torch threads of a run on the CPU (module docstring).
@@ -86,14 +87,6 @@ def stop_on_signals() -> Iterator[None]:
 
 
 # --------------------------------------------------------------------------------------------- workers
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity; ``os.cpu_count()`` where that is unknown)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
 
 
 def resolve_jobs(jobs: int | str, device: str) -> int:

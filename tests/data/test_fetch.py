@@ -22,6 +22,7 @@ import pytest
 from data_layouts import CARS_CLASSES, make_cars, make_cub, make_inshop, make_sop, write_jpeg
 
 from dmllab.data import CUB200, SOP, Cars196, InShop
+from dmllab.data import download as download_mod
 from dmllab.data import fetch as fetch_mod
 from dmllab.data.cli import add_commands
 from dmllab.data.fetch import SOURCES, DatasetSource, DownloadError, FetchError, fetch_dataset
@@ -280,7 +281,7 @@ def test_interrupted_download_resumes_with_a_range_request(
 def test_interruption_is_resumed_within_one_call_and_a_server_ignoring_range_restarts(
     server, archives, tmp_path, monkeypatch
 ) -> None:
-    monkeypatch.setattr(fetch_mod, "RETRY_WAIT_S", 0.0)
+    monkeypatch.setattr(download_mod, "RETRY_WAIT_S", 0.0)
     source = served(SOURCES.get("sop"), server, archives)
     server.cut.add("/Stanford_Online_Products.zip")
     root = tmp_path / "sop"
@@ -311,7 +312,7 @@ def test_wrong_checksum_fails_in_one_line_and_leaves_nothing(
     assert (
         md5(archives["CUB_200_2011.tgz"]) in err and "powerful-benchmarker" in err
     )  # what was found, and the source
-    assert list((tmp_path / "data").iterdir()) == []  # no dataset folder, no temporary folder, no download
+    assert not (tmp_path / "data").exists()  # no dataset folder, no temporary folder, no download, no lock
 
 
 def test_wrong_checksum_of_a_from_file_keeps_the_file(archives, tmp_path, capsys) -> None:
@@ -460,22 +461,6 @@ def test_an_archive_without_the_layout_leaves_no_folder(tmp_path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["CUB_200_2011.tgz", "other"]
 
 
-def test_a_tar_member_outside_the_folder_is_refused(tmp_path) -> None:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        info = tarfile.TarInfo("../escaped.txt")
-        info.size = 3
-        tar.addfile(info, io.BytesIO(b"bad"))
-    given = tmp_path / "CUB_200_2011.tgz"
-    given.write_bytes(buffer.getvalue())
-    (tmp_path / "data").mkdir()
-    with pytest.raises(FetchError, match="cannot unpack"):
-        fetch_dataset(
-            "cub", tmp_path / "data" / "cub", archives=[given], verify_checksums=False, progress=False
-        )
-    assert not (tmp_path / "escaped.txt").exists() and list((tmp_path / "data").iterdir()) == []
-
-
 def test_every_real_archive_cites_its_source() -> None:
     for name in SOURCES.names():
         source = SOURCES.get(name)
@@ -512,7 +497,7 @@ def test_no_answer_leaves_no_partial_file(archives, tmp_path) -> None:
     )
     with pytest.raises(DownloadError, match=f"cannot download http://127.0.0.1:{port}/x .*--from"):
         fetch_dataset("cub", tmp_path / "data" / "cub", source=dead, retries=0, progress=False)
-    assert list((tmp_path / "data").iterdir()) == []
+    assert not (tmp_path / "data").exists()
 
 
 def test_kept_archives_are_reused_without_a_request(server, archives, use_sources, tmp_path, capsys) -> None:
