@@ -5,15 +5,17 @@ What picks kernels by the machine, and what :func:`pin_cpu_isa` (run by ``import
 not set it (:func:`pinned_env`):
 
 * torch's ATen vectorised kernels (element-wise ops, reductions): ``ATEN_CPU_CAPABILITY=avx2``;
-* oneDNN, torch's convolutions: ``ONEDNN_MAX_CPU_ISA=AVX2`` (an upper bound; it also keeps out oneDNN's AMD-only
-  AVX-512 matmul);
+* oneDNN, torch's convolutions: ``ONEDNN_MAX_CPU_ISA=AVX2`` (an upper bound on the ISA it generates code for);
 * MKL, torch's matrix products (``Linear``, ``@``): ``MKL_CBWR=COMPATIBLE``. MKL picks its code by vendor as well
   as by ISA: on AMD CPUs it runs its own branch whatever ``MKL_ENABLE_INSTRUCTIONS`` or ``MKL_CBWR=AVX2`` say, and
   Intel documents every branch other than AUTO and COMPATIBLE as available on Intel processors only, a requested
   AVX2 branch falling back to AUTO on other CPUs ("may cause results to differ"). COMPATIBLE, SSE2 without the
   approximate rcpps/rsqrtps instructions whose results differ between vendors, is the branch for identical results
-  on Intel and Intel-compatible CPUs (oneMKL Developer Guide for Linux, "Specifying Code Branches" and "Getting
-  Started with Conditional Numerical Reproducibility"; docs/reproducibility.md has the links and measurements);
+  on Intel and Intel-compatible CPUs (oneMKL Developer Guide for Linux, "Getting Started with Conditional Numerical
+  Reproducibility" and "Specifying Code Branches":
+  https://www.intel.com/content/www/us/en/docs/onemkl/developer-guide-linux/2025-1/get-started-with-conditional-num-reproducibility.html,
+  https://www.intel.com/content/www/us/en/docs/onemkl/developer-guide-linux/2024-2/specifying-code-branches.html;
+  docs/reproducibility.md has the measurements);
 * numpy's dispatched loops: ``NPY_DISABLE_CPU_FEATURES`` (its targets above AVX2);
 * numpy's and scipy's OpenBLAS (``DYNAMIC_ARCH``: matrix products, scikit-learn's k-means and t-SNE):
   ``OPENBLAS_CORETYPE=Haswell``, its AVX2 kernels with fixed blocking, where the CPU has AVX2 and FMA.
