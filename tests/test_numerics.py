@@ -153,6 +153,9 @@ def test_the_provenance_names_the_kernels_and_a_late_pin_is_explained() -> None:
     else:
         assert "torch's" not in late and "numpy runs" not in late
     assert "MKL" not in late  # MKL fixes its branch at its first call: no matrix product yet
+    core = _capability("import numpy; import dmllab.numerics as n; print(n.openblas_cores())")  # unpinned
+    if OPENBLAS_VAR in pinned_env() and core not in ("None", "Haswell"):
+        assert f"numpy's OpenBLAS runs {core} kernels" in late
     product = "import torch; torch.ones(2, 3) @ torch.ones(3, 2); import dmllab.numerics as n; import dmllab"
     late = _capability(product + "; print(n.late_pin_message())")
     if _capability("import dmllab.numerics as n; print(n.mkl_branch())") != "None":  # torch with MKL

@@ -139,14 +139,15 @@ def controlled_env(
 
 
 def run_fingerprints(env: Mapping[str, str]) -> dict[str, Any]:
-    """:func:`main`'s JSON (``hashes``, ``kernels``, ``versions``) from a fresh process with exactly ``env``."""
-    out = subprocess.run(
-        [sys.executable, "-m", "dmllab.numerics.fingerprint"],
-        env=dict(env),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    """:func:`record` of a fresh process with exactly ``env``.
+
+    Raises:
+        RuntimeError: the process failed; the message ends with its stderr.
+    """
+    cmd = [sys.executable, "-m", "dmllab.numerics.fingerprint"]
+    out = subprocess.run(cmd, env=dict(env), capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({out.returncode}): {out.stderr.strip()[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -159,7 +160,7 @@ def versions() -> dict[str, str]:
     return {"torch": torch.__version__, "numpy": numpy.__version__, "openblas": str(blas.get("version"))}
 
 
-def record(cpu: str | None = None) -> dict[str, Any]:
+def record() -> dict[str, Any]:
     """What this process computes: ``hashes`` (:func:`fingerprints`), the ``kernels`` that ran
     (:func:`dmllab.numerics.cpu_kernels`), the ``versions`` (:func:`versions`) and the ``cpu``."""
     from dmllab.numerics.kernels import cpu_kernels
@@ -168,7 +169,7 @@ def record(cpu: str | None = None) -> dict[str, Any]:
     hashes = fingerprints()
     info = cpuinfo() or {}
     name, family, model = (info.get(k, "?") for k in ("model name", "cpu family", "model"))
-    cpu = cpu or f"{name} (family {family} model {model})"
+    cpu = f"{name} (family {family} model {model})"
     return {"hashes": hashes, "kernels": cpu_kernels(), "versions": versions(), "cpu": cpu}
 
 
@@ -185,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
         "--check", type=Path, help="compare a fresh pinned process's hashes with this JSON file"
     )
     args = parser.parse_args(argv)
+    if args.check and not args.check.is_file():
+        parser.error(f"{args.check}: no such file; record one with --write {args.check}")
     if not (args.write or args.check):  # the child of run_fingerprints: this process, as it was started
         print(json.dumps(record(), sort_keys=True))
         return 0

@@ -110,11 +110,11 @@ def late_pin_message() -> str | None:
         if wide:
             late.append(f"numpy runs {' '.join(wide)} loops (numpy was imported before `import dmllab`)")
     if env.get(OPENBLAS_VAR) == OPENBLAS_CORE:
-        cores = openblas_cores()
-        if cores not in (None, OPENBLAS_CORE):
+        other = [c for c in (openblas_cores() or "").split() if c != OPENBLAS_CORE]
+        if other:
             late.append(
-                f"numpy's OpenBLAS runs {cores} kernels (numpy was imported before `import dmllab`, or by "
-                "`import torch`)"
+                f"numpy's OpenBLAS runs {' '.join(other)} kernels (numpy was imported before `import dmllab`, or "
+                "by `import torch`)"
             )
     if not late:
         return None
