@@ -56,6 +56,8 @@ FLOORS: dict[str, int] = {
     ),
     # 1: the components
     **dict.fromkeys(["dmllab.losses", "dmllab.models", "dmllab.metrics", "dmllab.data"], 1),
+    # the pin's check (python -m dmllab.numerics.fingerprint) runs a few steps of the SmallCNN: above the components
+    "dmllab.numerics.fingerprint": 2,
     # 2: training (configs, presets, the trainer, the run store)
     "dmllab.training": 2,
     # 3: the toy models and the figures
