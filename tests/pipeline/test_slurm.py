@@ -230,3 +230,30 @@ def test_a_job_trains_on_its_cpus_and_stops_when_cancelled(device, threads, monk
     with pytest.raises(slurm.JobCancelled, match="SLURM job 7 was cancelled"):
         TrainJob()(run)
     assert seen == [threads, threads]
+
+
+def test_copies_left_after_the_results_are_cancelled_by_the_studys_job_name(monkeypatch):
+    """A requeued copy (PENDING) is cancelled at once; jobs that are all still RUNNING (a result just written)
+    get the settling time to end by themselves first."""
+    clock = Clock()
+    monkeypatch.setattr(slurm_queue, "time", clock)
+    calls = []
+
+    def fake(queue):
+        def run(argv, **kw):
+            calls.append((round(clock.now), argv[0], next(a for a in argv if a.startswith("--name="))))
+            return queue(clock.now) if argv[0] == "squeue" else ""
+
+        return run
+
+    monkeypatch.setattr(slurm_queue, "slurm", fake(lambda now: "1_2|PENDING\n1_3|RUNNING\n"))
+    assert slurm_queue.cancel_named("dmllab-x", settle_s=15) == ["1_2", "1_3"]
+    assert calls == [(0, "squeue", "--name=dmllab-x"), (0, "scancel", "--name=dmllab-x")]
+    calls.clear()
+    monkeypatch.setattr(slurm_queue, "slurm", fake(lambda now: "1_3|RUNNING\n" if now < 3 else ""))
+    assert slurm_queue.cancel_named("dmllab-x", settle_s=15) == [] and calls[-1][1] == "squeue"
+    calls.clear()
+    clock.now = 0.0
+    monkeypatch.setattr(slurm_queue, "slurm", fake(lambda now: "1_3|RUNNING\n"))
+    assert slurm_queue.cancel_named("dmllab-x", settle_s=15) == ["1_3"]
+    assert calls[-1][:2] == (15, "scancel")

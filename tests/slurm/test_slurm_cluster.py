@@ -248,7 +248,7 @@ def test_ctrl_c_cancels_every_job(slurm, tmp_path, queue_empty):
         text=True,
     )
     try:
-        _wait("the study's jobs queued", lambda: _active(env), 60, proc)
+        queued = _wait("the study's jobs queued", lambda: _active(env), 60, proc)
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=60)
     finally:
@@ -256,7 +256,13 @@ def test_ctrl_c_cancels_every_job(slurm, tmp_path, queue_empty):
             proc.kill()
     assert proc.returncode == 130, out
     _wait("every job cancelled", lambda: _active(env) == [], 20)
+    array = queued[0][0].split("_")[0]
     states = subprocess.run(
-        ["sacct", "-X", "-n", "-P", "-o", "JobID,State"], env=env, capture_output=True, text=True, check=True
-    ).stdout
-    assert "CANCELLED" in states
+        ["sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j", array],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\n")
+    ended = [line.split("|")[1].split(" ")[0] for line in states if line]
+    assert ended and set(ended) <= {"CANCELLED", "COMPLETED"} and "CANCELLED" in ended, states
