@@ -263,17 +263,18 @@ class Watch:
         return JobResult(self.names[i], "FAILED", 0.0, f"SLURM job {job.job_id} {what}", log)
 
     def _status(self, elapsed_s: float) -> str:
+        """``slurm: after 3.0 min: 2 done, 1 PENDING (Resources), 1 RUNNING``: the last states seen."""
         counts: Counter[str] = Counter()
-        reasons: dict[str, Counter[str]] = {}
+        why: set[str] = set()  # the reasons of the PENDING jobs
         for i in self._waiting():
             state, reason = self._last.get(self.jobs[i].job_id) or ("UNKNOWN", "")
             counts[state] += 1
-            if state == "PENDING" and reason and reason != "None":
-                reasons.setdefault(state, Counter())[reason] += 1
-        parts = [f"{len(self.results)} done"]
-        for state, n in sorted(counts.items()):
-            why = ", ".join(f"{r}" for r in sorted(reasons.get(state, {})))
-            parts.append(f"{n} {state}" + (f" ({why})" if why else ""))
+            if state == "PENDING" and reason not in ("", "None"):
+                why.add(reason)
+        parts = [f"{len(self.results)} done"] + [
+            f"{n} {state}" + (f" ({', '.join(sorted(why))})" if state == "PENDING" and why else "")
+            for state, n in sorted(counts.items())
+        ]
         return f"slurm: after {elapsed_s / 60:.1f} min: {', '.join(parts)}"
 
 
