@@ -48,6 +48,12 @@ def results_dir() -> Path:
     return Path(os.environ.get("DMLLAB_RESULTS", _REPO_ROOT / "results")).expanduser()
 
 
+def tmp_dir() -> Path:
+    """Scratch on the results' file system (never committed): ``<results>/tmp``. A SLURM study's submission
+    folders go here (the compute nodes must see them, as they see the run store)."""
+    return results_dir() / "tmp"
+
+
 def runs_dir() -> Path:
     """The run store: ``<results>/runs`` (``<results>/runs-native`` with ``DMLLAB_CPU_ISA=native``)."""
     return results_dir() / ("runs-native" if _native() else "runs")

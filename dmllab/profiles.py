@@ -7,6 +7,8 @@
 from __future__ import annotations
 
 PROFILES: tuple[str, ...] = ("smoke", "quick", "paper")
+#: Profiles whose runs need a GPU: a SLURM job of theirs asks for one unless told otherwise (``--gpus-per-job``).
+GPU_PROFILES: tuple[str, ...] = ("paper",)
 
 
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "mps")

@@ -153,7 +153,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="run every notebook even when its code, parameters and runs are unchanged",
     )
-    add_slurm_arguments(study, unit="run", time_min=240, gpus=1, cpus=10)
+    add_slurm_arguments(study, unit="run", time_min=240)
     study.set_defaults(func=_study)
 
     report = subparsers.add_parser("report", help="build figures/report.html from results/")

@@ -2,9 +2,8 @@
 
 * :class:`LocalExecutor`: a pool of spawned worker processes; each dies with the study, even on ``kill -9``
   (``PR_SET_PDEATHSIG``), and ignores the terminal's Ctrl-C (the study stops its workers itself).
-* :class:`SlurmExecutor`: one submitit job per run, as a job array (as facebookresearch's DINO/MAE/DETR launchers
-  do). A job preempted or out of time requeues itself (:class:`TrainJob`) and its run resumes from its last epoch
-  checkpoint.
+* :class:`~dmllab.pipeline.slurm.SlurmExecutor` (:mod:`dmllab.pipeline.slurm`): one SLURM job per run, through
+  submitit.
 
 Stopping: on :class:`~dmllab.pipeline.jobs.Interrupted` (SIGINT or SIGTERM in the study process,
 :func:`dmllab.pipeline.jobs.stop_on_signals`) the executor cancels what has not started, terminates every worker
@@ -17,18 +16,14 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import suppress
-from dataclasses import dataclass
 from multiprocessing import get_context
-from pathlib import Path
 from typing import Any
 
-from dmllab import paths
 from dmllab.experiments.artifact import Run
-from dmllab.pipeline.jobs import CPU_THREADS_PER_RUN, Interrupted, JobResult, quiet, train_run
+from dmllab.pipeline.jobs import CPU_THREADS_PER_RUN, Interrupted, JobResult, quiet, set_threads, train_run
 
 #: Seconds a worker and its children get to exit after SIGTERM before SIGKILL.
 STOP_GRACE_S = 1.0
@@ -48,11 +43,8 @@ def _die_with_parent() -> None:
 def _worker_init(threads: int) -> None:
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the study stops its workers (module docstring)
-    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
     quiet()
-    import torch
-
-    torch.set_num_threads(threads)
+    set_threads(threads)
 
 
 def terminate_trees(pids: Sequence[int], grace_s: float = STOP_GRACE_S) -> None:
@@ -133,91 +125,3 @@ class LocalExecutor:
             bar.close()
         pool.shutdown(wait=True)
         return [results[i] for i in range(len(items))]
-
-
-# ------------------------------------------------------------------------------------------------- SLURM
-
-
-@dataclass(frozen=True)
-class SlurmOptions:
-    """``--executor slurm`` settings (submitit): partition, time limit per run, GPUs and CPUs per job, how many
-    array jobs run at once, where logs go; ``cluster="local"`` runs the same path with submitit's local
-    executor (CI)."""
-
-    partition: str | None = None
-    time_min: int = 240
-    gpus_per_job: int = 1
-    cpus_per_job: int = 10
-    array_parallelism: int = 32
-    folder: str | None = None
-    cluster: str | None = None  # None: auto (slurm when sbatch exists); "local" | "debug" for tests
-
-
-class TrainJob:
-    """The callable of one SLURM job: :func:`train_run` of its run, requeued when preempted or out of time.
-
-    submitit requeues a job whose callable has a ``checkpoint`` method (``submitit/core/job_environment.py``,
-    ``checkpoint_and_try_requeue``), the protocol of ``submitit.helpers.Checkpointable``; a plain class with that
-    method keeps submitit out of every ``dmllab study`` that does not use SLURM.
-    """
-
-    def __call__(self, run: Run) -> JobResult:
-        return train_run(run)
-
-    def checkpoint(self, run: Run) -> Any:
-        """The resubmission of this job (``submitit.helpers.DelayedSubmission`` of a fresh :class:`TrainJob`)."""
-        import submitit
-
-        return submitit.helpers.DelayedSubmission(TrainJob(), run)
-
-
-class SlurmExecutor:
-    """One submitit job per run, as a job array; waits for them and reports failures with their log path. On
-    :class:`Interrupted` the jobs not finished are cancelled."""
-
-    def __init__(self, options: SlurmOptions | None = None, *, progress: bool = True) -> None:
-        self.options = options or SlurmOptions()
-        self.progress = progress
-
-    def submit(self, runs: Sequence[Run], *, desc: str = "train (slurm)") -> list[JobResult]:
-        import submitit
-        from tqdm.auto import tqdm
-
-        if not runs:
-            return []
-        o = self.options
-        folder = Path(o.folder or paths.results_dir() / "slurm" / time.strftime("%Y%m%d-%H%M%S"))
-        executor = submitit.AutoExecutor(folder=str(folder / "%j"), cluster=o.cluster)
-        params: dict[str, Any] = {"timeout_min": o.time_min, "name": "dmllab"}
-        if executor.cluster == "slurm":
-            params.update(
-                slurm_partition=o.partition,
-                gpus_per_node=o.gpus_per_job,
-                tasks_per_node=1,
-                cpus_per_task=o.cpus_per_job,
-                slurm_array_parallelism=o.array_parallelism,
-            )
-            params = {k: v for k, v in params.items() if v is not None}
-        executor.update_parameters(**params)
-        jobs = executor.map_array(TrainJob(), list(runs))
-        results: list[JobResult] = []
-        bar = tqdm(total=len(jobs), desc=desc, unit="run", disable=not self.progress)
-        try:
-            for run, job in zip(runs, jobs):
-                try:
-                    res = job.result()
-                except Exception as err:  # the job itself failed (time limit after requeues, node failure)
-                    error = f"job {job.job_id} failed: {type(err).__name__}: {str(err)[-300:]}"
-                    res = JobResult(run.key, "FAILED", 0.0, error)
-                if res.status != "ok":
-                    res = JobResult(res.name, res.status, res.wall_s, res.error, str(job.paths.stderr))
-                results.append(res)
-                bar.update(1)
-        except KeyboardInterrupt as err:
-            for job in jobs[len(results) :]:
-                job.cancel(check=False)
-            signum = err.signum if isinstance(err, Interrupted) else signal.SIGINT
-            raise Interrupted(signum, results) from None
-        finally:
-            bar.close()
-        return results

@@ -104,15 +104,25 @@ def resolve_jobs(jobs: int | str, device: str) -> int:
     return n
 
 
-def threads_per_worker(device: str, workers: int) -> int:
+def threads_per_worker(device: str, workers: int, cores: int | None = None) -> int:
     """torch threads of each worker: :data:`CPU_THREADS_PER_RUN` on the CPU; on an accelerator the worker's share
-    of the usable cores (at most ``OMP_NUM_THREADS`` where the user set it)."""
+    of ``cores`` (default :func:`usable_cores`; a SLURM job passes its allocated CPUs), at most
+    ``OMP_NUM_THREADS`` where the user set it."""
     if str(device).split(":")[0] == "cpu":
         return CPU_THREADS_PER_RUN
-    threads = max(1, usable_cores() // max(1, workers))
+    threads = max(1, (cores or usable_cores()) // max(1, workers))
     if os.environ.get("OMP_NUM_THREADS", "").isdigit():  # an explicit user limit is kept
         threads = max(1, min(threads, int(os.environ["OMP_NUM_THREADS"])))
     return threads
+
+
+def set_threads(threads: int) -> None:
+    """Run this process's torch (and OpenMP/MKL children) on ``threads`` threads: every training process calls
+    it before its first run (a local worker, a SLURM job)."""
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
+    import torch
+
+    torch.set_num_threads(threads)
 
 
 def quiet() -> None:

@@ -32,7 +32,7 @@ from dmllab import paths
 from dmllab.experiments import registry
 from dmllab.numerics import stale_cache_message
 from dmllab.pipeline import execute
-from dmllab.pipeline.executors import LocalExecutor, SlurmExecutor, SlurmOptions
+from dmllab.pipeline.executors import LocalExecutor
 from dmllab.pipeline.fastdev import check_fast_dev, fast_dev_header, scratch_paths
 from dmllab.pipeline.jobs import (
     Interrupted,
@@ -45,6 +45,7 @@ from dmllab.pipeline.jobs import (
 from dmllab.pipeline.outcome import StudyResult
 from dmllab.pipeline.plan import Plan, estimate, make_plan
 from dmllab.pipeline.preflight import preflight
+from dmllab.pipeline.slurm import SlurmExecutor, SlurmOptions
 from dmllab.profiles import resolve_device
 
 EXECUTORS = ("local", "slurm")
@@ -152,7 +153,7 @@ def _run(
             if problems:
                 raise _Stop()
             step = finished("plan", "train")
-            trainer = SlurmExecutor(slurm, progress=progress) if executor == "slurm" else local
+            trainer = SlurmExecutor(slurm, progress=progress, say=say) if executor == "slurm" else local
             done["train"] = trainer.submit([r.run for r in plan.missing], desc=f"train ({profile})")
             step = finished("train", "notebooks")
             done["notebooks"] = execute.run_notebooks(plan, local, nb_dir, out_dir, force)

@@ -213,14 +213,15 @@ def train_runs(
 ) -> list[Any]:
     """Train ``runs`` (:class:`dmllab.experiments.artifact.Run`) on the study's executor
     (:mod:`dmllab.pipeline.executors`): a local process pool of ``jobs`` workers (``"auto"``: one per usable core
-    on the CPU, each run on one thread) or SLURM jobs (``slurm``: :class:`~dmllab.pipeline.executors.SlurmOptions`).
+    on the CPU, each run on one thread) or SLURM jobs (``slurm``: :class:`~dmllab.pipeline.slurm.SlurmOptions`).
     The one call into :mod:`dmllab.pipeline`; returns its ``JobResult`` per run."""
     from dmllab.pipeline import executors
+    from dmllab.pipeline import slurm as slurm_executor
     from dmllab.pipeline.jobs import resolve_jobs, threads_per_worker
     from dmllab.profiles import resolve_device
 
     if executor == "slurm":
-        return executors.SlurmExecutor(slurm, progress=progress).submit(runs, desc="trials (slurm)")
+        return slurm_executor.SlurmExecutor(slurm, progress=progress).submit(runs, desc="trials (slurm)")
     if executor != "local":
         raise ValueError(f"unknown executor {executor!r}; valid executors: local, slurm")
     device = resolve_device(runs[0].config.run.device) if runs else "cpu"

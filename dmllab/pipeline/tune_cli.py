@@ -82,5 +82,5 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--executor", choices=("local", "slurm"), default="local")
     p.add_argument("--list", action="store_true", help="print the methods and their search spaces and stop")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
-    add_slurm_arguments(p, unit="trial", time_min=60, gpus=0, cpus=1, gpus_note=": quick is CPU")
+    add_slurm_arguments(p, unit="trial", time_min=60)
     p.set_defaults(func=cmd_tune)

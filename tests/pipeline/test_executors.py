@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from dmllab.experiments import Artifact, Figure, Run
-from dmllab.pipeline import executors, jobs
-from dmllab.pipeline.executors import SlurmExecutor, SlurmOptions
+from dmllab.pipeline import jobs, slurm
 from dmllab.pipeline.jobs import JobResult, train_run
 from dmllab.pipeline.outcome import StudyResult, format_summary
 from dmllab.pipeline.plan import format_plan, make_plan
+from dmllab.pipeline.slurm import SlurmExecutor, SlurmOptions
 from dmllab.training import presets
 
 
@@ -60,7 +60,7 @@ def test_submitit_executor_trains_with_its_local_executor(store_env, tmp_path):
     pytest.importorskip("submitit")
     run = Run(presets.get("proxynca++", "synthetic", "smoke"), 3)
     results = SlurmExecutor(
-        SlurmOptions(cluster="local", folder=str(tmp_path / "slurm"), time_min=5), progress=False
+        SlurmOptions(cluster="local", folder=str(tmp_path / "slurm"), time_min=20), progress=False
     ).submit([run])
     assert [r.status for r in results] == ["ok"], results
     from dmllab.training.store import RunStore
@@ -146,6 +146,6 @@ def test_a_slurm_job_resubmits_itself_when_preempted_or_out_of_time():
     resubmission is the same callable on the same run, which resumes from its last epoch checkpoint."""
     submitit = pytest.importorskip("submitit")
     run = Run(presets.get("proxynca++", "synthetic", "smoke"), 3)
-    again = executors.TrainJob().checkpoint(run)
+    again = slurm.TrainJob().checkpoint(run)
     assert isinstance(again, submitit.helpers.DelayedSubmission)
-    assert isinstance(again.function, executors.TrainJob) and again.args == (run,)
+    assert isinstance(again.function, slurm.TrainJob) and again.args == (run,)

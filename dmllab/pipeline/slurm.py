@@ -1,0 +1,347 @@
+"""``--executor slurm``: one SLURM job per run, through submitit, as a job array (as facebookresearch's
+DINO/MAE/DETR launchers do).
+
+Before submitting, :meth:`SlurmOptions.check` and :func:`partition` check the options (one line naming the flag):
+the partition exists (``sinfo``), a job's CPUs and GPUs fit one of its nodes (a job that fits none stays PENDING
+for ever), ``--time-min`` leaves submitit room to tell a preemption from a time-out. What a job asks for
+(:func:`resources`): no GPU unless its profile needs one (:data:`dmllab.profiles.GPU_PROFILES`) or
+``--gpus-per-job`` says so; one CPU for a CPU job (a CPU run uses one thread), :data:`GPU_JOB_CPUS` (at most a
+node's) for a GPU job, unless ``--cpus-per-job`` says so.
+
+The submission folder (submitit's pickles, the sbatch script, the jobs' logs) is
+``<results>/tmp/slurm-<stamp>/`` (:func:`dmllab.paths.tmp_dir`, or ``--slurm-folder``): removed when the
+submission fails or every run succeeds, kept with the failures' logs otherwise. Every job of a study carries the
+name ``dmllab-<stamp>``: Ctrl-C (:class:`~dmllab.pipeline.jobs.Interrupted`) cancels them all by that name, and
+when the study has every result it cancels any copy still queued (a job requeued after its result was written).
+
+The wait (:class:`~dmllab.pipeline.slurm_queue.Watch`) collects results as jobs finish, prints job states at least
+every minute, warns of a job long PENDING and ends every job with its result or a named failure.
+
+In the job (:class:`TrainJob`): torch threads from the job's CPUs (:func:`~dmllab.pipeline.jobs.threads_per_worker`,
+as a local worker), a ``scancel`` stops the run at once (submitit ignores SIGTERM so that a preempted job can
+requeue itself: the job asks ``sacct`` whether it was cancelled), and a preempted or timed-out job requeues itself
+and resumes from its last epoch checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dmllab import paths
+from dmllab.experiments.artifact import Run
+from dmllab.pipeline.jobs import (
+    Interrupted,
+    JobResult,
+    set_threads,
+    threads_per_worker,
+    train_run,
+    usable_cores,
+)
+from dmllab.pipeline.slurm_queue import (
+    RESULT_GRACE_S,
+    Partition,
+    Watch,
+    cancel_named,
+    partition,
+    slurm,
+    slurm_states,
+)
+from dmllab.profiles import GPU_PROFILES
+
+#: GPUs of a job whose profile needs one (:data:`dmllab.profiles.GPU_PROFILES`), unless ``--gpus-per-job``.
+GPU_JOB_GPUS = 1
+#: CPUs of a GPU job (its data loading), at most a node's, unless ``--cpus-per-job``.
+GPU_JOB_CPUS = 10
+#: submitit signals a job (USR2) this many seconds before its time limit, to checkpoint and requeue it.
+SIGNAL_DELAY_S = 90
+#: submitit takes a signal that comes after ``min(0.8 T, T - TIMEOUT_MARGIN_MIN)`` of a T-minute job for a
+#: time-out (at most 3 requeues), one before it for a preemption (requeued without limit).
+TIMEOUT_MARGIN_MIN = 10
+#: The shortest ``--time-min``: at least the first half of a job tells a preemption from a time-out.
+MIN_TIME_MIN = 2 * TIMEOUT_MARGIN_MIN
+
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    """``--executor slurm`` settings: partition (None: the cluster's default), time limit per job, GPUs and CPUs
+    per job (None: :func:`resources`), array jobs running at once, where the submission folder goes (None:
+    :func:`dmllab.paths.tmp_dir`), ``cluster`` ("local": submitit's local executor, the tests' stand-in; None:
+    SLURM), and the wait: a status line every ``status_every_s``, a warning for a job PENDING longer than
+    ``pending_warn_s``, a job that nothing knows for ``vanished_s`` a failure."""
+
+    partition: str | None = None
+    time_min: int = 240
+    gpus_per_job: int | None = None
+    cpus_per_job: int | None = None
+    array_parallelism: int = 32
+    folder: str | None = None
+    cluster: str | None = None
+    status_every_s: float = 60.0
+    pending_warn_s: float = 600.0
+    vanished_s: float = 60.0
+
+    def check(self) -> None:
+        """Raises ValueError (one line naming the flag) for a value no job can run with."""
+        if self.time_min < MIN_TIME_MIN:
+            raise ValueError(
+                f"--time-min {self.time_min} is too short: submitit takes a signal after min(0.8 T, T - "
+                f"{TIMEOUT_MARGIN_MIN} min) of a T-minute job for a time-out (and signals {SIGNAL_DELAY_S} s "
+                f"before the limit), so a preemption would count as a time-out; give --time-min {MIN_TIME_MIN} "
+                "or more"
+            )
+        for flag, value, low in (
+            ("--cpus-per-job", self.cpus_per_job, 1),
+            ("--gpus-per-job", self.gpus_per_job, 0),
+            ("--array-parallelism", self.array_parallelism, 1),
+        ):
+            if value is not None and value < low:
+                raise ValueError(f"{flag} must be at least {low}, got {value}")
+
+
+def resources(options: SlurmOptions, runs: Sequence[Run], part: Partition) -> tuple[int, int]:
+    """``(gpus, cpus)`` per job of ``runs`` on ``part`` (module docstring).
+
+    Raises:
+        ValueError: more GPUs or CPUs than any node of the partition has (one line naming the flag).
+    """
+    needs = sorted({r.config.profile for r in runs if r.config.profile in GPU_PROFILES})
+    gpus = options.gpus_per_job if options.gpus_per_job is not None else (GPU_JOB_GPUS if needs else 0)
+    if gpus > part.gpus:
+        why = (
+            f"--gpus-per-job {gpus}"
+            if options.gpus_per_job is not None
+            else f"the {', '.join(needs)} profile's jobs ask for {gpus} GPU(s) each (--gpus-per-job)"
+        )
+        raise ValueError(
+            f"{why}, but no node of partition {part.name!r} has more than {part.gpus} (sinfo); give a GPU "
+            "partition with --partition, or --gpus-per-job 0 to train on CPUs"
+        )
+    cpus = options.cpus_per_job or (min(GPU_JOB_CPUS, part.cpus) if gpus else 1)
+    if cpus > part.cpus:
+        raise ValueError(
+            f"--cpus-per-job {cpus}: no node of partition {part.name!r} has more than {part.cpus} CPUs (sinfo), "
+            f"so the jobs would stay PENDING; give --cpus-per-job {part.cpus} or less"
+        )
+    return gpus, cpus
+
+
+# ----------------------------------------------------------------------------------------------- the job
+
+
+class JobCancelled(Exception):
+    """Raised in a SLURM job's run when the job was cancelled (``scancel``): the run stops, nothing is stored."""
+
+
+def _job_id() -> str | None:
+    env = os.environ
+    if env.get("SLURM_ARRAY_JOB_ID") and env.get("SLURM_ARRAY_TASK_ID"):
+        return f"{env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']}"
+    return env.get("SLURM_JOB_ID")
+
+
+def _cancelled(job_id: str, tries: int = 3, wait_s: float = 0.5) -> bool:
+    """Whether ``sacct`` says the job was cancelled (a requeue or preemption sends the same SIGTERM); asked a
+    few times, as the accounting may lag behind the signal."""
+    for attempt in range(tries):
+        try:
+            state = slurm(["sacct", "-X", "-n", "-P", "-o", "State", "-j", job_id], timeout_s=10).strip()
+        except ValueError:
+            return False
+        if state.startswith("CANCELLED"):
+            return True
+        if state and not state.startswith("RUNNING"):
+            return False
+        if attempt < tries - 1:
+            time.sleep(wait_s)
+    return False
+
+
+def job_cpus() -> int:
+    """The CPUs SLURM gave this job (``SLURM_CPUS_PER_TASK``), else the usable cores."""
+    value = os.environ.get("SLURM_CPUS_PER_TASK", "")
+    return int(value) if value.isdigit() and int(value) > 0 else usable_cores()
+
+
+class TrainJob:
+    """The callable of one SLURM job: :func:`train_run` of its run (module docstring: threads, cancellation),
+    requeued when preempted or out of time.
+
+    submitit requeues a job whose callable has a ``checkpoint`` method (``submitit/core/job_environment.py``,
+    ``checkpoint_and_try_requeue``), the protocol of ``submitit.helpers.Checkpointable``; a plain class with that
+    method keeps submitit out of every ``dmllab study`` that does not use SLURM.
+    """
+
+    def __call__(self, run: Run) -> JobResult:
+        threads = threads_per_worker(run.config.run.device, 1, cores=job_cpus())
+        set_threads(threads)
+        job_id = _job_id()
+        if job_id:
+            bypass = signal.getsignal(signal.SIGTERM)  # submitit's: a preempted job must live to requeue
+
+            def on_sigterm(signum: int, frame: Any) -> None:
+                if _cancelled(job_id):
+                    raise JobCancelled(
+                        f"SLURM job {job_id} was cancelled (scancel): the run stopped unfinished"
+                    )
+                if callable(bypass):
+                    bypass(signum, frame)
+
+            signal.signal(signal.SIGTERM, on_sigterm)
+        print(f"dmllab: training {run.key} with {threads} torch thread(s)", file=sys.stderr, flush=True)
+        return train_run(run)
+
+    def checkpoint(self, run: Run) -> Any:
+        """The resubmission of this job (``submitit.helpers.DelayedSubmission`` of a fresh :class:`TrainJob`)."""
+        import submitit
+
+        return submitit.helpers.DelayedSubmission(TrainJob(), run)
+
+
+# ------------------------------------------------------------------------------------------ the executor
+
+
+def _parameters(o: SlurmOptions, runs: Sequence[Run], name: str, cluster: str) -> tuple[dict[str, Any], str]:
+    """submitit's parameters for the jobs of ``runs`` and a line saying where they go (:func:`partition`,
+    :func:`resources`: the checks before submitting)."""
+    params: dict[str, Any] = {"timeout_min": o.time_min, "name": name}
+    if cluster != "slurm":
+        return params, "submitit's local executor"
+    part = partition(o.partition)
+    gpus, cpus = resources(o, runs, part)
+    params.update(
+        slurm_partition=part.name,
+        tasks_per_node=1,
+        cpus_per_task=cpus,
+        slurm_array_parallelism=o.array_parallelism,
+        slurm_signal_delay_s=SIGNAL_DELAY_S,
+    )
+    if gpus:
+        params["gpus_per_node"] = gpus
+    return params, f"partition {part.name}, {cpus} CPU(s) and {gpus} GPU(s) per job, {o.time_min} min each"
+
+
+def _remove(folder: Path, scratch: bool) -> None:
+    """Remove a submission folder and, where it is in the scratch folder (``scratch``), that too when empty."""
+    shutil.rmtree(folder, ignore_errors=True)
+    if scratch:
+        with suppress(OSError):
+            folder.parent.rmdir()
+
+
+class SlurmExecutor:
+    """One submitit job per run, as a job array (module docstring); ``say`` gets the status lines."""
+
+    def __init__(
+        self,
+        options: SlurmOptions | None = None,
+        *,
+        progress: bool = True,
+        say: Callable[[str], None] = print,
+    ) -> None:
+        self.options = options or SlurmOptions()
+        self.progress = progress
+        self.say = say
+
+    def submit(self, runs: Sequence[Run], *, desc: str = "train (slurm)") -> list[JobResult]:
+        """Train ``runs``, one job each; returns one :class:`JobResult` per run, in order.
+
+        Raises:
+            ValueError: an option no job can run with, or ``sbatch`` refused the jobs (one line; nothing left
+                behind).
+            Interrupted: on Ctrl-C or SIGTERM, after cancelling every job, with the results collected so far.
+        """
+        import submitit
+        from tqdm.auto import tqdm
+
+        if not runs:
+            return []
+        o = self.options
+        o.check()
+        cluster = o.cluster or "slurm"
+        stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+        name = f"dmllab-{stamp}"
+        params, where = _parameters(o, runs, name, cluster)
+        folder = Path(o.folder or paths.tmp_dir()) / f"slurm-{stamp}"
+        try:
+            executor = submitit.AutoExecutor(folder=str(folder / "%j"), cluster=cluster)
+            executor.update_parameters(**params)
+            jobs = executor.map_array(TrainJob(), list(runs))
+        except KeyboardInterrupt as err:  # Ctrl-C while sbatch ran: the array may exist
+            self._cancel(cluster, name, [])
+            _remove(folder, o.folder is None)
+            raise Interrupted(getattr(err, "signum", signal.SIGINT)) from None
+        except Exception as err:
+            _remove(folder, o.folder is None)
+            text = " ".join(str(err).split()) or type(err).__name__
+            raise ValueError(f"SLURM refused the jobs ({where}): {text}") from None
+        self.say(
+            f"slurm: {len(jobs)} run(s) submitted as {name} (job {jobs[0].job_id.split('_')[0]}; {where}); "
+            f"logs in {folder}"
+        )
+        bar = tqdm(total=len(jobs), desc=desc, unit="run", disable=not self.progress)
+
+        def done(res: JobResult) -> None:
+            bar.set_postfix_str(f"{res.name[:40]}: {res.status}")
+            bar.update(1)
+
+        def states(job_ids: Sequence[str]) -> dict[str, tuple[str, str]] | None:
+            if cluster == "slurm":
+                return slurm_states(name, job_ids)
+            return {
+                j.job_id: ("COMPLETED" if j.done() else "RUNNING", "") for j in jobs if j.job_id in job_ids
+            }
+
+        watch = Watch(
+            jobs,
+            [r.key for r in runs],
+            states,
+            say=lambda line: self._say(bar, line),
+            done=done,
+            status_every_s=o.status_every_s,
+            pending_warn_s=o.pending_warn_s,
+            vanished_s=o.vanished_s,
+        )
+        try:
+            results = watch.run()
+        except KeyboardInterrupt as err:
+            self._cancel(cluster, name, jobs)
+            signum = err.signum if isinstance(err, Interrupted) else signal.SIGINT
+            raise Interrupted(signum, [watch.results[i] for i in sorted(watch.results)]) from None
+        finally:
+            bar.close()
+        leftover = self._cancel(cluster, name, jobs, settle_s=RESULT_GRACE_S)
+        if leftover:
+            self.say(
+                f"slurm: cancelled {len(leftover)} job(s) still queued after their result: {' '.join(leftover)}"
+            )
+        if all(r.status == "ok" for r in results):
+            _remove(folder, o.folder is None)
+        return results
+
+    def _say(self, bar: Any, line: str) -> None:
+        with bar.external_write_mode():
+            self.say(line)
+
+    @staticmethod
+    def _cancel(cluster: str, name: str, jobs: Sequence[Any], settle_s: float = 0.0) -> list[str]:
+        """Cancel every job of this submission still pending or running (:func:`cancel_named`); returns their
+        ids."""
+        if cluster == "slurm":
+            try:
+                return cancel_named(name, settle_s)
+            except ValueError:
+                return []
+        left = [j for j in jobs if not j.done()]
+        for job in left:
+            job.cancel(check=False)
+        return [j.job_id for j in left]

@@ -1,0 +1,304 @@
+"""What SLURM says about its partitions (:func:`partition`) and a study's jobs, and the wait for them
+(:class:`Watch`), for :class:`~dmllab.pipeline.slurm.SlurmExecutor`.
+
+States come from ``squeue`` (live: pending, running and, for a few minutes, finished jobs, with the reason a job
+waits) and ``sacct`` (accounting: finished jobs), one call each for all the study's jobs (:func:`slurm_states`);
+submitit's own watcher is not used, because it reads a job that neither knows (an array task cancelled while
+PENDING) as not done and waits for ever. The wait collects each job's result as soon as its result file exists,
+in whatever order the jobs finish, and ends every job in one of three ways: its result; a named failure when SLURM
+says it ended without one (cancelled, failed, out of time or memory, node failure); a named failure when neither
+``squeue`` nor ``sacct`` has known it for :attr:`~dmllab.pipeline.slurm.SlurmOptions.vanished_s` seconds.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import Any
+
+from dmllab.pipeline.jobs import JobResult
+
+#: SLURM job states (``squeue``/``sacct``) that end a job: one without a result file is a failure.
+ENDED = frozenset(
+    ("COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE")
+    + ("OUT_OF_MEMORY", "REVOKED")
+)
+#: Reasons a job is PENDING by the study's own choice (``--array-parallelism``): no warning.
+THROTTLED = frozenset(("JobArrayTaskLimit",))
+#: Job states ``scancel`` still has something to stop in.
+ACTIVE = "PD,R,S,CF,RQ,RH,RF,RS,SE,ST,SI"
+#: Seconds a result file may lag behind the state that says the job ended (a shared file system's caching).
+RESULT_GRACE_S = 15.0
+#: Seconds between two looks at the result files; the queue is asked from every 2 s up to every
+#: :data:`MAX_QUERY_S` seconds (ever less often while nothing changes).
+POLL_S = 1.0
+MAX_QUERY_S = 30.0
+
+
+def slurm(argv: Sequence[str], *, timeout_s: float = 60) -> str:
+    """The output of a SLURM client command.
+
+    Raises:
+        ValueError: the command is missing (not a SLURM login node) or failed (its last error line).
+    """
+    try:
+        out = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s)
+    except FileNotFoundError:
+        raise ValueError(
+            f"--executor slurm: `{argv[0]}` not found; submit from a SLURM login node (the SLURM client "
+            "commands on PATH)"
+        ) from None
+    except subprocess.TimeoutExpired:
+        raise ValueError(f"`{' '.join(argv)}` did not answer within {timeout_s:.0f} s") from None
+    if out.returncode:
+        lines = (out.stderr or out.stdout).strip().splitlines() or [f"exit status {out.returncode}"]
+        raise ValueError(f"`{' '.join(argv[:2])}` failed: {lines[-1].strip()}")
+    return out.stdout
+
+
+@dataclass(frozen=True)
+class Partition:
+    """A SLURM partition as ``sinfo`` lists it: the most CPUs and GPUs one of its nodes has."""
+
+    name: str
+    cpus: int
+    gpus: int
+
+
+def _gpus(gres: str) -> int:
+    """GPUs in an ``sinfo`` GRES field: ``gpu:4``, ``gpu:a100:2(S:0-1),gpu:v100:2`` -> 4, ``(null)`` -> 0."""
+    return sum(int(n) for n in re.findall(r"(?:^|,)gpu(?::[^:,(]+)?:(\d+)", gres))
+
+
+def partition(name: str | None) -> Partition:
+    """The partition ``name`` (None: the cluster's default) from ``sinfo``.
+
+    Raises:
+        ValueError: no such partition (naming the ones there are), no default partition, or no ``sinfo``.
+    """
+    nodes: dict[str, list[tuple[int, int]]] = {}
+    default = None
+    for line in slurm(["sinfo", "-h", "-N", "-o", "%P|%c|%G"]).splitlines():
+        part, cpus, gres = (line.split("|") + ["", ""])[:3]
+        if part.endswith("*"):
+            part = default = part[:-1]
+        nodes.setdefault(part, []).append((int(cpus.strip().rstrip("+") or 0), _gpus(gres.strip())))
+    known = ", ".join(sorted(nodes)) or "none"
+    if name is None and default is None:
+        raise ValueError(
+            f"this SLURM cluster has no default partition; give --partition (sinfo lists: {known})"
+        )
+    name = name or default
+    if name not in nodes:
+        raise ValueError(f"SLURM partition {name!r} does not exist (sinfo lists: {known}); give --partition")
+    return Partition(name, max(c for c, _ in nodes[name]), max(g for _, g in nodes[name]))
+
+
+def _expand(job_id: str) -> list[str]:
+    """``12_[1-3,5%2]`` -> ``12_1 12_2 12_3 12_5``; any other id as it is."""
+    if "_[" not in job_id:
+        return [job_id]
+    main, spec = job_id.split("_[", 1)
+    ids = []
+    for part in spec.rstrip("]").split("%")[0].split(","):
+        low, _, high = part.partition("-")
+        ids += [f"{main}_{i}" for i in range(int(low), int(high or low) + 1)]
+    return ids
+
+
+def slurm_states(name: str, job_ids: Sequence[str]) -> dict[str, tuple[str, str]] | None:
+    """``{job id: (state, reason)}`` of the jobs named ``name`` among ``job_ids`` (``12_3``: task 3 of array 12),
+    from ``squeue`` where it lists the job, else from ``sacct`` where that says it ended; a job neither knows is
+    absent. None where ``squeue`` cannot be asked (the controller unreachable): nothing is known."""
+    try:
+        live = slurm(["squeue", "-h", "-r", "--states=all", f"--name={name}", "-o", "%i|%T|%r"])
+    except ValueError:
+        return None
+    states: dict[str, tuple[str, str]] = {}
+    for line in live.splitlines():
+        job_id, state, reason = (line.split("|") + ["", ""])[:3]
+        states[job_id.strip()] = (state.strip(), reason.strip())
+    arrays = sorted({j.split("_")[0] for j in job_ids})
+    with suppress(ValueError):  # no accounting: squeue alone (finished jobs stay there for minutes)
+        for line in slurm(
+            ["sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j", ",".join(arrays)]
+        ).splitlines():
+            job_id, _, state = line.partition("|")
+            state = state.split(" ")[0]  # "CANCELLED by 0"
+            if state in ENDED:  # a pending range of an array may be stale: only squeue says what waits
+                for one in _expand(job_id.strip()):
+                    states.setdefault(one, (state, ""))
+    return {j: states[j] for j in job_ids if j in states}
+
+
+def cancel_named(name: str, settle_s: float = 0.0) -> list[str]:
+    """``scancel`` every job named ``name`` that is still pending or running; returns their ids (``squeue``).
+    With ``settle_s``, jobs that are all RUNNING get that long to end by themselves first (a job whose result was
+    just written is still RUNNING for a moment)."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        rows = [
+            ln.split("|")
+            for ln in slurm(["squeue", "-h", "-r", f"--name={name}", "-t", ACTIVE, "-o", "%i|%T"]).split()
+        ]
+        if not rows:
+            return []
+        if time.monotonic() >= deadline or any(state != "RUNNING" for _, state in rows):
+            break
+        time.sleep(POLL_S)
+    slurm(["scancel", f"--name={name}"])
+    return [job_id for job_id, _ in rows]
+
+
+class Watch:
+    """Wait for submitit ``jobs`` (one per item of ``names``), collecting each result as its job finishes.
+
+    ``states(job_ids)`` says what the cluster knows (:func:`slurm_states`; None: nothing this time); ``say``
+    gets a status line every ``status_every_s`` seconds and a warning for a job PENDING longer than
+    ``pending_warn_s``; ``vanished_s`` bounds the wait for a job that nothing knows; ``done(result)`` is called
+    for each result as it comes. :attr:`results` holds those collected so far (by index), also after an
+    interruption.
+    """
+
+    def __init__(
+        self,
+        jobs: Sequence[Any],
+        names: Sequence[str],
+        states: Callable[[Sequence[str]], Mapping[str, tuple[str, str]] | None],
+        *,
+        say: Callable[[str], None],
+        done: Callable[[JobResult], None],
+        status_every_s: float,
+        pending_warn_s: float,
+        vanished_s: float,
+    ) -> None:
+        self.jobs, self.names, self.states, self.say, self.done = jobs, names, states, say, done
+        self.status_every_s, self.pending_warn_s, self.vanished_s = status_every_s, pending_warn_s, vanished_s
+        self.results: dict[int, JobResult] = {}
+        self._since: dict[str, tuple[str, float]] = {}  # job id -> (state it is in, since when)
+        self._warned: set[str] = set()
+        self._last: dict[str, tuple[str, str] | None] = {}
+
+    def run(self) -> list[JobResult]:
+        start = time.monotonic()
+        next_query, query_every, next_status = start, 2.0, start + self.status_every_s
+        while len(self.results) < len(self.jobs):
+            for i in self._waiting():
+                if self.jobs[i].paths.result_pickle.exists():
+                    self._finish(i, result_of(self.jobs[i], self.names[i]))
+            now = time.monotonic()
+            if self._waiting() and now >= next_query:
+                changed = self._query(now)
+                query_every = 2.0 if changed else min(MAX_QUERY_S, query_every * 1.5)
+                next_query = now + query_every
+            if now >= next_status and self._waiting():
+                self.say(self._status(now - start))
+                next_status = now + self.status_every_s
+            if self._waiting():
+                time.sleep(POLL_S)
+        return [self.results[i] for i in range(len(self.jobs))]
+
+    def _waiting(self) -> list[int]:
+        return [i for i in range(len(self.jobs)) if i not in self.results]
+
+    def _finish(self, i: int, result: JobResult) -> None:
+        self.results[i] = result
+        self.done(result)
+
+    def _query(self, now: float) -> bool:
+        waiting = self._waiting()
+        known = self.states([self.jobs[i].job_id for i in waiting])
+        if known is None:
+            return False
+        changed = False
+        for i in waiting:
+            job = self.jobs[i]
+            state = known.get(job.job_id)
+            changed |= self._last.get(job.job_id) != state
+            self._last[job.job_id] = state
+            label = state[0] if state else "UNKNOWN"
+            if self._since.get(job.job_id, ("",))[0] != label:
+                self._since[job.job_id] = (label, now)
+                self._warned.discard(job.job_id)
+            for_s = now - self._since[job.job_id][1]
+            if label == "UNKNOWN" and for_s >= self.vanished_s:
+                self._finish(
+                    i,
+                    self._failure(
+                        i,
+                        f"known neither to squeue nor to sacct for {for_s:.0f} s "
+                        "(cancelled while PENDING, or purged)",
+                    ),
+                )
+            elif label in ENDED and for_s >= RESULT_GRACE_S and not job.paths.result_pickle.exists():
+                self._finish(i, self._failure(i, f"ended {label} without a result"))
+        late = [
+            i
+            for i in self._waiting()
+            if self._since.get(self.jobs[i].job_id, ("",))[0] == "PENDING"
+            and now - self._since[self.jobs[i].job_id][1] >= self.pending_warn_s
+            and self.jobs[i].job_id not in self._warned
+            and (self._last[self.jobs[i].job_id] or ("", ""))[1] not in THROTTLED
+        ]
+        if late:
+            self._warned.update(self.jobs[i].job_id for i in late)
+            reasons = ", ".join(
+                f"{self.jobs[i].job_id} ({(self._last[self.jobs[i].job_id] or ('', '?'))[1]})" for i in late
+            )
+            self.say(
+                f"slurm: WARNING: {len(late)} job(s) PENDING for more than {_duration(self.pending_warn_s)}: "
+                f"{reasons}; `scontrol show job ID` says why (check --partition, --cpus-per-job, --gpus-per-job, "
+                "--time-min against the partition's limits)"
+            )
+        return changed
+
+    def _failure(self, i: int, what: str) -> JobResult:
+        job = self.jobs[i]
+        log = str(job.paths.stderr) if job.paths.stderr.exists() else None
+        return JobResult(self.names[i], "FAILED", 0.0, f"SLURM job {job.job_id} {what}", log)
+
+    def _status(self, elapsed_s: float) -> str:
+        """``slurm: after 3.0 min: 2 done, 1 PENDING (Resources), 1 RUNNING``: the last states seen."""
+        counts: Counter[str] = Counter()
+        why: set[str] = set()  # the reasons of the PENDING jobs
+        for i in self._waiting():
+            state, reason = self._last.get(self.jobs[i].job_id) or ("UNKNOWN", "")
+            counts[state] += 1
+            if state == "PENDING" and reason not in ("", "None"):
+                why.add(reason)
+        parts = [f"{len(self.results)} done"] + [
+            f"{n} {state}" + (f" ({', '.join(sorted(why))})" if state == "PENDING" and why else "")
+            for state, n in sorted(counts.items())
+        ]
+        return f"slurm: after {elapsed_s / 60:.1f} min: {', '.join(parts)}"
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+def result_of(job: Any, name: str) -> JobResult:
+    """The :class:`JobResult` of a finished submitit ``job`` (its result file exists): what the job returned, or
+    a failure naming the job, its error and its log."""
+    try:
+        res = job.result()
+    except Exception as err:  # the job failed outside train_run (time limit after requeues, a dead node)
+        lines = [ln for ln in str(err).splitlines() if ln.strip() and not ln.startswith("-" * 10)]
+        tail = " | ".join(lines[-3:])[-300:]
+        return JobResult(
+            name,
+            "FAILED",
+            0.0,
+            f"SLURM job {job.job_id} failed: {type(err).__name__}: {tail}",
+            str(job.paths.stderr),
+        )
+    if res.status != "ok":
+        res = JobResult(
+            res.name, res.status, res.wall_s, res.error, str(job.paths.stderr), res.cell, res.info
+        )
+    return res

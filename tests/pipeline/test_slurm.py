@@ -1,0 +1,259 @@
+"""``--executor slurm`` without a cluster: what ``sinfo`` and ``sacct`` print, read; what a job asks for; a refused
+submission leaves nothing; the wait (collects results as jobs finish, says where the jobs stand, warns of a long
+PENDING, ends a job nothing knows) on a fake clock; a job's torch threads and its reaction to ``scancel``. The same
+on a real SLURM: ``tests/slurm``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+from pathlib import Path
+
+import pytest
+
+from dmllab.experiments import Run
+from dmllab.pipeline import slurm, slurm_queue
+from dmllab.pipeline.jobs import JobResult
+from dmllab.pipeline.slurm import SlurmExecutor, SlurmOptions, TrainJob, resources
+from dmllab.pipeline.slurm_queue import Partition, Watch, partition
+from dmllab.training import presets
+
+SMOKE = Run(presets.get("proxynca++", "synthetic", "smoke"), 0)
+PAPER = Run(SMOKE.config.replace("profile", "paper"), 0)
+SINFO = "gpu|32|gpu:a100:4(S:0-1)\ngpu|16|gpu:2\ncpu*|8|(null)\ncpu*|4|(null)\n"
+
+
+def test_array_ranges_and_gres_fields_are_read():
+    assert slurm_queue._expand("12_[1-3,5%2]") == ["12_1", "12_2", "12_3", "12_5"]
+    assert slurm_queue._expand("12_4") == ["12_4"] and slurm_queue._expand("12") == ["12"]
+    assert slurm_queue._gpus("gpu:a100:2(S:0-1),gpu:v100:2") == 4
+    assert slurm_queue._gpus("gpu:4") == 4 and slurm_queue._gpus("(null)") == 0
+    assert slurm_queue._gpus("shard:8,gpu:1") == 1
+
+
+@pytest.fixture
+def sinfo(monkeypatch):
+    monkeypatch.setattr(slurm_queue, "slurm", lambda argv, **kw: SINFO)
+
+
+def test_a_partition_is_its_largest_node_and_an_unknown_one_is_named(sinfo):
+    assert partition(None) == Partition("cpu", 8, 0)  # the default partition (sinfo's *)
+    assert partition("gpu") == Partition("gpu", 32, 4)
+    with pytest.raises(ValueError, match=r"SLURM partition 'nope' does not exist \(sinfo lists: cpu, gpu\)"):
+        partition("nope")
+
+
+def test_a_job_asks_for_a_gpu_only_where_its_profile_needs_one_or_it_is_asked(sinfo):
+    cpu, gpu = partition("cpu"), partition("gpu")
+    assert resources(SlurmOptions(), [SMOKE], cpu) == (0, 1)  # a CPU run: one thread, one CPU
+    assert resources(SlurmOptions(), [PAPER], gpu) == (1, 10)
+    assert resources(SlurmOptions(), [PAPER], Partition("small", 4, 1)) == (1, 4)  # at most a node's CPUs
+    assert resources(SlurmOptions(gpus_per_job=2, cpus_per_job=32), [SMOKE], gpu) == (2, 32)
+    assert resources(SlurmOptions(gpus_per_job=0), [PAPER], cpu) == (0, 1)
+    with pytest.raises(ValueError, match="the paper profile's jobs ask for 1 GPU"):
+        resources(SlurmOptions(), [PAPER], cpu)
+    with pytest.raises(ValueError, match="--gpus-per-job 8, but no node of partition 'gpu' has more than 4"):
+        resources(SlurmOptions(gpus_per_job=8), [SMOKE], gpu)
+    with pytest.raises(ValueError, match="--cpus-per-job 10: no node .* more than 8 CPUs .* stay PENDING"):
+        resources(SlurmOptions(cpus_per_job=10), [SMOKE], cpu)
+
+
+def test_options_no_job_can_run_with_are_refused():
+    SlurmOptions(time_min=slurm.MIN_TIME_MIN).check()
+    with pytest.raises(
+        ValueError, match=f"--time-min 19 is too short.*--time-min {slurm.MIN_TIME_MIN} or more"
+    ):
+        SlurmOptions(time_min=19).check()
+    # below 2 x 10 min, submitit's time-out test min(0.8 T, T - 10 min) covers more than half of a job
+    assert (
+        min(0.8 * slurm.MIN_TIME_MIN, slurm.MIN_TIME_MIN - slurm.TIMEOUT_MARGIN_MIN) == slurm.MIN_TIME_MIN / 2
+    )
+    for bad in ({"cpus_per_job": 0}, {"gpus_per_job": -1}, {"array_parallelism": 0}):
+        with pytest.raises(ValueError, match="must be at least"):
+            SlurmOptions(**bad).check()
+
+
+def _script(folder: Path, name: str, body: str) -> None:
+    path = folder / name
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+
+
+def test_a_refused_submission_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
+    """sbatch refusing the array (here: an unknown GRES) leaves no pickle, script or folder behind."""
+    pytest.importorskip("submitit")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _script(bin_dir, "sinfo", f"printf '{SINFO}'")
+    _script(bin_dir, "srun", "exit 0")
+    _script(
+        bin_dir, "sbatch", "echo 'sbatch: error: Invalid generic resource (gres) specification' >&2; exit 1"
+    )
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("DMLLAB_RESULTS", str(tmp_path / "results"))
+    runs = [Run(SMOKE.config, seed) for seed in range(4)]
+    with pytest.raises(
+        ValueError, match=r"SLURM refused the jobs \(partition cpu, .*Invalid generic resource"
+    ):
+        SlurmExecutor(progress=False).submit(runs)
+    assert not (tmp_path / "results").exists() or list((tmp_path / "results").rglob("*")) == []
+
+
+# ------------------------------------------------------------------------------------ the wait, on a fake clock
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, s: float) -> None:
+        self.now += s
+
+
+class FakeFile:
+    def __init__(self, exists: callable) -> None:
+        self.exists = exists
+
+    def __str__(self) -> str:
+        return "job.log"
+
+
+class FakeJob:
+    """A job whose result file appears at ``result_at`` (None: never)."""
+
+    def __init__(self, job_id: str, clock: Clock, result_at: float | None) -> None:
+        self.job_id = job_id
+        self.paths = type("Paths", (), {})()
+        self.paths.result_pickle = FakeFile(lambda: result_at is not None and clock.now >= result_at)
+        self.paths.stderr = FakeFile(lambda: True)
+
+    def result(self) -> JobResult:
+        return JobResult(self.job_id, "ok", 1.0)
+
+
+def test_the_wait_collects_results_as_jobs_finish_and_ends_every_job(monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(slurm_queue, "time", clock)
+    jobs = [
+        FakeJob("1_0", clock, result_at=900.0),  # PENDING (Resources) until 800, then RUNNING
+        FakeJob("1_1", clock, result_at=5.0),  # finishes first
+        FakeJob("1_2", clock, result_at=None),  # cancelled while PENDING: neither squeue nor sacct knows it
+        FakeJob("1_3", clock, result_at=None),  # cancelled while RUNNING: ended CANCELLED, no result
+        FakeJob("1_4", clock, result_at=700.0),  # PENDING behind the study's own array limit
+    ]
+
+    def states(ids):
+        table = {
+            "1_0": ("PENDING", "Resources") if clock.now < 800 else ("RUNNING", "None"),
+            "1_1": ("RUNNING", "None"),
+            "1_3": ("CANCELLED", "") if clock.now > 30 else ("RUNNING", "None"),
+            "1_4": ("PENDING", "JobArrayTaskLimit"),
+        }
+        return {i: table[i] for i in ids if i in table}
+
+    said, order = [], []
+    watch = Watch(
+        jobs,
+        [j.job_id for j in jobs],
+        states,
+        say=said.append,
+        done=lambda r: order.append((r.name, round(clock.now))),
+        status_every_s=60,
+        pending_warn_s=600,
+        vanished_s=60,
+    )
+    results = watch.run()
+    assert [r.status for r in results] == ["ok", "ok", "FAILED", "FAILED", "ok"]
+    assert [name for name, _ in order] == ["1_1", "1_2", "1_3", "1_4", "1_0"]  # as they finish
+    at = dict(order)
+    assert at["1_1"] <= 6 and 60 <= at["1_2"] <= 60 + slurm_queue.MAX_QUERY_S
+    assert (
+        30 + slurm_queue.RESULT_GRACE_S
+        <= at["1_3"]
+        <= 30 + slurm_queue.RESULT_GRACE_S + slurm_queue.MAX_QUERY_S
+    )
+    assert "SLURM job 1_2 known neither to squeue nor to sacct" in results[2].error
+    assert (
+        results[3].error == "SLURM job 1_3 ended CANCELLED without a result"
+        and results[3].output == "job.log"
+    )
+    status = [s for s in said if s.startswith("slurm: after")]
+    assert len(status) >= 900 // 60 - 1  # at least every minute
+    assert "1 PENDING (Resources)" in status[-3]
+    warnings = [s for s in said if "WARNING" in s]
+    assert len(warnings) == 1 and "1_0 (Resources)" in warnings[0] and "10 min" in warnings[0]
+
+
+# ------------------------------------------------------------------------------------------------ the job
+
+
+@pytest.fixture
+def restore_threads(monkeypatch):
+    import torch
+
+    threads = torch.get_num_threads()
+    for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # restored afterwards; no user limit meanwhile
+        monkeypatch.delenv(key, raising=False)
+    previous = signal.getsignal(signal.SIGTERM)
+    yield
+    torch.set_num_threads(threads)
+    signal.signal(signal.SIGTERM, previous)
+
+
+@pytest.mark.parametrize("device, threads", [("cpu", 1), ("cuda", 3)])
+def test_a_job_trains_on_its_cpus_and_stops_when_cancelled(device, threads, monkeypatch, restore_threads):
+    """A CPU run on one thread as a local worker (its numbers depend on the thread count), a GPU run on the job's
+    CPUs; a SIGTERM of a cancelled job stops the run, any other goes to submitit's handler."""
+    import torch
+
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "3")
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.delenv("SLURM_ARRAY_JOB_ID", raising=False)
+    seen = []
+
+    def train(run):
+        seen.append(torch.get_num_threads())
+        os.kill(os.getpid(), signal.SIGTERM)
+        return JobResult(run.key, "ok", 0.0)
+
+    monkeypatch.setattr(slurm, "train_run", train)
+    bypassed = []
+    signal.signal(signal.SIGTERM, lambda *a: bypassed.append(a[0]))  # submitit's bypass
+    run = Run(SMOKE.config.replace("run.device", device), 0)
+    monkeypatch.setattr(slurm, "_cancelled", lambda job_id: False)
+    assert TrainJob()(run).status == "ok" and bypassed == [signal.SIGTERM]
+    monkeypatch.setattr(slurm, "_cancelled", lambda job_id: job_id == "7")
+    with pytest.raises(slurm.JobCancelled, match="SLURM job 7 was cancelled"):
+        TrainJob()(run)
+    assert seen == [threads, threads]
+
+
+def test_copies_left_after_the_results_are_cancelled_by_the_studys_job_name(monkeypatch):
+    """A requeued copy (PENDING) is cancelled at once; jobs that are all still RUNNING (a result just written)
+    get the settling time to end by themselves first."""
+    clock = Clock()
+    monkeypatch.setattr(slurm_queue, "time", clock)
+    calls = []
+
+    def fake(queue):
+        def run(argv, **kw):
+            calls.append((round(clock.now), argv[0], next(a for a in argv if a.startswith("--name="))))
+            return queue(clock.now) if argv[0] == "squeue" else ""
+
+        return run
+
+    monkeypatch.setattr(slurm_queue, "slurm", fake(lambda now: "1_2|PENDING\n1_3|RUNNING\n"))
+    assert slurm_queue.cancel_named("dmllab-x", settle_s=15) == ["1_2", "1_3"]
+    assert calls == [(0, "squeue", "--name=dmllab-x"), (0, "scancel", "--name=dmllab-x")]
+    calls.clear()
+    monkeypatch.setattr(slurm_queue, "slurm", fake(lambda now: "1_3|RUNNING\n" if now < 3 else ""))
+    assert slurm_queue.cancel_named("dmllab-x", settle_s=15) == [] and calls[-1][1] == "squeue"
+    calls.clear()
+    clock.now = 0.0
+    monkeypatch.setattr(slurm_queue, "slurm", fake(lambda now: "1_3|RUNNING\n"))
+    assert slurm_queue.cancel_named("dmllab-x", settle_s=15) == ["1_3"]
+    assert calls[-1][:2] == (15, "scancel")

@@ -1,0 +1,268 @@
+"""``--executor slurm`` on a real SLURM (the session's single-node cluster, :mod:`slurm_cluster`): a smoke study
+trains the local executor's runs, bit for bit; options no job could run with are one line before anything is
+submitted; a task cancelled while PENDING and one cancelled while RUNNING are named failures, never a wait; a
+preempted task requeues, resumes and finishes, and no copy outlives the study; Ctrl-C cancels every job."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import long_runs
+import pytest
+import slurm_cluster
+
+from dmllab.experiments import Run, registry
+from dmllab.pipeline.executors import LocalExecutor
+from dmllab.pipeline.plan import make_plan
+from dmllab.pipeline.slurm import SlurmOptions, resources
+from dmllab.pipeline.slurm_queue import ACTIVE, Partition, partition
+
+REPO = Path(__file__).resolve().parents[2]
+#: Epochs of the runs of the cancel test: task 0 (cancelled while training) long, the others a few seconds.
+EPOCHS = [200, 50, 50, 50]
+STUDY = ["-m", "dmllab.cli", "study", "--profile", "smoke", "--only", "pnpp_table15_crop", "--no-progress"]
+
+
+def _env(slurm, root: Path) -> dict[str, str]:
+    """The environment of a study (and so of its jobs) writing under ``root``, on the cluster ``slurm``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DMLLAB_", "SLURM_"))}
+    env.update(slurm.env)
+    env[slurm_cluster.MARKER] = str(slurm.folder)  # the cluster's teardown finds every job process by it
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(Path(__file__).parent)])
+    for key in ("DMLLAB_RESULTS", "DMLLAB_FIGURES"):
+        env[key] = str(root / key.lower())
+    env["DMLLAB_CACHE"] = str(root.parent / "cache")  # the synthetic dataset is built once
+    return env
+
+
+def _squeue(env: dict[str, str], *args: str) -> list[list[str]]:
+    out = subprocess.run(["squeue", "-h", "-r", *args], env=env, capture_output=True, text=True, check=True)
+    return [line.split("|") for line in out.stdout.split()]
+
+
+def _active(env: dict[str, str]) -> list[list[str]]:
+    return _squeue(env, "-t", ACTIVE, "-o", "%i|%T|%j")
+
+
+def _wait(what: str, ok, timeout_s: float, proc: subprocess.Popen | None = None):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = ok()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"{what}: the study exited first:\n{proc.stdout.read() if proc.stdout else ''}")
+        time.sleep(0.2)
+    pytest.fail(f"{what}: not within {timeout_s:.0f} s")
+
+
+def _scancel(env: dict[str, str], *args: str) -> None:
+    """``scancel ARGS``, again while the controller says the job "can not be altered now" (another task of its
+    array is being cancelled)."""
+    deadline = time.monotonic() + 30
+    while True:
+        out = subprocess.run(["scancel", *args], env=env, capture_output=True, text=True)
+        if out.returncode == 0:
+            return
+        assert "try again later" in out.stderr and time.monotonic() < deadline, out.stderr
+        time.sleep(0.5)
+
+
+def _preempt(env: dict[str, str], job_id: str) -> None:
+    """Send the job USR2, the signal submitit asks SLURM to send before a time limit (its own tests preempt a job
+    so). scancel may report "can not be altered now" after delivering it and then retries for minutes, which
+    would signal the requeued copy again: it gets a few seconds."""
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        subprocess.run(["scancel", "--signal=USR2", job_id], env=env, capture_output=True, timeout=3)
+
+
+def _history(run: Path) -> list[dict[str, str]]:
+    """A stored run's history.csv without its wall times."""
+    with open(run / "history.csv", newline="") as f:
+        return [{k: v for k, v in row.items() if k != "time_s"} for row in csv.DictReader(f)]
+
+
+@pytest.fixture
+def queue_empty(slurm):
+    """Every job of the test is gone from the queue afterwards, whatever the test did."""
+    yield
+    subprocess.run(["scancel", "--user=root"], env={**os.environ, **slurm.env}, check=False)
+
+
+def test_a_smoke_study_on_slurm_trains_the_local_executors_runs_bit_for_bit(
+    slurm, tmp_path, monkeypatch, queue_empty
+):
+    env = _env(slurm, tmp_path / "slurm")
+    out = subprocess.run(
+        [sys.executable, *STUDY, "--executor", "slurm"], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "4 trained, 0 diverged, 0 failed" in out.stdout
+    assert "1 CPU(s) and 0 GPU(s) per job" in out.stdout  # the defaults on a CPU partition
+    results = tmp_path / "slurm" / "dmllab_results"
+    assert not (results / "tmp").exists()  # every job succeeded: the submission folder is gone
+    assert _active(env) == []
+
+    monkeypatch.setenv("DMLLAB_RESULTS", str(tmp_path / "local"))
+    monkeypatch.setenv("DMLLAB_CACHE", env["DMLLAB_CACHE"])
+    plan = make_plan(registry.select("pnpp_table15_crop"), "smoke", device="cpu")
+    assert [r.status for r in LocalExecutor(2, progress=False).submit([r.run for r in plan.missing])] == [
+        "ok"
+    ] * 4
+    slurm_runs = sorted((results / "runs").glob("*/seed*"))
+    assert len(slurm_runs) == 4
+    for run in slurm_runs:
+        local = tmp_path / "local" / "runs" / run.relative_to(results / "runs")
+        assert (run / "config.json").read_text() == (local / "config.json").read_text()
+        assert _history(run) == _history(local)  # every epoch's loss, learning rates and validation metrics
+        metrics = [json.loads((d / "metrics.json").read_text())["metrics"] for d in (run, local)]
+        assert metrics[0] == metrics[1]
+        threads = [json.loads((d / "provenance.json").read_text())["torch_threads"] for d in (run, local)]
+        assert threads == [1, 1]
+
+
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        (["--partition", "nope"], "SLURM partition 'nope' does not exist (sinfo lists: debug)"),
+        (["--cpus-per-job", "CPUS+1"], "no node of partition 'debug' has more than CPUS CPUs (sinfo)"),
+    ],
+)
+def test_an_option_no_job_could_run_with_is_one_line_and_leaves_nothing(
+    slurm, tmp_path, flags, says, queue_empty
+):
+    env = _env(slurm, tmp_path)
+    flags = [f.replace("CPUS+1", str(slurm.cpus + 1)) for f in flags]
+    out = subprocess.run(
+        [sys.executable, *STUDY, "--executor", "slurm", *flags], env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1 and out.stderr.startswith("dmllab: error: "), out.stderr
+    assert says.replace("CPUS", str(slurm.cpus)) in out.stderr
+    assert not (tmp_path / "dmllab_results" / "tmp").exists()
+    assert _active(env) == []
+
+
+def test_what_a_job_asks_for_is_checked_against_the_partitions_nodes(slurm, monkeypatch):
+    monkeypatch.setenv("SLURM_CONF", slurm.env["SLURM_CONF"])
+    debug = partition(None)  # the default partition
+    assert debug == Partition("debug", slurm.cpus, 0)
+    smoke = long_runs.long_runs([1])[0]
+    paper = Run(smoke.config.replace("profile", "paper"), 0)
+    assert resources(SlurmOptions(), [smoke], debug) == (0, 1)  # a CPU run: no GPU, one CPU
+    assert resources(SlurmOptions(gpus_per_job=0), [paper], debug) == (0, 1)
+    with pytest.raises(ValueError, match="the paper profile's jobs ask for 1 GPU"):
+        resources(SlurmOptions(), [paper], debug)  # the paper profile needs a GPU: this partition has none
+    with pytest.raises(
+        ValueError, match="--gpus-per-job 1, but no node of partition 'debug' has more than 0"
+    ):
+        resources(SlurmOptions(gpus_per_job=1), [smoke], debug)
+
+
+def test_cancelled_tasks_fail_by_name_and_a_preempted_one_finishes(slurm, tmp_path, monkeypatch, queue_empty):
+    """Four long runs, two at a time: task 3 is cancelled while PENDING, task 0 while RUNNING, task 1 is
+    preempted (USR2, as submitit's own tests do); task 2 waits, then trains."""
+    env = _env(slurm, tmp_path)
+    driver = Path(long_runs.__file__)
+    proc = subprocess.Popen(
+        [sys.executable, str(driver), ",".join(map(str, EPOCHS)), "2"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        tasks = _wait(
+            "4 tasks queued",
+            lambda: [r for r in _active(env) if r[0].count("_")][3:] and _active(env),
+            60,
+            proc,
+        )
+        array = tasks[0][0].split("_")[0]
+        folder = tmp_path / "dmllab_results" / "tmp"
+
+        def training(task: int) -> bool:
+            logs = list(folder.glob(f"*/{array}_{task}/{array}_{task}_0_log.err"))
+            return bool(logs) and "dmllab: training" in logs[0].read_text()
+
+        _wait("tasks 0 and 1 training", lambda: training(0) and training(1), 90, proc)
+        states = {r[0]: r[1] for r in _active(env)}
+        assert states[f"{array}_3"] == "PENDING", states
+        _preempt(env, f"{array}_1")
+        _scancel(env, f"{array}_3")
+        _scancel(env, f"{array}_0")
+        # SLURM holds a requeued job for two minutes (BeginTime); an administrator's release, to save them
+        _wait(
+            "task 1 requeued",
+            lambda: _squeue(env, "-j", f"{array}_1", "-o", "%T|%r") == [["PENDING", "BeginTime"]],
+            60,
+            proc,
+        )
+        subprocess.run(["scontrol", "update", f"JobId={array}_1", "StartTime=now"], env=env, check=True)
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out
+    results = [json.loads(line[len("RESULT ") :]) for line in out.splitlines() if line.startswith("RESULT ")]
+    assert [r["status"] for r in results] == ["FAILED", "ok", "ok", "FAILED"], out
+    assert f"SLURM job {array}_0 was cancelled (scancel)" in results[0]["error"]
+    pending = results[3]["error"]  # squeue still lists it as cancelled, or (purged) it is gone from both
+    assert pending.startswith(f"SLURM job {array}_3 ") and (
+        "ended CANCELLED" in pending or "known neither" in pending
+    )
+    assert "slurm: after" in out and "PENDING" in out  # status lines
+    from dmllab.training.store import RunStore
+
+    monkeypatch.setenv("DMLLAB_RESULTS", env["DMLLAB_RESULTS"])
+    monkeypatch.setenv("DMLLAB_CACHE", env["DMLLAB_CACHE"])
+    runs = long_runs.long_runs(EPOCHS)
+    stored = [RunStore().load(r.config, r.seed) is not None for r in runs]
+    assert stored == [False, True, True, False]  # the cancelled running task is not trained
+    history = subprocess.run(
+        ["sacct", "-D", "-X", "-n", "-P", "-o", "JobID,State", "-j", f"{array}_1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert len(history) >= 2 and history[-1].endswith("COMPLETED"), history  # requeued, then finished
+    assert _active(env) == []  # no copy outlives the study
+
+
+def test_ctrl_c_cancels_every_job(slurm, tmp_path, queue_empty):
+    env = _env(slurm, tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, *STUDY, "--executor", "slurm"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        queued = _wait("the study's jobs queued", lambda: _active(env), 60, proc)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out
+    _wait("every job cancelled", lambda: _active(env) == [], 20)
+    array = queued[0][0].split("_")[0]
+    states = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j", array],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\n")
+    ended = [line.split("|")[1].split(" ")[0] for line in states if line]
+    assert ended and set(ended) <= {"CANCELLED", "COMPLETED"} and "CANCELLED" in ended, states
