@@ -21,7 +21,6 @@ builds every model the same way and never imports this module, while this module
 
 from __future__ import annotations
 
-import fcntl
 import inspect
 import json
 import os
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from dmllab.fileio import CorruptFileError, check_sidecar, set_aside
+from dmllab.locks import exclusive
 from dmllab.models.smallcnn import SmallCNN, default_smallcnn_weights_path
 from dmllab.training.config import (
     DataConfig,
@@ -131,8 +131,8 @@ def ensure_pretrained_smallcnn(
 
     if fresh():
         return path
-    with open(path.with_suffix(".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    waiting = f"the SmallCNN weights {path} are being pre-trained by another process ({{}}): waiting for them"
+    with exclusive(path.with_suffix(".lock"), waiting=waiting.format):
         if fresh():  # another process finished while we waited
             return path
         t0 = time.perf_counter()

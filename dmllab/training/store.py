@@ -5,10 +5,9 @@ drops), ``history.csv`` (one row per epoch), ``config.json`` (the resolved confi
 (git sha, package versions, device, wall time; no host name) and ``checksums.json`` (the run's record: its
 key, seed and config hash, and the sha256 of every other file and of the final model ``final.pt``). The folder
 is written next to its final place and renamed into it (``os.replace``), so a reader never sees a partial run,
-and reading a stored run needs no lock (a read-only store can be read). A per-run ``fcntl`` lock serialises
-processes that train the same run: the second says at once that it waits and for which process (the holder
-writes its pid and start time into the lock file), then reads the first one's result; a lock whose holder
-died is taken over.
+and reading a stored run needs no lock (a read-only store can be read). A per-run lock (:mod:`dmllab.locks`, under
+``<store>/.locks/``) serialises processes that train the same run: the second says at once that it waits and for
+which process (pid, host, since when), then reads the first one's result; a lock whose holder died is taken over.
 
 What the store reads is verified (:func:`verify_run_dir`): every file against its checksum, ``config.json``
 against the run's config hash and key, the folder against the run asked for. An entry that fails (bad JSON, a
@@ -36,7 +35,6 @@ with nothing changed does not retrain settings known to diverge, and artifacts s
 from __future__ import annotations
 
 import csv
-import fcntl
 import hashlib
 import json
 import os
@@ -50,7 +48,8 @@ from pathlib import Path
 from typing import Any
 
 from dmllab import paths
-from dmllab.fileio import CorruptFileError, naming, set_aside, sha256_file, sidecar, warn
+from dmllab.fileio import CorruptFileError, naming, set_aside, sha256_file, sidecar
+from dmllab.locks import exclusive
 from dmllab.training.config import ExperimentConfig, config_hash, parent_config, validate
 from dmllab.training.protocol import RunResult, run_protocol
 from dmllab.training.trainer import NonFiniteLossError
@@ -59,8 +58,6 @@ DIVERGED_FILE = "diverged.json"
 RECORD_FILE = "checksums.json"
 _RUN_FILES = ("metrics.json", "config.json", "history.csv", "provenance.json")
 _METRICS_KEYS = ("metrics", "best_epoch", "lr_drop_epochs", "wall_time_s", "config_hash", "seed", "device")
-# How often a process waiting for a run's lock checks whether the holder is still alive.
-_LOCK_POLL_S = 0.5
 
 
 class CorruptRunError(CorruptFileError):
@@ -251,31 +248,25 @@ class RunStore:
     def checkpoint_dir(cfg: ExperimentConfig, seed: int) -> Path:
         return paths.checkpoints_dir() / run_key(cfg) / f"seed{seed}"
 
+    def lock_path(self, cfg: ExperimentConfig, seed: int) -> Path:
+        """The lock file of run (cfg, seed): ``<store>/.locks/<key>.seed<k>.lock`` (apart from the run folders, so
+        a failed run leaves no folder behind)."""
+        return self.root / ".locks" / f"{run_key(cfg)}.seed{seed}.lock"
+
     @contextmanager
     def lock(self, cfg: ExperimentConfig, seed: int) -> Iterator[None]:
-        """Exclusive per-run lock (waits while another process trains or writes the same run).
-
-        The holder writes its pid and start time into the lock file. A process that finds the lock taken says
-        so at once on stderr, naming the holder, then waits; when the recorded holder is no longer running (the
-        lock survives in a process that inherited its file, e.g. a data-loader worker), it takes the lock over.
-
-        The lock file is removed when the holder leaves (and its folder, if nothing else is in it), so a
-        failed run leaves no folder holding only a lock file. That is safe because a process that acquires
-        the lock checks that the file it locked is still the one at the lock path, and starts over if not.
-        """
-        d = self.root / run_key(cfg)
-        path = d / f".seed{seed}.lock"
-        fh = _acquire(d, path, f"{d.name}/seed{seed}")
-        try:
+        """Exclusive per-run lock (waits while another process trains or writes the same run;
+        :func:`dmllab.locks.exclusive`): a process that finds it taken says so at once on stderr, naming the
+        holder, then waits; a lock whose recorded holder no longer runs is taken over."""
+        name = f"{run_key(cfg)}/seed{seed}"
+        with exclusive(
+            self.lock_path(cfg, seed),
+            waiting=lambda holder: (
+                f"run {name} is being trained by another process ({holder}; lock "
+                f"{self.lock_path(cfg, seed)}): waiting for it, then reading its result"
+            ),
+        ):
             yield
-        finally:
-            path.unlink(missing_ok=True)  # while holding the lock (see above)
-            try:
-                d.rmdir()  # only if empty: a failed first run leaves nothing behind
-            except OSError:
-                pass
-            fcntl.flock(fh, fcntl.LOCK_UN)
-            fh.close()
 
     def load(self, cfg: ExperimentConfig, seed: int) -> RunResult | None:
         """The stored result of (cfg, seed), or None; a damaged entry is set aside (module docstring) and gives
@@ -522,109 +513,6 @@ def load_run_dir(
         cached=True,
         precision=m.get("precision"),
     )
-
-
-# ------------------------------------------------------------------------------------------------ locks
-def _process_start(pid: int) -> str | None:
-    """The start time of process ``pid`` (field 22 of /proc/<pid>/stat, clock ticks since boot), None where
-    /proc cannot say."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            text = fh.read()
-    except OSError:
-        return None
-    return text.rsplit(")", 1)[-1].split()[19]  # fields after the command name; starttime is the 22nd field
-
-
-def _boot_id() -> str | None:
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as fh:
-            return fh.read().strip()
-    except OSError:
-        return None
-
-
-def _holder_info() -> dict[str, Any]:
-    pid = os.getpid()
-    return {"pid": pid, "start": _process_start(pid), "boot": _boot_id(), "since": time.time()}
-
-
-def _holder_alive(info: dict[str, Any]) -> bool:
-    """Whether the process recorded in a lock file still runs (a pid reused by another process, or one of an
-    earlier boot, does not count)."""
-    pid = info.get("pid")
-    if not isinstance(pid, int) or pid <= 0:
-        return True  # nothing to judge by: keep waiting
-    if info.get("boot") and _boot_id() and info["boot"] != _boot_id():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # another user's live process
-    start = _process_start(pid)
-    return not (info.get("start") and start and start != info["start"])
-
-
-def _read_holder(fh: Any) -> dict[str, Any]:
-    try:
-        fh.seek(0)
-        info = json.loads(fh.read() or "{}")
-        return info if isinstance(info, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def _acquire(d: Path, path: Path, name: str) -> Any:
-    """Lock ``path`` (exclusive ``flock``) and write this process into it; see :meth:`RunStore.lock`."""
-    said = False
-    while True:
-        with naming(d, "writing"):
-            d.mkdir(parents=True, exist_ok=True)
-        try:
-            with naming(path, "writing"):
-                fh = open(path, "a+")  # noqa: SIM115  (returned, closed by the caller)
-        except FileNotFoundError:  # the folder was removed by the previous holder meanwhile
-            continue
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _read_holder(fh)
-            if holder and not _holder_alive(holder):
-                warn(
-                    f"run {name}: the lock {path} is held for pid {holder.get('pid')}, which is no longer running; "
-                    "taking it over"
-                )
-                try:  # only the file we opened: a new holder's fresh lock file stays
-                    if os.stat(path).st_ino == os.fstat(fh.fileno()).st_ino:
-                        path.unlink()
-                except FileNotFoundError:
-                    pass
-                fh.close()
-                continue
-            if not said:
-                since = holder.get("since")
-                when = f", since {time.strftime('%H:%M:%S', time.localtime(since))}" if since else ""
-                warn(
-                    f"run {name} is being trained by another process (pid {holder.get('pid', '?')}{when}; lock "
-                    f"{path}): waiting for it, then reading its result"
-                )
-                said = True
-            fh.close()
-            time.sleep(_LOCK_POLL_S)
-            continue
-        try:
-            if os.stat(path).st_ino == os.fstat(fh.fileno()).st_ino:
-                fh.seek(0)
-                fh.truncate()
-                fh.write(json.dumps(_holder_info()))
-                fh.flush()
-                return fh
-        except FileNotFoundError:
-            pass
-        fcntl.flock(fh, fcntl.LOCK_UN)
-        fh.close()  # we locked a file the previous holder had already removed: try again
 
 
 def run(
