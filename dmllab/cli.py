@@ -26,10 +26,18 @@ _OS_HINTS = {
         "operation not permitted",
         "check its permissions (or point DMLLAB_RESULTS / DMLLAB_CACHE elsewhere)",
     ),
+    errno.EFBIG: (
+        "file too large",
+        "the file-size limit (ulimit -f) or the file system's largest file was reached: raise the limit or "
+        "write to another disk",
+    ),
     errno.EIO: ("input/output error", "the disk may be failing: check it, or move the file elsewhere"),
 }
+# The library's expected errors: bad input, missing or damaged files, a full disk, a diverged training. One line
+# and exit status 2; anything else is a bug, reported with its type (exit status 1).
+EXPECTED_ERRORS = (ValueError, KeyError, OSError, FloatingPointError)
 # Errors that can only come from writing.
-_WRITE_ONLY = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
+_WRITE_ONLY = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG)
 
 
 def error_message(err: BaseException) -> str:
@@ -112,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         print("dmllab: interrupted", file=sys.stderr)
         return 130
     except Exception as err:  # noqa: BLE001  (the one place that turns any failure into one line)
-        expected = isinstance(err, (ValueError, KeyError, OSError, FloatingPointError))
+        expected = isinstance(err, EXPECTED_ERRORS)
         return report_error(err, debug=debug, code=2 if expected else 1, expected=expected)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from dmllab import paths
 from dmllab.experiments.artifact import Artifact, Run
 from dmllab.experiments.lookup import planned_runs
+from dmllab.fileio import duration
 from dmllab.profiles import PROFILES, typical_run_s
 
 
@@ -202,7 +203,7 @@ def make_plan(
 def _duration(seconds: float | None) -> str:
     if seconds is None:
         return "unknown (no stored run to estimate from)"
-    return f"{seconds / 60:.1f} min" if seconds >= 90 else f"{seconds:.0f} s"
+    return duration(seconds)
 
 
 def estimate(plan: Plan, jobs: int) -> str:
