@@ -30,7 +30,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from dmllab.fileio import CorruptFileError, check_sidecar, set_aside
+from dmllab.fileio import CorruptFileError, check_sidecar, first_use, set_aside
 from dmllab.locks import exclusive
 from dmllab.models.smallcnn import SmallCNN, default_smallcnn_weights_path
 from dmllab.training.config import (
@@ -102,6 +102,27 @@ def pretrain_fingerprint(width: int = 16, *, image_size: int = 64, epochs: int =
     return f"{config_hash(cfg)}-g{GENERATOR_VERSION}"
 
 
+class _FirstUse:
+    """Trainer hook: from the pace of optimiser steps :attr:`FROM` to :attr:`TO` (the first ones also start the
+    data pipeline), says once (:func:`dmllab.fileio.first_use`) what is being built and how long all ``epochs``
+    take."""
+
+    FROM, TO = 2, 8
+
+    def __init__(self, what: str, epochs: int, batch_size: int) -> None:
+        self.what, self.epochs, self.batch_size = what, epochs, batch_size
+        self.start, self.steps = 0.0, 0
+
+    def on_step_end(self, trainer: Trainer, info: Mapping[str, Any]) -> None:
+        self.steps += 1
+        if self.steps == self.FROM:
+            self.start = time.perf_counter()
+        elif self.steps == self.TO:
+            per_epoch = -(-len(trainer.dataset(trainer.cfg.data.train_split, train=True)) // self.batch_size)
+            pace = (time.perf_counter() - self.start) / (self.TO - self.FROM)
+            first_use(self.what, pace * per_epoch * self.epochs)
+
+
 def ensure_pretrained_smallcnn(
     width: int = 16,
     *,
@@ -136,9 +157,11 @@ def ensure_pretrained_smallcnn(
         if fresh():  # another process finished while we waited
             return path
         t0 = time.perf_counter()
-        trainer = Trainer(replace(cfg), progress=progress, seed=int(seed))
-        s = cfg.schedule
-        plan = StagePlan("pretrain", "pretrain", "pretrain_val", s.epochs, 0, s.scheduler, s.milestones)
+        d, s = cfg.data, cfg.schedule
+        what = f"pre-training the SmallCNN trunk (width {width}, {s.epochs} epochs, seed {seed}) into {path}"
+        announce = _FirstUse(what, s.epochs, d.batch_size)
+        trainer = Trainer(replace(cfg), progress=progress, seed=int(seed), hooks=(announce,))
+        plan = StagePlan("pretrain", d.train_split, d.val_split, s.epochs, 0, s.scheduler, s.milestones)
         trainer.setup(plan)
         rows = trainer.fit()
         wall = time.perf_counter() - t0
