@@ -122,6 +122,18 @@ def provenance(device: str | None = None) -> dict[str, str]:
     return prov
 
 
+def run_provenance(record: Mapping[str, Any]) -> dict[str, str]:
+    """The provenance columns of the rows of a stored run, from the record the run store wrote when the run was
+    trained (``provenance.json``: git commit, package versions, UTC time); a column it does not record is left
+    out (and filled from :func:`provenance` where the row is written)."""
+    versions = {str(k).replace("-", "_"): v for k, v in (record.get("versions") or {}).items()}
+    out = {col: versions.get(dist.replace("-", "_")) for col, dist in _VERSION_PACKAGES.items()}
+    out["git_sha"] = record.get("git_sha")
+    when = record.get("timestamp")
+    out["timestamp"] = when[:-1] + "+00:00" if isinstance(when, str) and when.endswith("Z") else when
+    return {col: str(value) for col, value in out.items() if value}
+
+
 def _normalise_rows(rows: Iterable[Mapping[str, Any]], prov: Mapping[str, str]) -> list[dict[str, Any]]:
     out = []
     for i, row in enumerate(rows):

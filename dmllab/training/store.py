@@ -56,7 +56,8 @@ from dmllab.training.trainer import NonFiniteLossError
 
 DIVERGED_FILE = "diverged.json"
 RECORD_FILE = "checksums.json"
-_RUN_FILES = ("metrics.json", "config.json", "history.csv", "provenance.json")
+PROVENANCE_FILE = "provenance.json"
+_RUN_FILES = ("metrics.json", "config.json", "history.csv", PROVENANCE_FILE)
 _METRICS_KEYS = ("metrics", "best_epoch", "lr_drop_epochs", "wall_time_s", "config_hash", "seed", "device")
 
 
@@ -360,7 +361,7 @@ class RunStore:
         }
         _write_json(tmp / "config.json", cfg.to_dict())
         _write_history(tmp / "history.csv", result.history)
-        _write_json(tmp / "provenance.json", provenance(result.device, result.wall_time_s, result.precision))
+        _write_json(tmp / PROVENANCE_FILE, provenance(result.device, result.wall_time_s, result.precision))
         _write_json(tmp / "metrics.json", metrics)
         model = RunStore.checkpoint_dir(cfg, result.seed) / "final.pt"
         record = {
