@@ -222,3 +222,58 @@ def test_a_report_refuses_a_duplicated_row(tmp_path):
     (tmp_path / f"{aid}.csv").write_text(text + text.splitlines()[1] + "\n")
     with pytest.raises(ValueError, match=rf"{aid}.csv: lines 2 and \d+ hold the same measurement"):
         build_report("quick", results=tmp_path, figures=tmp_path, out=tmp_path / "report.html")
+
+
+def test_rows_of_a_stored_run_carry_the_provenance_of_its_training(tmp_path):
+    """The git commit, versions and time of a run's rows are those the run store recorded when it was trained, not
+    those of the notebook that reads it."""
+    import json
+    from types import SimpleNamespace
+
+    from dmllab.experiments.lookup import _trained_with
+    from dmllab.training.store import PROVENANCE_FILE
+
+    record = {
+        "git_sha": "abc123",
+        "timestamp": "2026-01-02T03:04:05Z",
+        "versions": {"dmllab": "0.9", "torch": "2.1.0", "pytorch_metric_learning": "2.3.0"},
+        "device": "cpu",
+    }
+    (tmp_path / PROVENANCE_FILE).write_text(json.dumps(record))
+    prov = _trained_with(SimpleNamespace(run_dir=str(tmp_path)))
+    assert prov == {
+        "git_sha": "abc123",
+        "timestamp": "2026-01-02T03:04:05+00:00",
+        "dmllab_version": "0.9",
+        "torch_version": "2.1.0",
+        "pml_version": "2.3.0",
+    }
+    rows = results.tidy(
+        {"R@1": 0.5}, experiment="e", paper="p", artifact="a", profile="quick", seed=0, **prov
+    )
+    results.write_rows(tmp_path / "r.csv", rows)
+    written = results.read_rows(tmp_path / "r.csv").iloc[0]
+    assert written["git_sha"] == "abc123" and written["timestamp"] == "2026-01-02T03:04:05+00:00"
+    assert written["numpy_version"] == results.provenance()["numpy_version"]  # not recorded: filled as now
+    assert (
+        _trained_with(SimpleNamespace(run_dir=None)) == {}
+        and _trained_with(SimpleNamespace(run_dir=str(tmp_path / "x"))) == {}
+    )
+
+
+def test_an_unchanged_figure_is_not_rewritten(tmp_path):
+    from dmllab.plots import save_figure, use_headless_backend
+
+    use_headless_backend()
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    written = save_figure(fig, tmp_path / "f")
+    stamps = [p.stat().st_mtime_ns for p in written]
+    assert written[0].read_bytes()[:4] == b"\x89PNG" and written[1].read_bytes()[:4] == b"%PDF"
+    assert save_figure(fig, tmp_path / "f") == written and [p.stat().st_mtime_ns for p in written] == stamps
+    ax.plot([0, 1], [0, 1])
+    save_figure(fig, tmp_path / "f")
+    assert all(p.stat().st_mtime_ns != s for p, s in zip(written, stamps))
+    plt.close(fig)
