@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dmllab import paths, rowkeys
-from dmllab.fileio import write_atomic
+from dmllab.fileio import naming, write_atomic
 from dmllab.locks import exclusive
 from dmllab.paths import git_sha
 
@@ -462,8 +462,6 @@ def write_table(path: str | os.PathLike, frame: Any, *, profile: str, device: st
         frame = frame.assign(device=device_kind(device))
     with _locked(path):
         if path.exists():
-            from dmllab.fileio import naming
-
             with naming(path, "reading"):
                 old = pd.read_csv(path)
             if "profile" in old.columns:
