@@ -1367,11 +1367,10 @@ def lock_cases() -> list[Case]:
 
     def waiting(ctx):
         from dmllab.training import RunStore
-        from dmllab.training.store import run_key
 
         cfg = _smoke_cfg()
         store = RunStore(ctx.folder() / "runs")
-        p = holder(store.root / run_key(cfg) / ".seed0.lock", "os.getpid()", 2.0)
+        p = holder(store.lock_path(cfg, 0), "os.getpid()", 2.0)
         try:
             with stderr_capture() as err:
                 t0 = time.perf_counter()
@@ -1387,7 +1386,6 @@ def lock_cases() -> list[Case]:
     def dead(kind: str):
         def run(ctx):
             from dmllab.training import RunStore
-            from dmllab.training.store import run_key
 
             cfg = _smoke_cfg()
             store = RunStore(ctx.folder() / "runs")
@@ -1397,7 +1395,7 @@ def lock_cases() -> list[Case]:
                 pid = str(q.pid)
             else:  # a live process under a recorded start time that is not its own: the pid was reused
                 pid = str(os.getppid())
-            p = holder(store.root / run_key(cfg) / ".seed0.lock", pid, 120)
+            p = holder(store.lock_path(cfg, 0), pid, 120)
             try:
                 with stderr_capture() as err:
                     t0 = time.perf_counter()

@@ -443,8 +443,8 @@ def _timed_download(mode: str, limits: dict, within: float, *needles: str, gap: 
 def _lock_holder(lock: Path) -> subprocess.Popen:
     code = f"""
         import time
-        from dmllab.locking import holder_lock
-        with holder_lock({str(lock)!r}, name="x", busy="x", then="x"):
+        from dmllab.locks import exclusive
+        with exclusive({str(lock)!r}):
             print("locked", flush=True)
             time.sleep(60)
         """

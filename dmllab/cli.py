@@ -6,7 +6,7 @@ import argparse
 import importlib
 import sys
 
-from dmllab.errors import error_message, report_error  # noqa: F401 - the command line's one-line errors
+from dmllab.errors import EXPECTED_ERRORS, error_message, report_error  # noqa: F401 - one-line errors
 
 # Modules that contribute sub-commands through ``add_commands(subparsers)``. Imported when the CLI starts, so
 # ``import dmllab`` stays cheap.
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         print("dmllab: interrupted", file=sys.stderr)
         return 130
     except Exception as err:  # noqa: BLE001  (the one place that turns any failure into one line)
-        expected = isinstance(err, (ValueError, KeyError, OSError, FloatingPointError))
+        expected = isinstance(err, EXPECTED_ERRORS)
         return report_error(err, debug=debug, code=2 if expected else 1, expected=expected)
 
 

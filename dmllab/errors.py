@@ -24,10 +24,18 @@ _OS_HINTS = {
         "operation not permitted",
         "check its permissions (or point DMLLAB_RESULTS / DMLLAB_CACHE elsewhere)",
     ),
+    errno.EFBIG: (
+        "file too large",
+        "the file-size limit (ulimit -f) or the file system's largest file was reached: raise the limit or "
+        "write to another disk",
+    ),
     errno.EIO: ("input/output error", "the disk may be failing: check it, or move the file elsewhere"),
 }
+# The library's expected errors: bad input, missing or damaged files, a full disk, a diverged training. One line
+# and exit status 2; anything else is a bug, reported with its type (exit status 1).
+EXPECTED_ERRORS = (ValueError, KeyError, OSError, FloatingPointError)
 # Errors that can only come from writing.
-_WRITE_ONLY = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
+_WRITE_ONLY = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG)
 
 
 def error_message(err: BaseException) -> str:

@@ -3,6 +3,8 @@
 * :func:`naming` turns an OSError raised without a file name (a full disk during ``write``, torch's own "unexpected
   pos" error when ``torch.save`` cannot write) into one that names the file and says whether it was being read or
   written, so that :func:`dmllab.errors.error_message` can say "no space left on device writing <file>".
+* :func:`write_atomic`: a file written whole or not at all (temporary file, ``fsync``, ``os.replace``; the
+  temporary file removed on any error), and not rewritten when it already holds the same bytes.
 * :func:`sha256_file` and the checksum sidecar (``<file>.sha256``, :func:`write_sidecar` / :func:`check_sidecar`):
   a torch checkpoint is a zip archive whose CRCs ``torch.load`` does not check, so a flipped byte in a tensor loads
   silently; the sidecar written with the file catches it.
@@ -21,6 +23,7 @@ import mmap
 import os
 import sys
 import time
+import uuid
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -42,6 +45,27 @@ def warn(message: str) -> None:
     print(f"dmllab: warning: {' '.join(message.split())}", file=sys.stderr, flush=True)
 
 
+def notice(message: str) -> None:
+    """One line ``dmllab: <message>`` on stderr (what dmllab does before a long first-use build)."""
+    print(f"dmllab: {' '.join(message.split())}", file=sys.stderr, flush=True)
+
+
+#: A first-use build estimated to take at least this long (seconds) is announced by :func:`first_use`.
+LONG_BUILD_S = 10.0
+
+
+def first_use(what: str, seconds: float) -> None:
+    """Say on stderr (:func:`notice`) that dmllab builds ``what`` once and that it takes about ``seconds``, when
+    that is at least :data:`LONG_BUILD_S`."""
+    if seconds >= LONG_BUILD_S:
+        notice(f"first use: {what}, once: about {duration(seconds)}")
+
+
+def duration(seconds: float) -> str:
+    """``40 s`` below 90 s, ``2.5 min`` from there (how dmllab writes an estimate)."""
+    return f"{seconds / 60:.1f} min" if seconds >= 90 else f"{seconds:.0f} s"
+
+
 @contextmanager
 def naming(path: str | os.PathLike, action: str) -> Iterator[None]:
     """Re-raise an OSError of the block with ``path`` as its file name and ``action`` ("reading" or "writing")
@@ -53,10 +77,7 @@ def naming(path: str | os.PathLike, action: str) -> Iterator[None]:
     except OSError as err:
         if err.filename is None and err.errno is None and action == "writing":
             # numpy's own short-write error ("737280 requested and 98176 written") carries no errno
-            code = errno.ENOSPC if _no_room(Path(path).parent) else errno.EIO
-            new = OSError(code, os.strerror(code), str(path))
-            new.dmllab_action = action  # type: ignore[attr-defined]
-            raise new from err
+            raise _named(_short_write_errno(Path(path)), path, action) from err
         if err.filename is None and err.errno is not None:
             new = OSError(err.errno, err.strerror or os.strerror(err.errno), str(path))
             new.dmllab_action = action  # type: ignore[attr-defined]
@@ -68,10 +89,28 @@ def naming(path: str | os.PathLike, action: str) -> Iterator[None]:
         text = str(err)
         if action != "writing" or not ("unexpected pos" in text or "PytorchStreamWriter" in text):
             raise
-        code = errno.ENOSPC if _no_room(Path(path).parent) else errno.EIO
-        new = OSError(code, os.strerror(code), str(path))
-        new.dmllab_action = action  # type: ignore[attr-defined]
-        raise new from err
+        raise _named(_short_write_errno(Path(path)), path, action) from err
+
+
+def _named(code: int, path: str | os.PathLike, action: str) -> OSError:
+    new = OSError(code, os.strerror(code), str(path))
+    new.dmllab_action = action  # type: ignore[attr-defined]
+    return new
+
+
+def _short_write_errno(path: Path) -> int:
+    """What a write that stopped short without an errno ran into: EFBIG when the file reached the process's
+    file-size limit (``ulimit -f``), ENOSPC when its folder has no room left, else EIO."""
+    import resource
+
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = 0
+    if limit != resource.RLIM_INFINITY and size >= limit - _CHUNK:  # within a write of the limit
+        return errno.EFBIG
+    return errno.ENOSPC if _no_room(path.parent) else errno.EIO
 
 
 def _no_room(folder: Path) -> bool:
@@ -80,6 +119,41 @@ def _no_room(folder: Path) -> bool:
     except OSError:
         return True
     return st.f_bavail * st.f_frsize < 64 << 20  # less than 64 MiB left: the write ran out of room
+
+
+def write_atomic(path: str | os.PathLike, data: bytes) -> bool:
+    """Write ``data`` to ``path`` whole or not at all, unless ``path`` already holds exactly these bytes; returns
+    whether it wrote.
+
+    The bytes go to a temporary file in the same folder (mode 0o666 less the umask, like an ordinary write), are
+    flushed to disk (``fsync``) and moved over ``path`` (``os.replace``); on any error the temporary file is removed
+    and the error names ``path`` (:func:`naming`: a full disk, a file-size limit)."""
+    path = Path(path)
+    with naming(path, "reading"):
+        try:
+            if path.stat().st_size == len(data) and path.read_bytes() == data:
+                return False
+        except FileNotFoundError:
+            pass
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
+    try:
+        with naming(path, "writing"):
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            try:
+                view = memoryview(data)
+                while view:  # os.write may write fewer bytes than asked: the rest follows (or its error)
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return True
 
 
 def sha256_file(path: str | os.PathLike) -> str:

@@ -1,12 +1,21 @@
 """Where dmllab reads and writes: caches (outside git), results and figures (inside the repository).
 
 Every location can be moved with an environment variable, which the tests use to stay in temporary folders.
+
+:func:`destination` decides where an execution's tidy CSVs and figures go: only a study (``dmllab study``,
+``dmllab report``) of the committed profile on the committed device writes the tracked ``results/*.csv`` and
+``figures/``; a notebook run by hand (papermill, Jupyter), another profile or another device writes under the
+git-ignored ``results/scratch/<profile>/`` and ``figures/scratch/<profile>/``, so exploring never dirties the
+repository.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from dmllab.numerics import cpu_isa_mode, stamp_cache
@@ -68,10 +77,70 @@ def figures_dir() -> Path:
     return Path(os.environ.get("DMLLAB_FIGURES", _REPO_ROOT / "figures")).expanduser()
 
 
-def profile_figures_dir(profile: str) -> Path:
-    """Figures of one profile: ``<figures>`` for the committed ``quick`` profile, ``<figures>/<profile>``
-    for the others, so that a smoke or paper run never overwrites the committed quick-profile figures."""
-    return figures_dir() if profile == "quick" else figures_dir() / profile
+#: The profile and device whose rows and figures are committed (``results/*.csv``, ``figures/``).
+COMMITTED_PROFILE = "quick"
+COMMITTED_DEVICE = "cpu"
+#: The git-ignored folder, under ``results/`` and ``figures/``, of every other execution's CSVs and figures.
+SCRATCH = "scratch"
+#: Set (to "1") by ``dmllab study`` and ``dmllab report`` for themselves and the notebook kernels they start.
+STUDY_ENV = "DMLLAB_STUDY"
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where an execution's tidy CSVs (``results``) and figures and report (``figures``) go; ``tracked``: the
+    committed folders."""
+
+    results: Path
+    figures: Path
+    tracked: bool
+
+    def note(self) -> str:
+        """One line saying where this execution writes, and why not to the committed folders."""
+        return (
+            f"results go to {_shown(self.results)}/ and figures to {_shown(self.figures)}/ (git-ignored: only "
+            f"`dmllab study --profile {COMMITTED_PROFILE}` on the {COMMITTED_DEVICE} writes the committed "
+            "results/ and figures/)"
+        )
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the checkout where it lies inside it."""
+    try:
+        return str(path.resolve().relative_to(_REPO_ROOT))
+    except ValueError:
+        return str(path)
+
+
+def in_study() -> bool:
+    """Whether this process runs for ``dmllab study`` or ``dmllab report`` (:data:`STUDY_ENV`)."""
+    return os.environ.get(STUDY_ENV) == "1"
+
+
+@contextmanager
+def study() -> Iterator[None]:
+    """Within the block this process, and every process it starts, runs for a study (:func:`in_study`)."""
+    saved = os.environ.get(STUDY_ENV)
+    os.environ[STUDY_ENV] = "1"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(STUDY_ENV, None)
+        else:
+            os.environ[STUDY_ENV] = saved
+
+
+def destination(profile: str, device: str | None = None) -> Destination:
+    """Where the CSVs and figures of ``profile`` on ``device`` (None: :data:`COMMITTED_DEVICE`; ``"cuda:1"``
+    counts as ``"cuda"``) go: ``<results>`` and ``<figures>`` for a study (:func:`in_study`) of
+    :data:`COMMITTED_PROFILE` on :data:`COMMITTED_DEVICE`, else ``<results>/scratch/<profile>`` and
+    ``<figures>/scratch/<profile>`` (one CSV per artifact holds every device's rows, each row naming its device).
+    """
+    kind = str(device or COMMITTED_DEVICE).split(":", 1)[0]
+    if profile == COMMITTED_PROFILE and kind == COMMITTED_DEVICE and in_study():
+        return Destination(results_dir(), figures_dir(), True)
+    return Destination(results_dir() / SCRATCH / profile, figures_dir() / SCRATCH / profile, False)
 
 
 def checkpoints_dir() -> Path:

@@ -10,17 +10,18 @@ from notebook outputs. Columns, in order::
 
 Retrieval metrics (R@K, NMI, MAP@R, ...) are stored in percent, as the papers print them.
 
-Writes are atomic: the file is rewritten into a temporary file in the same folder and moved over the old one
-with ``os.replace`` while an ``fcntl`` lock on ``<path>.lock`` is held, so concurrent writers never lose rows
-and a reader never sees a partial row.
+Writes are atomic (:func:`dmllab.fileio.write_atomic`: a temporary file in the same folder, flushed to disk and
+moved over the old one) while the lock ``<path>.lock`` is held (:func:`dmllab.locks.exclusive`), for the rows and
+the extra figure tables alike, so concurrent writers never lose rows and a reader never sees a partial row. A
+value written again unchanged keeps the provenance it was first written with (:data:`PRODUCED_COLUMNS`), and a
+file whose content would not change is not rewritten: a re-run that changes nothing leaves every file
+byte-identical.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import fcntl
 import os
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import lru_cache
@@ -28,7 +29,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dmllab import paths
+from dmllab import paths, rowkeys
+from dmllab.fileio import naming, write_atomic
+from dmllab.locks import exclusive
 from dmllab.paths import git_sha
 
 if TYPE_CHECKING:  # pandas is imported lazily: ``import dmllab`` must stay cheap.
@@ -57,6 +60,10 @@ PROVENANCE_COLUMNS: tuple[str, ...] = (
     "timestamp",
     "config_hash",
     "run_id",
+)
+# When and with what code a value was produced: a value written again unchanged keeps the ones it has.
+PRODUCED_COLUMNS: tuple[str, ...] = tuple(
+    c for c in PROVENANCE_COLUMNS if c not in ("device", "config_hash", "run_id")
 )
 PARAM_PREFIX = "param_"
 # Core columns every row must give; the others (variant, dataset, seed) may be left empty.
@@ -115,6 +122,18 @@ def provenance(device: str | None = None) -> dict[str, str]:
     return prov
 
 
+def run_provenance(record: Mapping[str, Any]) -> dict[str, str]:
+    """The provenance columns of the rows of a stored run, from the record the run store wrote when the run was
+    trained (``provenance.json``: git commit, package versions, UTC time); a column it does not record is left
+    out (and filled from :func:`provenance` where the row is written)."""
+    versions = {str(k).replace("-", "_"): v for k, v in (record.get("versions") or {}).items()}
+    out = {col: versions.get(dist.replace("-", "_")) for col, dist in _VERSION_PACKAGES.items()}
+    out["git_sha"] = record.get("git_sha")
+    when = record.get("timestamp")
+    out["timestamp"] = when[:-1] + "+00:00" if isinstance(when, str) and when.endswith("Z") else when
+    return {col: str(value) for col, value in out.items() if value}
+
+
 def _normalise_rows(rows: Iterable[Mapping[str, Any]], prov: Mapping[str, str]) -> list[dict[str, Any]]:
     out = []
     for i, row in enumerate(rows):
@@ -134,15 +153,22 @@ def _normalise_rows(rows: Iterable[Mapping[str, Any]], prov: Mapping[str, str]) 
     return out
 
 
+# A writer waiting for a result file's lock says so after LOCK_NOTICE_S and gives up after LOCK_TIMEOUT_S
+# (rewriting one file takes well under a second: a holder that long is stuck).
+LOCK_NOTICE_S = 5.0
+LOCK_TIMEOUT_S = 600.0
+
+
 @contextmanager
 def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(str(path) + ".lock", "a") as lock:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+    with exclusive(
+        Path(str(path) + ".lock"),
+        waiting=lambda holder: f"{path} is being written by another process ({holder}): waiting for it",
+        notice_s=LOCK_NOTICE_S,
+        timeout=LOCK_TIMEOUT_S,
+        what=f"writing {path}",
+    ):
+        yield
 
 
 def _to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -151,33 +177,29 @@ def _to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame.from_records(rows) if rows else pd.DataFrame(columns=list(CORE_COLUMNS))
 
 
-def _atomic_write_csv(path: Path, frame: pd.DataFrame) -> None:
-    frame = frame.reindex(columns=columns_in_order(frame.columns))
-    # os.open with mode 0o666 honours the umask, like an ordinary write (mkstemp would leave the CSV 0600,
-    # unreadable for the other users of a shared results folder); O_EXCL keeps the name private to us.
-    tmp = str(path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
-    from dmllab.fileio import naming
+def identity_columns(frame: pd.DataFrame) -> list[str]:
+    """The columns that say which measurement a row is: all but ``value`` and :data:`PRODUCED_COLUMNS`."""
+    return sorted(c for c in frame.columns if c != "value" and c not in PRODUCED_COLUMNS)
 
-    try:
-        with naming(path, "writing"):  # a full disk names the result file
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-            with os.fdopen(fd, "w", newline="") as fh:
-                frame.to_csv(fh, index=False)
-                fh.flush()
-                os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+
+def keep_produced(new: pd.DataFrame, old: pd.DataFrame) -> pd.DataFrame:
+    """``new`` where each row that ``old`` holds with the same identity and value takes the old row's
+    :data:`PRODUCED_COLUMNS`: a value written again unchanged keeps the provenance it was first written with."""
+    return rowkeys.carry_over(new, old, PRODUCED_COLUMNS)
+
+
+def _write_csv(path: Path, frame: pd.DataFrame, **to_csv: Any) -> bool:
+    """Write ``frame`` to ``path`` (:func:`dmllab.fileio.write_atomic`; not rewritten when unchanged)."""
+    return write_atomic(path, frame.to_csv(index=False, lineterminator="\n", **to_csv).encode("utf-8"))
 
 
 def _update(path: str | os.PathLike, change: Callable[[pd.DataFrame | None], pd.DataFrame]) -> None:
     """Apply ``change(existing frame or None) -> new frame`` to ``path`` under the lock, atomically."""
     path = Path(path)
     with _locked(path):
-        existing = read_rows(path) if path.exists() else None
-        _atomic_write_csv(path, change(existing))
+        existing = read_rows(path, duplicates=True) if path.exists() else None
+        frame = change(existing)
+        _write_csv(path, frame.reindex(columns=columns_in_order(frame.columns)))
 
 
 def write_rows(
@@ -208,8 +230,10 @@ def write_rows(
     def change(existing: pd.DataFrame | None) -> pd.DataFrame:
         import pandas as pd
 
-        if mode == "replace" or existing is None or existing.empty:
+        if existing is None or existing.empty:
             return new
+        if mode == "replace":
+            return keep_produced(new, existing)
         return pd.concat([existing, new], ignore_index=True)
 
     _update(path, change)
@@ -272,8 +296,6 @@ def replace_experiment(
     new = _to_frame(rows)
 
     def change(existing: pd.DataFrame | None) -> pd.DataFrame:
-        import pandas as pd
-
         if existing is None or existing.empty:
             return new
         drop = existing["experiment"] == experiment
@@ -285,17 +307,22 @@ def replace_experiment(
         stale = [
             c for c in kept.columns if c.startswith(PARAM_PREFIX) and c not in new and kept[c].isna().all()
         ]
-        return pd.concat([kept.drop(columns=stale), new], ignore_index=True)
+        block = keep_produced(new, existing[drop])
+        return rowkeys.splice(existing.drop(columns=stale), drop, block)
 
     _update(path, change)
 
 
-def read_rows(path: str | os.PathLike) -> pd.DataFrame:
-    """Read a tidy CSV into a DataFrame (string columns as strings, ``seed`` as nullable Int64, ``value`` float).
+def read_rows(path: str | os.PathLike, *, duplicates: bool = False) -> pd.DataFrame:
+    """Read a tidy CSV into a DataFrame (string columns as strings, ``seed`` as nullable Int64, ``value`` float,
+    every number exactly as written).
 
-    The file is checked first: every row must have as many fields as the header and the file must end with a
-    line break (every file :func:`write_rows` writes does); a file cut mid-row, or a row that is not a number
-    in ``value`` or ``seed``, is refused instead of read as a row of empty fields.
+    The file is checked first: it must have a header, every row must have as many fields as the header and the
+    file must end with a line break (every file :func:`write_rows` writes does); a file cut mid-row, or a row that
+    is not a number in ``value`` or ``seed``, is refused instead of read as a row of empty fields. Two rows of one
+    measurement (the same :func:`identity_columns`: a row copied, a file concatenated with itself) are refused
+    too, since they would count as two seeds and shrink every interval, unless ``duplicates`` (the writers, which
+    replace them).
 
     Raises:
         FileNotFoundError: when ``path`` does not exist.
@@ -316,7 +343,9 @@ def read_rows(path: str | os.PathLike) -> pd.DataFrame:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
         raise ValueError(f"result file {path} is not UTF-8 text ({err}); {rewrite}") from None
-    if text and not text.endswith("\n"):
+    if not text.strip():
+        raise ValueError(f"result file {path} is empty (not even a header); {rewrite}")
+    if not text.endswith("\n"):
         raise ValueError(f"result file {path} is cut mid-row (no line break at its end); {rewrite}")
     try:
         rows = list(csv.reader(io.StringIO(text, newline="")))
@@ -329,7 +358,11 @@ def read_rows(path: str | os.PathLike) -> pd.DataFrame:
                 raise ValueError(
                     f"result file {path}, row {number}: {len(row)} fields where the header has {width}; {rewrite}"
                 )
-    frame = pd.read_csv(io.StringIO(text), dtype={c: "string" for c in _STRING_COLUMNS}, keep_default_na=True)
+    frame = pd.read_csv(
+        io.StringIO(text),
+        dtype={c: "string" for c in _STRING_COLUMNS},
+        keep_default_na=True,
+    )
     for column, kind in (("seed", "Int64"), ("value", float)):
         if column in frame:
             try:
@@ -338,23 +371,41 @@ def read_rows(path: str | os.PathLike) -> pd.DataFrame:
                 raise ValueError(
                     f"result file {path}: column {column!r} holds a non-number ({err}); {rewrite}"
                 ) from None
+    if not duplicates:
+        _refuse_duplicates(frame, path, rewrite)
     return frame
+
+
+def _refuse_duplicates(frame: pd.DataFrame, path: Path, rewrite: str) -> None:
+    """Raise ValueError naming ``path`` and the first two lines that hold one measurement."""
+    pair = rowkeys.first_duplicate(frame, identity_columns(frame))
+    if pair is not None:
+        first, second = (i + 2 for i in pair)  # file lines: the header is line 1
+        raise ValueError(
+            f"result file {path}: lines {first} and {second} hold the same measurement (same experiment, profile, "
+            f"variant, dataset, seed, parameters, metric and run); a duplicated row would count as another seed; "
+            f"{rewrite}"
+        )
 
 
 # ---------------------------------------------------------------------------------------- artifact files
 
 
-def artifact_csv(artifact_id: str, table: str | None = None) -> Path:
-    """``results/<id>.csv`` (the artifact's rows) or ``results/<id>.<table>.csv`` (an extra figure table)."""
-    return paths.results_dir() / (f"{artifact_id}.csv" if table is None else f"{artifact_id}.{table}.csv")
+def artifact_csv(artifact_id: str, table: str | None = None, folder: str | os.PathLike | None = None) -> Path:
+    """``<folder>/<id>.csv`` (the artifact's rows) or ``<folder>/<id>.<table>.csv`` (an extra figure table);
+    ``folder``: an execution's :func:`dmllab.paths.destination`, by default ``results/``."""
+    folder = Path(folder) if folder is not None else paths.results_dir()
+    return folder / (f"{artifact_id}.csv" if table is None else f"{artifact_id}.{table}.csv")
 
 
-def read_artifact_rows(artifact_id: str, profile: str, device: str | None = None) -> pd.DataFrame:
-    """The rows of artifact ``artifact_id`` for ``profile`` in ``results/<id>.csv`` (empty when there are none);
-    with ``device``, only that device's rows (:func:`select_device`)."""
+def read_artifact_rows(
+    artifact_id: str, profile: str, device: str | None = None, folder: str | os.PathLike | None = None
+) -> pd.DataFrame:
+    """The rows of artifact ``artifact_id`` for ``profile`` in ``<folder>/<id>.csv`` (:func:`artifact_csv`; empty
+    when there are none); with ``device``, only that device's rows (:func:`select_device`)."""
     import pandas as pd
 
-    path = artifact_csv(artifact_id)
+    path = artifact_csv(artifact_id, folder=folder)
     if not path.exists():
         return pd.DataFrame(
             columns=["experiment", "profile", "variant", "dataset", "seed", "metric", "value"]
@@ -375,15 +426,19 @@ def latest_device(rows: pd.DataFrame) -> str | None:
 
 
 def read_tables(
-    artifact_id: str, tables: Iterable[str], profile: str, device: str | None = None
+    artifact_id: str,
+    tables: Iterable[str],
+    profile: str,
+    device: str | None = None,
+    folder: str | os.PathLike | None = None,
 ) -> dict[str, pd.DataFrame]:
-    """``{"rows": ..., <table>: ...}``: everything a figure of the artifact may draw from, read from its CSVs;
-    with ``device``, that device's lines only (:func:`select_device`)."""
+    """``{"rows": ..., <table>: ...}``: everything a figure of the artifact may draw from, read from its CSVs in
+    ``folder`` (:func:`artifact_csv`); with ``device``, that device's lines only (:func:`select_device`)."""
     import pandas as pd
 
-    out = {"rows": read_artifact_rows(artifact_id, profile, device)}
+    out = {"rows": read_artifact_rows(artifact_id, profile, device, folder)}
     for name in tables:
-        path = artifact_csv(artifact_id, name)
+        path = artifact_csv(artifact_id, name, folder)
         frame = pd.read_csv(path) if path.exists() else pd.DataFrame()
         if "profile" in frame.columns:
             frame = frame[frame["profile"] == profile].drop(columns="profile").reset_index(drop=True)
@@ -397,24 +452,24 @@ def read_tables(
 def write_table(path: str | os.PathLike, frame: Any, *, profile: str, device: str | None = None) -> None:
     """Write an extra figure table (a DataFrame) with a ``profile`` column (and a ``device`` column when
     ``device`` is given), replacing that profile's lines of that device (a line without a device is
-    :data:`UNRECORDED_DEVICE`)."""
+    :data:`UNRECORDED_DEVICE`); under the file's lock and atomically, as :func:`write_rows`, and not rewritten
+    when unchanged."""
     import pandas as pd
 
     path = Path(path)
     frame = pd.DataFrame(frame).assign(profile=profile)
     if device is not None:
         frame = frame.assign(device=device_kind(device))
-    if path.exists():
-        old = pd.read_csv(path)
-        if "profile" in old.columns:
-            drop = old["profile"] == profile
-            if device is not None:
-                drop &= _device_mask(old, device)
-            frame = pd.concat([old[~drop], frame], ignore_index=True)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    frame.to_csv(tmp, index=False, float_format="%.6g")
-    os.replace(tmp, path)
+    with _locked(path):
+        if path.exists():
+            with naming(path, "reading"):
+                old = pd.read_csv(path)
+            if "profile" in old.columns:
+                drop = old["profile"] == profile
+                if device is not None:
+                    drop &= _device_mask(old, device)
+                frame = rowkeys.splice(old, drop, frame)
+        _write_csv(path, frame, float_format="%.6g")
 
 
 # ------------------------------------------------------------------------------------------ row builders

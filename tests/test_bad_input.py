@@ -380,27 +380,20 @@ def test_a_full_disk_names_the_file_being_written(tmp_path, monkeypatch):
     with pytest.raises(OSError) as info, naming(tmp_path / "last.pt", "writing"):
         raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")
     assert "last.pt" in error_message(info.value)
-    real_fdopen = os.fdopen
+    real_write = os.write
 
-    class Full:
-        def __init__(self, fh):
-            self.fh = fh
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *a):
-            self.fh.close()
-
-        def write(self, *a):
+    def full(fd, data):  # a full disk under tmp_path: the write fails without naming a file
+        if os.readlink(f"/proc/self/fd/{fd}").startswith(str(tmp_path)):
             raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
 
-    monkeypatch.setattr(os, "fdopen", lambda fd, *a, **k: Full(real_fdopen(fd, *a, **k)))
+    monkeypatch.setattr(os, "write", full)
     with pytest.raises(OSError) as info:
         write_rows(
             tmp_path / "r.csv",
             [dict(experiment="e", paper="p", artifact="a", profile="q", metric="m", value=1)],
         )
+    assert not list(tmp_path.glob("*.tmp")) and not list(tmp_path.glob(".*.tmp"))  # no temporary file left
     assert error_message(info.value).startswith(f"no space left on device writing {tmp_path / 'r.csv'}")
 
 

@@ -83,7 +83,12 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     """Register ``data fetch``, ``data check`` and ``data cache`` on the top-level ``dmllab`` parser."""
     from dmllab.data.download import DownloadLimits
 
-    data = subparsers.add_parser("data", help="get, verify or cache a dataset folder")
+    data = subparsers.add_parser(
+        "data",
+        help="get, verify or cache a dataset folder",
+        description="The benchmark datasets (CUB-200-2011, Cars196, Stanford Online Products, In-Shop): fetch "
+        "one into a folder, check a folder, or write a pre-resized copy. See docs/guide/datasets.md.",
+    )
     data.set_defaults(func=lambda args: (data.print_help(), 2)[1])
     sub = data.add_subparsers(dest="data_command", metavar="ACTION")
 
@@ -132,14 +137,25 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     fetch.add_argument("--quiet", action="store_true", help="no progress bars")
     fetch.set_defaults(func=_fetch)
 
-    check = sub.add_parser("check", help="verify counts and decode every image of a dataset folder")
+    check = sub.add_parser(
+        "check",
+        help="verify counts and decode every image of a dataset folder",
+        description="Read dataset NAME's index files in ROOT, check the canonical image and class counts "
+        "(--no-counts: a partial copy) and decode every image; prints what is wrong, exit code 1 if anything is.",
+    )
     check.add_argument("name", help="dataset name: cub, cars, sop, inshop")
     check.add_argument("root", help="the dataset folder (see docs/guide/datasets.md)")
     check.add_argument("--no-counts", action="store_true", help="skip the canonical image/class counts")
     check.add_argument("--quiet", action="store_true", help="no progress bar")
     check.set_defaults(func=_check)
 
-    cache = sub.add_parser("cache", help="write a pre-resized copy (same layout) and print the root to use")
+    cache = sub.add_parser(
+        "cache",
+        help="write a pre-resized copy (same layout) and print the root to use",
+        description="Write a copy of dataset NAME's folder with every image resized to --shorter-side pixels "
+        "(same layout and index files, so the loaders read it as they read ROOT) and print the root to pass "
+        "as --data-root: reading small JPEGs makes each epoch faster.",
+    )
     cache.add_argument("name", help="dataset name: cub, cars, sop, inshop")
     cache.add_argument("root", help="the dataset folder")
     cache.add_argument("--out", default=None, help="destination (default <cache>/datasets/<name>-<side>)")

@@ -40,7 +40,7 @@ from dmllab.data.sources import (
     ManualDownloadError,
 )
 from dmllab.data.unpack import unpack
-from dmllab.locking import LockHeldError, holder_lock
+from dmllab.locks import LockTimeout, describe, exclusive, read_holder
 
 __all__ = [
     "SOURCES",
@@ -216,6 +216,10 @@ def _finished(root: Path, name: str, echo: Callable[[str], None]) -> FetchResult
     return FetchResult(root, manifest, already_there=True)
 
 
+class LockHeldError(OSError):
+    """Another process fetches into the same folder; the message names it and the lock file."""
+
+
 def fetch_dataset(
     name: str,
     root: str | Path,
@@ -262,31 +266,21 @@ def fetch_dataset(
             raise FetchError(f"--from {path}: no such file")
     copy, files = choose_copy(source, given)
     made_parent = not root.parent.exists()
+    lock = root.parent / f".{root.name}.fetch.lock"
     try:
-        with holder_lock(
-            root.parent / f".{root.name}.fetch.lock",
-            name=f"fetch into {root}",
-            busy=f"{root} is being fetched into",
-            then="wait for that fetch to finish, then run the same command again",
-            wait=False,
-        ):
+        with exclusive(lock, timeout=0, what=f"fetch into {root}"):  # the fetch itself takes no other lock
             _remove_leftovers(root, echo)
             if _check_root_free(root):  # the other fetch finished while this one started
                 return _finished(root, name, echo)
             return _fetch_locked(
-                name,
-                root,
-                source,
-                copy,
-                files,
-                downloads,
-                keep_archives,
-                verify_checksums,
-                retries,
-                limits,
-                progress,
-                echo,
-            )
+                name, root, source, copy, files, downloads, keep_archives, verify_checksums, retries, limits,
+                progress, echo,
+            )  # fmt: skip
+    except LockTimeout:
+        raise LockHeldError(
+            f"{root} is being fetched into by another process ({describe(read_holder(lock))}; lock {lock}): "
+            "wait for that fetch to finish, then run the same command again"
+        ) from None
     except BaseException:
         if made_parent:
             try:

@@ -34,6 +34,7 @@ import math
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
@@ -42,7 +43,14 @@ from typing import Any
 import numpy as np
 
 from dmllab.data.base import DATASETS, RetrievalDataset, contiguous_labels
-from dmllab.fileio import CorruptFileError, check_fingerprints, content_fingerprint, naming, set_aside
+from dmllab.fileio import (
+    CorruptFileError,
+    check_fingerprints,
+    content_fingerprint,
+    first_use,
+    naming,
+    set_aside,
+)
 from dmllab.paths import cache_dir
 from dmllab.validation import IMAGES_PER_CLASS, check_int, check_path
 
@@ -575,11 +583,14 @@ def generate(
     num_classes: int = 200,
     images_per_class: int | Sequence[int] = (40, 60),
     progress: bool = True,
+    estimate: Callable[[float], None] | None = None,
 ) -> dict[str, np.ndarray]:
     """Render a whole pool in memory (no disk access).
 
     Class ``c`` of a pool has the same attributes and images whatever ``num_classes`` is, so a smaller
     configuration is a prefix of a larger one (with the same ``image_size`` and ``images_per_class``).
+    ``estimate(seconds)`` is called once, after the first class, with the time the whole pool will take at that
+    pace.
 
     Returns:
         ``{"images": uint8 (N, S, S, 3), "class_ids": int64 (N,), "boxes": float32 (N, 4) as (x, y, w, h)}``,
@@ -593,7 +604,10 @@ def generate(
     from tqdm.auto import tqdm
 
     images, class_ids, boxes = [], [], []
+    start = time.perf_counter()
     for c in tqdm(range(num_classes), desc=f"synthetic {pool} pool", unit="class", disable=not progress):
+        if c == 1 and estimate is not None:
+            estimate((time.perf_counter() - start) * num_classes)
         rng = _seed_rng(seed, pool, 2, c)
         n = int(rng.integers(lo, hi + 1))
         if pool == "pretrain":
@@ -651,6 +665,11 @@ def ensure_cached(
             set_aside(final, str(err), then="generating it again")
     with naming(base, "writing"):
         base.mkdir(parents=True, exist_ok=True)
+
+    def say(seconds: float) -> None:
+        what = f"rendering the synthetic benchmark's {pool} pool ({num_classes} classes, {image_size} px, seed {seed})"
+        first_use(f"{what} into {final}", seconds)
+
     data = generate(
         pool,
         seed=seed,
@@ -658,6 +677,7 @@ def ensure_cached(
         num_classes=num_classes,
         images_per_class=images_per_class,
         progress=progress,
+        estimate=say,
     )
     tmp = Path(tempfile.mkdtemp(prefix=f".{pool}-{digest}-", dir=base))
     tmp.chmod(0o755)  # mkdtemp makes it private; the cache is shared like any other folder

@@ -45,7 +45,14 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from dmllab.data.transforms import IMAGENET_MEAN, IMAGENET_STD
-from dmllab.fileio import CorruptFileError, check_fingerprints, content_fingerprint, naming, set_aside
+from dmllab.fileio import (
+    CorruptFileError,
+    check_fingerprints,
+    content_fingerprint,
+    first_use,
+    naming,
+    set_aside,
+)
 from dmllab.paths import cache_dir
 
 #: Bump when the tensor transforms or the cache layout change: part of the feature-cache key.
@@ -262,14 +269,22 @@ def compute_features(
     batch_size: int = 256,
     dtype: torch.dtype = torch.float16,
     device: torch.device | str = "cpu",
+    estimate: Callable[[float], None] | None = None,
 ) -> Tensor:
     """``prefix`` applied to ``views`` augmented views (train source) or the one test view of every image:
-    (V, N, C, h, w) in ``dtype`` on the CPU. View ``v`` of batch ``b`` uses a generator seeded ``(seed, v, b)``."""
+    (V, N, C, h, w) in ``dtype`` on the CPU. View ``v`` of batch ``b`` uses a generator seeded ``(seed, v, b)``.
+    ``estimate(seconds)`` is called once, after the first batch, with the time all batches take at that pace."""
+    import time
+
     n = len(source)
     v_count = views if source.train else 1
+    batches = v_count * -(-n // batch_size)
     out: Tensor | None = None
+    start_s = time.perf_counter()
     for v in range(v_count):
         for b, start in enumerate(range(0, n, batch_size)):
+            if (v, b) == (0, 1) and estimate is not None:
+                estimate((time.perf_counter() - start_s) * batches)
             gen = torch.Generator().manual_seed(int(seed) * 1_000_003 + v * 10_007 + b)
             x, _ = source.batch(torch.arange(start, min(start + batch_size, n)), gen)
             f = prefix(x.to(device)).to("cpu", dtype)
@@ -332,7 +347,18 @@ class FeatureCache:
         if features is None:
             t0 = time.perf_counter()
             source = InMemoryImages(dataset, preset, train=train)
-            feats = compute_features(prefix, source, views=self.views, seed=seed, device=device)
+            what = (
+                f"computing the frozen trunk's features of {len(self.labels)} images ({self.views} view(s)) into "
+                f"{self.folder}"
+            )
+            feats = compute_features(
+                prefix,
+                source,
+                views=self.views,
+                seed=seed,
+                device=device,
+                estimate=lambda seconds: first_use(what, seconds),
+            )
             _write_atomic(self.folder, feats.numpy())
             self.build_seconds = time.perf_counter() - t0
             features = _open_features(self.folder, (self.views, len(self.labels)), repair=False)

@@ -90,6 +90,23 @@ def planned_runs(artifact: Artifact, params: Params) -> list[Run]:
     return [place(run, params) for run in artifact.runs(params)]
 
 
+def _trained_with(result: RunResult) -> dict[str, str]:
+    """The provenance columns of a stored run's rows: its git commit, package versions and time as the run store
+    recorded them when the run was trained (:func:`dmllab.results.run_provenance`); {} without a record."""
+    import json
+
+    from dmllab.results import run_provenance
+    from dmllab.training.store import PROVENANCE_FILE
+
+    if not result.run_dir:
+        return {}
+    try:
+        record = json.loads((Path(result.run_dir) / PROVENANCE_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return run_provenance(record) if isinstance(record, dict) else {}
+
+
 class Lookup:
     """What an artifact's ``rows`` receives: every run placed by :func:`place`, then read from the run store
     (trained first where missing, when ``train_missing``).
@@ -153,7 +170,8 @@ class Lookup:
         return train(run.config, seed=run.seed, store=self.store, progress=self.progress)
 
     def rows(self, runs: Iterable[Run], **columns: Any) -> list[dict[str, Any]]:
-        """Tidy rows of the test metrics of every run (percent), labelled by its variant, tags and provenance.
+        """Tidy rows of the test metrics of every run (percent), labelled by its variant, tags and provenance (the
+        run's own, recorded when it was trained: :func:`_trained_with`).
 
         A run the store records as diverged (a setting whose loss or embeddings became non-finite) gives one row
         with metric ``diverged`` = 1 and no other metric, so the CSV says so and the claims that need its metrics
@@ -178,6 +196,7 @@ class Lookup:
                 config_hash=result.config_hash,
                 run_id=run.key,
                 device=result.device,
+                **_trained_with(result),
                 **run.tag,
                 **columns,
             )

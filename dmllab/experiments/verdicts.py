@@ -346,4 +346,5 @@ def counts(frame: pd.DataFrame, papers: Sequence[str]) -> pd.DataFrame:
             }
         )
     columns = ["paper", *VERDICTS, "tested", "holm yes", "holm no", "shared", "checks", "checks passed"]
-    return pd.DataFrame(out, columns=columns)
+    # integer columns even without a paper: the totals of no claims are zeros
+    return pd.DataFrame(out, columns=columns).astype({c: int for c in columns[1:]})

@@ -25,7 +25,7 @@ def _study(args: argparse.Namespace) -> int:
     if args.plan:
         device = resolve_device(args.device or "auto")
         jobs = resolve_jobs(args.jobs, device)
-        with scratch_paths(args.profile) if args.fast_dev_run else contextlib.nullcontext():
+        with scratch_paths() if args.fast_dev_run else contextlib.nullcontext():
             plan = make_plan(
                 registry.select(args.only),
                 args.profile,
@@ -62,9 +62,11 @@ def _study(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from dmllab import paths
     from dmllab.pipeline.report import build_report
 
-    print(f"report: {build_report(args.profile)}")
+    with paths.study():
+        print(f"report: {build_report(args.profile)}")
     return 0
 
 
@@ -130,8 +132,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         metavar="N",
         help="check the study in minutes before spending GPU hours: every planned run (first seed) trains N "
         "batches per epoch (default 2), at most 1 warm-up + 1 epoch per stage, evaluates N batches, then the "
-        "notebooks, plots and report run on those rows, all in results/fast-dev-run/<profile> and "
-        "figures/fast-dev-run/<profile>",
+        "notebooks, plots and report run on those rows, all under results/fast-dev-run/ and "
+        "figures/fast-dev-run/",
     )
     study.add_argument(
         "--no-counts",
@@ -156,13 +158,26 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     add_slurm_arguments(study, unit="run", time_min=240)
     study.set_defaults(func=_study)
 
-    report = subparsers.add_parser("report", help="build figures/report.html from results/")
+    report = subparsers.add_parser(
+        "report",
+        help="build figures/report.html from results/",
+        description="Build the HTML report of one profile from its CSVs and figures (what `dmllab study` does "
+        "last): a summary of every claim's verdict, then each paper's artifacts with their figures, "
+        "reproduced numbers, the paper's numbers and verdicts. The quick profile's report is "
+        "figures/report.html; another profile's is figures/scratch/<profile>/report.html.",
+    )
     report.add_argument(
         "--profile", choices=PROFILES, default=None, help="default: paper, quick or smoke, as present"
     )
     report.set_defaults(func=_report)
 
-    notebooks = subparsers.add_parser("notebooks", help="regenerate notebooks/*.ipynb from the artifacts")
+    notebooks = subparsers.add_parser(
+        "notebooks",
+        help="regenerate notebooks/*.ipynb from the artifacts",
+        description="Write every artifact's notebook and each paper's plotting notebook from the artifact "
+        "registry (without outputs), and remove those of artifacts that no longer exist; --check only says "
+        "which are out of date (exit code 1).",
+    )
     notebooks.add_argument(
         "--check", action="store_true", help="only check that the notebooks are up to date"
     )

@@ -13,7 +13,8 @@ import json
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,23 @@ def _cells_ran(output: Path) -> bool:
     return any(c.get("cell_type") == "code" and c.get("execution_count") is not None for c in cells)
 
 
+@contextmanager
+def _ipc_sockets() -> Iterator[Any]:
+    """The kernel manager's configuration for one execution: the kernel talks over Unix sockets in a private
+    temporary folder (removed after), not TCP, so no port can collide between parallel kernels and the kernel has
+    no reason to warn that it runs "over TCP without encryption"."""
+    import shutil
+    import tempfile
+
+    from traitlets.config import Config
+
+    folder = tempfile.mkdtemp(prefix="dmllab-kernel-")
+    try:
+        yield Config({"KernelManager": {"transport": "ipc", "ip": os.path.join(folder, "ipc")}})
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def execute_notebook(
     notebook: str | os.PathLike,
     output: str | os.PathLike,
@@ -85,10 +103,11 @@ def execute_notebook(
 ) -> JobResult:
     """Execute one notebook with papermill; never raises for a failing cell (the result says FAILED).
 
-    A kernel that does not come up (no reply to ``kernel_info`` within ``start_timeout`` s, or death before it:
-    jupyter_client's ports can collide between kernels launched at the same moment by parallel workers,
-    nteract/papermill#239) is retried with a fresh kernel, up to ``attempts`` launches in all, but only while no
-    cell has run, so a retry never repeats a side effect. Any other failure is reported at once.
+    The kernel talks over Unix sockets (:func:`_ipc_sockets`: TCP ports could collide between kernels launched at
+    the same moment by parallel workers, nteract/papermill#239). A kernel that does not come up all the same (no
+    reply to ``kernel_info`` within ``start_timeout`` s, or death before it) is retried with a fresh kernel, up to
+    ``attempts`` launches in all, but only while no cell has run, so a retry never repeats a side effect. Any other
+    failure is reported at once.
     """
     import papermill
     from papermill.exceptions import PapermillExecutionError
@@ -99,16 +118,18 @@ def execute_notebook(
     start = time.perf_counter()
     for attempt in range(1, attempts + 1):
         try:
-            papermill.execute_notebook(
-                str(notebook),
-                str(output),
-                parameters=dict(parameters),
-                kernel_name=kernel_name,
-                progress_bar=False,
-                log_output=False,
-                start_timeout=start_timeout,
-                cwd=str(cwd if cwd is not None else paths.repo_root()),
-            )
+            with _ipc_sockets() as config:
+                papermill.execute_notebook(
+                    str(notebook),
+                    str(output),
+                    parameters=dict(parameters),
+                    kernel_name=kernel_name,
+                    progress_bar=False,
+                    log_output=False,
+                    start_timeout=start_timeout,
+                    cwd=str(cwd if cwd is not None else paths.repo_root()),
+                    config=config,
+                )
         except PapermillExecutionError as err:
             return JobResult(
                 notebook.stem,
@@ -148,8 +169,8 @@ class NotebookJob:
     kernel: str
 
     def __call__(self) -> JobResult:
-        # The kernel inherits this worker's stderr: send it (e.g. ipykernel's "running over TCP without
-        # encryption" warning) to a log next to the executed notebook instead of the user's terminal.
+        # The kernel inherits this worker's stderr: send it (the kernel's own log lines) to a log next to the
+        # executed notebook instead of the user's terminal.
         self.output.parent.mkdir(parents=True, exist_ok=True)
         saved = os.dup(2)
         with open(self.output.with_suffix(".stderr.log"), "w") as log:
@@ -202,10 +223,9 @@ def stamp(code: str, job: NotebookJob, run_keys: Sequence[str]) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
-def up_to_date(job: NotebookJob, current: str, artifact_id: str) -> bool:
-    """Whether ``job`` last succeeded with the stamp ``current`` and its artifact's CSV is still there."""
+def up_to_date(job: NotebookJob, current: str, csv: Path) -> bool:
+    """Whether ``job`` last succeeded with the stamp ``current`` and its artifact's CSV ``csv`` is still there."""
     mark = job.output.with_suffix(".stamp")
-    csv = paths.results_dir() / f"{artifact_id}.csv"
     return mark.exists() and mark.read_text() == current and csv.exists()
 
 
@@ -219,14 +239,17 @@ def run_notebooks(
     longest first (by its last execution), so the last one ends sooner; results in artifact order. Each gets
     the plan's execution parameters (:meth:`~dmllab.pipeline.plan.Plan.parameters`: device, data root, a fast dev
     run's limit and seed) and ``train_missing=False``."""
+    from dmllab.results import artifact_csv
+
     kernel = ensure_kernel()
     code = source_fingerprint()
+    where = paths.destination(plan.profile, plan.device)
     jobs, stamps, skipped = [], {}, []
     for a in plan.artifacts:
         params: dict[str, Any] = {"profile": plan.profile, "train_missing": False, **plan.parameters(a)}
         job = NotebookJob(nb_dir / f"{a.id}.ipynb", out_dir / f"{a.id}.ipynb", params, kernel)
         stamps[a.id] = stamp(code, job, [r.run.key for r in plan.runs if a.id in r.artifacts])
-        if not force and up_to_date(job, stamps[a.id], a.id):
+        if not force and up_to_date(job, stamps[a.id], artifact_csv(a.id, folder=where.results)):
             skipped.append(JobResult(a.id, "ok", 0.0, output=SKIPPED))
         else:
             jobs.append(job)
@@ -258,6 +281,7 @@ def run_plots(
 ) -> list[JobResult]:
     """The plotting notebook of every paper whose artifacts' notebooks ran, or whose figures are missing."""
     kernel = ensure_kernel()
+    figures = paths.destination(plan.profile, plan.device).figures
     rerun = {a.paper for a in plan.artifacts if any(r.name == a.id and not r.cached for r in notebooks)}
     papers = [
         p for p in dict.fromkeys(a.paper for a in plan.artifacts) if (nb_dir / f"plots_{p}.ipynb").exists()
@@ -265,12 +289,13 @@ def run_plots(
     jobs = []
     for p in papers:
         figures_there = all(
-            (paths.profile_figures_dir(plan.profile) / f"{a.id}{f.suffix}.png").exists()
+            (figures / f"{a.id}{f.suffix}.png").exists()
             for a in plan.artifacts
             if a.paper == p
             for f in a.figures
         )
         if force or p in rerun or not figures_there:
             name = f"plots_{p}.ipynb"
-            jobs.append(NotebookJob(nb_dir / name, out_dir / name, {"profile": plan.profile}, kernel))
+            parameters = {"profile": plan.profile, "device": plan.device}
+            jobs.append(NotebookJob(nb_dir / name, out_dir / name, parameters, kernel))
     return local.map(run_job, jobs, lambda j: j.notebook.stem, desc="plots")

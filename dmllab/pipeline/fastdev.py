@@ -36,25 +36,23 @@ def check_fast_dev(fast_dev_run: int, pretrained: bool | None) -> None:
 FAST_DEV_FOLDER = "fast-dev-run"
 
 
-def scratch_dirs(profile: str) -> tuple[Path, Path]:
-    """``(results, figures)`` of a fast dev run of ``profile``: ``<results>/fast-dev-run/<profile>`` (CSVs, run
-    store, executed notebooks) and ``<figures>/fast-dev-run/<profile>`` (figures and report)."""
-    return (
-        paths.results_dir() / FAST_DEV_FOLDER / profile,
-        paths.figures_dir() / FAST_DEV_FOLDER / profile,
-    )
+def scratch_dirs() -> tuple[Path, Path]:
+    """``(results, figures)`` of a fast dev run: ``<results>/fast-dev-run`` (its run store ``runs/``, executed
+    notebooks ``executed/<profile>/``, CSVs ``scratch/<profile>/``) and ``<figures>/fast-dev-run`` (figures and
+    report in ``scratch/<profile>/``)."""
+    return paths.results_dir() / FAST_DEV_FOLDER, paths.figures_dir() / FAST_DEV_FOLDER
 
 
 @contextmanager
-def scratch_paths(profile: str) -> Iterator[tuple[Path, Path]]:
+def scratch_paths() -> Iterator[tuple[Path, Path]]:
     """Within the block, ``DMLLAB_RESULTS`` and ``DMLLAB_FIGURES`` point at :func:`scratch_dirs` (inherited by the
     workers, notebook kernels and SLURM jobs the study starts), so a fast dev run never writes the committed
-    ``results/*.csv``, ``figures/*.png`` or ``figures/report.html``; the previous values are restored after."""
-    results, figures = scratch_dirs(profile)
-    # paths.profile_figures_dir puts a profile other than quick in <figures>/<profile>: give it the parent
-    figures_env = figures if profile == "quick" else figures.parent
+    ``results/*.csv``, ``figures/*.png`` or ``figures/report.html`` nor a real study's run store; the previous
+    values are restored after. A fast dev run is no study of the committed rows (:func:`dmllab.paths.destination`):
+    its CSVs and figures go to the ``scratch/<profile>/`` folders there."""
+    results, figures = scratch_dirs()
     saved = {k: os.environ.get(k) for k in ("DMLLAB_RESULTS", "DMLLAB_FIGURES")}
-    os.environ["DMLLAB_RESULTS"], os.environ["DMLLAB_FIGURES"] = str(results), str(figures_env)
+    os.environ["DMLLAB_RESULTS"], os.environ["DMLLAB_FIGURES"] = str(results), str(figures)
     try:
         yield results, figures
     finally:
@@ -69,14 +67,15 @@ def fast_dev_header(plan: Plan) -> str:
     """What a fast dev run does and where it writes (printed before it trains)."""
     from dmllab.training.protocol import FAST_DEV_EPOCHS, FAST_DEV_WARMUP_EPOCHS
 
-    results, figures = paths.results_dir(), paths.profile_figures_dir(plan.profile)  # within scratch_paths
+    where = paths.destination(plan.profile, plan.device)  # within scratch_paths
+    results, figures = where.results, where.figures
     n = plan.fast_dev_run
     seeds = sorted({r.run.seed for r in plan.runs})
     lines = [
         f"fast dev run of the {plan.profile} profile on {plan.device}: every run trains {n} batch(es) per epoch, "
         f"at most {FAST_DEV_WARMUP_EPOCHS} warm-up + {FAST_DEV_EPOCHS} schedule epoch per stage, evaluates "
         f"{n} batch(es) per split; first seed of each artifact only (seed {', '.join(map(str, seeds)) or '-'})",
-        f"fast dev run: results and run store in {results}, figures and report in {figures} "
+        f"fast dev run: results in {results}, run store in {paths.runs_dir()}, figures and report in {figures} "
         "(the committed results/ and figures/ are not touched)",
     ]
     if plan.pretrained is False:

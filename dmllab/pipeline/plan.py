@@ -16,6 +16,7 @@ from typing import Any
 from dmllab import paths
 from dmllab.experiments.artifact import Artifact, Run
 from dmllab.experiments.lookup import planned_runs
+from dmllab.fileio import duration
 from dmllab.profiles import PROFILES, typical_run_s
 
 
@@ -202,7 +203,7 @@ def make_plan(
 def _duration(seconds: float | None) -> str:
     if seconds is None:
         return "unknown (no stored run to estimate from)"
-    return f"{seconds / 60:.1f} min" if seconds >= 90 else f"{seconds:.0f} s"
+    return duration(seconds)
 
 
 def estimate(plan: Plan, jobs: int) -> str:
@@ -235,28 +236,55 @@ def estimate(plan: Plan, jobs: int) -> str:
     )
 
 
+#: The plan's text fits this many columns (a terminal, a log viewer).
+PLAN_WIDTH = 120
+
+
+def _artifact_list(names: Sequence[str], room: int) -> str:
+    """``names`` joined by commas, cut to fit ``room`` characters with ``+N more``."""
+    text = ",".join(names)
+    if len(text) <= room:
+        return text
+    for shown in range(len(names) - 1, 0, -1):
+        text = f"{','.join(names[:shown])} +{len(names) - shown} more"
+        if len(text) <= room:
+            return text
+    return f"{len(names)} artifacts"
+
+
 def format_plan(plan: Plan, *, jobs: int = 1, limit: int = 40) -> str:
-    """The plan as text: one line per unique run (first ``limit``), then the totals and the estimate."""
+    """The plan as text within :data:`PLAN_WIDTH` columns: the first ``limit`` unique runs grouped under their
+    config (its description wrapped), one line per run, then the totals and the estimate."""
+    import textwrap
+
     from dmllab.training import presets
 
     lines = [f"study plan, profile {plan.profile}: {len(plan.artifacts)} artifacts"]
-    width = max([len("artifacts")] + [len(",".join(r.artifacts)) for r in plan.runs[:limit]])
-    if plan.runs:
-        lines.append(
-            f"{'run key':<24} {'seed':>4}  {'stored':<6} {'wall':>7}  {'artifacts':<{width}}  config"
-        )
+    groups: dict[str, list[PlannedRun]] = {}
     for r in plan.runs[:limit]:
-        key = r.run.key.split("/")[0][:24]
-        wall = "" if r.wall_s is None else f"{r.wall_s:6.0f}s"
-        lines.append(
-            f"{key:<24} {r.run.seed:>4}  {'yes' if r.stored else 'div.' if r.diverged else 'no':<6} {wall:>7}  "
-            f"{','.join(r.artifacts):<{width}}  {presets.describe(r.run.config)}"
+        groups.setdefault(" ".join(presets.describe(r.run.config).split()), []).append(r)
+    if groups:
+        lines.append(f"  {'run key':<16} {'seed':>4}  {'stored':<6} {'wall':>6}  artifacts")
+    for config, runs in groups.items():
+        lines += textwrap.wrap(
+            config,
+            PLAN_WIDTH,
+            initial_indent="config: ",
+            subsequent_indent="        ",
+            break_on_hyphens=False,
         )
+        for r in runs:
+            wall = "" if r.wall_s is None else f"{r.wall_s:5.0f}s"
+            row = (
+                f"  {r.run.key.split('/')[0][:16]:<16} {r.run.seed:>4}  "
+                f"{'yes' if r.stored else 'div.' if r.diverged else 'no':<6} {wall:>6}  "
+            )
+            lines.append(row + _artifact_list(r.artifacts, PLAN_WIDTH - len(row)))
     if len(plan.runs) > limit:
         lines.append(f"... {len(plan.runs) - limit} more runs")
     toys = [a.id for a in plan.artifacts if a.id not in {x for r in plan.runs for x in r.artifacts}]
     lines.append("")
-    lines.append(
+    notes = [
         f"{plan.requested} runs requested by the artifacts, {len(plan.runs)} unique after de-duplication; "
         f"{len(plan.stored)} stored, "
         + (
@@ -264,11 +292,12 @@ def format_plan(plan: Plan, *, jobs: int = 1, limit: int = 40) -> str:
             if plan.diverged
             else ""
         )
-        + f"{len(plan.missing)} to train"
-    )
-    lines.append(f"estimated training time of the missing runs: {estimate(plan, jobs)}")
+        + f"{len(plan.missing)} to train",
+        f"estimated training time of the missing runs: {estimate(plan, jobs)}",
+    ]
     if toys:
-        lines.append(f"artifacts without training runs (computed in their notebooks): {', '.join(toys)}")
-    for artifact, error in plan.errors.items():
-        lines.append(f"ERROR listing the runs of {artifact}: {error}")
+        notes.append(f"artifacts without training runs (computed in their notebooks): {', '.join(toys)}")
+    notes += [f"ERROR listing the runs of {artifact}: {error}" for artifact, error in plan.errors.items()]
+    for note in notes:
+        lines += textwrap.wrap(note, PLAN_WIDTH, subsequent_indent="  ", break_on_hyphens=False)
     return "\n".join(lines)

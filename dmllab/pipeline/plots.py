@@ -1,14 +1,14 @@
 """What the plotting notebooks (``notebooks/plots_<paper>.ipynb``) call: every figure of a paper's artifacts,
-drawn from ``results/*.csv`` only, written to ``figures/`` (``figures/<profile>/`` for profiles other than quick)
-and, in a notebook, shown under its artifact's title."""
+drawn from the CSVs only, in the execution's :func:`dmllab.paths.destination` (``results/`` and ``figures/`` for a
+study of the committed profile on the committed device, ``results/scratch/<profile>/`` and
+``figures/scratch/<profile>/`` otherwise) and, in a notebook, shown under its artifact's title."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from dmllab import paths
 from dmllab.experiments import registry
 from dmllab.pipeline.notebook import draw_figures
+from dmllab.profiles import resolve_device
 from dmllab.results import read_artifact_rows
 
 
@@ -22,9 +22,12 @@ def _in_notebook() -> bool:
     return shell is not None and getattr(shell, "kernel", None) is not None
 
 
-def draw_paper(paper: str, profile: str = "quick", *, show: bool | None = None) -> dict[str, str]:
-    """Draw and save every figure of ``paper``'s artifacts (in the paper's order) that has rows for ``profile``;
-    with ``show`` (default: inside a notebook) display each one under its artifact's label and title.
+def draw_paper(
+    paper: str, profile: str = "quick", device: str = "auto", *, show: bool | None = None
+) -> dict[str, str]:
+    """Draw and save every figure of ``paper``'s artifacts (in the paper's order) that has rows for ``profile`` in
+    the destination of ``profile`` on ``device``; with ``show`` (default: inside a notebook) display each one under
+    its artifact's label and title.
 
     Returns ``{artifact id: "N figure(s) in <folder>/" | "no rows yet"}``. An artifact whose figure fails does not
     stop the others; the failures are raised together at the end (so the study reports them).
@@ -32,15 +35,19 @@ def draw_paper(paper: str, profile: str = "quick", *, show: bool | None = None) 
     import matplotlib.pyplot as plt
 
     show = _in_notebook() if show is None else show
+    device = resolve_device(device)
+    where = paths.destination(profile, device)
+    if not where.tracked:
+        print(f"plots of {paper} ({profile}, {device}): {where.note()}")
     out: dict[str, str] = {}
     for artifact in registry.all_artifacts():
         if artifact.paper != paper or not artifact.figures:
             continue
-        if read_artifact_rows(artifact.id, profile).empty:
+        if read_artifact_rows(artifact.id, profile, folder=where.results).empty:
             out[artifact.id] = "no rows yet"
             continue
         try:
-            figs = draw_figures(artifact, profile, save=True)
+            figs = draw_figures(artifact, profile, save=True, device=device)
         except (
             Exception
         ) as err:  # reported in the notebook output and by the study, never fatal to the others
@@ -56,7 +63,7 @@ def draw_paper(paper: str, profile: str = "quick", *, show: bool | None = None) 
                     display(Markdown(f"*{figure.caption}*"))
         for fig in figs:
             plt.close(fig)
-        out[artifact.id] = f"{len(figs)} figure(s) in {Path(paths.profile_figures_dir(profile)).name}/"
+        out[artifact.id] = f"{len(figs)} figure(s) in {where.figures.name}/"
     failed = {k: v for k, v in out.items() if v.startswith("error")}
     if failed:  # after drawing all the others, so one broken figure costs only itself
         raise RuntimeError("figures failed: " + "; ".join(f"{k}: {v}" for k, v in failed.items()))

@@ -13,7 +13,6 @@ file with inline CSS; images are linked, not embedded, so it opens from ``figure
 
 from __future__ import annotations
 
-import datetime as _dt
 import html
 import math
 import os
@@ -25,6 +24,7 @@ from dmllab import paths
 from dmllab.experiments import registry, verdicts
 from dmllab.experiments.artifact import PAPER_TITLES, PAPERS, Artifact
 from dmllab.experiments.compare import paper_vs_reproduced, summarise
+from dmllab.fileio import write_atomic
 from dmllab.pipeline.prose import inline_html, paragraphs
 from dmllab.pipeline.summary import check_rows, claim_rows, summary_html
 from dmllab.profiles import PROFILES
@@ -194,10 +194,9 @@ def _provenance_header(frames: Sequence[pd.DataFrame], profile: str | None) -> s
         seen = sorted({str(v) for f in frames if col in f for v in f[col].dropna().unique()})
         return ", ".join(seen) if seen else "n/a"
 
-    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     items = [
         ("profile", profile or "none (no results yet)"),
-        ("report built", now),
+        ("newest result", values("timestamp").rsplit(", ", 1)[-1]),
         ("git commit", values("git_sha")),
         ("dmllab", values("dmllab_version")),
         ("torch", values("torch_version")),
@@ -218,8 +217,8 @@ def build_report(
 
     Args:
         profile: which profile's rows to show; ``None`` picks the one present (paper, then quick, then smoke).
-        results: folder of ``<id>.csv`` (default ``results/``).
-        figures: folder of ``<id>*.png`` (default ``figures/`` for quick, ``figures/<profile>/`` otherwise).
+        results: folder of ``<id>.csv`` (default: the profile's :func:`dmllab.paths.destination`).
+        figures: folder of ``<id>*.png`` (default: the profile's destination).
         out: the HTML file (default ``<figures>/report.html``).
         reference_directory: folder of the papers' numbers (default ``results/reference``).
     """
@@ -228,7 +227,8 @@ def build_report(
 
     if profile is not None and profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
-    results_dir = Path(results) if results is not None else paths.results_dir()
+    where = paths.destination(profile or paths.COMMITTED_PROFILE)
+    results_dir = Path(results) if results is not None else where.results
     artifacts = registry.all_artifacts()
     frames = {
         a.id: read_rows(results_dir / f"{a.id}.csv")
@@ -237,7 +237,8 @@ def build_report(
     }
     if profile is None:
         profile = infer_profile(list(frames.values()))
-    figures_dir = Path(figures) if figures is not None else paths.profile_figures_dir(profile or "quick")
+    where = paths.destination(profile or paths.COMMITTED_PROFILE)
+    figures_dir = Path(figures) if figures is not None else where.figures
     out = Path(out) if out is not None else figures_dir / "report.html"
     reference = load_reference(directory=reference_directory)
     shown = {n: f[f["profile"] == profile] for n, f in frames.items()}
@@ -269,7 +270,5 @@ def build_report(
         f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>\n"
     )
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, out)
+    write_atomic(out, page.encode("utf-8"))  # not rewritten when unchanged
     return out

@@ -5,10 +5,14 @@
 2. **train** the missing runs on an executor (:mod:`dmllab.pipeline.executors`): ``local`` (a process pool,
    ``--jobs auto``: one worker per usable core on the CPU) or ``slurm`` (one submitit job per run);
 3. **notebooks** (:mod:`dmllab.pipeline.execute`): each artifact's notebook runs with papermill, reads the stored
-   runs only (``train_missing=False``) and writes ``results/<artifact>.csv``; a notebook whose code, parameters
+   runs only (``train_missing=False``) and writes ``<artifact>.csv``; a notebook whose code, parameters
    and runs are unchanged since its last success is skipped;
 4. **plots**: ``notebooks/plots_<paper>.ipynb`` reads only the CSVs and writes the paper's figures;
-5. **report**: ``figures/report.html``.
+5. **report**: ``report.html`` beside the figures.
+
+The CSVs and figures go to :func:`dmllab.paths.destination`: the committed ``results/`` and ``figures/`` for the
+committed profile on the committed device (quick, cpu), else the git-ignored ``results/scratch/<profile>/`` and
+``figures/scratch/<profile>/`` (said before training). A re-run whose values are unchanged rewrites no file.
 
 A failing run or notebook is reported with its error and never stops the others. Ctrl-C or SIGTERM stops the
 study within seconds, workers and notebook kernels included, and the summary says what finished. Before training,
@@ -79,9 +83,7 @@ def run_study(
     """
     check_fast_dev(fast_dev_run, pretrained)
     options = dict(locals())
-    if not fast_dev_run:
-        return _run(**options)
-    with scratch_paths(profile):
+    with scratch_paths() if fast_dev_run else paths.study():
         return _run(**options)
 
 
@@ -140,8 +142,11 @@ def _run(
                 pretrained=pretrained,
                 check_counts=check_counts,
             )
+            where = paths.destination(profile, resolved_device)
             if fast_dev_run:
                 say(fast_dev_header(plan))
+            elif not where.tracked:
+                say(f"{profile} on {resolved_device}: {where.note()}")
             say(
                 f"plan: {len(plan.runs)} unique runs, {len(plan.stored)} stored, "
                 + (f"{len(plan.diverged)} recorded as diverged, " if plan.diverged else "")
@@ -163,7 +168,7 @@ def _run(
             if report:
                 from dmllab.pipeline.report import build_report
 
-                built = build_report(profile)
+                built = build_report(profile, results=where.results, figures=where.figures)
             finished("report", "")
         except Interrupted as stop:
             stopped = stop.signum

@@ -107,7 +107,10 @@ def title_source(artifact: Artifact) -> str:
         + [
             f"Run it top to bottom, or in batch with `dmllab study --only {artifact.id}`. Results: "
             f"`results/{artifact.id}.csv`"
-            + (f"; figures: `figures/{artifact.id}*.png`." if artifact.figures else ".")
+            + (f"; figures: `figures/{artifact.id}*.png`" if artifact.figures else "")
+            + f" (a study of the {paths.COMMITTED_PROFILE} profile on the {paths.COMMITTED_DEVICE}; run by hand, with "
+            "another profile or on another device, under the git-ignored `results/scratch/<profile>/`, as the setup "
+            "cell says)."
         ]
     )
 
@@ -248,17 +251,19 @@ def make_plots_notebook(paper: str) -> nbformat.NotebookNode:
             "markdown",
             f"# Figures: {PAPER_TITLES[paper]}\n\nEvery figure of this paper's artifacts, drawn from the tidy CSVs "
             "under `results/` (nothing is trained or computed here), written to `figures/` and shown below in the "
-            f"paper's order:{listed}",
+            "paper's order (a run by hand, of another profile or on another device reads and writes "
+            f"`results/scratch/<profile>/` and `figures/scratch/<profile>/`):{listed}",
             {},
         ),
         (
             "code",
-            '# Parameters (papermill -p NAME VALUE)\nprofile = "quick"  # smoke | quick | paper',
+            '# Parameters (papermill -p NAME VALUE)\nprofile = "quick"  # smoke | quick | paper\n'
+            f'device = "auto"  # the device whose rows are drawn: {STANDARD_HELP["device"]}',
             {"tags": ["parameters"]},
         ),
         (
             "code",
-            f'from dmllab.pipeline import plots\n\nplots.draw_paper("{paper}", profile)  # shows each figure; '
+            f'from dmllab.pipeline import plots\n\nplots.draw_paper("{paper}", profile, device)  # shows each figure; '
             "returns what was written",
             {},
         ),

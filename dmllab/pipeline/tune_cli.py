@@ -57,6 +57,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "tune",
         help="equal-budget hyper-parameter search on the validation split for every method the study trains",
+        description="Search the hyper-parameters of every method the study trains (or --methods) with the same "
+        "number of trials each (Optuna's TPE sampler), each trial a run of the run store judged by its "
+        "validation R@1; the trials are written to results/tuning/<profile>.csv and the chosen recipes to the "
+        "presets' recipes file (dmllab/training/presets/recipes/<profile>.csv).",
     )
     p.add_argument(
         "--profile", default="quick", help="the study profile whose methods are tuned (default quick)"

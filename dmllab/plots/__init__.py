@@ -7,11 +7,13 @@ artifacts (``dmllab.plots.toys``, ...) build on these two.
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dmllab.fileio import write_atomic
 from dmllab.plots.style import PALETTE, is_headless, set_theme, use_headless_backend
 
 if TYPE_CHECKING:
@@ -29,7 +31,9 @@ def save_figure(
     formats: Sequence[str] = _FORMATS,
     dpi: int = 150,
 ) -> list[Path]:
-    """Save ``fig`` as ``<prefix>.<fmt>`` for each format (folders are created); return the written paths.
+    """Save ``fig`` as ``<prefix>.<fmt>`` for each format (folders are created); return the paths. A file that
+    already holds the same bytes is not rewritten, and one is written whole or not at all
+    (:func:`dmllab.fileio.write_atomic`).
 
     Args:
         fig: the matplotlib figure.
@@ -46,6 +50,8 @@ def save_figure(
         path = prefix.with_name(prefix.name + f".{fmt}")
         # Fixed metadata keeps PDFs byte-stable across runs (no creation date in the file).
         metadata = {"CreationDate": None} if fmt == "pdf" else ({"Software": None} if fmt == "png" else None)
-        fig.savefig(path, format=fmt, dpi=dpi, bbox_inches="tight", metadata=metadata)
+        image = io.BytesIO()
+        fig.savefig(image, format=fmt, dpi=dpi, bbox_inches="tight", metadata=metadata)
+        write_atomic(path, image.getvalue())
         paths.append(path)
     return paths

@@ -218,17 +218,27 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
 
     try:
         check_int("--width", args.width)
+        check_int("--seed", args.seed, low=0)
     except ValueError as err:
         return _fail(err, args)
     t0 = time.perf_counter()
-    path = ensure_pretrained_smallcnn(width=args.width, progress=not args.quiet, force=args.force)
-    print(f"pre-trained SmallCNN (width {args.width}) at {path} ({time.perf_counter() - t0:.1f} s)")
+    path = ensure_pretrained_smallcnn(width=args.width, progress=not args.quiet, force=args.force, seed=args.seed)
+    print(
+        f"pre-trained SmallCNN (width {args.width}, synthetic draw {args.seed}) at {path} "
+        f"({time.perf_counter() - t0:.1f} s)"
+    )
     return 0
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``train``, ``evaluate``, ``presets`` and ``pretrain`` on the ``dmllab`` parser."""
-    p = sub.add_parser("train", help="train (or fetch from the run store) one preset run")
+    p = sub.add_parser(
+        "train",
+        help="train (or fetch from the run store) one preset run",
+        description="Train one run of METHOD on DATASET with its preset for PROFILE (changed with --set), or read "
+        "it from the run store (results/runs/) when it is stored, and print its test metrics. An interrupted run "
+        "resumes from its last epoch checkpoint; --force trains it again.",
+    )
     p.add_argument("--method", required=True, help="e.g. proxynca++, proxy_anchor, heated_softmax:HLN")
     p.add_argument("--dataset", required=True, help="cub, cars, sop, inshop, synthetic, digits")
     p.add_argument("--data-root", default=None, help="dataset folder (not needed for synthetic/digits)")
@@ -258,7 +268,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mlrc-dim", type=int, default=None, help="per-fold embedding size (MLRC: 128)")
     p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("evaluate", help="evaluate a stored run's final model or a checkpoint file")
+    p = sub.add_parser(
+        "evaluate",
+        help="evaluate a stored run's final model or a checkpoint file",
+        description="Embed the test split (or --split; In-Shop: query against gallery) with the final model of a "
+        "stored run, or with a checkpoint file, and print the run's retrieval metrics. --dataset, --data-root "
+        "and --set evaluate the same network on other data.",
+    )
     p.add_argument("target", help="results/runs/<hash>/seed<k> folder or a final.pt file")
     p.add_argument("--dataset", default=None)
     p.add_argument("--data-root", default=None)
@@ -268,16 +284,30 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--set", action="append", metavar="KEY=VALUE")
     p.set_defaults(func=cmd_evaluate)
 
-    p = sub.add_parser("presets", help="list methods, datasets and profiles with key hyper-parameters")
+    p = sub.add_parser(
+        "presets",
+        help="list methods, datasets and profiles with key hyper-parameters",
+        description="List the methods, datasets and profiles dmllab knows and, for each method (or --method) on "
+        "each dataset and profile (or --dataset, --profile), the preset's key hyper-parameters and the method's "
+        "options.",
+    )
     p.add_argument("--method", default=None)
     p.add_argument("--dataset", default=None)
     p.add_argument("--profile", default=None)
     p.set_defaults(func=cmd_presets)
 
     p = sub.add_parser(
-        "pretrain", help="pre-train the quick profile's SmallCNN on the synthetic pool (cached)"
+        "pretrain",
+        help="pre-train the quick profile's SmallCNN on the synthetic pool (cached)",
+        description="Pre-train the SmallCNN trunk the quick profile fine-tunes (its stand-in for ImageNet "
+        "weights) on the synthetic benchmark's pre-training classes, once: the weights are cached under "
+        "DMLLAB_CACHE and reused while the pre-training config is unchanged (--force: again). A study and the run "
+        "store do it first when a run needs it.",
     )
     p.add_argument("--width", type=int, default=16, help="SmallCNN width (the quick profile uses 16)")
+    p.add_argument(
+        "--seed", type=int, default=0, help="the synthetic benchmark's draw whose pre-training pool it trains on (0)"
+    )
     p.add_argument("--profile", default="quick", help="accepted for symmetry; the quick profile's CNN")
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--force", action="store_true")

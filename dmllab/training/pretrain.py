@@ -13,17 +13,18 @@ effect of building a model.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+from dmllab.fileio import first_use
+from dmllab.locks import exclusive
 from dmllab.training.config import ExperimentConfig
 from dmllab.training.protocol import save_atomic
 from dmllab.training.smallcnn_weights import (
-    PRETRAIN_MINUTES,
     is_fresh,
     pretrain_config,
     pretrain_fingerprint,
@@ -31,6 +32,27 @@ from dmllab.training.smallcnn_weights import (
     weights_path,
 )
 from dmllab.training.trainer import StagePlan, Trainer
+
+
+class _FirstUse:
+    """Trainer hook: from the pace of optimiser steps :attr:`FROM` to :attr:`TO` (the first ones also start the
+    data pipeline), says once (:func:`dmllab.fileio.first_use`) what is being built and how long all ``epochs``
+    take."""
+
+    FROM, TO = 2, 8
+
+    def __init__(self, what: str, epochs: int, batch_size: int) -> None:
+        self.what, self.epochs, self.batch_size = what, epochs, batch_size
+        self.start, self.steps = 0.0, 0
+
+    def on_step_end(self, trainer: Any, info: Mapping[str, Any]) -> None:
+        self.steps += 1
+        if self.steps == self.FROM:
+            self.start = time.perf_counter()
+        elif self.steps == self.TO:
+            per_epoch = -(-len(trainer.data.dataset(trainer.cfg.data.train_split, train=True)) // self.batch_size)
+            pace = (time.perf_counter() - self.start) / (self.TO - self.FROM)
+            first_use(self.what, pace * per_epoch * self.epochs)
 
 
 def ensure_pretrained_smallcnn(
@@ -51,22 +73,16 @@ def ensure_pretrained_smallcnn(
     path.parent.mkdir(parents=True, exist_ok=True)
     if is_fresh(width, seed, fingerprint=h, force=force):
         return path
-    with open(path.with_suffix(".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if is_fresh(width, seed, fingerprint=h, force=force):  # another process finished meanwhile
+    waiting = f"the SmallCNN weights {path} are being pre-trained by another process ({{}}): waiting for them"
+    with exclusive(path.with_suffix(".lock"), waiting=waiting.format):
+        if is_fresh(width, seed, fingerprint=h, force=force):  # another process finished while we waited
             return path
-        print(
-            f"dmllab: pre-training the SmallCNN of width {width} on synthetic draw {seed} (first use: about "
-            f"{PRETRAIN_MINUTES} min on 2 cores, then cached at {path})",
-            file=sys.stderr,
-            flush=True,
-        )
         t0 = time.perf_counter()
-        trainer = Trainer(cfg, progress=progress, seed=int(seed))
-        s = cfg.schedule
-        trainer.setup(
-            StagePlan("pretrain", "pretrain", "pretrain_val", s.epochs, 0, s.scheduler, s.milestones)
-        )
+        d, s = cfg.data, cfg.schedule
+        what = f"pre-training the SmallCNN trunk (width {width}, {s.epochs} epochs, synthetic draw {seed}) into {path}"
+        announce = _FirstUse(what, s.epochs, d.batch_size)
+        trainer = Trainer(cfg, progress=progress, seed=int(seed), hooks=(announce,))
+        trainer.setup(StagePlan("pretrain", d.train_split, d.val_split, s.epochs, 0, s.scheduler, s.milestones))
         rows = trainer.fit()
         wall = time.perf_counter() - t0
         save_atomic(trainer.model.backbone.state_dict(), path)  # with its checksum sidecar

@@ -41,9 +41,6 @@ from dmllab.training.config import (
     config_hash,
 )
 
-#: What the first pre-training of a trunk costs on 2 CPU cores, for the message that announces it.
-PRETRAIN_MINUTES = "3-4"
-
 
 class WeightsNotPreparedError(FileNotFoundError):
     """A SmallCNN trunk a run starts from is not pre-trained yet (or its file is stale)."""
@@ -138,7 +135,7 @@ def provide_smallcnn_weights(
         draw_flag = f" --seed {draw}" if draw else ""
         raise WeightsNotPreparedError(
             f"the SmallCNN of width {width} (synthetic draw {draw}) is not pre-trained yet ({weights_path(width, draw)}): "
-            f"`dmllab pretrain --width {width}{draw_flag}` prepares it (about {PRETRAIN_MINUTES} min on 2 cores)"
+            f"`dmllab pretrain --width {width}{draw_flag}` prepares it (a few minutes on 2 cores)"
         )
     return weights_path(width, draw)
 

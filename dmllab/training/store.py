@@ -5,10 +5,9 @@ drops), ``history.csv`` (one row per epoch), ``config.json`` (the resolved confi
 (git sha, package versions, device, wall time; no host name) and ``checksums.json`` (the run's record: its
 key, seed and config hash, and the sha256 of every other file and of the final model ``final.pt``). The folder
 is written next to its final place and renamed into it (``os.replace``), so a reader never sees a partial run,
-and reading a stored run needs no lock (a read-only store can be read). A per-run lock
-(:mod:`dmllab.locking`) serialises processes that train the same run: the second says at once that it waits and
-for which process (the holder writes its pid, host and start time into the lock file), then reads the first one's
-result; a lock whose holder died is taken over.
+and reading a stored run needs no lock (a read-only store can be read). A per-run lock (:mod:`dmllab.locks`, under
+``<store>/.locks/``) serialises processes that train the same run: the second says at once that it waits and for
+which process (pid, host, since when), then reads the first one's result; a lock whose holder died is taken over.
 
 What the store reads is verified (:func:`verify_run_dir`): every file against its checksum, ``config.json``
 against the run's config hash and key, the folder against the run asked for. An entry that fails (bad JSON, a
@@ -50,7 +49,7 @@ from typing import Any
 
 from dmllab import paths
 from dmllab.fileio import CorruptFileError, naming, set_aside, sha256_file, sidecar
-from dmllab.locking import holder_lock
+from dmllab.locks import exclusive
 from dmllab.training.config import ExperimentConfig, config_hash, parent_config, validate
 from dmllab.training.pretrain import prepare
 from dmllab.training.protocol import RunResult, run_protocol
@@ -58,7 +57,8 @@ from dmllab.training.trainer import NonFiniteLossError
 
 DIVERGED_FILE = "diverged.json"
 RECORD_FILE = "checksums.json"
-_RUN_FILES = ("metrics.json", "config.json", "history.csv", "provenance.json")
+PROVENANCE_FILE = "provenance.json"
+_RUN_FILES = ("metrics.json", "config.json", "history.csv", PROVENANCE_FILE)
 _METRICS_KEYS = ("metrics", "best_epoch", "lr_drop_epochs", "wall_time_s", "config_hash", "seed", "device")
 
 
@@ -238,26 +238,25 @@ class RunStore:
     def checkpoint_dir(self, cfg: ExperimentConfig, seed: int) -> Path:
         return paths.checkpoints_dir() / self.key(cfg) / f"seed{seed}"
 
+    def lock_path(self, cfg: ExperimentConfig, seed: int) -> Path:
+        """The lock file of run (cfg, seed): ``<store>/.locks/<key>.seed<k>.lock`` (apart from the run folders, so
+        a failed run leaves no folder behind)."""
+        return self.root / ".locks" / f"{self.key(cfg)}.seed{seed}.lock"
+
     @contextmanager
     def lock(self, cfg: ExperimentConfig, seed: int) -> Iterator[None]:
-        """Exclusive per-run lock (waits while another process trains or writes the same run):
-        :func:`dmllab.locking.holder_lock`, which names the holder at once on stderr and takes over the lock of a
-        holder that no longer runs. The lock file is removed when the holder leaves, and its folder if nothing
-        else is in it, so a failed run leaves no folder holding only a lock file."""
-        d = self.root / self.key(cfg)
-        try:
-            with holder_lock(
-                d / f".seed{seed}.lock",
-                name=f"run {d.name}/seed{seed}",
-                busy=f"run {d.name}/seed{seed} is being trained",
-                then="waiting for it, then reading its result",
-            ):
-                yield
-        finally:
-            try:
-                d.rmdir()  # only if empty: a failed first run leaves nothing behind
-            except OSError:
-                pass
+        """Exclusive per-run lock (waits while another process trains or writes the same run;
+        :func:`dmllab.locks.exclusive`): a process that finds it taken says so at once on stderr, naming the
+        holder, then waits; a lock whose recorded holder no longer runs is taken over."""
+        name = f"{self.key(cfg)}/seed{seed}"
+        with exclusive(
+            self.lock_path(cfg, seed),
+            waiting=lambda holder: (
+                f"run {name} is being trained by another process ({holder}; lock "
+                f"{self.lock_path(cfg, seed)}): waiting for it, then reading its result"
+            ),
+        ):
+            yield
 
     def load(self, cfg: ExperimentConfig, seed: int) -> RunResult | None:
         """The stored result of (cfg, seed), or None; a damaged entry is set aside (module docstring) and gives
@@ -351,7 +350,7 @@ class RunStore:
         }
         _write_json(tmp / "config.json", cfg.to_dict())
         _write_history(tmp / "history.csv", result.history)
-        _write_json(tmp / "provenance.json", provenance(result.device, result.wall_time_s, result.precision))
+        _write_json(tmp / PROVENANCE_FILE, provenance(result.device, result.wall_time_s, result.precision))
         _write_json(tmp / "metrics.json", metrics)
         model = self.checkpoint_dir(cfg, result.seed) / "final.pt"
         record = {

@@ -319,8 +319,8 @@ def test_a_second_fetch_into_the_same_root_names_the_holder(place, tmp_path, cap
     holder = _child(
         f"""
         import time
-        from dmllab.locking import holder_lock
-        with holder_lock({str(lock)!r}, name="x", busy="x", then="x"):
+        from dmllab.locks import exclusive
+        with exclusive({str(lock)!r}):
             print("locked", flush=True)
             time.sleep(60)
         """

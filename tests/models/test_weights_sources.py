@@ -108,10 +108,9 @@ def test_no_import_cycle_and_no_smallcnn_branch_in_the_builder_or_store():
 
 def test_a_provider_leaves_the_callers_random_state_as_it_was(monkeypatch, tmp_path):
     import random
+    from dataclasses import replace
 
     import numpy as np
-
-    from dataclasses import replace
 
     def reseeds(backbone, kwargs, *, progress=True):
         torch.manual_seed(0), np.random.seed(0), random.seed(0)

@@ -82,16 +82,23 @@ def test_study_trains_then_notebooks_only_read(smoke_study):
     assert "steps: plan " in outcome.format_summary(smoke_study)
 
 
+def test_kernels_talk_over_unix_sockets(smoke_study):
+    """No kernel of the study runs over TCP (no port to collide, no warning about it in the kernel's log)."""
+    logs = [Path(r.output).with_suffix(".stderr.log") for r in smoke_study.notebooks + smoke_study.plots]
+    assert logs and all(log.is_file() for log in logs)
+    assert not [log.name for log in logs if "over TCP" in log.read_text()]
+
+
 @pytest.mark.parametrize("aid", STUDIED.split(","))
 def test_rows_and_figures_written(aid, smoke_env, smoke_study):
     from dmllab.results import read_rows
 
-    rows = read_rows(smoke_env["DMLLAB_RESULTS"] / f"{aid}.csv")
+    rows = read_rows(smoke_env["DMLLAB_RESULTS"] / "scratch" / "smoke" / f"{aid}.csv")
     rows = rows[rows["profile"] == "smoke"]
     assert len(rows) > 0 and rows["value"].notna().all() and (rows["experiment"] == aid).all()
     assert not list(smoke_env["DMLLAB_FIGURES"].glob(f"{aid}*.png"))  # quick's place stays untouched
     for fig in registry.get(aid).figures:
-        png = smoke_env["DMLLAB_FIGURES"] / "smoke" / f"{aid}{fig.suffix}.png"
+        png = smoke_env["DMLLAB_FIGURES"] / "scratch" / "smoke" / f"{aid}{fig.suffix}.png"
         assert png.exists() and png.with_suffix(".pdf").exists(), png
 
 

@@ -119,7 +119,9 @@ def test_diverged_run_is_an_outcome_planned_as_decided(store_env, monkeypatch):
     assert res.status == "diverged" and "epoch 1, step 3" in res.error
     again = make_plan([a], "smoke", device="cpu")
     assert [r.diverged for r in again.runs] == [True, False] and len(again.missing) == 1
-    assert "1 recorded as diverged (not retrained; --force does), 1 to train" in format_plan(again)
+    assert "1 recorded as diverged (not retrained; --force does), 1 to train" in " ".join(
+        format_plan(again).split()
+    )
     result = StudyResult(again, (res,), (), (), None, 1.0)
     assert not result.failed  # a diverged setting is a result, not a broken study
     assert "diverged (recorded in the run store" in format_summary(result)

@@ -162,8 +162,8 @@ def test_setup_runs_in_a_namespace(tmp_path, monkeypatch):
     name = "pnpp_fig3_two_moons"
     ns = {"profile": "smoke", "seeds": None, "device": "cpu", "data_root": None, "train_missing": False}
     ctx = nbmod.setup(ns, name)
-    assert ctx.csv_path == tmp_path / "res" / f"{name}.csv"
-    assert ctx.figure_prefix == tmp_path / "fig" / "smoke" / name
+    assert ctx.csv_path == tmp_path / "res" / "scratch" / "smoke" / f"{name}.csv"  # not the committed profile
+    assert ctx.figure_prefix == tmp_path / "fig" / "scratch" / "smoke" / name
     assert ctx.profile == "smoke" and ctx.device == "cpu" and ctx.train_missing is False
     with pytest.raises(
         ValueError, match=f"unknown parameter 'seedz' for notebook {name}; valid parameters: profile"

@@ -4,7 +4,7 @@ on the miniature copies of CUB, Cars196, SOP and In-Shop in their real layouts (
 (ResNet-50 / GoogLeNet at the papers' 224-256 px crops, the papers' transforms, DataLoader workers, warm-up,
 two-stage switch, heating), the notebooks find every run, the plots and the report run on those rows, and
 nothing outside the scratch folders changes (the committed results/*.csv, figures/*.png and figures/report.html,
-and a real paper study's figures/paper/)."""
+and a real paper study's figures/scratch/paper/)."""
 
 from __future__ import annotations
 
@@ -49,13 +49,13 @@ def test_paper_profile_fast_dev_run_on_the_miniature_datasets(tmp_path):
     make_sop(root / "sop")
     make_inshop(root / "inshop")
     results, figures = tmp_path / "results", tmp_path / "figures"
-    (figures / "paper").mkdir(parents=True)
+    (figures / "scratch" / "paper").mkdir(parents=True)
     results.mkdir()
     for a in ARTIFACTS:  # the committed rows of these artifacts, which a fast dev run must not touch
         shutil.copy(REPO / "results" / f"{a}.csv", results / f"{a}.csv")
     (figures / "report.html").write_text("the committed quick report")
     (figures / "pa_fig11_tsne.png").write_bytes(b"the committed figure")
-    (figures / "paper" / "report.html").write_text("a real paper study's report")
+    (figures / "scratch" / "paper" / "report.html").write_text("a real paper study's report")
     before = {"results": _snapshot(results), "figures": _snapshot(figures)}
     env = {
         **os.environ,
@@ -82,14 +82,14 @@ def test_paper_profile_fast_dev_run_on_the_miniature_datasets(tmp_path):
         trained, needed = line.split()[1].split("/")
         assert trained == needed != "0" and "found its" in line, line
     # the rows, figures and report of the fast dev run are in the scratch folders
-    scratch = results / "fast-dev-run" / "paper"
-    report = figures / "fast-dev-run" / "paper" / "report.html"
+    scratch = results / "fast-dev-run" / "scratch" / "paper"
+    report = figures / "fast-dev-run" / "scratch" / "paper" / "report.html"
     for a in ARTIFACTS:
         rows = (scratch / f"{a}.csv").read_text()
         assert ",paper," in rows and ",cpu," in rows
         section = re.search(rf'<section class="artifact" id="{a}">(.*?)</section>', report.read_text(), re.S)
         assert section and "not run yet" not in section.group(1), a
-    assert (figures / "fast-dev-run" / "paper" / "pa_fig11_tsne.png").is_file()
+    assert (figures / "fast-dev-run" / "scratch" / "paper" / "pa_fig11_tsne.png").is_file()
     # nothing else changed: the committed CSVs and figures, and a real paper study's report
     assert {"results": _snapshot(results), "figures": _snapshot(figures)} == before
     print(f"\npaper fast dev run of {len(ARTIFACTS)} artifacts: {wall:.0f} s\n{out.stdout}")

@@ -50,6 +50,23 @@ def test_plan_deduplicates_by_run_key(store_env):
     assert "6 runs requested by the artifacts, 4 unique after de-duplication; 0 stored, 4 to train" in text
 
 
+def test_the_plan_fits_its_width(store_env):
+    """Long configs wrap under their run group and long artifact lists are cut with "+N more": no line is wider
+    than PLAN_WIDTH; every run keeps its line."""
+    from dmllab.pipeline.plan import PLAN_WIDTH
+
+    ids = [f"pnpp_table9{i}_a_rather_long_artifact_name" for i in range(6)]
+    plan = make_plan(
+        [_artifact(aid, {"full": {}, "-fast": {"fast": False}}) for aid in ids], "smoke", device="cpu"
+    )
+    lines = format_plan(plan).splitlines()
+    assert max(map(len, lines)) <= PLAN_WIDTH, max(lines, key=len)
+    keys = {r.run.key.split("/")[0] for r in plan.runs}
+    rows = [line for line in lines if line.startswith("  ") and line.split()[0] in keys]
+    assert len(rows) == len(plan.runs) == 4 and all(" +" in row and " more" in row for row in rows)
+    assert sum(line.startswith("config: ") for line in lines) == 2  # one group per config
+
+
 def test_plan_counts_stored_runs_and_estimates_from_their_wall_time(store_env):
     a = _artifact("pnpp_table90_a", {"full": {}})
     plan = make_plan([a], "smoke", device="cpu")
@@ -85,9 +102,8 @@ def test_plan_estimates_from_the_same_profile_else_its_typical_run(store_env, mo
     quick = make_plan([a], "quick", device="cpu")
     assert len(quick.missing) == 2 and quick.typical_s == TYPICAL_RUN_S["quick"]
     assert quick.estimate_s == pytest.approx(2 * TYPICAL_RUN_S["quick"])
-    assert f"no stored quick run yet: {_duration(TYPICAL_RUN_S['quick'])} per run" in format_plan(
-        quick, jobs=2
-    )
+    text = " ".join(format_plan(quick, jobs=2).split())  # the plan wraps its lines
+    assert f"no stored quick run yet: {_duration(TYPICAL_RUN_S['quick'])} per run" in text
     monkeypatch.setitem(TYPICAL_RUN_S, "quick", None)
     assert make_plan([a], "quick", device="cpu").estimate_s is None  # no basis at all
     again = make_plan([a], "smoke", device="cpu")  # a stored smoke run: the basis, not a typical run

@@ -5,7 +5,9 @@ steps)."""
 from __future__ import annotations
 
 import errno
+import json
 import math
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -107,16 +109,22 @@ def test_failed_run_leaves_no_lock_only_folder(smoke_cfg, tmp_path, monkeypatch)
     store = RunStore(tmp_path / "runs")
     with pytest.raises(RuntimeError):
         run(smoke_cfg, seed=0, store=store, progress=False)
-    assert not any((tmp_path / "runs").rglob("*"))  # neither the lock file nor its folder
+    assert [p.name for p in (tmp_path / "runs").iterdir()] == [".locks"]  # no run folder, only the lock
 
 
 def test_lock_is_exclusive_and_reacquirable(smoke_cfg, tmp_path):
+    from filelock import FileLock, Timeout
+
     store = RunStore(tmp_path / "runs")
+    lock = store.lock_path(smoke_cfg, 0)
     for _ in range(2):
         with store.lock(smoke_cfg, 0):
-            lock = store.root / run_key(smoke_cfg) / ".seed0.lock"
-            assert lock.is_file()
-        assert not lock.exists()
+            assert lock.is_file() and json.loads(lock.read_text())["pid"] == os.getpid()
+            with pytest.raises(Timeout):  # another holder cannot take it
+                FileLock(str(lock)).acquire(timeout=0)
+        free = FileLock(str(lock))
+        free.acquire(timeout=0)  # free again after the block
+        free.release()
 
 
 def test_full_disk_leaves_no_temporary_folder(smoke_cfg, tmp_path, monkeypatch):
@@ -217,8 +225,8 @@ def test_diverged_run_is_recorded_not_stored_and_not_retrained(smoke_cfg, tmp_pa
     with pytest.raises(NonFiniteEmbeddingError):
         run(cfg, seed=0, store=store, hooks=(Diverge(),), progress=False)
     assert store.load(cfg, 0) is None  # no metrics of a diverged model
-    files = [p.name for p in (tmp_path / "runs").rglob("*") if p.is_file()]
-    assert files == ["diverged.json"]  # only the record: no lock file, no partial run
+    files = [p.name for p in (tmp_path / "runs").rglob("*") if p.is_file() and p.suffix != ".lock"]
+    assert files == ["diverged.json"]  # only the record (and the run's lock file): no partial run
     record = store.diverged(cfg, 0)
     assert record["error"].startswith("NonFiniteEmbeddingError") and record["seed"] == 0
 

@@ -173,7 +173,7 @@ def _hold(lock, pid_in_file, hold_s):
 def test_a_waiting_run_names_the_holder_at_once(stored, tmp_path, capfd):
     cfg, _ = stored
     store = RunStore(tmp_path / "runs")
-    lock = store.root / run_key(cfg) / ".seed0.lock"
+    lock = store.lock_path(cfg, 0)
     holder = _hold(lock, 0, 1.5)
     try:
         t0 = time.perf_counter()
@@ -191,7 +191,7 @@ def test_a_waiting_run_names_the_holder_at_once(stored, tmp_path, capfd):
 def test_a_lock_of_a_dead_holder_is_taken_over(stored, tmp_path, capfd):
     cfg, _ = stored
     store = RunStore(tmp_path / "runs")
-    lock = store.root / run_key(cfg) / ".seed0.lock"
+    lock = store.lock_path(cfg, 0)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()  # a pid that no longer runs
     holder = _hold(lock, dead.pid, 60)  # the lock outlives its recorded holder (an inheriting process)
@@ -200,7 +200,9 @@ def test_a_lock_of_a_dead_holder_is_taken_over(stored, tmp_path, capfd):
         with store.lock(cfg, 0):
             assert time.perf_counter() - t0 < 10
         err = capfd.readouterr().err
-        assert f"pid {dead.pid}, which is no longer running; taking it over" in err
+        assert (
+            f"held for pid {dead.pid}, since " in err and "which is no longer running; taking it over" in err
+        )
     finally:
         holder.kill()
         holder.wait()
