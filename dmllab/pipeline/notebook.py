@@ -270,7 +270,7 @@ def _one_line(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset:
     for an error dmllab raised, IPython's own traceback for any other."""
     import sys
 
-    from dmllab.cli import error_message
+    from dmllab.errors import error_message
 
     if not _raised_by_dmllab(tb):
         shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
