@@ -16,6 +16,20 @@ if TYPE_CHECKING:
 
 # Parameters every notebook has; ``None`` means "the profile's default".
 STANDARD_PARAMETERS: tuple[str, ...] = ("profile", "seeds", "device", "data_root")
+# The seeds of a profile where an artifact declares none: five on quick and paper, two on smoke (which only checks
+# that every notebook runs). ``dmllab study --seeds N`` replaces them with 0..N-1.
+DEFAULT_SEEDS: dict[str, tuple[int, ...]] = {
+    "smoke": (0, 1),
+    "quick": (0, 1, 2, 3, 4),
+    "paper": (0, 1, 2, 3, 4),
+}
+# The parameter of every artifact that trains runs: which draw of the offline benchmark run seed k trains on.
+# "per_seed": draw k (other classes, other images, its own pre-trained trunk), so an interval over seeds covers a
+# new draw of the data; "fixed": every seed on draw 0, so seeds vary only the initialisation and the batch order.
+# The paper profile's real datasets have one draw ("fixed").
+DATA_SEED = "data_seed"
+DATA_SEED_MODES: tuple[str, ...] = ("per_seed", "fixed")
+DEFAULT_DATA_SEED: dict[str, str] = {"smoke": "per_seed", "quick": "per_seed", "paper": "fixed"}
 # Parameters of the execution a notebook accepts beyond its parameters cell (``dmllab study`` passes them):
 # ``train_missing``, ``fast_dev_run`` (N > 0: the runs are fast dev runs, ``run.fast_dev_run``), ``pretrained``
 # (False: every run from random initialisation, ``dmllab study --fast-dev-run --pretrained none``) and
@@ -40,6 +54,12 @@ class Params:
     @property
     def device(self) -> str:
         return self.values["device"]
+
+    @property
+    def data_seed(self) -> str:
+        """``"per_seed"`` (seed k trains on draw k of the benchmark) or ``"fixed"`` (every seed on draw 0); "fixed"
+        for an artifact that trains no runs."""
+        return self.values.get(DATA_SEED) or "fixed"
 
     @property
     def data_root(self) -> str | None:
@@ -158,6 +178,11 @@ def resolve_parameters(artifact: Artifact, given: Mapping[str, Any]) -> Params:
             _check_kind(artifact, key, value)
         params[key] = defaults.get(key) if value is None else value
     params["seeds"] = _as_seeds(params["seeds"], artifact.id)
+    if DATA_SEED in params and params[DATA_SEED] not in DATA_SEED_MODES:
+        raise ValueError(
+            f"notebook {artifact.id}: data_seed must be one of {', '.join(map(repr, DATA_SEED_MODES))}, "
+            f"got {params[DATA_SEED]!r}"
+        )
     if any(s < 0 for s in params["seeds"]):
         raise ValueError(f"notebook {artifact.id}: seeds must be non-negative, got {params['seeds']}")
     params["device"] = resolve_device(params["device"] or "auto")
