@@ -205,7 +205,9 @@ def draw_figures(
     Each figure is drawn with numpy's global generator seeded 0 (and the caller's random state restored after):
     seaborn's strip-plot jitter draws from it unseeded, and the same CSV must give the same picture whatever
     ran before in the process."""
+    from dmllab.experiments.compare import paper_values
     from dmllab.plots import save_figure, set_theme
+    from dmllab.reference import load_reference
     from dmllab.results import latest_device, read_artifact_rows, read_tables
     from dmllab.rng import random_state_kept
 
@@ -218,6 +220,7 @@ def draw_figures(
             f"no {profile} rows for {artifact.id} in results/{artifact.id}.csv: run its notebook first "
             f"(dmllab study --only {artifact.id} --profile {profile})"
         )
+    tables = {**tables, "paper": paper_values(artifact, tables["rows"], load_reference())}
     figs = []
     for figure in artifact.figures:
         with random_state_kept(numpy_seed=0):
