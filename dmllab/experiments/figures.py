@@ -109,14 +109,14 @@ def anchored(
     return {k: reproduced[anchor] + paper[k] - paper[anchor] for k in order if k in paper}, anchor
 
 
-def paper_legend(ax: Any, anchor: Any, *, loc: str = "best") -> None:
-    """The legend entry of the paper's markers (and how they are placed)."""
+def paper_legend(ax: Any, anchor: Any) -> None:
+    """The legend entry of the paper's markers (and how they are placed), outside the axes on the right."""
     from matplotlib.lines import Line2D
 
-    label = "paper" if anchor is None else f"paper, as its difference to {anchor}"
+    label = "paper" if anchor is None else f"paper, as its\ndifference to\n{anchor}"
     handles, labels = ax.get_legend_handles_labels()
     marker = Line2D([], [], color=PAPER_COLOUR, marker="D", ls="", markersize=6, label=label)
-    ax.legend([*handles, marker], [*labels, label], fontsize=7, loc=loc)
+    ax.legend([*handles, marker], [*labels, label], fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
 
 def bar_figure(
@@ -172,30 +172,35 @@ def bar_figure(
             for (v, h) in slots
             if len(part := sub[(sub["variant"] == v) & ((sub[hue].astype(str) == h) if hue else True)])
         }
-        where, anchor = anchored(
-            means,
-            {
-                (v, h): paper[(v, str(dset), *((h,) if hue else ()))]
-                for v, h in slots
-                if (v, str(dset), *((h,) if hue else ())) in paper
-            },
-            slots,
-            relative=not is_paper_profile(rows),
-        )
+        printed = {
+            (v, h): paper[(v, str(dset), *((h,) if hue else ()))]
+            for v, h in slots
+            if (v, str(dset), *((h,) if hue else ())) in paper
+        }
+        relative = not is_paper_profile(rows)
+        if hue:  # each group of bars anchored at its own first bar: the comparison is within the group
+            where, anchor = {}, "the first bar of its group" if relative else None
+            for v in present:
+                group = [(v, h) for h in levels]
+                where.update(anchored(means, printed, group, relative)[0])
+        else:
+            where, anchor = anchored(means, printed, slots, relative)
+            anchor = None if anchor is None else anchor[0]
         for (v, h), y in where.items():
             i, j = present.index(v), levels.index(h)
             x = i if not hue else i - 0.4 + (j + 0.5) * 0.8 / len(levels)
             ax.plot([x], [y], marker="D", color=PAPER_COLOUR, markersize=6, ls="", zorder=5)
         if where:
-            paper_legend(ax, None if anchor is None else " ".join(str(a) for a in anchor if a))
+            paper_legend(ax, anchor)
         ax.set_xlabel("")
         ax.set_ylabel(f"{metric} (%)")
         ax.set_title(f"{title} ({dset})" if title else str(dset), fontsize=10)
         if labels:
-            ax.set_xticks(range(len(present)), [labels.get(v, v) for v in present])
-        ax.tick_params(axis="x", rotation=35)
-        for lab in ax.get_xticklabels():
-            lab.set_horizontalalignment("right")
+            ax.set_xticks(range(len(present)), [labels.get(v, v) for v in present], fontsize=8)
+        else:
+            ax.tick_params(axis="x", rotation=35)
+            for lab in ax.get_xticklabels():
+                lab.set_horizontalalignment("right")
     fig.tight_layout()
     return fig
 
@@ -250,7 +255,7 @@ def dot_table_figure(
     ax.set_xlabel(f"{metric} (%): mean +- std over seeds, seeds as ticks")
     ax.grid(axis="x", alpha=0.3)
     if where:
-        paper_legend(ax, anchor, loc="lower left")
+        paper_legend(ax, anchor)
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
     return fig
