@@ -349,19 +349,22 @@ def assess(
     need_paper = stats.seeds_needed(yard, sd, POWER, LEVEL) if math.isfinite(yard) and yard > 0 else None
     if not testable:
         verdict = NOT_TESTABLE
-    why = _join(_explain(verdict, iv, yard, delta, len(members), shown), reason)
+    why = _join(_explain(verdict, yard, delta, len(members), shown, profile), reason)
     return Judgement(claim, verdict, why, iv, p, effects, **base, seeds_observed=need, seeds_paper=need_paper)
 
 
-def _explain(verdict: str, iv: stats.Interval, yard: float, delta: float, k: int, shown: str) -> str:
+def _explain(verdict: str, yard: float, delta: float, k: int, shown: str, profile: str | None) -> str:
     """Why, in a few words."""
     member = f"weakest of {k}: {shown}" if k > 1 else ""
     if verdict == "equivalent":
         return _join(f"90% interval inside ±{delta:.3g}", member)
     if verdict == SMALLER:
-        return _join(f"interval below {yard:+.3g}, the paper's effect{'' if k == 1 else ''}", member)
+        what = "the paper's effect" if profile == "paper" else "half the paper's effect"
+        return _join(f"interval below {yard:+.3g}, {what}", member)
+    if verdict == "inconclusive" and k > 1:
+        return _join(f"not every member above 0 on its own, none below 0 at the 5%/{k} level", member)
     if verdict == "inconclusive":
-        return _join("interval contains 0", member)
+        return "interval contains 0"
     return member
 
 

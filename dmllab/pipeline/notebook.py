@@ -151,13 +151,16 @@ class ArtifactContext:
         return table.style.hide(axis="index").set_properties(**{"text-align": "left"})
 
     def verdicts(self) -> pd.DataFrame:
-        """Each claim's effect, 95% interval, verdict (four classes) and why, what differs from the paper here, and
-        its p-value (:func:`dmllab.experiments.verdicts.verdict_table`; whether a compared method trains comes from
-        the offline benchmark's rows as they are now: the report, built last, is definitive)."""
+        """Each claim's paper effect, effect, 95% interval, verdict (six classes) and why, the seeds that would
+        resolve it, what differs from the paper here, and its unadjusted p-value
+        (:func:`dmllab.experiments.verdicts.verdict_table`; whether a compared method trains comes from the offline
+        benchmark's rows as they are now, and the adjustment for multiplicity needs every claim of the paper: the
+        report, built last, is definitive)."""
         from dmllab.experiments.verdicts import training_status, verdict_table
+        from dmllab.reference import load_reference
 
         return verdict_table(
-            self.artifact, self.read_results(), self.profile, training_status(self.profile)
+            self.artifact, self.read_results(), self.profile, training_status(self.profile), load_reference()
         ).set_index("claim")
 
     def checks(self) -> pd.DataFrame:
