@@ -123,8 +123,9 @@ def _name(frame: pd.DataFrame, i: int) -> str:
 
 
 def _count_once(frame: pd.DataFrame) -> None:
-    """Mark the claims that read the same runs as another (``shared with``); all but the first primary claim of
-    such a group (else its first claim) are not ``counted`` (nor adjusted)."""
+    """Mark the claims that read the same runs as another: all but the first primary claim of such a group (else
+    its first claim) are not ``counted`` (nor adjusted), and their ``shared with`` names the claim counted; the
+    counted claim's names the others."""
     groups: dict[frozenset[str], list[int]] = {}
     for i, (kind, runs) in enumerate(zip(frame["kind"], frame["runs"])):
         if kind == "verdict" and runs:
@@ -133,9 +134,10 @@ def _count_once(frame: pd.DataFrame) -> None:
         if len(members) < 2:
             continue
         first = next((i for i in members if frame.loc[i, "primary"]), members[0])
+        frame.loc[first, "shared with"] = ", ".join(_name(frame, j) for j in members if j != first)
         for i in members:
-            frame.loc[i, "shared with"] = ", ".join(_name(frame, j) for j in members if j != i)
             if i != first:
+                frame.loc[i, "shared with"] = _name(frame, first)
                 frame.loc[i, "counted"] = False
 
 

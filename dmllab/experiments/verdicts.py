@@ -33,15 +33,47 @@ seed and **fails** otherwise; checks are shown apart and never counted among the
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dmllab.experiments import stats
-from dmllab.experiments.artifact import REFERENCE_PAPER, Artifact, Claim, PaperEffect, Printed, Smallest
+from dmllab.experiments.artifact import Artifact, Claim
 from dmllab.experiments.compare import arms_of
+from dmllab.experiments.gate import (
+    GAIN_METRIC,
+    STATUS_ARTIFACT,
+    Gate,
+    TrainingStatus,
+    fails,
+    testability,
+    training_status,
+)
+from dmllab.experiments.yardstick import PAPER_DELTA_POINTS, effect_of, margin, paper_effect, yardstick
+
+__all__ = [
+    "CHECKS",
+    "GAIN_METRIC",
+    "NOT_TESTABLE",
+    "SMALLER",
+    "STATUS_ARTIFACT",
+    "VERDICTS",
+    "Gate",
+    "Judgement",
+    "TrainingStatus",
+    "assess",
+    "check_table",
+    "judge",
+    "PAPER_DELTA_POINTS",
+    "effect_of",
+    "margin",
+    "paper_effect",
+    "yardstick",
+    "seeds_cover",
+    "testability",
+    "training_status",
+    "verdict_table",
+]
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -52,32 +84,6 @@ VERDICTS: tuple[str, ...] = ("yes", "no", "equivalent", SMALLER, "inconclusive",
 CHECKS: tuple[str, ...] = ("passes", "fails", "cannot decide")
 LEVEL = 1.0 - stats.CONFIDENCE
 POWER = 0.8
-# The equivalence margin on the paper profile for an effect in points of a percent metric.
-PAPER_DELTA_POINTS = 1.0
-# The offline benchmark's rows that say whether a method trains on a profile: validation R@1 of the method's
-# default recipe trained on the training classes minus the pre-trained network's (same pooling, same draw), one
-# row per seed, with the ``param_threshold`` the 95% interval's lower bound must reach.
-STATUS_ARTIFACT = "offline_benchmark"
-GAIN_METRIC = "val_gain_over_pretrained"
-
-
-@dataclass(frozen=True)
-class Gate:
-    """Whether a method trains on a profile: its per-seed validation gains' mean and 95% lower bound, the
-    threshold the lower bound must reach, the seeds."""
-
-    mean: float
-    low: float
-    threshold: float
-    seeds: int
-
-    @property
-    def trains(self) -> bool:
-        return self.low >= self.threshold
-
-
-TrainingStatus = Mapping[str, Gate]
-
 SEEDS_COVER = (
     "Seeds vary the initialisation and the batch order on one draw of the data (and one pre-trained trunk): an "
     "interval covers that noise, not a new draw of the data."
@@ -90,115 +96,6 @@ TOY_SEEDS_COVER = "Seeds redraw the toy's initialisation (and its samples where 
 
 
 # ------------------------------------------------------------------------------------------- the inputs
-
-
-def training_status(profile: str, results_dir: str | os.PathLike | None = None) -> dict[str, Gate]:
-    """``{method label: Gate}`` from the offline benchmark's :data:`GAIN_METRIC` rows of ``profile`` in
-    ``<results>/offline_benchmark.csv``. Empty when the file or the rows are absent (the status is then
-    unknown)."""
-    from dmllab import paths
-    from dmllab.results import read_rows
-
-    path = Path(results_dir if results_dir is not None else paths.results_dir()) / f"{STATUS_ARTIFACT}.csv"
-    if not path.exists():
-        return {}
-    rows = read_rows(path)
-    if "param_threshold" not in rows.columns:
-        return {}
-    rows = rows[(rows["profile"] == profile) & (rows["metric"] == GAIN_METRIC)]
-    return {
-        str(label): gate(part["value"], float(part["param_threshold"].astype(float).iloc[0]))
-        for label, part in rows.groupby("variant", sort=False)
-    }
-
-
-def gate(gains: Any, threshold: float) -> Gate:
-    """A method's :class:`Gate` from its per-seed gains (a diverged seed's NaN counts as no gain: the method then
-    trains only if the other seeds clear the bar on their own)."""
-    values = [float(v) for v in gains if math.isfinite(float(v))]
-    iv = stats.interval(values) if values else None
-    low = iv.low if iv is not None and iv.n >= stats.MIN_SEEDS else -math.inf
-    return Gate(iv.mean if iv else math.nan, low, threshold, len(values))
-
-
-def paper_effect(
-    claim: Claim, paper: str, reference: pd.DataFrame | None, profile: str | None = None
-) -> float:
-    """The paper's effect ``claim`` faces on ``profile`` (its ``paper_effect``): a stated number, or its printed
-    cells (:class:`~dmllab.experiments.artifact.Printed`, the smallest of several for a set) read from
-    ``reference`` (``load_reference()``); NaN where the paper prints none or a cell is missing."""
-    return effect_of(claim.paper_effect, paper, reference, profile)
-
-
-def effect_of(
-    printed: PaperEffect, paper: str, reference: pd.DataFrame | None, profile: str | None = None
-) -> float:
-    """A :data:`~dmllab.experiments.artifact.PaperEffect` as a number (see :func:`paper_effect`)."""
-    if isinstance(printed, Mapping):
-        return effect_of(printed.get(profile), paper, reference, profile) if profile else math.nan
-    if isinstance(printed, Smallest):
-        return min(effect_of(o, paper, reference, profile) for o in printed.options)
-    if printed is None:
-        return math.nan
-    if not isinstance(printed, Printed):
-        return float(printed)
-    if reference is None or paper not in REFERENCE_PAPER:
-        return math.nan
-    ref = reference[reference["paper"] == REFERENCE_PAPER[paper]]
-
-    def side(cells: tuple[tuple[str, str, str, str], ...]) -> float:
-        values = []
-        for label, row, column, dataset in cells:
-            hit = ref[
-                (ref["artifact"] == label)
-                & (ref["row"] == row)
-                & (ref["column"] == column)
-                & (ref["dataset"] == dataset)
-            ]
-            if hit.empty:
-                return math.nan
-            values.append(float(hit["value"].iloc[0]))
-        return sum(values) / len(values) if values else 0.0
-
-    return side(printed.better) - side(printed.worse)
-
-
-def yardstick(effect: float, profile: str | None) -> float:
-    """What a claim's effect is compared with for "smaller than the paper": the paper's effect on the paper
-    profile, half of it elsewhere (absolute points of the offline benchmark do not transfer)."""
-    return effect if profile == "paper" else effect / 2.0
-
-
-def margin(claim: Claim, effect: float, profile: str | None) -> float:
-    """The equivalence margin ``delta`` of ``claim`` on ``profile`` (module docstring; the claim's own ``margin``
-    where it states an equivalence); NaN: none."""
-    if claim.margin is not None:
-        return float(claim.margin)
-    if profile == "paper" and claim.unit.endswith("points"):
-        return PAPER_DELTA_POINTS
-    return abs(effect) / 2.0 if math.isfinite(effect) and effect != 0 else math.nan
-
-
-def testability(claim: Claim, profile: str | None, status: TrainingStatus | None) -> tuple[bool, str]:
-    """``(testable, why)``: not testable when ``claim.not_testable`` names ``profile`` or one of ``claim.arms``
-    does not train there (a method whose status is unknown is judged as if it trained: the report says once that
-    the status is unknown)."""
-    if profile in claim.not_testable:
-        return False, claim.not_testable[profile]
-    if not claim.arms:
-        return True, ""
-    status = status or {}
-    failing = [a for a in claim.arms if a in status and not status[a].trains]
-    if failing:
-        return False, "; ".join(_fails(a, status[a], profile) for a in failing)
-    return True, ""
-
-
-def _fails(method: str, gate: Gate, profile: str | None) -> str:
-    return (
-        f"{method} does not train on {profile} (validation R@1 gain over the pre-trained network "
-        f"{gate.mean:+.1f}, 95% lower bound {gate.low:+.1f} below {gate.threshold:g})"
-    )
 
 
 # ------------------------------------------------------------------------------------------- one claim
@@ -324,8 +221,7 @@ def assess(
         reason = _join(
             reason,
             *(
-                _fails(claim.member_arms[m], (status or {})[claim.member_arms[m]], profile)
-                + f": {m} left out"
+                fails(claim.member_arms[m], (status or {})[claim.member_arms[m]], profile) + f": {m} left out"
                 for m in left_out
             ),
         )

@@ -94,7 +94,10 @@ def claim_lines(frame: pd.DataFrame, labels: dict[str, str]) -> list[dict[str, A
             for name in rec["shared with"].split(", "):
                 artifact, _, key = name.partition(":")
                 others.append(f"{labels.get(artifact, artifact)} ({key})")
-            shared = ("the same runs as " if rec["counted"] else "counted with ") + ", ".join(others)
+            if not rec["counted"]:
+                shared = f"counted with {others[0]}"
+            else:
+                shared = f"{len(others)} other claim{'s' if len(others) > 1 else ''} read the same runs"
         out.append(
             {
                 "artifact": rec["artifact"],
@@ -112,6 +115,7 @@ def claim_lines(frame: pd.DataFrame, labels: dict[str, str]) -> list[dict[str, A
                 "css": verdict.replace(" ", "-"),
                 "why": rec["why"],
                 "shared": shared,
+                "shared_names": ", ".join(others) if rec["shared with"] else "",
                 "counted": bool(rec["counted"]),
                 "adjusted": rec["adjusted"],
                 "adjusted_p": _p(rec["adjusted p"]),

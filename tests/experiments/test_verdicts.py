@@ -281,6 +281,7 @@ def test_claims_reading_the_same_runs_are_counted_once():
     frame = multiplicity.claims_frame([a, b], {a.id: rows, b.id: rows}, "quick", reference=pd.DataFrame())
     assert frame["counted"].tolist() == [False, True, True, False]  # the group's first primary claim counts
     assert frame.loc[1, "shared with"] == "pnpp_table0_a:a, pnpp_fig0_b:b"
+    assert frame.loc[0, "shared with"] == frame.loc[3, "shared with"] == "pnpp_table0_a:a2"
     assert frame["family"].tolist() == ["", multiplicity.PRIMARY, multiplicity.SECONDARY, ""]
     # without run ids nothing is known to be shared
     bare = multiplicity.claims_frame(

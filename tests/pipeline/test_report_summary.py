@@ -134,7 +134,8 @@ def test_claim_lines_show_every_class_and_the_paper_effect():
     assert lines["cb"]["effect"] == "+5"  # shown though not testable
     assert lines["ba"]["verdict"] == "no"
     assert lines["db"]["verdict"] == "equivalent"  # +0.03 [-0.4, 0.5] inside +-2 (half the paper's 4)
-    assert "Table 2 (ab2)" in lines["ab"]["shared"] and not lines["ab2"]["counted"]
+    assert "2 other claims read the same runs" == lines["ab"]["shared"] and not lines["ab2"]["counted"]
+    assert "Table 2 (ab2)" in lines["ab"]["shared_names"]
     assert "counted with Table 1 (ab)" in lines["ab2"]["shared"]
     assert [c["claim"] for c in summary.check_lines(frame)] == ["a property"]
     counts = summary.count_lines(frame)
