@@ -207,8 +207,9 @@ class Claim:
 class Figure:
     """A figure of the artifact: ``draw(tables) -> matplotlib Figure`` from the tidy CSVs only.
 
-    ``tables`` maps ``"rows"`` to the artifact's rows (this profile) and every extra table name (see
-    :attr:`Artifact.tables`) to its CSV. The file is ``figures/<artifact id><suffix>.png`` (and ``.pdf``).
+    ``tables`` maps ``"rows"`` to the artifact's rows (this profile), every extra table name (see
+    :attr:`Artifact.tables`) to its CSV, and ``"paper"`` to the paper's printed value beside each summarised row
+    that faces a cell (:func:`dmllab.experiments.compare.paper_values`). The file is ``figures/<artifact id><suffix>.png`` (and ``.pdf``).
     """
 
     draw: Callable[[Mapping[str, pd.DataFrame]], MplFigure]

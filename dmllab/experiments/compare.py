@@ -134,7 +134,7 @@ def paper_vs_reproduced(artifact: Artifact, rows: pd.DataFrame, reference: pd.Da
 # ------------------------------------------------------------------------------------- claim effects
 
 # ``effect.attrs[ARMS]``: the run ids (``run_id``) each side of a comparison read, ``(better, worse)``; two claims
-# that read the same runs are one comparison (:func:`dmllab.experiments.verdicts.claims_frame` counts it once).
+# that read the same runs are one comparison (:func:`dmllab.experiments.multiplicity.claims_frame` counts it once).
 ARMS = "arms"
 
 

@@ -59,12 +59,12 @@ def training_status(profile: str, results_dir: str | os.PathLike | None = None) 
         return {}
     rows = rows[(rows["profile"] == profile) & (rows["metric"] == GAIN_METRIC)]
     return {
-        str(label): gate(part["value"], float(part["param_threshold"].astype(float).iloc[0]))
+        str(label): from_gains(part["value"], float(part["param_threshold"].astype(float).iloc[0]))
         for label, part in rows.groupby("variant", sort=False)
     }
 
 
-def gate(gains: Any, threshold: float) -> Gate:
+def from_gains(gains: Any, threshold: float) -> Gate:
     """A method's :class:`Gate` from its per-seed gains (a diverged seed's NaN counts as no gain: the method then
     trains only if the other seeds clear the bar on their own)."""
     values = [float(v) for v in gains if math.isfinite(float(v))]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from dmllab.experiments import analogue, kit, verdicts
+from dmllab.experiments import analogue, gate, kit
 from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.compare import paired
 from dmllab.experiments.lookup import Lookup
@@ -36,7 +36,7 @@ TRAINS: dict[str, tuple[str, dict[str, Any]]] = {
 # same pooling lies above the threshold (dmllab choice; the quick recipes are tuned on validation to clear it); a
 # head that sums GAP and GMP (Proxy Anchor's) faces the max-pooled network with a lower bar.
 THRESHOLD, SUM_POOL_THRESHOLD = 10.0, 8.0
-GAIN = verdicts.GAIN_METRIC
+GAIN = gate.GAIN_METRIC
 VALIDATION_SPLIT = "val"
 
 
@@ -166,19 +166,19 @@ def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
     """Every run read first (trained here where allowed), then the networks before training evaluated."""
     trained = kit.seeds_runs(preset(params.profile), params, "ProxyNCA++")
     out = lookup.rows(trained)
-    gate = _gate_values(params, lookup)
-    return out + _headline(params, lookup, trained) + _trains(params, lookup, gate)
+    values = _gate_values(params, lookup)
+    return out + _headline(params, lookup, trained) + _trains(params, lookup, values)
 
 
 def trains_table(rows_: Any) -> Any:
     """Per method: the validation gain's mean, std and 95% lower bound over seeds, its threshold and whether it
-    trains (:func:`dmllab.experiments.verdicts.gate`: the lower bound reaches the threshold)."""
+    trains (:func:`dmllab.experiments.gate.from_gains`: the lower bound reaches the threshold)."""
     import pandas as pd
 
     gain = rows_[rows_["metric"] == GAIN]
     out = []
     for label, part in gain.groupby("variant", sort=False):
-        g = verdicts.gate(part["value"], float(part["param_threshold"].astype(float).iloc[0]))
+        g = gate.from_gains(part["value"], float(part["param_threshold"].astype(float).iloc[0]))
         out.append(
             {
                 "variant": label,
