@@ -484,7 +484,7 @@ def is_timing(metric: str) -> bool:
 
 
 # Metrics stored in percent, as the papers print them (every dmllab.metrics output is a fraction in [0, 1]).
-PERCENT_PREFIXES: tuple[str, ...] = ("R@", "NMI", "P@", "RP", "MAP@R", "accuracy")
+PERCENT_PREFIXES: tuple[str, ...] = ("R@", "NMI", "P@", "RP", "MAP@R", "accuracy", "train_R@")
 
 
 def to_percent(metric: str, value: float) -> float:

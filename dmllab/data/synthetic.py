@@ -791,8 +791,9 @@ class SyntheticFineGrained(RetrievalDataset):
         root: cache folder; default ``dmllab.paths.cache_dir()/synthetic``.
         split: ``train`` (first quarter of the classes), ``val`` (second quarter), ``trainval`` (first half),
             ``test`` (second half), or ``pretrain``/``pretrain_val`` (80/20 of every class of the disjoint
-            pre-training pool), or ``classify_train``/``classify_test`` (80/20 of every ``trainval`` class's
-            images: a same-class split for classification accuracy, Heated-up Table 4).
+            pre-training pool), or ``heldout_train``/``heldout_test`` (80/20 of every ``test`` class's images: a
+            same-class split for classification accuracy, Heated-up Table 4, on classes that no retrieval run trains
+            on and that ``dmllab tune`` never scores, so the recipes' tuning and the classification are disjoint).
         seed: generator seed; everything is a deterministic function of it.
         image_size: image side in pixels (64 default; 32 for the smoke profile).
         num_classes: classes in the main pool (>= 4, even: the train/val/test structure needs it).
@@ -818,8 +819,8 @@ class SyntheticFineGrained(RetrievalDataset):
         "test",
         "pretrain",
         "pretrain_val",
-        "classify_train",
-        "classify_test",
+        "heldout_train",
+        "heldout_test",
     )
 
     def __init__(
@@ -863,10 +864,10 @@ class SyntheticFineGrained(RetrievalDataset):
         data = load_cached(folder)
         all_ids = np.asarray(data["class_ids"])
         if split.startswith(
-            "classify"
-        ):  # same classes on both sides (Heated-up Table 4): 80/20 of trainval's images
-            classes = split_classes("trainval", num_classes)
-            keep = np.isin(all_ids, classes) & _pretrain_mask(all_ids, split == "classify_train")
+            "heldout"
+        ):  # same classes on both sides (Heated-up Table 4): 80/20 of test's images
+            classes = split_classes("test", num_classes)
+            keep = np.isin(all_ids, classes) & _pretrain_mask(all_ids, split == "heldout_train")
         elif pool == "main":
             classes = split_classes(split, num_classes)
             keep = np.isin(all_ids, classes)

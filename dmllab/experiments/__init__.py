@@ -3,7 +3,17 @@ reference cells and figures (:class:`Artifact`), discovered by :mod:`dmllab.expe
 placed and read through :class:`Lookup` (:mod:`dmllab.experiments.lookup`), and what artifacts share is in
 :mod:`dmllab.experiments.kit`, :mod:`dmllab.experiments.analogue` and :mod:`dmllab.experiments.figures`."""
 
-from dmllab.experiments.artifact import PAPER_TITLES, PAPERS, Artifact, Claim, Figure, Run
+from dmllab.experiments.artifact import (
+    PAPER_TITLES,
+    PAPERS,
+    Artifact,
+    Claim,
+    Figure,
+    Printed,
+    Run,
+    Smallest,
+    printed,
+)
 from dmllab.experiments.lookup import Lookup, MissingRunError
 from dmllab.experiments.params import Params
 from dmllab.experiments.registry import all_artifacts, get, names, select
@@ -17,9 +27,12 @@ __all__ = [
     "Lookup",
     "MissingRunError",
     "Params",
+    "Printed",
     "Run",
+    "Smallest",
     "all_artifacts",
     "get",
     "names",
+    "printed",
     "select",
 ]

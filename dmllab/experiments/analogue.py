@@ -129,15 +129,26 @@ class Differs(Mapping[str, str]):
         if profile not in self._profiles():
             raise KeyError(profile)
         if profile not in self._cache:
-            if profile == "paper":
-                self._cache[profile] = self._paper(profile) if callable(self._paper) else self._paper
-            else:
-                own = self._specific(profile) if callable(self._specific) else self._specific
-                scale = (
-                    analogue(self._method, self._dataset, profile, **self._options) if self._method else ""
-                )
-                self._cache[profile] = "; ".join(x for x in (own, scale) if x)
+            try:
+                self._cache[profile] = self._line(profile)
+            except KeyError as err:  # a KeyError here would read as "no line" through Mapping.get
+                raise RuntimeError(f"the 'differs' line of {profile!r} could not be built: {err!r}") from err
         return self._cache[profile]
+
+    def _line(self, profile: str) -> str:
+        return "; ".join(self.parts(profile))
+
+    def parts(self, profile: str) -> tuple[str, ...]:
+        """The line's parts on ``profile``: what this comparison changes, then the profile's analogue of the
+        method (shared by every claim of the method: the report states each part once per artifact)."""
+        if profile not in self._profiles():
+            return ()
+        if profile == "paper":
+            line = self._paper(profile) if callable(self._paper) else self._paper
+            return (line,) if line else ()
+        own = self._specific(profile) if callable(self._specific) else self._specific
+        scale = analogue(self._method, self._dataset, profile, **self._options) if self._method else ""
+        return tuple(x for x in (own, scale) if x)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._profiles())

@@ -16,7 +16,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dmllab.experiments.params import EXECUTION_PARAMETERS, STANDARD_PARAMETERS, Params, resolve_parameters
+from dmllab.experiments.params import (
+    DATA_SEED,
+    DEFAULT_DATA_SEED,
+    DEFAULT_SEEDS,
+    EXECUTION_PARAMETERS,
+    STANDARD_PARAMETERS,
+    Params,
+    resolve_parameters,
+)
 from dmllab.profiles import PROFILES
 
 if TYPE_CHECKING:
@@ -57,13 +65,16 @@ class Run:
     """One training run an artifact needs: a composed config, a seed, and the name its rows use.
 
     Two artifacts that need the same (config, seed) share one stored run. ``variant`` and ``tags`` only label the
-    run's rows. Where it runs (device, data root) is set by :func:`dmllab.experiments.lookup.place`.
+    run's rows. Where it runs (the benchmark draw, device, data root) is set by
+    :func:`dmllab.experiments.lookup.place`; ``draw`` pins the draw of the benchmark (None: the one the
+    execution's ``data_seed`` gives the seed, :func:`dmllab.experiments.kit.draw_of`).
     """
 
     config: ExperimentConfig
     seed: int
     variant: str = ""
     tags: tuple[tuple[str, Any], ...] = ()
+    draw: int | None = None
 
     @property
     def key(self) -> str:
@@ -81,44 +92,97 @@ CLAIM_KINDS: tuple[str, ...] = ("verdict", "check")
 
 
 @dataclass(frozen=True)
+class Printed:
+    """A paper's effect read from its printed cells in ``results/reference/<paper>.csv``: ``better`` minus
+    ``worse`` (each ``(artifact label, row, column, dataset)``; the mean of the cells where a side lists several),
+    so the number a claim faces is the transcribed one. ``worse`` empty: ``better`` itself."""
+
+    better: tuple[tuple[str, str, str, str], ...]
+    worse: tuple[tuple[str, str, str, str], ...] = ()
+
+    def cells(self) -> tuple[tuple[str, str, str, str], ...]:
+        return self.better + self.worse
+
+
+@dataclass(frozen=True)
+class Smallest:
+    """The smallest of several printed effects: what a claim about every member of a set faces."""
+
+    options: tuple[Printed, ...]
+
+    def cells(self) -> tuple[tuple[str, str, str, str], ...]:
+        return tuple(c for o in self.options for c in o.cells())
+
+
+# A paper's effect: a number its text states, its printed cells, the smallest of several, or one per profile
+# where the profiles compare different settings (``{profile: effect}``); None where the paper prints none.
+PaperEffect = float | Printed | Smallest | Mapping[str, Any] | None
+Cell = tuple[str, str, str, str]
+
+
+def printed(better: Cell | Sequence[Cell], worse: Cell | Sequence[Cell] = ()) -> Printed:
+    """:class:`Printed` from one cell or a list of cells per side (a side's cells are averaged)."""
+
+    def side(cells: Cell | Sequence[Cell]) -> tuple[Cell, ...]:
+        if cells and isinstance(cells[0], str):
+            return (tuple(cells),)  # type: ignore[return-value]
+        return tuple(tuple(c) for c in cells)  # type: ignore[misc]
+
+    return Printed(side(better), side(worse))
+
+
+@dataclass(frozen=True)
 class Claim:
     """A statement of the paper, judged over seeds.
 
     ``effect(rows)`` returns the effect per seed (a ``pd.Series`` indexed by seed, e.g. R@1 with a component
     minus R@1 without it, paired on the seed), signed so that the claim says ``effect > 0``; ``None`` or an empty
-    series when the rows cannot decide. The verdict is "yes" only when the effect's 95% interval over seeds
-    excludes zero on the positive side (:func:`dmllab.experiments.stats.verdict`).
+    series when the rows cannot decide. A statement about every member of a set ("beats MS at every embedding
+    size") returns a ``pd.DataFrame`` with one column per member: it is an intersection-union test, judged "yes"
+    only when every column is on its own (:mod:`dmllab.experiments.verdicts`).
 
     Args:
         text: the statement, e.g. "+max improves R@1".
-        effect: rows -> per-seed effect (positive = the claim holds).
+        effect: rows -> per-seed effect (positive = the claim holds), a Series or one column per member.
         unit: the effect's unit, shown in the report ("R@1 points", "%", "").
         paper_says: what the paper reports: "yes" unless the paper itself contradicts the statement.
-        differs: one line, what differs from the paper in this comparison on a profile (the report prints it next
-            to any verdict other than "yes"): a string for the quick and smoke profiles (the analogue), or
-            ``{profile: line}``.
+        paper_effect: the paper's own effect in the claim's unit and sign (:data:`PaperEffect`): its printed cells
+            (:class:`Printed`, :class:`Smallest` for a set), a number the paper states in its text, ``{profile:
+            effect}``, or None where it prints none.
+        margin: the equivalence margin of a claim that states an equivalence ("stable within 1 point"), on every
+            profile; None: the verdict layer's default (:func:`dmllab.experiments.verdicts.margin`).
+        primary: the claim the artifact exists to test (Holm within the paper); the others are secondary
+            (Benjamini-Hochberg).
+        differs: one line, what differs from the paper in this comparison on a profile: a string for the quick
+            and smoke profiles (the analogue), or ``{profile: line}``.
         arms: the methods the claim compares, by their labels in the offline benchmark's "trains" rows (e.g.
             ``"proxynca++"``, ``"proxy_synthesis:normsoftmax"``): on a profile where one of them does not train,
             the claim is "not testable".
+        member_arms: ``{column: method label}`` of an effect with one column per member: a member whose method
+            does not train is left out of the intersection (and said so) instead of making the claim untestable.
         not_testable: ``{profile: why}``: profiles on which the paper's procedure cannot be kept, so the claim is
             "not testable" there whatever the rows say.
         kind: "verdict" (judged over seeds) or "check" (an analytic property of a toy: shown as a pass/fail check,
             not counted among the verdicts).
-        key: a short identifier, unique within the artifact (``same_as`` refers to it).
-        same_as: ``"<artifact id>:<claim key>"`` when this claim is the same comparison on the same runs as another
-            artifact's claim: the summary counts it once.
+        key: a short identifier, unique within the artifact.
+        training_fit: a regulariser's claim: the report shows each arm's training R@1 (``train_R@1``) beside the
+            effect, so a reader sees whether the model under- or over-fits.
     """
 
     text: str
-    effect: Callable[[pd.DataFrame], pd.Series | None]
+    effect: Callable[[pd.DataFrame], pd.Series | pd.DataFrame | None]
     unit: str = ""
     paper_says: str = "yes"
+    paper_effect: PaperEffect = None
+    margin: float | None = None
+    primary: bool = False
     differs: str | Mapping[str, str] = ""
     arms: tuple[str, ...] = ()
+    member_arms: Mapping[str, str] = field(default_factory=dict)
     not_testable: Mapping[str, str] = field(default_factory=dict)
     kind: str = "verdict"
     key: str = ""
-    same_as: str = ""
+    training_fit: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in CLAIM_KINDS:
@@ -128,6 +192,8 @@ class Claim:
         bad = sorted(set(self.not_testable) - set(PROFILES))
         if bad or (isinstance(self.differs, Mapping) and set(self.differs) - set(PROFILES)):
             raise ValueError(f"claim {self.text!r}: profiles must be among {PROFILES}")
+        if self.kind == "check" and (self.primary or self.paper_effect is not None):
+            raise ValueError(f"claim {self.text!r}: a check is neither primary nor faces a paper effect")
 
     def differs_on(self, profile: str) -> str:
         """What differs from the paper on ``profile`` ("" when nothing is stated)."""
@@ -140,8 +206,9 @@ class Claim:
 class Figure:
     """A figure of the artifact: ``draw(tables) -> matplotlib Figure`` from the tidy CSVs only.
 
-    ``tables`` maps ``"rows"`` to the artifact's rows (this profile) and every extra table name (see
-    :attr:`Artifact.tables`) to its CSV. The file is ``figures/<artifact id><suffix>.png`` (and ``.pdf``).
+    ``tables`` maps ``"rows"`` to the artifact's rows (this profile), every extra table name (see
+    :attr:`Artifact.tables`) to its CSV, and ``"paper"`` to the paper's printed value beside each summarised row
+    that faces a cell (:func:`dmllab.experiments.compare.paper_values`). The file is ``figures/<artifact id><suffix>.png`` (and ``.pdf``).
     """
 
     draw: Callable[[Mapping[str, pd.DataFrame]], MplFigure]
@@ -170,7 +237,8 @@ class Artifact:
         title: one line.
         description: what the paper claims and what dmllab varies (markdown).
         parameters: ``{profile: {name: value}}`` for every profile in :data:`PROFILES` with the same keys; may
-            include ``seeds``.
+            include ``seeds`` (default :data:`~dmllab.experiments.params.DEFAULT_SEEDS`) and, for an artifact
+            that trains runs, ``data_seed`` (default :data:`~dmllab.experiments.params.DEFAULT_DATA_SEED`).
         runs: ``runs(params) -> list[Run]``; none for toy artifacts.
         rows: ``rows(params, lookup) -> rows`` or ``(rows, extra tables)``: tidy rows (:func:`dmllab.results.tidy`)
             and ``{name: DataFrame}`` written as ``results/<id>.<name>.csv``, from what the runs left
@@ -213,7 +281,7 @@ class Artifact:
             raise ValueError(
                 f"artifact {self.id!r}: parameters must give every profile {PROFILES}, got {sorted(self.parameters)}"
             )
-        keys = [set(self.parameters[p]) for p in PROFILES]
+        keys = [set(self.parameters[p]) - {"seeds", DATA_SEED} for p in PROFILES]
         if any(k != keys[0] for k in keys):
             raise ValueError(f"artifact {self.id!r}: the profiles declare different parameter keys: {keys}")
         clash = keys[0] & {"profile", "device", "data_root", *EXECUTION_PARAMETERS}
@@ -221,6 +289,8 @@ class Artifact:
             raise ValueError(
                 f"artifact {self.id!r}: {sorted(clash)} are standard parameters, not per profile"
             )
+        if not self.trains and any(DATA_SEED in self.parameters[p] for p in PROFILES):
+            raise ValueError(f"artifact {self.id!r}: data_seed is a parameter of artifacts that train runs")
         claim_keys = [c.key for c in self.claims if c.key]
         if len(claim_keys) != len(set(claim_keys)):
             raise ValueError(f"artifact {self.id!r}: claim keys must be unique, got {claim_keys}")
@@ -230,19 +300,27 @@ class Artifact:
         return self.id
 
     @property
+    def trains(self) -> bool:
+        """Whether the artifact trains runs (a toy computes everything in its notebook)."""
+        return self.runs is not _no_runs
+
+    @property
     def specific_parameters(self) -> tuple[str, ...]:
         """The artifact's own parameter names (beyond the standard ones), in declaration order."""
-        return tuple(k for k in self.parameters[PROFILES[0]] if k != "seeds")
+        return tuple(k for k in self.parameters[PROFILES[0]] if k not in ("seeds", DATA_SEED))
 
     @property
     def parameter_names(self) -> tuple[str, ...]:
-        return STANDARD_PARAMETERS + self.specific_parameters
+        return STANDARD_PARAMETERS + ((DATA_SEED,) if self.trains else ()) + self.specific_parameters
 
     def defaults(self, profile: str) -> dict[str, Any]:
-        """The parameter values of ``profile`` (including ``seeds``)."""
+        """The parameter values of ``profile``: ``seeds`` (:data:`~dmllab.experiments.params.DEFAULT_SEEDS` where
+        the artifact declares none), ``data_seed`` for an artifact that trains runs, and its own."""
         if profile not in PROFILES:
             raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
-        values: dict[str, Any] = {"seeds": [0]}
+        values: dict[str, Any] = {"seeds": list(DEFAULT_SEEDS[profile])}
+        if self.trains:
+            values[DATA_SEED] = DEFAULT_DATA_SEED[profile]
         values.update(self.parameters[profile])
         return values
 

@@ -1,9 +1,8 @@
 """Rows -> the tables every artifact shows (notebook and report alike): the reproduced numbers over seeds and the
-paper's printed numbers side by side; the claims' verdicts are :mod:`dmllab.experiments.verdicts`' (``judge`` and
-``verdict_table`` are re-exported here).
+paper's printed numbers side by side; the claims' verdicts are :mod:`dmllab.experiments.verdicts`'.
 
 Also the small helpers artifacts use to state a claim's per-seed effect (:func:`per_seed`, :func:`paired`,
-:func:`extremes`).
+:func:`extremes`, :func:`members`), which record the runs each side read (:func:`arms_of`).
 """
 
 from __future__ import annotations
@@ -14,17 +13,17 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dmllab.experiments.artifact import REFERENCE_PAPER, STAND_IN_DATASET, Artifact
-from dmllab.experiments.verdicts import judge, training_status, verdict_table
 
 __all__ = [
+    "arms_of",
+    "averaged",
     "extremes",
-    "judge",
+    "members",
     "paired",
+    "paper_values",
     "paper_vs_reproduced",
     "per_seed",
     "summarise",
-    "training_status",
-    "verdict_table",
 ]
 
 if TYPE_CHECKING:
@@ -49,29 +48,11 @@ def _paper_std(note: Any) -> float:
     return float(match.group(1)) if match else math.nan
 
 
-def paper_vs_reproduced(artifact: Artifact, rows: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
-    """One line per reproduced row that corresponds to a printed cell: the paper's value (and its ``+-`` where
-    printed), the reproduced mean +- std over seeds, the difference, and whether it lies within the paper's +-.
-
-    On the quick/smoke profiles the offline benchmark's rows face the paper's CUB cells
-    (:data:`STAND_IN_DATASET`): the absolute numbers are not comparable, the table shows them side by side.
-    """
-    import pandas as pd
-
-    columns = [
-        "paper cell",
-        "dataset",
-        "metric",
-        "paper",
-        "paper +-",
-        "reproduced",
-        "std",
-        "seeds",
-        "delta",
-        "within paper +-",
-    ]
+def _printed(artifact: Artifact, rows: pd.DataFrame, reference: pd.DataFrame) -> list[dict[str, Any]]:
+    """Each summarised row (:func:`summarise`) that faces a printed cell, with the cell (``cell``, ``faces``: the
+    paper dataset), its value (``paper``) and its printed ``+-`` (``paper +-``, NaN where none)."""
     if artifact.reference is None or rows.empty or artifact.paper not in REFERENCE_PAPER:
-        return pd.DataFrame(columns=columns)
+        return []
     ref = reference[reference["paper"] == REFERENCE_PAPER[artifact.paper]] if len(reference) else reference
     out = []
     for rec in summarise(rows).to_dict("records"):
@@ -89,13 +70,54 @@ def paper_vs_reproduced(artifact: Artifact, rows: pd.DataFrame, reference: pd.Da
             hit = hit[hit["metric"] == rec["metric"]]
         value = float(hit["value"].iloc[0]) if len(hit) else math.nan
         pstd = _paper_std(hit["note"].iloc[0]) if len(hit) else math.nan
-        delta = rec["mean"] - value
+        out.append(
+            {**rec, "cell": f"{label} / {row} / {column}", "faces": dataset, "paper": value, "paper +-": pstd}
+        )
+    return out
+
+
+def paper_values(artifact: Artifact, rows: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
+    """The paper's printed value beside each summarised row that faces a cell: :func:`summarise`'s columns plus
+    ``paper`` (what the figures draw beside the reproduced values)."""
+    import pandas as pd
+
+    return pd.DataFrame(_printed(artifact, rows, reference))
+
+
+def paper_vs_reproduced(artifact: Artifact, rows: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
+    """One line per reproduced row that corresponds to a printed cell: the paper's value (and its ``+-`` where
+    printed), the reproduced mean +- std over seeds, and where the row is on the paper's dataset the difference and
+    whether it lies within the paper's +-.
+
+    On the quick/smoke profiles the offline benchmark's rows face the paper's CUB cells
+    (:data:`STAND_IN_DATASET`): the absolute numbers are not comparable, so the table shows them side by side
+    without a difference (the figures draw the paper's differences between rows instead).
+    """
+    import pandas as pd
+
+    columns = [
+        "paper cell",
+        "dataset",
+        "metric",
+        "paper",
+        "paper +-",
+        "reproduced",
+        "std",
+        "seeds",
+        "delta",
+        "within paper +-",
+    ]
+    out = []
+    for rec in _printed(artifact, rows, reference):
+        same = str(rec.get("dataset")) == str(rec["faces"])
+        delta = rec["mean"] - rec["paper"] if same else math.nan
+        pstd = rec["paper +-"]
         out.append(
             {
-                "paper cell": f"{label} / {row} / {column}",
-                "dataset": f"{rec.get('dataset')} vs {dataset}",
+                "paper cell": rec["cell"],
+                "dataset": f"{rec.get('dataset')} vs {rec['faces']}",
                 "metric": rec["metric"],
-                "paper": value,
+                "paper": rec["paper"],
                 "paper +-": pstd,
                 "reproduced": rec["mean"],
                 "std": rec["std"],
@@ -110,6 +132,29 @@ def paper_vs_reproduced(artifact: Artifact, rows: pd.DataFrame, reference: pd.Da
 
 
 # ------------------------------------------------------------------------------------- claim effects
+
+# ``effect.attrs[ARMS]``: the run ids (``run_id``) each side of a comparison read, ``(better, worse)``; two claims
+# that read the same runs are one comparison (:func:`dmllab.experiments.multiplicity.claims_frame` counts it once).
+ARMS = "arms"
+
+
+def run_ids(rows: pd.DataFrame) -> frozenset[str]:
+    """The run ids (``run_id``) of ``rows`` (empty where the rows come from no stored run)."""
+    if "run_id" not in rows.columns:
+        return frozenset()
+    return frozenset(str(r) for r in rows["run_id"].dropna().unique())
+
+
+def with_arms(effect: Any, better: pd.DataFrame, worse: pd.DataFrame) -> Any:
+    """``effect`` with ``attrs[ARMS]`` = the run ids of the ``better`` and the ``worse`` rows it was read from."""
+    effect.attrs[ARMS] = (run_ids(better), run_ids(worse))
+    return effect
+
+
+def arms_of(effect: Any) -> tuple[frozenset[str], frozenset[str]]:
+    """``(better, worse)`` run ids an effect was read from (:func:`with_arms`); empty where unknown."""
+    arms = getattr(effect, "attrs", {}).get(ARMS)
+    return arms if arms else (frozenset(), frozenset())
 
 
 def _select(df: pd.DataFrame, metric: str, where: Mapping[str, Any]) -> pd.DataFrame:
@@ -132,9 +177,11 @@ def per_seed(df: pd.DataFrame, metric: str, **where: Any) -> pd.Series:
 
 
 def paired(df: pd.DataFrame, metric: str, better: Mapping[str, Any], worse: Mapping[str, Any]) -> pd.Series:
-    """Per-seed ``metric(better) - metric(worse)``, on the seeds both have (a paired comparison)."""
-    a, b = per_seed(df, metric, **better), per_seed(df, metric, **worse)
-    return (a - b).dropna()
+    """Per-seed ``metric(better) - metric(worse)``, on the seeds both have (a paired comparison); the runs each
+    side read in ``attrs`` (:func:`with_arms`)."""
+    a, b = _select(df, metric, better), _select(df, metric, worse)
+    diff = (a.groupby("seed")["value"].mean() - b.groupby("seed")["value"].mean()).dropna()
+    return with_arms(diff, a, b)
 
 
 def extremes(
@@ -147,4 +194,36 @@ def extremes(
         return sel.groupby("seed")["value"].mean().iloc[0:0]
     table = sel.pivot_table(index="seed", columns=col, values="value", aggfunc="mean").sort_index(axis=1)
     diff = table.iloc[:, 0] - table.iloc[:, -1]
-    return (diff if low_minus_high else -diff).dropna()
+    values = sorted(sel[col].unique())
+    low, high = sel[sel[col] == values[0]], sel[sel[col] == values[-1]]
+    return with_arms(
+        (diff if low_minus_high else -diff).dropna(), *((low, high) if low_minus_high else (high, low))
+    )
+
+
+def averaged(effects: Sequence[pd.Series]) -> pd.Series:
+    """The per-seed mean of several comparisons (on the seeds all have), with the runs of all of them in
+    ``attrs``; empty without comparisons."""
+    import pandas as pd
+
+    effects = [e for e in effects if len(e)]
+    if not effects:
+        return pd.Series(dtype=float)
+    mean = pd.concat(effects, axis=1).dropna().mean(axis=1)
+    mean.attrs[ARMS] = (
+        frozenset().union(*(arms_of(e)[0] for e in effects)),
+        frozenset().union(*(arms_of(e)[1] for e in effects)),
+    )
+    return mean
+
+
+def members(effects: Mapping[str, pd.Series]) -> pd.DataFrame:
+    """One column per member of a set (an intersection-union claim, :class:`~dmllab.experiments.Claim`), on the
+    seeds every member has; the runs of every member's comparison in ``attrs``."""
+    import pandas as pd
+
+    frame = pd.concat(dict(effects), axis=1).dropna() if effects else pd.DataFrame()
+    better = frozenset().union(*(arms_of(e)[0] for e in effects.values())) if effects else frozenset()
+    worse = frozenset().union(*(arms_of(e)[1] for e in effects.values())) if effects else frozenset()
+    frame.attrs[ARMS] = (better, worse)
+    return frame

@@ -70,6 +70,53 @@ def tsne_by_class(
 # ------------------------------------------------------------------------------------------------ figures
 
 
+PAPER_COLOUR = "#d62728"
+
+
+def is_paper_profile(rows: Any) -> bool:
+    """Whether ``rows`` are the paper profile's (the paper's values are then drawn as printed; elsewhere as their
+    differences to an anchor, drawn from the reproduced anchor: absolute points do not transfer)."""
+    return "profile" in rows and len(rows) > 0 and set(rows["profile"].astype(str)) == {"paper"}
+
+
+def paper_values(tables: Mapping[str, Any], metric: str, keys: Sequence[str]) -> dict[tuple[str, ...], float]:
+    """``{(row[k] for k in keys): the paper's value}`` of the printed cells the artifact's rows face
+    (``tables["paper"]``, :func:`dmllab.experiments.compare.paper_values`); empty where none."""
+    paper = tables.get("paper")
+    if paper is None or len(paper) == 0 or any(k not in paper for k in keys):
+        return {}
+    sel = paper[paper["metric"] == metric]
+    return {
+        tuple(str(r[k]) for k in keys): float(r["paper"])
+        for _, r in sel.iterrows()
+        if r["paper"] == r["paper"]
+    }
+
+
+def anchored(
+    reproduced: Mapping[Any, float], paper: Mapping[Any, float], order: Sequence[Any], relative: bool
+) -> tuple[dict[Any, float], Any]:
+    """Where to draw the paper's value of each key of ``order``: as printed, or (``relative``) the reproduced
+    value of the anchor (the first key of ``order`` the paper prints) plus the paper's difference to it; and the
+    anchor (None when drawn as printed)."""
+    if not relative:
+        return {k: paper[k] for k in order if k in paper}, None
+    anchor = next((k for k in order if k in paper and k in reproduced), None)
+    if anchor is None:
+        return {}, None
+    return {k: reproduced[anchor] + paper[k] - paper[anchor] for k in order if k in paper}, anchor
+
+
+def paper_legend(ax: Any, anchor: Any) -> None:
+    """The legend entry of the paper's markers (and how they are placed), outside the axes on the right."""
+    from matplotlib.lines import Line2D
+
+    label = "paper" if anchor is None else f"paper, as its\ndifference to\n{anchor}"
+    handles, labels = ax.get_legend_handles_labels()
+    marker = Line2D([], [], color=PAPER_COLOUR, marker="D", ls="", markersize=6, label=label)
+    ax.legend([*handles, marker], [*labels, label], fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+
+
 def bar_figure(
     tables: Mapping[str, Any],
     *,
@@ -77,9 +124,11 @@ def bar_figure(
     order: Sequence[str] | None = None,
     title: str = "",
     hue: str | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> Any:
     """Bars of ``metric`` per variant (mean over seeds, std error bars, the seeds as points), one panel per
-    dataset."""
+    dataset, and the paper's value of each bar where it prints one (:func:`anchored`: on smoke and quick as its
+    difference to the first bar the paper prints, drawn from that bar). ``labels``: a tick label per variant."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
@@ -89,9 +138,11 @@ def bar_figure(
     fig, axes = plt.subplots(
         1,
         len(dsets),
-        figsize=(max(5.0, 0.9 * (len(order or set(data["variant"])) + 2)) * len(dsets) ** 0.6, 3.8),
+        figsize=(max(5.0, 0.9 * (len(order or set(data["variant"])) + 2)) * len(dsets) ** 0.6, 4.0),
         squeeze=False,
     )
+    keys = ["variant", "dataset"] + ([hue] if hue else [])
+    paper = paper_values(tables, metric, keys)
     for ax, dset in zip(axes[0], dsets):
         sub = data[data["dataset"] == dset]
         present = [v for v in (order or dict.fromkeys(sub["variant"])) if v in set(sub["variant"])]
@@ -112,12 +163,98 @@ def bar_figure(
         sns.stripplot(
             data=sub, x="variant", y="value", order=present, color="black", size=3, ax=ax, dodge=False
         )
+        levels = list(dict.fromkeys(sub[hue].astype(str))) if hue else [None]
+        slots = [(v, h) for v in present for h in levels]
+        means = {
+            (v, h): float(part["value"].mean())
+            for (v, h) in slots
+            if len(part := sub[(sub["variant"] == v) & ((sub[hue].astype(str) == h) if hue else True)])
+        }
+        printed = {
+            (v, h): paper[(v, str(dset), *((h,) if hue else ()))]
+            for v, h in slots
+            if (v, str(dset), *((h,) if hue else ())) in paper
+        }
+        relative = not is_paper_profile(rows)
+        if hue:  # each group of bars anchored at its own first bar: the comparison is within the group
+            where, anchor = {}, "the first bar of its group" if relative else None
+            for v in present:
+                group = [(v, h) for h in levels]
+                where.update(anchored(means, printed, group, relative)[0])
+        else:
+            where, anchor = anchored(means, printed, slots, relative)
+            anchor = None if anchor is None else anchor[0]
+        for (v, h), y in where.items():
+            i, j = present.index(v), levels.index(h)
+            x = i if not hue else i - 0.4 + (j + 0.5) * 0.8 / len(levels)
+            ax.plot([x], [y], marker="D", color=PAPER_COLOUR, markersize=6, ls="", zorder=5)
+        if where:
+            paper_legend(ax, anchor)
         ax.set_xlabel("")
         ax.set_ylabel(f"{metric} (%)")
         ax.set_title(f"{title} ({dset})" if title else str(dset), fontsize=10)
-        ax.tick_params(axis="x", rotation=35)
-        for lab in ax.get_xticklabels():
-            lab.set_horizontalalignment("right")
+        if labels:
+            ax.set_xticks(range(len(present)), [labels.get(v, v) for v in present], fontsize=8)
+        else:
+            ax.tick_params(axis="x", rotation=35)
+            for lab in ax.get_xticklabels():
+                lab.set_horizontalalignment("right")
+    fig.tight_layout()
+    return fig
+
+
+def dot_table_figure(
+    tables: Mapping[str, Any],
+    groups: Sequence[tuple[str, Sequence[str]]],
+    *,
+    metric: str = "R@1",
+    key: str = "variant",
+    labels: Mapping[str, str] | None = None,
+    title: str = "",
+) -> Any:
+    """A table-like chart of many variants: one line per ``key`` value, grouped under headings (``groups``:
+    ``(heading, values)``), its mean over seeds with a +- one std bar, the seeds as dots, and the paper's value
+    where printed (:func:`anchored`, anchored at the first value the paper prints). Reads top to bottom."""
+    import matplotlib.pyplot as plt
+
+    rows = tables["rows"]
+    data = rows[rows["metric"] == metric]
+    stats = data.groupby(key)["value"].agg(["mean", "std"])
+    lines: list[tuple[str, str | None]] = []
+    for heading, values in groups:
+        present = [v for v in values if v in stats.index]
+        if present:
+            lines += [(heading, None)] + [(labels.get(v, v) if labels else v, v) for v in present]
+    fig, ax = plt.subplots(figsize=(7.0, 0.26 * len(lines) + 1.0))
+    paper = paper_values(tables, metric, [key])
+    order = [v for _, v in lines if v is not None]
+    where, anchor = anchored(
+        {v: float(stats.loc[v, "mean"]) for v in order},
+        {v: paper[(v,)] for v in order if (v,) in paper},
+        order,
+        relative=not is_paper_profile(rows),
+    )
+    for y, (_, v) in enumerate(lines):
+        if v is None:
+            continue
+        m, sd = float(stats.loc[v, "mean"]), float(stats.loc[v, "std"])
+        ax.errorbar(
+            [m], [y], xerr=[sd if sd == sd else 0.0], color="tab:blue", marker="o", capsize=3, markersize=5
+        )
+        seeds = data.loc[data[key] == v, "value"]
+        ax.plot(seeds, [y] * len(seeds), "|", color="black", alpha=0.6, markersize=7)
+        if v in where:
+            ax.plot([where[v]], [y], marker="D", color=PAPER_COLOUR, markersize=5, ls="")
+    ax.set_yticks(range(len(lines)), [text for text, _ in lines], fontsize=8)
+    for tick, (_, v) in zip(ax.get_yticklabels(), lines):
+        if v is None:
+            tick.set_fontweight("bold")
+    ax.set_ylim(len(lines) - 0.5, -0.5)
+    ax.set_xlabel(f"{metric} (%): mean +- std over seeds, seeds as ticks")
+    ax.grid(axis="x", alpha=0.3)
+    if where:
+        paper_legend(ax, anchor)
+    ax.set_title(title, fontsize=10)
     fig.tight_layout()
     return fig
 

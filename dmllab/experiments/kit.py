@@ -19,6 +19,10 @@ from dmllab.experiments.artifact import STAND_IN_DATASET, Run
 from dmllab.experiments.params import Params
 
 TOY_PROFILES = ("smoke", "quick")
+# The validation protocol: one stage on the training classes (``train``), R@1 on the held-out validation classes
+# after every epoch (the run's history), the test split untouched by the selection. Proxy Anchor Fig. 1's curves
+# and the offline benchmark's "does the method train" gate read it.
+VALIDATION = {"run.two_stage": False, "data.train_split": "train", "run.eval_every": 1}
 
 
 # ------------------------------------------------------------------------------------------------ configs
@@ -58,48 +62,45 @@ def config(
 
 
 def seeds_runs(cfg: Any, params: Params, variant: str, **tags: Any) -> list[Run]:
-    """One :class:`Run` of ``cfg`` per seed of ``params``, labelled ``variant`` and tagged ``tags``."""
+    """One :class:`Run` of ``cfg`` per seed of ``params``, labelled ``variant`` and tagged ``tags``; where it runs,
+    on which draw of the benchmark included, is :func:`dmllab.experiments.lookup.place`'s."""
     return [Run(cfg, seed, variant=variant, tags=tuple(tags.items())) for seed in params.seeds]
 
 
 def draw_of(params: Params, seed: int) -> int:
-    """The benchmark draw that run seed ``seed`` trains on: ``seed`` itself where the artifact's ``data_seed``
-    parameter is ``"per_seed"``, else (``"fixed"``, or None where that is the profile's default) the default
-    draw 0."""
-    mode = params.get("data_seed")
-    if mode not in (None, "fixed", "per_seed"):
-        raise ValueError(f"data_seed must be 'per_seed' or 'fixed', got {mode!r}")
-    return int(seed) if mode == "per_seed" else 0
+    """The benchmark draw that run seed ``seed`` trains on: ``seed`` itself where ``params.data_seed`` is
+    ``"per_seed"`` (the default of smoke and quick), else the default draw 0."""
+    return int(seed) if params.data_seed == "per_seed" else 0
+
+
+def draw_in(cfg: Any) -> int:
+    """The draw of the synthetic benchmark ``cfg`` trains on (0 for every other dataset)."""
+    return int(cfg.data.dataset.get("seed", 0)) if cfg.data.dataset.name == "synthetic" else 0
 
 
 def on_draw(cfg: Any, draw: int) -> Any:
     """``cfg`` on draw ``draw`` of the synthetic benchmark: the dataset's generation seed (other classes, other
     images, another pre-training pool; its caches are keyed on it) and, for the pre-trained SmallCNN, the trunk
     pre-trained once on that draw's pre-training pool (backbone keyword ``pretrain_seed``, which keys its weights
-    and so the run). Draw 0 is the default: ``cfg`` unchanged, so its runs are every other artifact's.
+    and so the run). Draw 0 is the default: a config of draw 0 names no seed, so its hash is the one it always
+    had. ``cfg`` itself when it is already on ``draw``.
 
     Raises:
         ValueError: a draw other than 0 of a dataset other than the synthetic benchmark.
     """
-    if not draw:
+    if draw_in(cfg) == draw:
         return cfg
     if cfg.data.dataset.name != "synthetic":
-        raise ValueError(f"a data draw redraws the synthetic benchmark; {cfg.dataset!r} has one draw")
-    cfg = cfg.replace("data.dataset.seed", int(draw))
+        raise ValueError(
+            f"a data draw redraws the synthetic benchmark; {cfg.dataset!r} has one draw (data_seed='fixed')"
+        )
+    dataset = cfg.data.dataset.without("seed")
+    cfg = cfg.replace("data.dataset", dataset.with_kw(seed=int(draw)) if draw else dataset)
     m = cfg.model
     if m.backbone.name == "smallcnn" and m.pretrained and m.weights_path is None:
-        cfg = cfg.replace("model.backbone.pretrain_seed", int(draw))
+        trunk = m.backbone.without("pretrain_seed")
+        cfg = cfg.replace("model.backbone", trunk.with_kw(pretrain_seed=int(draw)) if draw else trunk)
     return cfg
-
-
-def draw_runs(cfg: Any, params: Params, variant: str, **tags: Any) -> list[Run]:
-    """:func:`seeds_runs` with seed k on the draw :func:`draw_of` gives it (tagged ``data_seed``)."""
-    out = []
-    for seed in params.seeds:
-        draw = draw_of(params, seed)
-        run_tags = (*tags.items(), ("data_seed", draw))
-        out.append(Run(on_draw(cfg, draw), seed, variant=variant, tags=run_tags))
-    return out
 
 
 def over_seeds(
@@ -137,18 +138,21 @@ def evaluate_network(cfg: Any, *, seed: int) -> dict[str, float]:
 
 
 def untrained_rows(
-    cfg: Any, seeds: Sequence[int], pools: Sequence[str], *, variant: str, **labels: Any
+    lookup: Any, cfg: Any, seeds: Sequence[int], pools: Sequence[str], *, variant: str, **labels: Any
 ) -> list[dict[str, Any]]:
     """Tidy test-metric rows of ``cfg``'s network as built (:func:`evaluate_network`) with each global pooling of
-    ``pools``, per seed (column ``param_pool``): the pre-trained network without metric learning."""
+    ``pools``, per seed (column ``param_pool``), each seed's network placed as its runs are (``lookup.place``: on the
+    seed's draw of the benchmark with that draw's pre-trained trunk): the pre-trained network without metric
+    learning."""
     from dmllab.results import tidy
 
     out: list[dict[str, Any]] = []
     for pool in pools:
         pooled = cfg if cfg.model.pooling == pool else cfg.replace("model.pooling", pool)
         for seed in seeds:
+            placed = lookup.place(Run(pooled, seed)).config
             out += tidy(
-                evaluate_network(pooled, seed=seed),
+                evaluate_network(placed, seed=seed),
                 variant=variant,
                 dataset=cfg.dataset,
                 seed=seed,

@@ -1,8 +1,9 @@
 """Where a run executes and what it left: the one place that places runs and reads the run store for artifacts.
 
 An artifact declares its runs without saying where they run. :func:`place` puts on a run's config what the study
-sets for the whole execution: the resolved ``device`` (part of the run key), the dataset's folder under the data
-root (:func:`dataset_root`; not part of the key, the dataset copy's fingerprint is), with ``--no-counts`` the real
+sets for the whole execution: the draw of the offline benchmark its seed trains on (``data_seed``: with
+"per_seed", seed k on draw k with its own pre-trained trunk; part of the key), the resolved ``device`` (part of the
+run key), the dataset's folder under the data root (:func:`dataset_root`; not part of the key, the dataset copy's fingerprint is), with ``--no-counts`` the real
 datasets' ``check_counts=False``, and for a fast dev run its limit ``run.fast_dev_run`` (part of the key) and, with
 ``--pretrained none``, ``model.pretrained=False``; the study
 plans :func:`planned_runs` and the notebook's :class:`Lookup` places every run it is asked about the same way, so
@@ -65,12 +66,18 @@ def _real(cfg: Any) -> bool:
 
 
 def place(run: Run, params: Params) -> Run:
-    """``run`` as this execution trains it: on the execution's device (``params.device``, resolved), with its
-    dataset's folder under ``params.data_root`` (:func:`dataset_root`), and in a fast dev run with
-    ``run.fast_dev_run`` (``params.fast_dev_run``) and, for ``params.pretrained`` False, without pre-trained
-    weights; a real dataset without its canonical counts checked where ``params.check_counts`` is False. Placing a
-    placed run changes nothing."""
-    cfg = run.config
+    """``run`` as this execution trains it: on its draw of the benchmark (``run.draw`` where given, else
+    :func:`dmllab.experiments.kit.draw_of` its seed; the placed run names it), on the execution's device
+    (``params.device``, resolved), with its dataset's folder under ``params.data_root`` (:func:`dataset_root`), and
+    in a fast dev run with ``run.fast_dev_run`` (``params.fast_dev_run``) and, for ``params.pretrained`` False,
+    without pre-trained weights; a real dataset without its canonical counts checked where ``params.check_counts``
+    is False. Placing a placed run changes nothing."""
+    from dmllab.experiments.kit import draw_of, on_draw
+
+    draw = run.draw
+    if draw is None:
+        draw = draw_of(params, run.seed) if run.config.data.dataset == "synthetic" else 0
+    cfg = on_draw(run.config, draw)
     if cfg.run.device != params.device:
         cfg = cfg.replace("run.device", params.device)
     root = dataset_root(params.data_root, cfg.data.dataset.name)
@@ -82,7 +89,9 @@ def place(run: Run, params: Params) -> Run:
         cfg = cfg.replace("run.fast_dev_run", params.fast_dev_run)
     if params.pretrained is False and cfg.model.pretrained:
         cfg = cfg.replace("model.pretrained", False)
-    return run if cfg is run.config else Run(cfg, run.seed, run.variant, run.tags)
+    if cfg is run.config and draw == run.draw:
+        return run
+    return Run(cfg, run.seed, run.variant, run.tags, draw)
 
 
 def planned_runs(artifact: Artifact, params: Params) -> list[Run]:

@@ -14,6 +14,20 @@ from dmllab.validation import InvalidValueError, check_parameter
 
 # Parameters every notebook has; ``None`` means "the profile's default".
 STANDARD_PARAMETERS: tuple[str, ...] = ("profile", "seeds", "device", "data_root")
+# The seeds of a profile where an artifact declares none: five on quick and paper, two on smoke (which only checks
+# that every notebook runs). ``dmllab study --seeds N`` replaces them with 0..N-1.
+DEFAULT_SEEDS: dict[str, tuple[int, ...]] = {
+    "smoke": (0, 1),
+    "quick": (0, 1, 2, 3, 4),
+    "paper": (0, 1, 2, 3, 4),
+}
+# The parameter of every artifact that trains runs: which draw of the offline benchmark run seed k trains on.
+# "per_seed": draw k (other classes, other images, its own pre-trained trunk), so an interval over seeds covers a
+# new draw of the data; "fixed": every seed on draw 0, so seeds vary only the initialisation and the batch order.
+# The paper profile's real datasets have one draw ("fixed").
+DATA_SEED = "data_seed"
+DATA_SEED_MODES: tuple[str, ...] = ("per_seed", "fixed")
+DEFAULT_DATA_SEED: dict[str, str] = {"smoke": "per_seed", "quick": "per_seed", "paper": "fixed"}
 # Parameters of the execution a notebook accepts beyond its parameters cell (``dmllab study`` passes them):
 # ``train_missing``, ``fast_dev_run`` (N > 0: the runs are fast dev runs, ``run.fast_dev_run``), ``pretrained``
 # (False: every run from random initialisation, ``dmllab study --fast-dev-run --pretrained none``) and
@@ -38,6 +52,12 @@ class Params:
     @property
     def device(self) -> str:
         return self.values["device"]
+
+    @property
+    def data_seed(self) -> str:
+        """``"per_seed"`` (seed k trains on draw k of the benchmark) or ``"fixed"`` (every seed on draw 0); "fixed"
+        for an artifact that trains no runs."""
+        return self.values.get(DATA_SEED) or "fixed"
 
     @property
     def data_root(self) -> str | None:
@@ -166,6 +186,11 @@ def resolve_parameters(artifact: Any, given: Mapping[str, Any]) -> Params:
     for key, value in params.items():
         if value is not None:
             _check(artifact.id, key, value)
+    if DATA_SEED in params and params[DATA_SEED] not in DATA_SEED_MODES:
+        raise ValueError(
+            f"notebook {artifact.id}: data_seed must be one of {', '.join(map(repr, DATA_SEED_MODES))}, "
+            f"got {params[DATA_SEED]!r}"
+        )
     params["device"] = resolve_device(params["device"] or "auto")
     for key in ("fast_dev_run", "pretrained", "check_counts"):
         if given.get(key) is not None:

@@ -10,7 +10,10 @@ own luck cancels). Its 95% interval is Student's t interval over those per-seed 
 
 Beside that raw verdict, :func:`p_value` gives the same test as a two-sided p-value (the one-sample t test of the
 per-seed effects against 0, with the interval's t distribution: ``p < 0.05`` exactly when the 95% interval excludes
-zero) and :func:`holm` adjusts a family of p-values for multiplicity (Holm 1979, step-down).
+zero); :func:`holm` (Holm 1979, step-down) and :func:`benjamini_hochberg` (Benjamini and Hochberg 1995, step-up)
+adjust a family of p-values for multiplicity. :func:`equivalent` is the two one-sided tests (TOST, Schuirmann
+1987): the 90% interval inside ``(-delta, +delta)``. :func:`power` is the power of the two-sided t test from the
+noncentral t distribution and :func:`seeds_needed` the fewest seeds that reach a target power.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 CONFIDENCE = 0.95
-MIN_SEEDS = 2  # an interval needs two values; the quick profile runs at least 3 seeds per claim
+MIN_SEEDS = 2  # an interval needs two values
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,15 @@ def t_quantile(p: float, df: int) -> float:
     from scipy.stats import t
 
     return float(t.ppf(p, df))
+
+
+def sd(effects: Sequence[float]) -> float:
+    """The sample standard deviation (``n - 1``) of ``effects``; NaN with fewer than two."""
+    values = [float(v) for v in effects]
+    if len(values) < MIN_SEEDS:
+        return math.nan
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
 def interval(effects: Sequence[float], confidence: float = CONFIDENCE) -> Interval:
@@ -97,6 +109,60 @@ def p_value(effects: Sequence[float]) -> float:
     return float(min(1.0, 2.0 * t.sf(abs(iv.mean) / (sd / math.sqrt(iv.n)), iv.n - 1)))
 
 
+def equivalent(effects: Sequence[float], delta: float, level: float = 1.0 - CONFIDENCE) -> bool:
+    """Two one-sided tests at ``level`` (TOST): True when the ``1 - 2 level`` (90%) t interval of the mean of
+    ``effects`` lies inside ``(-delta, +delta)``, i.e. both ``H0: mean <= -delta`` and ``H0: mean >= delta`` are
+    rejected at ``level``. False with fewer than :data:`MIN_SEEDS` effects or ``delta <= 0``."""
+    iv = interval(effects, confidence=1.0 - 2.0 * level)
+    if iv.n < MIN_SEEDS or not delta > 0:
+        return False
+    return -delta < iv.low and iv.high < delta
+
+
+def power(effect: float, sd: float, n: int, level: float = 1.0 - CONFIDENCE) -> float:
+    """Power of the two-sided one-sample t test at ``level`` with ``n`` seeds when the true mean effect is
+    ``effect`` and the per-seed sd is ``sd``: ``P(|T| > t(1 - level/2, n-1))`` for ``T`` noncentral t with
+    ``n - 1`` degrees of freedom and noncentrality ``effect / (sd / sqrt(n))``.
+
+    Raises:
+        ValueError: ``n`` below :data:`MIN_SEEDS` or a negative ``sd``.
+    """
+    from scipy.stats import nct
+    from scipy.stats import t as student
+
+    if n < MIN_SEEDS or sd < 0:
+        raise ValueError(f"power needs n >= {MIN_SEEDS} and sd >= 0, got n={n}, sd={sd}")
+    if sd == 0:
+        return 1.0 if effect != 0 else level
+    df, nc = n - 1, effect / (sd / math.sqrt(n))
+    if abs(nc) > 40.0:  # beyond scipy's noncentral t range (NaN there); the power is 1 to double precision
+        return 1.0
+    crit = student.ppf(1.0 - level / 2.0, df)
+    return float(nct.sf(crit, df, nc) + nct.cdf(-crit, df, nc))
+
+
+def seeds_needed(
+    effect: float, sd: float, target: float = 0.8, level: float = 1.0 - CONFIDENCE, most: int = 1000
+) -> int | None:
+    """The fewest seeds (at least :data:`MIN_SEEDS`) whose two-sided t test at ``level`` detects a true mean
+    ``effect`` with per-seed sd ``sd`` with probability ``target`` (:func:`power`); None when ``most`` seeds do
+    not suffice (a zero effect never does)."""
+    if not math.isfinite(effect) or not math.isfinite(sd) or effect == 0:
+        return None
+    low, high = MIN_SEEDS, MIN_SEEDS
+    while power(effect, sd, high, level) < target:  # power grows with n: double, then bisect
+        if high >= most:
+            return None
+        low, high = high + 1, min(2 * high, most)
+    while low < high:
+        mid = (low + high) // 2
+        if power(effect, sd, mid, level) >= target:
+            high = mid
+        else:
+            low = mid + 1
+    return low
+
+
 def holm(pvalues: Sequence[float]) -> list[float]:
     """Holm's step-down adjustment of ``m = len(pvalues)`` p-values (Holm 1979), in the input order.
 
@@ -114,6 +180,29 @@ def holm(pvalues: Sequence[float]) -> list[float]:
     running = 0.0
     for rank, i in enumerate(sorted(range(m), key=lambda k: values[k])):
         running = max(running, min(1.0, (m - rank) * values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def benjamini_hochberg(pvalues: Sequence[float]) -> list[float]:
+    """Benjamini-Hochberg adjusted p-values of ``m = len(pvalues)`` p-values (step-up), in the input order.
+
+    With the p-values sorted ascending, ``p~_(i) = min_{j >= i} min(1, m p_(j) / j)``; rejecting where
+    ``p~ < q`` controls the false discovery rate at ``q`` (independent or positively dependent tests).
+
+    Raises:
+        ValueError: a NaN or a value outside [0, 1].
+    """
+    values = [float(p) for p in pvalues]
+    if any(not 0.0 <= p <= 1.0 for p in values):
+        raise ValueError(f"p-values must lie in [0, 1], got {values}")
+    m = len(values)
+    adjusted = [0.0] * m
+    running = 1.0
+    order = sorted(range(m), key=lambda k: values[k])
+    for rank in range(m - 1, -1, -1):
+        i = order[rank]
+        running = min(running, min(1.0, m * values[i] / (rank + 1)))
         adjusted[i] = running
     return adjusted
 

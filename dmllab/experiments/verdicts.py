@@ -1,116 +1,116 @@
-"""The verdict layer: each claim of an artifact judged on one profile's rows, and the claims of a whole profile
-taken together.
+"""The verdict layer: each claim of an artifact judged on one profile's rows (the whole profile's claims taken
+together, with multiplicity, are :mod:`dmllab.experiments.multiplicity`).
 
-A claim of kind ``"verdict"`` (:class:`~dmllab.experiments.artifact.Claim`) gets one of four verdicts:
+A claim's effect is measured once per seed (paired: both arms share the seed). With its two-sided 95% t interval
+``[low, high]`` over the seeds, the 90% interval of the two one-sided tests (TOST), the paper's printed effect ``E``
+(signed like the claim) and the profile's yardstick ``Y`` (``E`` on the paper profile; ``E / 2`` on smoke and quick,
+whose absolute R@1 points do not transfer to the paper's datasets), a claim of kind ``"verdict"`` is
 
-* **yes** / **no** / **inconclusive**: its effect's 95% t interval over seeds lies above zero / below zero /
-  contains zero or rests on fewer than 2 seeds (:func:`dmllab.experiments.stats.verdict`);
-* **not testable**: the paper's procedure cannot be kept on the profile (``claim.not_testable``), or one of the
-  methods it compares (``claim.arms``) does not train there (:func:`training_status`). Its effect and interval are
-  still computed and shown, with the reason.
+* **no** when ``high < 0``: the opposite of the claim, beyond seed noise;
+* **yes** when ``low > 0``: the claimed sign, beyond seed noise;
+* **equivalent** when the 90% interval lies inside ``(-delta, +delta)`` (TOST at 5%): no effect worth the name,
+  with ``delta`` = 1 point on the paper profile for an effect in points of a percent metric (R@1, NMI, P@K,
+  MAP@R), else ``|E| / 2``; without a printed effect off the paper profile there is no equivalence margin;
+* **smaller than the paper** when the paper claims an effect (``E > 0``) and ``high < Y``: the effect may exist
+  but the interval excludes the paper's (on quick: half of it);
+* **inconclusive** otherwise, or with fewer than 2 seeds;
+* **not testable** when the paper's procedure cannot be kept on the profile (``claim.not_testable``) or a method it
+  compares (``claim.arms``) does not train there (:func:`training_status`). Its numbers are still shown.
+
+The classes are tried in this order. A claim about every member of a set (the effect has one column per member)
+is an intersection-union test: **yes** only when every member's interval is above 0; **no**, **smaller** when one
+member's interval (at the Bonferroni level ``5% / K`` over the ``K`` members) lies below 0 / ``Y``; **equivalent**
+when every member is. Its shown effect is the member with the weakest t statistic; its p-value for the yes
+direction is the largest member's (the IUT p-value), for a "no" the smallest negative member's times ``K``.
+
+Each claim carries the seeds a two-sided t test at 5% needs for 80% power (:func:`dmllab.experiments.stats.
+seeds_needed`, noncentral t) at the observed effect and at the yardstick ``Y``, with the observed per-seed sd.
 
 A claim of kind ``"check"`` is an analytic property of a toy: it **passes** when its effect is positive on every
 seed and **fails** otherwise; checks are shown apart and never counted among the verdicts.
-
-Across a profile (:func:`claims_frame`), a claim whose ``same_as`` names another artifact's claim is the same
-comparison on the same runs and is counted once; every tested verdict claim (counted once; not the not-testable
-ones, not the checks) gets its two-sided p-value (:func:`dmllab.experiments.stats.p_value`) Holm-adjusted across
-the profile (:func:`dmllab.experiments.stats.holm`). The raw verdict stays the headline; the Holm column stands
-beside it.
 """
 
 from __future__ import annotations
 
 import math
-import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dmllab.experiments import stats
 from dmllab.experiments.artifact import Artifact, Claim
+from dmllab.experiments.compare import arms_of
+from dmllab.experiments.gate import (
+    GAIN_METRIC,
+    STATUS_ARTIFACT,
+    Gate,
+    TrainingStatus,
+    fails,
+    testability,
+    training_status,
+)
+from dmllab.experiments.yardstick import PAPER_DELTA_POINTS, effect_of, margin, paper_effect, yardstick
+
+__all__ = [
+    "CHECKS",
+    "GAIN_METRIC",
+    "NOT_TESTABLE",
+    "SMALLER",
+    "STATUS_ARTIFACT",
+    "VERDICTS",
+    "Gate",
+    "Judgement",
+    "TrainingStatus",
+    "assess",
+    "check_table",
+    "judge",
+    "PAPER_DELTA_POINTS",
+    "effect_of",
+    "margin",
+    "paper_effect",
+    "yardstick",
+    "seeds_cover",
+    "testability",
+    "training_status",
+    "verdict_table",
+]
 
 if TYPE_CHECKING:
     import pandas as pd
 
-VERDICTS: tuple[str, ...] = ("yes", "no", "inconclusive", "not testable")
-CHECKS: tuple[str, ...] = ("passes", "fails", "cannot decide")
+SMALLER = "smaller than the paper"
 NOT_TESTABLE = "not testable"
-# The offline benchmark's rows that say whether a method trains on a profile: test R@1 of the method's default
-# tuned run minus the pre-trained network's without training (same pooling), one row per seed, with the
-# ``param_threshold`` the mean gain must reach.
-STATUS_ARTIFACT = "offline_benchmark"
-GAIN_METRIC = "gain_over_pretrained"
-# {method label: (mean gain over seeds, threshold)}
-TrainingStatus = Mapping[str, tuple[float, float]]
-
+VERDICTS: tuple[str, ...] = ("yes", "no", "equivalent", SMALLER, "inconclusive", NOT_TESTABLE)
+CHECKS: tuple[str, ...] = ("passes", "fails", "cannot decide")
+LEVEL = 1.0 - stats.CONFIDENCE
+POWER = 0.8
 SEEDS_COVER = (
-    "Seeds vary the initialisation and the batch order on one draw of the benchmark and one pre-trained trunk: "
-    "an interval covers that noise, not a new draw of the data."
+    "Seeds vary the initialisation and the batch order on one draw of the data (and one pre-trained trunk): an "
+    "interval covers that noise, not a new draw of the data."
 )
 DATA_SEEDS_COVER = (
-    "Seeds also redraw the benchmark's classes and pre-train its trunk once per draw: the interval covers a new "
-    "draw of the data too."
+    "Seed k trains on draw k of the offline benchmark (other classes, other images, its own pre-trained trunk): "
+    "an interval covers a new draw of the data as well as the initialisation and the batch order."
 )
+TOY_SEEDS_COVER = "Seeds redraw the toy's initialisation (and its samples where the toy draws them)."
+
+
+# ------------------------------------------------------------------------------------------- the inputs
 
 
 # ------------------------------------------------------------------------------------------- one claim
 
 
-def training_status(
-    profile: str, results_dir: str | os.PathLike | None = None
-) -> dict[str, tuple[float, float]]:
-    """``{method label: (mean gain, threshold)}`` from the offline benchmark's ``gain_over_pretrained`` rows of
-    ``profile`` in ``<results>/offline_benchmark.csv``; a method trains when its mean gain reaches the threshold.
-    Empty when the file or the rows are absent (the status is then unknown)."""
-    from dmllab import paths
-    from dmllab.results import read_rows
-
-    path = Path(results_dir if results_dir is not None else paths.results_dir()) / f"{STATUS_ARTIFACT}.csv"
-    if not path.exists():
-        return {}
-    rows = read_rows(path)
-    if "param_threshold" not in rows.columns:
-        return {}
-    rows = rows[(rows["profile"] == profile) & (rows["metric"] == GAIN_METRIC)]
-    return {
-        str(label): (float(part["value"].mean()), float(part["param_threshold"].astype(float).iloc[0]))
-        for label, part in rows.groupby("variant", sort=False)
-    }
-
-
-def testability(claim: Claim, profile: str | None, status: TrainingStatus | None) -> tuple[bool, str]:
-    """``(testable, why)``: not testable when ``claim.not_testable`` names ``profile`` or one of ``claim.arms``
-    does not train there; a testable claim whose arms' status is unknown says so in ``why``."""
-    if profile in claim.not_testable:
-        return False, claim.not_testable[profile]
-    if not claim.arms:
-        return True, ""
-    status = status or {}
-    failing = [a for a in claim.arms if a in status and status[a][0] < status[a][1]]
-    if failing:
-        return False, "; ".join(
-            f"{a} does not train on {profile} ({status[a][0]:+.1f} R@1 points over the pre-trained network, "
-            f"below {status[a][1]:g})"
-            for a in failing
-        )
-    unknown = [a for a in claim.arms if a not in status]
-    if unknown:
-        return True, (
-            f"whether {', '.join(unknown)} train{'s' if len(unknown) == 1 else ''} on {profile} is unknown "
-            f"(no {GAIN_METRIC} row in results/{STATUS_ARTIFACT}.csv yet)"
-        )
-    return True, ""
-
-
 @dataclass(frozen=True)
 class Judgement:
-    """A claim judged on one profile's rows.
+    """A claim judged on one profile's rows (module docstring).
 
     ``verdict`` is one of :data:`VERDICTS` for a verdict claim and one of :data:`CHECKS` for a check; ``why``
-    explains it (the reason a claim is not testable, an interval containing 0, an unknown training status);
-    ``p`` is the two-sided p-value of the per-seed effects (NaN without an interval).
+    explains it; ``interval`` and ``effects`` are the shown member's (the only one for a plain claim); ``p`` is the
+    p-value of the decision (two-sided t test; the IUT's for a set); ``paper`` the paper's effect and
+    ``yardstick`` / ``delta`` what the effect is compared with; ``seeds_observed`` / ``seeds_paper`` the seeds
+    a 5% two-sided t test needs for 80% power at the observed effect / at the yardstick (None: not reachable);
+    ``runs`` the run ids each side read (empty where unknown).
     """
 
     claim: Claim
@@ -119,20 +119,78 @@ class Judgement:
     interval: stats.Interval | None
     p: float
     effects: tuple[float, ...]
+    members: int = 1
+    paper: float = math.nan
+    yardstick: float = math.nan
+    delta: float = math.nan
+    seeds_observed: int | None = None
+    seeds_paper: int | None = None
+    runs: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
 
 
-def _effects(claim: Claim, rows: pd.DataFrame) -> tuple[tuple[float, ...], str]:
-    """The claim's per-seed effects and, when there are none, why."""
+def _members(claim: Claim, rows: pd.DataFrame) -> tuple[dict[str, tuple[float, ...]], Any, str]:
+    """The claim's per-seed effects per member (``{"": effects}`` for a plain claim), the effect object (for its
+    runs) and, when there are none, why."""
+    import pandas as pd
+
     try:
         effect = claim.effect(rows)
     except Exception as err:  # a claim that cannot be evaluated on these rows is reported, not fatal
-        return (), f"{type(err).__name__}: {err}"
+        return {}, None, f"{type(err).__name__}: {err}"
     if effect is None or len(effect) == 0:
-        return (), "the rows cannot decide (a variant or metric is missing)"
-    values = tuple(float(v) for v in effect)
-    if not all(math.isfinite(v) for v in values):
-        return (), f"non-finite per-seed effect in {list(values)}"
-    return values, ""
+        return {}, effect, "the rows cannot decide (a variant or metric is missing)"
+    columns = effect.items() if isinstance(effect, pd.DataFrame) else [("", effect)]
+    out = {str(name): tuple(float(v) for v in values) for name, values in columns}
+    bad = [name for name, values in out.items() if not all(math.isfinite(v) for v in values)]
+    if bad:
+        return {}, effect, f"non-finite per-seed effect in {bad[0] or 'the effect'}: {list(out[bad[0]])}"
+    return out, effect, ""
+
+
+def _check(claim: Claim, effects: tuple[float, ...], missing: str) -> Judgement:
+    if not effects:
+        return Judgement(claim, "cannot decide", missing, None, math.nan, ())
+    verdict = "passes" if min(effects) > 0 else "fails"
+    why = "" if verdict == "passes" else f"{sum(e <= 0 for e in effects)} of {len(effects)} seed(s) fail"
+    return Judgement(claim, verdict, why, None, math.nan, effects)
+
+
+def _tstat(effects: tuple[float, ...]) -> float:
+    iv = stats.interval(effects)
+    sd = stats.sd(effects)
+    if iv.n < stats.MIN_SEEDS:
+        return iv.mean
+    return (
+        iv.mean / (sd / math.sqrt(iv.n)) if sd > 0 else math.copysign(math.inf, iv.mean) if iv.mean else 0.0
+    )
+
+
+def _classify(
+    members: Mapping[str, tuple[float, ...]], yard: float, delta: float, equivalence: bool = False
+) -> tuple[str, str, float]:
+    """``(verdict, the member shown, decision p)`` of effects with at least 2 seeds each (module docstring);
+    ``equivalence``: a claim that states an equivalence is tested for it first."""
+    k = len(members)
+    wide = {m: stats.interval(e, confidence=1.0 - LEVEL / k) for m, e in members.items()}
+    plain = {m: stats.interval(e) for m, e in members.items()}
+    ps = {m: stats.p_value(e) for m, e in members.items()}
+    weakest = min(members, key=lambda m: _tstat(members[m]))
+    if equivalence and math.isfinite(delta) and all(stats.equivalent(e, delta) for e in members.values()):
+        return "equivalent", max(members, key=lambda m: abs(plain[m].mean)), max(ps.values())
+    below = [m for m in members if wide[m].high < 0]
+    if below:
+        shown = min(below, key=lambda m: ps[m])
+        return "no", shown, min(1.0, k * ps[shown])
+    p_yes = max(ps.values()) if all(plain[m].mean > 0 for m in members) else 1.0
+    if all(plain[m].low > 0 for m in members):
+        return "yes", weakest, p_yes
+    if math.isfinite(delta) and all(stats.equivalent(e, delta) for e in members.values()):
+        return "equivalent", weakest, p_yes
+    if math.isfinite(yard) and yard > 0:
+        short = [m for m in members if wide[m].high < yard]
+        if short:
+            return SMALLER, min(short, key=lambda m: wide[m].high), p_yes
+    return "inconclusive", weakest, p_yes
 
 
 def _join(*parts: str) -> str:
@@ -140,38 +198,81 @@ def _join(*parts: str) -> str:
 
 
 def assess(
-    claim: Claim, rows: pd.DataFrame, profile: str | None = None, status: TrainingStatus | None = None
+    claim: Claim,
+    rows: pd.DataFrame,
+    profile: str | None = None,
+    status: TrainingStatus | None = None,
+    paper: float = math.nan,
 ) -> Judgement:
     """Judge ``claim`` on ``rows`` of ``profile`` (the module docstring's classes); ``status`` is
-    :func:`training_status` of the profile (``None``: unknown)."""
-    effects, missing = _effects(claim, rows)
+    :func:`training_status` of the profile (``None``: unknown), ``paper`` the paper's effect
+    (:func:`paper_effect`; NaN: none printed)."""
+    members, effect, missing = _members(claim, rows)
+    runs = arms_of(effect) if effect is not None else (frozenset(), frozenset())
     if claim.kind == "check":
-        if not effects:
-            return Judgement(claim, "cannot decide", missing, None, math.nan, ())
-        verdict = "passes" if min(effects) > 0 else "fails"
-        why = "" if verdict == "passes" else f"{sum(e <= 0 for e in effects)} of {len(effects)} seed(s) fail"
-        return Judgement(claim, verdict, why, None, math.nan, effects)
+        return _check(claim, members.get("", ()) if len(members) <= 1 else (), missing)
     testable, reason = testability(claim, profile, status)
-    iv = stats.interval(effects) if effects else None
-    p = stats.p_value(effects) if effects else math.nan
+    left_out = [
+        m
+        for m, arm in claim.member_arms.items()
+        if m in members and arm in (status or {}) and not (status or {})[arm].trains
+    ]
+    if left_out and len(left_out) < len(members):
+        reason = _join(
+            reason,
+            *(
+                fails(claim.member_arms[m], (status or {})[claim.member_arms[m]], profile) + f": {m} left out"
+                for m in left_out
+            ),
+        )
+        members = {m: e for m, e in members.items() if m not in left_out}
+    yard, delta = yardstick(paper, profile), margin(claim, paper, profile)
+    base = {"members": max(len(members), 1), "paper": paper, "yardstick": yard, "delta": delta, "runs": runs}
+    if not members:
+        verdict = NOT_TESTABLE if not testable else "inconclusive"
+        return Judgement(claim, verdict, _join(missing, reason), None, math.nan, (), **base)
+    n = min(len(e) for e in members.values())
+    if n < stats.MIN_SEEDS:
+        shown = next(iter(members))
+        iv = stats.interval(members[shown])
+        verdict = NOT_TESTABLE if not testable else "inconclusive"
+        why = _join(f"only {n} seed(s)", reason)
+        return Judgement(claim, verdict, why, iv, math.nan, members[shown], **base)
+    verdict, shown, p = _classify(members, yard, delta, claim.paper_says == "equivalent")
+    effects = members[shown]
+    iv, sd = stats.interval(effects), stats.sd(effects)
+    need = stats.seeds_needed(iv.mean, sd, POWER, LEVEL)
+    need_paper = stats.seeds_needed(yard, sd, POWER, LEVEL) if math.isfinite(yard) and yard > 0 else None
     if not testable:
-        return Judgement(claim, NOT_TESTABLE, reason, iv, p, effects)
-    if iv is None:
-        return Judgement(claim, "inconclusive", _join(missing, reason), None, math.nan, ())
-    verdict = stats.verdict(iv)
-    noise = (
-        f"only {iv.n} seed(s)"
-        if iv.n < stats.MIN_SEEDS
-        else ("interval contains 0" if verdict == "inconclusive" else "")
-    )
-    return Judgement(claim, verdict, _join(noise, reason), iv, p, effects)
+        verdict = NOT_TESTABLE
+    why = _join(_explain(verdict, yard, delta, len(members), shown, profile), reason)
+    return Judgement(claim, verdict, why, iv, p, effects, **base, seeds_observed=need, seeds_paper=need_paper)
+
+
+def _explain(verdict: str, yard: float, delta: float, k: int, shown: str, profile: str | None) -> str:
+    """Why, in a few words."""
+    member = f"weakest of {k}: {shown}" if k > 1 else ""
+    if verdict == "equivalent":
+        return _join(f"90% interval inside ±{delta:.3g}", member)
+    if verdict == SMALLER:
+        what = "the paper's effect" if profile == "paper" else "half the paper's effect"
+        return _join(f"interval below {yard:+.3g}, {what}", member)
+    if verdict == "inconclusive" and k > 1:
+        return _join(f"not every member above 0 on its own, none below 0 at the 5%/{k} level", member)
+    if verdict == "inconclusive":
+        return "interval contains 0"
+    return member
 
 
 def judge(
-    claim: Claim, rows: pd.DataFrame, profile: str | None = None, status: TrainingStatus | None = None
+    claim: Claim,
+    rows: pd.DataFrame,
+    profile: str | None = None,
+    status: TrainingStatus | None = None,
+    paper: float = math.nan,
 ) -> tuple[stats.Interval | None, str, str]:
     """``(interval, verdict, why)`` of ``claim`` on ``rows`` (:func:`assess`)."""
-    j = assess(claim, rows, profile, status)
+    j = assess(claim, rows, profile, status, paper)
     return j.interval, j.verdict, j.why
 
 
@@ -183,9 +284,12 @@ def rows_profile(rows: pd.DataFrame, profile: str | None = None) -> str | None:
     return present.pop() if len(present) == 1 else None
 
 
+# ------------------------------------------------------------------------------------------- tables
+
 VERDICT_COLUMNS = (
     "claim",
     "paper",
+    "paper effect",
     "effect",
     "95% low",
     "95% high",
@@ -193,40 +297,53 @@ VERDICT_COLUMNS = (
     "unit",
     "verdict",
     "why",
+    "seeds to resolve",
+    "seeds for the paper's effect",
     "differs",
     "p",
 )
 CHECK_COLUMNS = ("check", "measured", "lowest seed", "seeds", "unit", "result", "why")
 
 
-def _record(j: Judgement, profile: str | None) -> dict[str, object]:
+def record(j: Judgement, profile: str | None) -> dict[str, object]:
     """A verdict claim's line: :data:`VERDICT_COLUMNS`."""
     iv, nan = j.interval, math.nan
     return {
         "claim": j.claim.text,
         "paper": j.claim.paper_says,
-        "effect": sum(j.effects) / len(j.effects) if j.effects else nan,  # a check's measured value too
+        "paper effect": j.paper,
+        "effect": nan if iv is None else iv.mean,
         "95% low": nan if iv is None else iv.low,
         "95% high": nan if iv is None else iv.high,
         "seeds": len(j.effects),
         "unit": j.claim.unit,
         "verdict": j.verdict,
         "why": j.why,
+        "seeds to resolve": j.seeds_observed,
+        "seeds for the paper's effect": j.seeds_paper,
         "differs": j.claim.differs_on(profile) if profile else "",
         "p": j.p,
     }
 
 
 def verdict_table(
-    artifact: Artifact, rows: pd.DataFrame, profile: str | None = None, status: TrainingStatus | None = None
+    artifact: Artifact,
+    rows: pd.DataFrame,
+    profile: str | None = None,
+    status: TrainingStatus | None = None,
+    reference: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    """One line per verdict claim (checks excluded: :func:`check_table`): the paper's answer, the effect's mean
-    and 95% t interval over seeds, the verdict and why, what differs from the paper on ``profile``, and the
-    two-sided p-value."""
+    """One line per verdict claim (checks excluded: :func:`check_table`): the paper's answer and effect, the effect's
+    mean and 95% t interval over seeds, the verdict and why, the seeds that would resolve it, what differs from the
+    paper on ``profile``, and the decision's p-value (unadjusted: the report adjusts them per paper)."""
     import pandas as pd
 
     profile = rows_profile(rows, profile)
-    out = [_record(assess(c, rows, profile, status), profile) for c in artifact.claims if c.kind == "verdict"]
+    out = [
+        record(assess(c, rows, profile, status, paper_effect(c, artifact.paper, reference, profile)), profile)
+        for c in artifact.claims
+        if c.kind == "verdict"
+    ]
     return pd.DataFrame(out, columns=list(VERDICT_COLUMNS))
 
 
@@ -240,111 +357,25 @@ def check_table(artifact: Artifact, rows: pd.DataFrame, profile: str | None = No
             continue
         j = assess(claim, rows, rows_profile(rows, profile))
         low = min(j.effects) if j.effects else math.nan
-        line = _record(j, None)
+        measured = sum(j.effects) / len(j.effects) if j.effects else math.nan
         out.append(
-            {"check": claim.text, "measured": line["effect"], "lowest seed": low}
+            {"check": claim.text, "measured": measured, "lowest seed": low}
             | {"seeds": len(j.effects), "unit": claim.unit, "result": j.verdict, "why": j.why}
         )
     return pd.DataFrame(out, columns=list(CHECK_COLUMNS))
 
 
-def seeds_cover(artifact: Artifact, profile: str) -> str:
-    """What an interval over the seeds of ``artifact`` covers on ``profile``: a new draw of the data only where
-    the artifact sets a ``data_seed`` parameter (neither absent, None nor False)."""
-    data_seed = artifact.parameters.get(profile, {}).get("data_seed")
-    return DATA_SEEDS_COVER if data_seed not in (None, False) else SEEDS_COVER
-
-
-# ------------------------------------------------------------------------------------- a whole profile
-
-# The claim's artifact, then :data:`VERDICT_COLUMNS` ("paper" renamed "paper says"), then the profile's columns.
-FRAME_COLUMNS = (
-    ("artifact", "paper", "label", "key", "kind")
-    + tuple("paper says" if c == "paper" else c for c in VERDICT_COLUMNS)
-    + ("same as", "counted", "tested", "holm p", "holm verdict")
-)
-
-
-def claims_frame(
-    artifacts: Sequence[Artifact],
-    rows: Mapping[str, pd.DataFrame],
-    profile: str,
-    status: TrainingStatus | None = None,
-) -> pd.DataFrame:
-    """Every claim of ``artifacts`` judged on ``rows[artifact id]`` (artifacts without rows are left out), one
-    line each (:data:`FRAME_COLUMNS`).
-
-    ``counted`` is False for a claim whose ``same_as`` names a claim in the frame (the comparison is counted
-    there); ``same as`` names the other artifact, both ways. ``tested`` marks the verdict claims, counted once,
-    that are testable and have a p-value; their p-values are Holm-adjusted together (``holm p``, ``holm verdict``:
-    yes/no only where the adjusted p < 0.05), and a shared claim shows its original's adjustment.
-    """
-    import pandas as pd
-
-    out = []
-    for artifact in artifacts:
-        frame = rows.get(artifact.id)
-        if frame is None or frame.empty:
-            continue
-        for claim in artifact.claims:
-            line = _record(assess(claim, frame, profile, status), profile)
-            line["paper says"] = line.pop("paper")
-            out.append(
-                {"artifact": artifact.id, "paper": artifact.paper, "label": artifact.label, "key": claim.key}
-                | {"kind": claim.kind, **line, "same as": claim.same_as, "counted": True, "tested": False}
-            )
-    frame = pd.DataFrame(out, columns=list(FRAME_COLUMNS)).assign(**{"holm p": math.nan, "holm verdict": ""})
-    if frame.empty:
-        return frame
-    where = {f"{a}:{k}": i for i, (a, k) in enumerate(zip(frame["artifact"], frame["key"])) if k}
-    original: dict[int, int] = {}
-    for i, ref in enumerate(frame["same as"]):
-        if ref and ref in where:
-            original[i] = where[ref]
-            frame.loc[i, "counted"] = False
-    for i, j in original.items():
-        frame.loc[i, "same as"] = frame.loc[j, "artifact"]
-        frame.loc[j, "same as"] = ", ".join(filter(None, [frame.loc[j, "same as"], frame.loc[i, "artifact"]]))
-    frame["tested"] = (
-        frame["counted"]
-        & (frame["kind"] == "verdict")
-        & (frame["verdict"] != NOT_TESTABLE)
-        & frame["p"].notna()
-    )
-    tested = frame.index[frame["tested"]]
-    frame.loc[tested, "holm p"] = stats.holm(frame.loc[tested, "p"].tolist())
-    for i, j in original.items():
-        frame.loc[i, "holm p"] = frame.loc[j, "holm p"]
-    frame["holm verdict"] = [
-        stats.adjusted_verdict(e, p) if p == p else "" for e, p in zip(frame["effect"], frame["holm p"])
-    ]
-    return frame
-
-
-def counts(frame: pd.DataFrame, papers: Sequence[str]) -> pd.DataFrame:
-    """Per paper of ``papers`` (those with claims in ``frame``): the four verdict classes counted once, the claims
-    tested and Holm's yes/no among them, and the checks passed out of the checks."""
-    import pandas as pd
-
-    out = []
-    for paper in papers:
-        mine = frame[frame["paper"] == paper]
-        if mine.empty:
-            continue
-        verdicts = mine[(mine["kind"] == "verdict") & mine["counted"]]
-        checks = mine[mine["kind"] == "check"]
-        out.append(
-            {
-                "paper": paper,
-                **{v: int((verdicts["verdict"] == v).sum()) for v in VERDICTS},
-                "tested": int(verdicts["tested"].sum()),
-                "holm yes": int((verdicts["holm verdict"] == "yes").sum()),
-                "holm no": int((verdicts["holm verdict"] == "no").sum()),
-                "shared": int((~mine["counted"]).sum()),
-                "checks": len(checks),
-                "checks passed": int((checks["verdict"] == "passes").sum()),
-            }
-        )
-    columns = ["paper", *VERDICTS, "tested", "holm yes", "holm no", "shared", "checks", "checks passed"]
-    # integer columns even without a paper: the totals of no claims are zeros
-    return pd.DataFrame(out, columns=columns).astype({c: int for c in columns[1:]})
+def seeds_cover(artifact: Artifact, rows: pd.DataFrame | None = None) -> str:
+    """What an interval over the seeds of ``artifact`` covers, read from its rows' run ids where they have them:
+    each seed on its own draw of the benchmark when no run key serves two seeds (:data:`DATA_SEEDS_COVER`), else one
+    draw (:data:`SEEDS_COVER`); a toy's seeds (:data:`TOY_SEEDS_COVER`)."""
+    if not artifact.trains:
+        return TOY_SEEDS_COVER
+    if rows is None or "run_id" not in rows.columns:
+        return SEEDS_COVER
+    ids = rows["run_id"].dropna().astype(str).str.rsplit("/seed", n=1, expand=True)
+    if ids.empty or ids.shape[1] < 2:
+        return SEEDS_COVER
+    seeds_per_key = ids.groupby(0)[1].nunique()
+    several_seeds = ids[1].nunique() > 1
+    return DATA_SEEDS_COVER if several_seeds and (seeds_per_key <= 1).all() else SEEDS_COVER

@@ -34,6 +34,7 @@ def _study(args: argparse.Namespace) -> int:
                 fast_dev_run=args.fast_dev_run,
                 pretrained=pretrained,
                 check_counts=not args.no_counts,
+                seeds=args.seeds,
             )
             print(format_plan(plan, jobs=jobs))
         return 1 if plan.errors else 0
@@ -51,6 +52,7 @@ def _study(args: argparse.Namespace) -> int:
         fast_dev_run=args.fast_dev_run,
         pretrained=pretrained,
         check_counts=not args.no_counts,
+        seeds=args.seeds,
     )
     print(format_summary(result), flush=True)
     if (
@@ -147,6 +149,13 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         default="preset",
         help="none: with --fast-dev-run, train from random initialisation (a machine without the ImageNet "
         "weights); preset (default): the weights the presets name",
+    )
+    study.add_argument(
+        "--seeds",
+        type=int,
+        metavar="N",
+        help="seeds 0..N-1 (each on its own draw of the benchmark on smoke/quick) for every artifact that runs "
+        "several seeds, instead of the profile's (quick: 5); one-seed illustrations keep theirs",
     )
     study.add_argument("--device", help="auto | cpu | cuda | mps (default: auto)")
     study.add_argument("--no-progress", action="store_true", help="no progress bars")

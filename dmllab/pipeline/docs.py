@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from dmllab.experiments.verdicts import VERDICTS
 from dmllab.pipeline.docs_benchmarks import benchmarks_page
 from dmllab.pipeline.docs_cli import cli_page
 from dmllab.pipeline.docs_markdown import table_cell
@@ -42,8 +43,8 @@ PAPER_NAMES = {
     "offline_benchmark": "dmllab",
 }
 
-#: The order in which verdict counts are written; any other verdict string follows, sorted.
-VERDICT_ORDER = ("yes", "no", "inconclusive", "not testable")
+#: The order in which verdict counts are written (the verdict classes); any other verdict string follows, sorted.
+VERDICT_ORDER = VERDICTS
 
 
 # ----------------------------------------------------------------------------------------- README table
@@ -82,10 +83,11 @@ def _checks(results: list[str]) -> str:
 
 def artifact_table(results: Path, profile: str = TABLE_PROFILE) -> str:
     """The README's artifact table: one row per artifact, grouped by paper in the registry's (the papers') order;
-    the verdicts (four classes) and checks are those of ``profile``'s rows in ``results/<id>.csv``
+    the verdicts (six classes) and checks are those of ``profile``'s rows in ``results/<id>.csv``
     (:mod:`dmllab.experiments.verdicts`); the last line counts a comparison two artifacts share once."""
+    from dmllab.experiments.multiplicity import claims_frame
     from dmllab.experiments.registry import all_artifacts
-    from dmllab.experiments.verdicts import claims_frame, training_status
+    from dmllab.experiments.verdicts import training_status
     from dmllab.results import read_artifact_rows
 
     artifacts = all_artifacts()
@@ -113,8 +115,8 @@ def artifact_table(results: Path, profile: str = TABLE_PROFILE) -> str:
     checks = _checks(frame.loc[frame["kind"] == "check", "verdict"].tolist())
     lines += [
         "",
-        f"{len(artifacts)} artifacts, {len(verdicts)} claims on the {profile} profile (a comparison two artifacts "
-        f"share counted once): {verdict_counts(verdicts['verdict'].tolist())}"
+        f"{len(artifacts)} artifacts, {len(verdicts)} claims on the {profile} profile (claims that read the same runs "
+        f"counted once): {verdict_counts(verdicts['verdict'].tolist())}"
         + (f"; {checks}" if checks else "")
         + ".",
     ]

@@ -164,13 +164,18 @@ class ArtifactContext:
         return table.style.hide(axis="index").set_properties(**{"text-align": "left"})
 
     def verdicts(self) -> pd.DataFrame:
-        """Each claim's effect, 95% interval, verdict (four classes) and why, what differs from the paper here, and
-        its p-value (:func:`dmllab.experiments.verdicts.verdict_table`; whether a compared method trains comes from
-        the offline benchmark's rows as they are now: the report, built last, is definitive)."""
+        """Each claim's paper effect, effect, 95% interval, verdict (six classes) and why, the seeds that would
+        resolve it, what differs from the paper here, and its unadjusted p-value
+        (:func:`dmllab.experiments.verdicts.verdict_table`; whether a compared method trains comes from the offline
+        benchmark's rows as they are now, and the adjustment for multiplicity needs every claim of the paper: the
+        report, built last, is definitive)."""
         from dmllab.experiments.verdicts import training_status, verdict_table
+        from dmllab.reference import load_reference
 
         status = training_status(self.profile, self.destination.results)
-        return verdict_table(self.artifact, self.read_results(), self.profile, status).set_index("claim")
+        return verdict_table(
+            self.artifact, self.read_results(), self.profile, status, load_reference()
+        ).set_index("claim")
 
     def checks(self) -> pd.DataFrame:
         """The analytic properties the artifact checks: measured value, passes or fails."""
@@ -218,7 +223,9 @@ def draw_figures(
     Each figure is drawn with numpy's global generator seeded 0 (and the caller's random state restored after):
     seaborn's strip-plot jitter draws from it unseeded, and the same CSV must give the same picture whatever
     ran before in the process."""
+    from dmllab.experiments.compare import paper_values
     from dmllab.plots import save_figure, set_theme
+    from dmllab.reference import load_reference
     from dmllab.results import latest_device, read_artifact_rows, read_tables
     from dmllab.rng import random_state_kept
 
@@ -232,6 +239,7 @@ def draw_figures(
             f"no {profile} rows for {artifact.id} in {where.results / artifact.id}.csv: run its notebook first "
             f"(dmllab study --only {artifact.id} --profile {profile})"
         )
+    tables = {**tables, "paper": paper_values(artifact, tables["rows"], load_reference())}
     figs = []
     for figure in artifact.figures:
         with random_state_kept(numpy_seed=0):

@@ -45,6 +45,7 @@ class Plan:
     fast_dev_run: int = 0  # N > 0: a fast dev run (execution_parameters)
     pretrained: bool | None = None  # False: no pre-trained weights (--pretrained none)
     check_counts: bool = True  # False: --no-counts
+    seeds: int | None = None  # N: seeds 0..N-1 for every artifact with several seeds (--seeds)
 
     def parameters(self, artifact: Artifact) -> dict[str, Any]:
         """:func:`execution_parameters` of ``artifact`` in this plan (what its notebook receives)."""
@@ -56,6 +57,7 @@ class Plan:
             fast_dev_run=self.fast_dev_run,
             pretrained=self.pretrained,
             check_counts=self.check_counts,
+            seeds=self.seeds,
         )
 
     @property
@@ -96,6 +98,13 @@ def _stored_wall_times() -> dict[str, list[float]]:
     return out
 
 
+def check_seeds(seeds: int | None) -> None:
+    """Raise ValueError unless ``seeds`` (``--seeds``) is None or an integer of at least 2 (an interval needs
+    two seeds)."""
+    if seeds is not None and (isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 2):
+        raise ValueError(f"--seeds must be an integer >= 2 (an interval needs two seeds), got {seeds!r}")
+
+
 def execution_parameters(
     artifact: Artifact,
     profile: str,
@@ -105,19 +114,28 @@ def execution_parameters(
     fast_dev_run: int = 0,
     pretrained: bool | None = None,
     check_counts: bool = True,
+    seeds: int | None = None,
 ) -> dict[str, Any]:
     """What the study sets on every execution of ``artifact`` (its runs' placement and its notebook's parameters,
-    beside ``profile`` and ``train_missing``): the device, the data root, and for a fast dev run its limit
-    ``fast_dev_run``, only the first of the artifact's seeds (the other seeds train the same configs) and, with
-    ``pretrained=False`` (``--pretrained none``), no pre-trained weights; ``check_counts=False`` (``--no-counts``):
-    the real datasets read without their canonical counts."""
+    beside ``profile`` and ``train_missing``): the device, the data root, with ``seeds`` N (``--seeds``) the seeds
+    0..N-1 for every artifact whose profile runs several seeds (one-seed illustrations keep theirs), and for a fast
+    dev run its limit ``fast_dev_run``, only the first of the artifact's seeds (the other seeds train the same
+    configs) and, with ``pretrained=False`` (``--pretrained none``), no pre-trained weights; ``check_counts=False``
+    (``--no-counts``): the real datasets read without their canonical counts.
+
+    Raises:
+        ValueError: ``seeds`` below 2 (an interval needs two seeds).
+    """
     values: dict[str, Any] = {"device": device}
+    check_seeds(seeds)
+    if seeds is not None and len(artifact.defaults(profile)["seeds"]) > 1:
+        values["seeds"] = list(range(seeds))
     if data_root is not None:
         values["data_root"] = str(data_root)
     if fast_dev_run:
-        seeds = artifact.defaults(profile)["seeds"]
+        first = values.get("seeds", artifact.defaults(profile)["seeds"])
         values["fast_dev_run"] = int(fast_dev_run)
-        values["seeds"] = [seeds if isinstance(seeds, int) else seeds[0]]
+        values["seeds"] = [first if isinstance(first, int) else first[0]]
     if pretrained is False:
         values["pretrained"] = False
     if not check_counts:
@@ -134,6 +152,7 @@ def make_plan(
     fast_dev_run: int = 0,
     pretrained: bool | None = None,
     check_counts: bool = True,
+    seeds: int | None = None,
 ) -> Plan:
     """The de-duplicated runs of ``artifacts`` at ``profile`` (module docstring, step 1), placed with
     :func:`execution_parameters`."""
@@ -142,6 +161,7 @@ def make_plan(
 
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
+    check_seeds(seeds)
     device = resolve_device(device)
     execution = dict(
         device=device,
@@ -149,6 +169,7 @@ def make_plan(
         fast_dev_run=fast_dev_run,
         pretrained=pretrained,
         check_counts=check_counts,
+        seeds=seeds,
     )
     store = RunStore()
     unique: dict[str, tuple[Run, list[str]]] = {}
@@ -197,6 +218,7 @@ def make_plan(
         fast_dev_run=fast_dev_run,
         pretrained=pretrained,
         check_counts=check_counts,
+        seeds=seeds,
     )
 
 

@@ -1,14 +1,16 @@
 """The report ``figures/report.html``, rebuilt from ``results/`` by ``dmllab report`` (and ``dmllab study``): the
-study's results section.
+study's results section, rendered from the Jinja2 template ``dmllab/pipeline/templates/report.html.j2``.
 
-It opens with a summary (:func:`summary_html`): per paper, the claims' verdicts counted in four classes (a
-comparison two artifacts share counted once) and the checks apart, the number of claims tested for Holm's
-adjustment, then every claim with its effect, 95% interval over seeds, verdict, Holm-adjusted p and verdict, what
-differs from the paper, and a link to its artifact (:mod:`dmllab.experiments.verdicts`). Then each paper's
-artifacts in the paper's order (:func:`dmllab.experiments.registry.label_key`): description, figures (relative
-``<img>`` links to ``figures/<id>*.png``), the reproduced numbers (mean +- std over seeds; per device where rows
-come from several), the paper's printed numbers side by side, the claims and the checks. One self-contained HTML
-file with inline CSS; images are linked, not embedded, so it opens from ``figures/``.
+It opens with a summary: per paper the claims' verdicts counted in six classes (a comparison several claims read
+counted once), the primary and secondary claims that survive Holm / Benjamini-Hochberg, and the checks apart; then
+per paper a forest plot of its claims (:mod:`dmllab.pipeline.forest`: the reproduced effect and its 95% interval,
+the paper's effect as a marker, the verdict as the colour) and the claims table (the paper's effect, the
+reproduced effect, verdict and why, adjusted verdict, the seeds that would resolve it, a link to the artifact).
+Then each paper's artifacts in the paper's order (:func:`dmllab.experiments.registry.label_key`): description,
+what differs from the paper (once per artifact), what the seeds cover, figures (relative ``<img>`` links to
+``figures/<id>*.png``), the reproduced numbers (mean +- std over seeds; per device where rows come from several),
+the paper's printed numbers side by side, the claims and the checks. One self-contained HTML file with inline CSS;
+images are linked, not embedded, so it opens from ``figures/``.
 """
 
 from __future__ import annotations
@@ -18,44 +20,22 @@ import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dmllab import paths
-from dmllab.experiments import registry, verdicts
+from dmllab.experiments import multiplicity, registry, verdicts
 from dmllab.experiments.artifact import PAPER_TITLES, PAPERS, Artifact
 from dmllab.experiments.compare import paper_vs_reproduced, summarise
 from dmllab.fileio import write_atomic
+from dmllab.pipeline import summary
+from dmllab.pipeline.forest import forest, legend
 from dmllab.pipeline.prose import inline_html, paragraphs
-from dmllab.pipeline.summary import check_rows, claim_rows, summary_html
 from dmllab.profiles import PROFILES
 
 if TYPE_CHECKING:
     import pandas as pd
 
-_CSS = """
-body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 0 auto; max-width: 1200px;
-       padding: 0 1.5em 1.5em; color: #1d2330; background: #ffffff; line-height: 1.4; }
-header { border-bottom: 3px solid #3b6ea5; margin-bottom: .6em; }
-h1 { color: #23466e; font-size: 1.6em; margin: .5em 0 .2em; }
-h2 { color: #23466e; border-bottom: 1px solid #c9d6e6; padding-bottom: .2em; }
-h3 { color: #23466e; } h4 { margin: 1.2em 0 .3em; }
-.meta { font-size: .85em; color: #4a5568; margin: .3em 0; }
-.note { background: #eef4fb; padding: .5em 1em; border-left: 4px solid #3b6ea5; font-size: .9em; }
-section.artifact { margin: 1.5em 0 2.5em 0; }
-.figs img { max-width: 100%; border: 1px solid #dde3ea; margin: .4em 0 0; }
-figure { margin: 0 0 .8em; } figcaption { font-size: .85em; color: #4a5568; }
-table { border-collapse: collapse; margin: .6em 0; font-size: .88em; }
-th, td { border: 1px solid #c9d6e6; padding: .2em .5em; text-align: right; vertical-align: top; }
-th { background: #e6eef8; } td:first-child, th:first-child { text-align: left; }
-table.claims td, table.claims th { text-align: left; } table.claims td.num { text-align: right; white-space: nowrap; }
-td.claim { max-width: 26em; } td.art { white-space: nowrap; } td.differs { max-width: 22em; font-size: .9em; color: #4a5568; }
-tr.light td.differs { color: #9aa5b1; } tr.nt td { color: #8a8f98; }
-#summary-counts td:first-child { white-space: nowrap; }
-.missing { color: #a0522d; font-style: italic; }
-.yes, .passes { color: #1b7f3b; font-weight: bold; } .no, .fails { color: #b22222; font-weight: bold; }
-.na { color: #777; } .why { font-size: .85em; color: #4a5568; }
-.scroll { overflow-x: auto; }
-"""
+TEMPLATE = "report.html.j2"
 
 
 def infer_profile(frames: Sequence[pd.DataFrame]) -> str | None:
@@ -86,18 +66,18 @@ def numbers_table(rows: pd.DataFrame, *, max_rows: int = MAX_TABLE_ROWS, csv_nam
     tables longer than ``max_rows`` lines are cut (the CSV has them all).
     """
     several = "device" in rows.columns and rows["device"].nunique() > 1
-    summary = summarise(rows, by=("device",) if several else ())
-    summary["cell"] = [_fmt(m, s, n) for m, s, n in zip(summary["mean"], summary["std"], summary["n"])]
-    index = [c for c in summary.columns if c not in ("metric", "mean", "std", "n", "cell")]
+    stats = summarise(rows, by=("device",) if several else ())
+    stats["cell"] = [_fmt(m, s, n) for m, s, n in zip(stats["mean"], stats["std"], stats["n"])]
+    index = [c for c in stats.columns if c not in ("metric", "mean", "std", "n", "cell")]
     if not index:
-        return summary.set_index("metric")[["cell"]].T.to_html(index=False, border=0, escape=True)
-    summary[index] = summary[index].astype(object).where(summary[index].notna(), "")
-    constant = [c for c in index if summary[c].nunique() <= 1]
+        return stats.set_index("metric")[["cell"]].T.to_html(index=False, border=0, escape=True)
+    stats[index] = stats[index].astype(object).where(stats[index].notna(), "")
+    constant = [c for c in index if stats[c].nunique() <= 1]
     varying = [c for c in index if c not in constant] or index[:1]
     fixed = ", ".join(
-        f"{c.removeprefix('param_')} = {summary[c].iloc[0]}" for c in constant if c not in varying
+        f"{c.removeprefix('param_')} = {stats[c].iloc[0]}" for c in constant if c not in varying
     )
-    table = summary.pivot_table(index=varying, columns="metric", values="cell", aggfunc="first", sort=False)
+    table = stats.pivot_table(index=varying, columns="metric", values="cell", aggfunc="first", sort=False)
     table.columns.name = None
     table = table.reset_index().rename(columns=lambda c: c.removeprefix("param_"))
     note = f"<p class='meta'>{html.escape(fixed)}</p>" if fixed else ""
@@ -123,6 +103,7 @@ def reference_table(artifact: Artifact, rows: pd.DataFrame, reference: pd.DataFr
     table = paper_vs_reproduced(artifact, rows, reference)
     if table.empty:
         return '<p class="missing">No reproduced row maps onto a printed cell of the paper.</p>'
+    stand_in = table["delta"].isna().all()
     shown = table.assign(
         paper=[
             _num(v) + (f" ± {_num(e, '.2g')}" if e == e else "")
@@ -130,15 +111,28 @@ def reference_table(artifact: Artifact, rows: pd.DataFrame, reference: pd.DataFr
         ],
         reproduced=[_fmt(m, s, n) for m, s, n in zip(table["reproduced"], table["std"], table["seeds"])],
         delta=[_num(d, "+.3g") for d in table["delta"]],
-    ).drop(columns=["paper +-", "std"])
+    ).drop(columns=["paper +-", "std"] + (["delta", "within paper +-"] if stand_in else []))
     note = (
-        "<p class='meta'>The quick profile's rows come from the offline benchmark, so they face the paper's "
-        "CUB cells only as an orientation: absolute numbers are not comparable.</p>"
+        "<p class='meta'>The rows come from the offline benchmark: they face the paper's cells side by side, "
+        "without a difference (absolute numbers are not comparable); the figures draw the paper's differences "
+        "between rows instead.</p>"
+        if stand_in
+        else ""
     )
     return note + "<div class='scroll'>" + shown.to_html(index=False, border=0, escape=True) + "</div>"
 
 
-def artifact_html(
+def _figures(a: Artifact, figures_dir: Path, out: Path) -> list[dict[str, str]]:
+    """Each figure of ``a``: its relative link, name and caption, or that it is not drawn yet."""
+    found = []
+    for figure in a.figures:
+        png = figures_dir / f"{a.id}{figure.suffix}.png"
+        rel = Path(os.path.relpath(png, out.parent)).as_posix() if png.exists() else ""
+        found.append({"src": rel, "name": png.name, "caption": figure.caption})
+    return found
+
+
+def _artifact(
     a: Artifact,
     rows: pd.DataFrame | None,
     frame: pd.DataFrame,
@@ -147,54 +141,39 @@ def artifact_html(
     figures_dir: Path,
     out: Path,
     labels: dict[str, str],
-) -> str:
-    """One artifact's section: title, description, figures, numbers, paper vs reproduced, claims, checks."""
+) -> dict[str, Any]:
+    """What the template shows of one artifact."""
+    from markupsafe import Markup
+
     from dmllab.experiments.registry import module_path
 
-    body = [f'<section class="artifact" id="{a.id}"><h3>{html.escape(a.label)}: {html.escape(a.title)}</h3>']
-    body.append(
-        f"<p class='meta'>{html.escape(PAPER_TITLES[a.paper])}, <b>{html.escape(a.label)}</b> &middot; notebook "
-        f"<code>notebooks/{a.id}.ipynb</code> &middot; <code>{module_path(a.id)}</code></p>"
-    )
-    body += [f"<p>{inline_html(par)}</p>" for par in paragraphs(a.description)]
-    for row, why in a.not_reproduced.items():
-        body.append(f"<p class='missing'>not reproduced: {html.escape(row)}: {html.escape(why)}</p>")
-    if rows is None or rows.empty:
-        body.append(
-            f"<p class='missing'>not run yet (no {html.escape(str(profile))} rows in results/{a.id}.csv)</p>"
-        )
-        return "".join(body) + "</section>"
-    body.append("<div class='figs'>")
-    for figure in a.figures:
-        png = figures_dir / f"{a.id}{figure.suffix}.png"
-        if png.exists():
-            rel = Path(os.path.relpath(png, out.parent)).as_posix()
-            caption = f"<figcaption>{html.escape(figure.caption)}</figcaption>" if figure.caption else ""
-            body.append(
-                f'<figure><img src="{html.escape(rel)}" alt="{html.escape(png.stem)}">{caption}</figure>'
-            )
-        else:
-            body.append(f"<p class='missing'>figure {html.escape(png.name)} not drawn yet</p>")
-    body.append("</div><h4>Reproduced numbers</h4>")
-    body.append(numbers_table(rows, csv_name=f"results/{a.id}.csv"))
-    if a.reference is not None:
-        body.append("<h4>Paper vs reproduced</h4>" + reference_table(a, rows, reference))
     mine = frame[frame["artifact"] == a.id] if len(frame) else frame
-    if (mine["kind"] == "verdict").any():
-        body.append("<h4>The paper's claims</h4>" + claim_rows(mine, labels, with_artifact=False))
-        if profile and verdicts.seeds_cover(a, profile) == verdicts.DATA_SEEDS_COVER:
-            body.append(f"<p class='meta'>{html.escape(verdicts.DATA_SEEDS_COVER)}</p>")
-    if (mine["kind"] == "check").any():
-        body.append("<h4>Checks</h4>" + check_rows(mine))
-    return "".join(body) + "</section>"
+    has_rows = rows is not None and not rows.empty
+    return {
+        "id": a.id,
+        "label": a.label,
+        "title": a.title,
+        "paper_title": PAPER_TITLES[a.paper],
+        "module": module_path(a.id),
+        "paragraphs": [Markup(inline_html(par)) for par in paragraphs(a.description)],
+        "not_reproduced": list(a.not_reproduced.items()),
+        "has_rows": has_rows,
+        "figures": _figures(a, figures_dir, out) if has_rows else [],
+        "numbers": Markup(numbers_table(rows, csv_name=f"results/{a.id}.csv")) if has_rows else "",
+        "reference": Markup(reference_table(a, rows, reference)) if has_rows and a.reference else "",
+        "differs": summary.differs_lines(a, profile) if has_rows else [],
+        "cover": verdicts.seeds_cover(a, rows) if has_rows else "",
+        "claims": summary.claim_lines(mine, labels) if len(mine) else [],
+        "checks": summary.check_lines(mine) if len(mine) else [],
+    }
 
 
-def _provenance_header(frames: Sequence[pd.DataFrame], profile: str | None) -> str:
+def _provenance(frames: Sequence[pd.DataFrame], profile: str | None) -> list[tuple[str, str]]:
     def values(col: str) -> str:
         seen = sorted({str(v) for f in frames if col in f for v in f[col].dropna().unique()})
         return ", ".join(seen) if seen else "n/a"
 
-    items = [
+    return [
         ("profile", profile or "none (no results yet)"),
         ("newest result", values("timestamp").rsplit(", ", 1)[-1]),
         ("git commit", values("git_sha")),
@@ -202,7 +181,20 @@ def _provenance_header(frames: Sequence[pd.DataFrame], profile: str | None) -> s
         ("torch", values("torch_version")),
         ("device", values("device")),
     ]
-    return "<p class='meta'>" + " &middot; ".join(f"<b>{k}</b>: {html.escape(v)}" for k, v in items) + "</p>"
+
+
+def render(context: dict[str, Any]) -> str:
+    """The report's HTML from ``context`` (the template's variables)."""
+    from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+    env = Environment(
+        loader=PackageLoader("dmllab.pipeline", "templates"),
+        autoescape=select_autoescape(["html", "j2"]),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    return env.get_template(TEMPLATE).render(**context)
 
 
 def build_report(
@@ -244,30 +236,40 @@ def build_report(
     shown = {n: f[f["profile"] == profile] for n, f in frames.items()}
     done = [a for a in artifacts if a.id in shown and not shown[a.id].empty]
     status = verdicts.training_status(profile, results_dir) if profile else {}
-    frame = verdicts.claims_frame(artifacts, shown, profile or "", status)
+    frame = multiplicity.claims_frame(artifacts, shown, profile or "", status, reference)
     labels = {a.id: a.label for a in artifacts}
-
-    body = [
-        f"<header><h1>dmllab: reproduced results, {html.escape(str(profile))} profile</h1>"
-        f"{_provenance_header(list(shown.values()), profile)}"
-        f"<p class='meta'>{len(done)} of {len(artifacts)} artifacts have {html.escape(str(profile))} rows.</p>"
-        "</header>",
-        summary_html(frame, artifacts, profile or "", status),
-    ]
+    papers = []
     for paper in PAPERS:
         mine = [a for a in artifacts if a.paper == paper]
-        if not mine:
-            continue
-        body.append(f"<section class='paper' id='paper-{paper}'><h2>{html.escape(PAPER_TITLES[paper])}</h2>")
-        body += [
-            artifact_html(a, shown.get(a.id), frame, reference, profile, figures_dir, out, labels)
-            for a in mine
-        ]
-        body.append("</section>")
-
-    page = (
-        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>dmllab report</title>"
-        f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>\n"
+        claims = frame[frame["paper"] == paper] if len(frame) else frame
+        papers.append(
+            {
+                "id": paper,
+                "title": PAPER_TITLES[paper],
+                "forest": forest(claims, labels) if len(claims) else None,
+                "claims": summary.claim_lines(claims, labels) if len(claims) else [],
+                "artifacts": [
+                    _artifact(a, shown.get(a.id), frame, reference, profile, figures_dir, out, labels)
+                    for a in mine
+                ],
+            }
+        )
+    page = render(
+        {
+            "profile": str(profile),
+            "provenance": _provenance(list(shown.values()), profile),
+            "done": len(done),
+            "total": len(artifacts),
+            "verdict_classes": verdicts.VERDICTS,
+            "legend": legend(verdicts.VERDICTS),
+            "counts": summary.count_lines(frame),
+            "papers": papers,
+            "profile_note": summary.PROFILE_NOTES.get(profile or "", ""),
+            "trains": summary.trains_note(status, profile or ""),
+            "power_note": summary.POWER_NOTE,
+            "q": multiplicity.Q,
+            "delta": verdicts.PAPER_DELTA_POINTS,
+        }
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(out, page.encode("utf-8"))  # not rewritten when unchanged

@@ -22,7 +22,8 @@ each real dataset's index files) and stops with one line per problem instead of 
 ``fast_dev_run=N`` (``dmllab study --fast-dev-run``) checks a study in minutes before spending GPU hours
 (:mod:`dmllab.pipeline.fastdev`): every step as above, with fast dev runs, in scratch folders.
 ``pretrained=False`` (``--pretrained none``, fast dev runs only) trains from random initialisation;
-``check_counts=False`` (``--no-counts``) reads partial copies of the real datasets.
+``check_counts=False`` (``--no-counts``) reads partial copies of the real datasets; ``seeds=N`` (``--seeds``) runs
+seeds 0..N-1 of every artifact that runs several seeds.
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ def run_study(
     fast_dev_run: int = 0,
     pretrained: bool | None = None,
     check_counts: bool = True,
+    seeds: int | None = None,
 ) -> StudyResult:
     """Plan, train, run the notebooks, draw the figures and build the report (module docstring); with
     ``fast_dev_run`` all of it as a fast dev run, in :func:`scratch_paths`.
@@ -105,6 +107,7 @@ def _run(
     fast_dev_run: int,
     pretrained: bool | None,
     check_counts: bool,
+    seeds: int | None,
 ) -> StudyResult:
     from dmllab.pipeline.template import notebooks_dir as default_notebooks
 
@@ -141,6 +144,7 @@ def _run(
                 fast_dev_run=fast_dev_run,
                 pretrained=pretrained,
                 check_counts=check_counts,
+                seeds=seeds,
             )
             where = paths.destination(profile, resolved_device)
             if fast_dev_run:

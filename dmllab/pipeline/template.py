@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 STANDARD_HELP = {
     "profile": "smoke (seconds, tests) | quick (offline, 2 CPU cores) | paper (the settings of the authors)",
     "seeds": "one training per seed; claims are judged over the seeds",
+    "data_seed": "per_seed: seed k trains on draw k of the benchmark (its own classes, images, trunk) | fixed: draw 0",
     "device": "auto (cuda, then mps, then cpu) | cpu | cuda | mps",
     "data_root": "folder of the benchmark datasets (None where none is needed)",
     "train_missing": "train runs missing from the run store here (dmllab study trains them beforehand: False)",
@@ -67,6 +68,14 @@ def parameters_source(artifact: Artifact) -> str:
         f'profile = "quick"  # {STANDARD_HELP["profile"]}',
         f"seeds = None  # {STANDARD_HELP['seeds']}",
         f"#   {_values_by_profile({p: artifact.defaults(p)['seeds'] for p in PROFILES})}",
+        *(
+            [
+                f"data_seed = None  # {STANDARD_HELP['data_seed']}",
+                f"#   {_values_by_profile({p: artifact.defaults(p)['data_seed'] for p in PROFILES})}",
+            ]
+            if artifact.trains
+            else []
+        ),
         f'device = "auto"  # {STANDARD_HELP["device"]}',
         f"data_root = None  # {STANDARD_HELP['data_root']}",
         f"train_missing = None  # {STANDARD_HELP['train_missing']}",

@@ -66,11 +66,15 @@ def plot_two_moons(plot_data: Mapping[str, Any], rows: pd.DataFrame) -> Figure:
         )
         title = f"T = {_fmt_t(t)}"
         if t in acc.index:
-            title += f"\nacc {acc[t]:.1f}%, boundary length {length[t]:.1f}{_seeds_note(rows)}"
+            title += f"\nacc {acc[t]:.1f}%, contour {length[t]:.1f}"
         ax.set_title(title, fontsize=9)
         ax.set_xticks([])
         ax.set_yticks([])
-    fig.suptitle("Two moons: softmax classifier (2-100-ReLU-2) trained with temperature T", fontsize=10)
+    fig.suptitle(
+        "Two moons: softmax classifier (2-100-ReLU-2) trained with temperature T; panels: the first seed, "
+        f"accuracy and P = 0.5 contour length{_seeds_note(rows) or ' of that seed'}",
+        fontsize=10,
+    )
     fig.tight_layout()
     return fig
 

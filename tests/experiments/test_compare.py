@@ -1,10 +1,19 @@
-"""Paired per-seed effects, the paper-vs-reproduced join and the verdict table."""
+"""Paired per-seed effects (and the runs they read), the paper-vs-reproduced join and the verdict table."""
 
 import pandas as pd
 import pytest
 
 from dmllab.experiments import Artifact, Claim, Figure
-from dmllab.experiments.compare import extremes, paired, paper_vs_reproduced, per_seed, verdict_table
+from dmllab.experiments.compare import (
+    arms_of,
+    averaged,
+    extremes,
+    members,
+    paired,
+    paper_vs_reproduced,
+    per_seed,
+)
+from dmllab.experiments.verdicts import verdict_table
 
 
 def _rows():
@@ -21,6 +30,18 @@ def test_paired_is_per_seed():
     eff = paired(_rows(), "R@1", {"variant": "A"}, {"variant": "B"})
     assert list(eff) == [10.0, 11.0, 8.0]
     assert per_seed(_rows(), "R@1", variant="A").tolist() == [50.0, 52.0, 51.0]
+
+
+def test_effects_record_the_runs_each_side_read():
+    rows = _rows().assign(run_id=lambda d: d["variant"] + "/seed" + d["seed"].astype(str))
+    eff = paired(rows, "R@1", {"variant": "A"}, {"variant": "B"})
+    assert arms_of(eff) == ({"A/seed0", "A/seed1", "A/seed2"}, {"B/seed0", "B/seed1", "B/seed2"})
+    assert arms_of(paired(_rows(), "R@1", {"variant": "A"}, {"variant": "B"})) == (frozenset(), frozenset())
+    both = members({"x": eff, "y": paired(rows, "R@1", {"variant": "B"}, {"variant": "A"})})
+    assert list(both.columns) == ["x", "y"] and both["y"].tolist() == [-10.0, -11.0, -8.0]
+    assert arms_of(both)[0] == arms_of(eff)[0] | arms_of(eff)[1]
+    mean = averaged([eff, eff * 0.0 + 2.0])
+    assert mean.tolist() == [6.0, 6.5, 5.0] and arms_of(mean)[0] == arms_of(eff)[0]
 
 
 def test_extremes_low_minus_high():
@@ -78,8 +99,10 @@ def test_paper_vs_reproduced_joins_the_printed_cell():
     assert len(table) == 1
     line = table.iloc[0]
     assert line["paper"] == 50.0 and line["paper +-"] == 1.5  # synthetic faces the CUB cell
-    assert line["reproduced"] == pytest.approx(51.0) and line["delta"] == pytest.approx(1.0)
-    assert line["within paper +-"] == "yes" and line["seeds"] == 3
+    assert line["reproduced"] == pytest.approx(51.0) and line["seeds"] == 3
+    assert pd.isna(line["delta"]) and line["within paper +-"] == ""  # a stand-in: side by side, no difference
+    on_cub = paper_vs_reproduced(art, _rows().assign(dataset="cub"), reference).iloc[0]
+    assert on_cub["delta"] == pytest.approx(1.0) and on_cub["within paper +-"] == "yes"
 
 
 def test_verdict_table():
@@ -96,6 +119,7 @@ def test_verdict_table():
     assert table["verdict"].tolist() == ["yes", "no", "inconclusive"]
     assert table.loc[0, "95% low"] > 0 and table.loc[0, "seeds"] == 3
     assert "cannot decide" in table.loc[2, "why"]
+    assert table.loc[2, "verdict"] == "inconclusive" and table["paper effect"].isna().all()
 
 
 def test_lookup_rows_mark_diverged_runs_and_raise_for_missing_ones():

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from dmllab import paths
-from dmllab.experiments import compare, registry
+from dmllab.experiments import compare, registry, verdicts
 from dmllab.experiments.artifact import REFERENCE_PAPER
 from dmllab.experiments.lookup import planned_runs
 from dmllab.experiments.verdicts import CHECKS
@@ -120,8 +120,8 @@ def test_claims_evaluate_on_rows(artifact_id: str) -> None:
     artifact = registry.get(artifact_id)
     rows = fake_rows(artifact, "smoke")
     for claim in artifact.claims:
-        _, verdict, why = compare.judge(claim, rows)
-        assert verdict in (CHECKS if claim.kind == "check" else ("yes", "no", "inconclusive")), claim.text
+        _, verdict, why = verdicts.judge(claim, rows)
+        assert verdict in (CHECKS if claim.kind == "check" else verdicts.VERDICTS), claim.text
         assert "Error" not in why, f"{claim.text}: {why}"
 
 

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from dmllab.experiments import registry
+from dmllab.experiments.lookup import planned_runs
 from dmllab.experiments.pnpp import _common as C
 from dmllab.reference import load_reference
 
@@ -79,33 +80,28 @@ def test_runs_reference_claims(artifact_id: str, profile: str) -> None:
 
 
 def test_quick_runs_are_shared() -> None:
-    """The default ProxyNCA++ quick preset is one run set shared by the tables and sweeps; the ablation trains
-    seed k on draw k of the benchmark, so it shares seed 0's runs (draw 0) and trains its seeds 1 and 2 itself."""
-    keys = {}
+    """The default ProxyNCA++ quick preset is one run per seed (seed k on draw k) shared by the tables, the
+    ablation and the sweeps; each sweep's preset runs are the ones the tables share."""
+    keys: dict[str, set[str]] = {}
     for aid in TRAINED:
         a = registry.get(aid)
-        for r in a.runs(a.params("quick")):
+        for r in planned_runs(a, a.params("quick", device="cpu")):
             keys.setdefault(r.key, set()).add(aid)
+    seeds = registry.get("pnpp_table3_6_sota").params("quick", device="cpu").seeds
     default = {
         k
         for k, ids in keys.items()
-        if {"pnpp_table3_6_sota", "pnpp_fig4a_temperature", "pnpp_fig4b_kmax"} <= ids
+        if {"pnpp_table3_6_sota", "pnpp_table7_10_ablation", "pnpp_fig4a_temperature", "pnpp_fig4b_kmax"}
+        <= ids
     }
-    assert len(default) == 3
-    assert len({k for k in default if "pnpp_table7_10_ablation" in keys[k]}) == 1
-    # every sweep's preset runs (its grid plus the preset's own value) are the runs the tables share
+    assert len(default) == len(seeds)
     assert default <= {k for k, ids in keys.items() if "pnpp_fig4c_proxy_lr" in ids}
     for sweep in ("pnpp_fig5_normsoftmax_temperature", "pnpp_fig6_normsoftmax_proxy_lr"):
         a = registry.get(sweep)
-        preset = {r.key for r in a.runs(a.params("quick")) if r.tag["preset"]}
-        assert len(preset) == 3 and all("pnpp_table12_13_normsoftmax" in keys[k] for k in preset), sweep
-    # 108 + the 72 runs of the Table 8-10 subsets (24 configurations x 3 seeds) + seeds 1 and 2 of the 5
-    # ablation configurations other artifacts train too (ProxyNCA++, -scale, -max, -fast, -max -fast), on their
-    # own draws = 190 with the untuned presets; with the tuned quick recipe (results/tuning/quick_best.csv) the
-    # sweeps add the preset's value to their grids (shared runs), so the grid point that held the untuned value
-    # (Figs. 4c, 5, 6) is a run of its own (3 runs each), Fig. 4a's grid point 1/9 stays (3 runs), and Fig. 5's
-    # quick grid reaches 1/16, below the tuned T (3 runs)
-    assert len(keys) <= 190 + 5 * 3
+        preset = {r.key for r in planned_runs(a, a.params("quick", device="cpu")) if r.tag["preset"]}
+        assert len(preset) == len(seeds) and all("pnpp_table12_13_normsoftmax" in keys[k] for k in preset), (
+            sweep
+        )
 
 
 def test_table7_10_paper_subsets_match_reference_configs() -> None:

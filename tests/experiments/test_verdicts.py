@@ -1,23 +1,36 @@
-"""The verdict layer's four classes and checks: not testable (by the profile, by an arm that does not train),
-checks apart from verdicts, a shared comparison counted once, Holm's adjustment against a hand computation, and
-what differs from the paper printed with the verdict."""
+"""The verdict layer: the six classes against their definitions (yes / no / equivalent / smaller than the paper /
+inconclusive / not testable), intersection-union claims, the paper's effect from its printed cells, the validation
+gate, claims that read the same runs counted once, Holm over each paper's primary claims and Benjamini-Hochberg
+over the others, and what an interval covers."""
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from dmllab.experiments import Artifact, Claim, Figure, stats, verdicts
-from dmllab.experiments.compare import paired
+from dmllab.experiments import (
+    Artifact,
+    Claim,
+    Figure,
+    Printed,
+    Smallest,
+    multiplicity,
+    printed,
+    stats,
+    verdicts,
+)
+from dmllab.experiments.compare import members, paired
 
 SEEDS = (0, 1, 2)
 
 
-def _rows(gaps: dict[str, tuple[float, float, float]], profile: str = "quick") -> pd.DataFrame:
-    """Rows of variant "B" at 40 and of every other variant at 40 + its gap per seed."""
+def _rows(gaps: dict[str, tuple[float, ...]], profile: str = "quick", runs: bool = True) -> pd.DataFrame:
+    """Rows of variant "B" at 40 and of every other variant at 40 + its gap per seed, each with its run id."""
     recs = []
-    for seed in SEEDS:
+    n = len(next(iter(gaps.values()))) if gaps else len(SEEDS)
+    for seed in range(n):
         recs.append({"variant": "B", "seed": seed, "metric": "R@1", "value": 40.0, "profile": profile})
         for variant, gap in gaps.items():
             recs.append(
@@ -29,11 +42,14 @@ def _rows(gaps: dict[str, tuple[float, float, float]], profile: str = "quick") -
                     "profile": profile,
                 }
             )
-    return pd.DataFrame(recs)
+    frame = pd.DataFrame(recs)
+    if runs:
+        frame["run_id"] = frame["variant"] + "/seed" + frame["seed"].astype(str)
+    return frame
 
 
-def _beats(variant: str):
-    return lambda df: paired(df, "R@1", {"variant": variant}, {"variant": "B"})
+def _beats(variant: str, other: str = "B"):
+    return lambda df: paired(df, "R@1", {"variant": variant}, {"variant": other})
 
 
 def _artifact(aid: str, claims: tuple[Claim, ...], paper: str = "pnpp") -> Artifact:
@@ -50,62 +66,181 @@ def _artifact(aid: str, claims: tuple[Claim, ...], paper: str = "pnpp") -> Artif
     )
 
 
-def _benchmark_csv(folder, gains: dict[str, tuple[float, float]], profile: str = "quick") -> None:
-    """A fake ``offline_benchmark.csv`` with ``gain_over_pretrained`` rows: ``{label: (gain per seed, threshold)}``."""
+def _verdict(gaps, paper=math.nan, profile="quick", **claim):
+    c = Claim("A beats B", _beats("A"), unit="R@1 points", **claim)
+    return verdicts.assess(c, _rows({"A": gaps}, profile), profile, None, paper)
+
+
+# ------------------------------------------------------------------------------------------- the six classes
+
+
+def test_yes_and_no_are_the_interval_beyond_zero():
+    assert _verdict((10.0, 11.0, 8.0)).verdict == "yes"
+    assert _verdict((-10.0, -11.0, -8.0)).verdict == "no"
+    j = _verdict((3.0, 0.1, -0.2))
+    assert j.verdict == "inconclusive" and "contains 0" in j.why
+    assert _verdict((5.0,)).verdict == "inconclusive"  # one seed never decides
+
+
+def test_equivalent_is_tost_inside_the_margin():
+    gaps = (0.1, -0.2, 0.05, 0.0, 0.15)
+    iv90 = stats.interval(gaps, confidence=0.90)
+    # quick: the margin is half the paper's effect
+    j = _verdict(gaps, paper=2.0)
+    assert j.delta == 1.0 and j.verdict == "equivalent"
+    assert -1.0 < iv90.low and iv90.high < 1.0
+    assert _verdict(gaps, paper=0.2).verdict == "inconclusive"  # margin 0.1 is too tight for that interval
+    assert _verdict(gaps).verdict == "inconclusive"  # quick without a paper effect: no margin
+    # paper profile: 1 point for an effect in points, whatever the paper's effect
+    assert _verdict(gaps, paper=0.2, profile="paper").delta == verdicts.PAPER_DELTA_POINTS
+    assert _verdict(gaps, paper=0.2, profile="paper").verdict == "equivalent"
+
+
+def test_smaller_than_the_paper_is_the_interval_below_its_effect_or_half_of_it():
+    gaps = (-1.0, -2.0, 0.5)  # 95% interval about [-4.0, 2.3]: contains 0, leans below
+    iv, iv90 = stats.interval(gaps), stats.interval(gaps, confidence=0.90)
+    yard = iv.high + 0.1
+    assert iv90.low < -yard  # not equivalent within the same margin
+    assert _verdict(gaps, paper=2 * yard).verdict == verdicts.SMALLER  # quick: high < half the paper's effect
+    assert _verdict(gaps, paper=2 * (iv.high - 0.1)).verdict == "inconclusive"
+    assert _verdict(gaps, paper=yard, profile="paper").verdict == verdicts.SMALLER  # paper: high < its effect
+    assert _verdict(gaps, paper=iv.high - 0.1, profile="paper").verdict == "inconclusive"
+    assert _verdict(gaps, paper=-2 * yard).verdict == "inconclusive"  # the paper says no effect: no yardstick
+    assert _verdict((4.0, 5.0, 4.5), paper=40.0).verdict == "yes"  # yes wins: the claimed sign holds
+
+
+def test_a_claim_that_states_an_equivalence_is_tested_for_it_first():
+    gaps = (0.3, 0.35, 0.32)  # significantly positive, but well inside 1 point
+    assert _verdict(gaps).verdict == "yes"
+    assert _verdict(gaps, paper_says="equivalent", margin=1.0).verdict == "equivalent"
+
+
+def test_power_columns_follow_the_noncentral_t():
+    gaps = (3.0, -2.0, 4.0, -1.0)
+    j = _verdict(gaps, paper=6.0)
+    sd = stats.sd(gaps)
+    assert j.verdict == "inconclusive"
+    assert j.seeds_observed == stats.seeds_needed(np.mean(gaps), sd)
+    assert j.seeds_paper == stats.seeds_needed(3.0, sd)  # quick: half the paper's effect
+    assert j.seeds_paper < j.seeds_observed
+
+
+def test_not_testable_on_a_named_profile_only():
+    claim = Claim("A beats B", _beats("A"), not_testable={"quick": "heating needs a converged model"})
+    rows = _rows({"A": (10.0, 11.0, 8.0)})
+    j = verdicts.assess(claim, rows, "quick")
+    assert j.verdict == "not testable" and j.why == "heating needs a converged model"
+    assert j.interval is not None and j.interval.mean == pytest.approx(29 / 3)  # still shown
+    assert verdicts.assess(claim, rows.assign(profile="paper"), "paper").verdict == "yes"
+
+
+# --------------------------------------------------------------------------------- intersection-union tests
+
+
+def _set_claim(**kw):
+    return Claim(
+        "A beats B and C",
+        lambda df: members({"vs B": _beats("A")(df), "vs C": _beats("A", "C")(df)}),
+        unit="R@1 points",
+        **kw,
+    )
+
+
+def _three(a, c):
+    rows = _rows({"A": a, "C": c})
+    return rows
+
+
+def test_a_set_claim_is_yes_only_when_every_member_is():
+    strong, weak = (10.0, 11.0, 9.0), (9.0, 11.5, 12.0)  # A - C = 1, -0.5, -3: not above 0 on its own
+    j = verdicts.assess(_set_claim(), _three(strong, weak), "quick")
+    assert j.verdict == "inconclusive" and j.members == 2 and "weakest of 2: vs C" in j.why
+    assert j.effects == pytest.approx((1.0, -0.5, -3.0))
+    j = verdicts.assess(_set_claim(), _three(strong, (1.0, 2.0, 1.5)), "quick")
+    assert j.verdict == "yes"
+    # the IUT p-value: the largest member p
+    p = max(sps.ttest_1samp(v, 0.0).pvalue for v in ([10.0, 11.0, 9.0], [9.0, 9.0, 7.5]))
+    assert j.p == pytest.approx(p)
+
+
+def test_a_set_claim_is_no_when_a_member_is_below_zero_at_the_bonferroni_level():
+    a = (10.0, 11.0, 9.0)
+    c_mild = (11.0, 12.5, 10.5)  # A - C = -1, -1.5, -1.5
+    members_ = [-1.0, -1.5, -1.5]
+    plain, wide = stats.interval(members_), stats.interval(members_, confidence=1 - 0.05 / 2)
+    assert plain.high < 0 and wide.high < 0
+    j = verdicts.assess(_set_claim(), _three(a, c_mild), "quick")
+    assert j.verdict == "no" and j.p == pytest.approx(min(1.0, 2 * sps.ttest_1samp(members_, 0.0).pvalue))
+
+
+def test_a_member_whose_method_does_not_train_is_left_out():
+    status = {"c": verdicts.Gate(2.0, 1.0, 10.0, 3), "b": verdicts.Gate(20.0, 15.0, 10.0, 3)}
+    claim = _set_claim(member_arms={"vs B": "b", "vs C": "c"})
+    j = verdicts.assess(claim, _three((10.0, 11.0, 9.0), (9.0, 11.5, 12.0)), "quick", status)
+    assert j.verdict == "yes" and j.members == 1 and "c does not train" in j.why and "vs C left out" in j.why
+
+
+# ------------------------------------------------------------------------------------------- the inputs
+
+
+def test_paper_effect_from_printed_cells():
+    ref = pd.DataFrame(
+        [
+            {"paper": "pnpp", "artifact": "Table 7", "row": r, "column": "R@1", "dataset": "cub", "value": v}
+            for r, v in (("all", 72.2), ("-max", 69.0), ("-fast", 70.3))
+        ]
+    )
+    cell = {r: ("Table 7", r, "R@1", "cub") for r in ("all", "-max", "-fast", "absent")}
+    assert verdicts.effect_of(printed(cell["all"], cell["-max"]), "pnpp", ref) == pytest.approx(3.2)
+    both = printed(cell["all"], [cell["-max"], cell["-fast"]])
+    assert verdicts.effect_of(both, "pnpp", ref) == pytest.approx(72.2 - (69.0 + 70.3) / 2)
+    worst = Smallest((printed(cell["all"], cell["-max"]), printed(cell["all"], cell["-fast"])))
+    assert verdicts.effect_of(worst, "pnpp", ref) == pytest.approx(1.9)
+    assert math.isnan(verdicts.effect_of(Printed((cell["absent"],)), "pnpp", ref))
+    assert verdicts.effect_of({"quick": 2.0, "paper": 3.0}, "pnpp", ref, "paper") == 3.0
+    assert verdicts.effect_of(0.98, "pnpp", ref) == 0.98 and math.isnan(verdicts.effect_of(None, "pnpp", ref))
+
+
+def _gate_csv(folder, gains: dict[str, tuple[tuple[float, ...], float]], profile: str = "quick") -> None:
     recs = [
         {
             "experiment": "offline_benchmark",
             "variant": label,
             "profile": profile,
             "seed": seed,
-            "metric": "gain_over_pretrained",
-            "value": gain + seed - 1.0,  # mean over the 3 seeds = gain
+            "metric": verdicts.GAIN_METRIC,
+            "value": value,
             "param_threshold": threshold,
         }
-        for label, (gain, threshold) in gains.items()
-        for seed in SEEDS
+        for label, (values, threshold) in gains.items()
+        for seed, value in enumerate(values)
     ]
     pd.DataFrame(recs).to_csv(folder / "offline_benchmark.csv", index=False)
 
 
-def test_training_status_reads_the_benchmark_rows(tmp_path):
+def test_the_gate_is_the_lower_bound_of_the_validation_gain(tmp_path):
     assert verdicts.training_status("quick", tmp_path) == {}  # no file: unknown
-    _benchmark_csv(tmp_path, {"proxynca++": (14.0, 10.0), "proxy_anchor": (5.0, 8.0)})
+    # mean above the threshold, but the lower bound below: does not train
+    _gate_csv(tmp_path, {"margin": ((9.0, 12.0, 10.5), 10.0), "pnpp": ((20.0, 21.0, 19.5), 10.0)})
     status = verdicts.training_status("quick", tmp_path)
-    assert status == {"proxynca++": (pytest.approx(14.0), 10.0), "proxy_anchor": (pytest.approx(5.0), 8.0)}
+    iv = stats.interval([9.0, 12.0, 10.5])
+    assert status["margin"].mean == pytest.approx(10.5) and status["margin"].low == pytest.approx(iv.low)
+    assert not status["margin"].trains and status["pnpp"].trains
     assert verdicts.training_status("paper", tmp_path) == {}
+    claim = Claim("A beats B", _beats("A"), arms=("pnpp", "margin"))
+    j = verdicts.assess(claim, _rows({"A": (10.0, 11.0, 8.0)}), "quick", status)
+    assert j.verdict == "not testable" and "margin does not train on quick" in j.why
 
 
-def test_not_testable_when_an_arm_does_not_train(tmp_path):
-    _benchmark_csv(tmp_path, {"proxynca++": (14.0, 10.0), "proxy_anchor": (5.0, 8.0)})
-    status = verdicts.training_status("quick", tmp_path)
-    rows = _rows({"A": (10.0, 11.0, 8.0)})
-    claim = Claim("A beats B", _beats("A"), arms=("proxynca++", "proxy_anchor"))
-    j = verdicts.assess(claim, rows, "quick", status)
-    assert j.verdict == "not testable"
-    assert "proxy_anchor does not train on quick" in j.why and "+5.0" in j.why and "below 8" in j.why
-    assert j.interval is not None and j.interval.mean == pytest.approx(29 / 3)  # still shown
-    trains = Claim("A beats B", _beats("A"), arms=("proxynca++",))
-    assert verdicts.assess(trains, rows, "quick", status).verdict == "yes"
-
-
-def test_unknown_training_status_judges_normally_and_says_so():
-    rows = _rows({"A": (10.0, 11.0, 8.0)})
-    claim = Claim("A beats B", _beats("A"), arms=("proxynca++",))
-    interval, verdict, why = verdicts.judge(claim, rows, "quick", None)
-    assert verdict == "yes" and "whether proxynca++ trains on quick is unknown" in why
-    plain = Claim("A beats B", _beats("A"))
-    assert verdicts.judge(plain, rows, "quick", None)[1:] == ("yes", "")
-
-
-def test_not_testable_on_a_named_profile_only():
-    claim = Claim(
-        "A beats B", _beats("A"), not_testable={"quick": "heating needs a converged model"}, differs="one run"
-    )
-    rows = _rows({"A": (10.0, 11.0, 8.0)})
-    assert verdicts.assess(claim, rows, "quick").verdict == "not testable"
-    assert verdicts.assess(claim, rows, "quick").why == "heating needs a converged model"
-    assert verdicts.assess(claim, rows.assign(profile="paper"), "paper").verdict == "yes"
+def test_seeds_cover_reads_the_run_keys():
+    drawn = pd.DataFrame({"run_id": ["k0/seed0", "k1/seed1", "k2/seed2"]})
+    fixed = pd.DataFrame({"run_id": ["k/seed0", "k/seed1", "k/seed2"]})
+    toy = _artifact("pnpp_table0_cover", ())
+    trains = Artifact(**{**toy.__dict__, "runs": lambda params: []})
+    assert trains.trains and not toy.trains
+    assert verdicts.seeds_cover(trains, drawn) == verdicts.DATA_SEEDS_COVER
+    assert verdicts.seeds_cover(trains, fixed) == verdicts.SEEDS_COVER
+    assert verdicts.seeds_cover(toy, drawn) == verdicts.TOY_SEEDS_COVER
 
 
 def test_checks_are_apart_from_verdicts():
@@ -119,111 +254,85 @@ def test_checks_are_apart_from_verdicts():
         ),
     )
     rows = _rows({"A": (10.0, 11.0, 8.0), "C": (1.0, -1.0, 2.0)})
-    table = verdicts.verdict_table(art, rows)
-    assert table["claim"].tolist() == ["A beats B"]
+    assert verdicts.verdict_table(art, rows)["claim"].tolist() == ["A beats B"]
     checks = verdicts.check_table(art, rows)
     assert checks["result"].tolist() == ["passes", "fails", "cannot decide"]
-    assert checks.loc[0, "measured"] == pytest.approx(29 / 3) and checks.loc[0, "lowest seed"] == 8.0
     assert checks.loc[1, "why"] == "1 of 3 seed(s) fail"
-    frame = verdicts.claims_frame([art], {art.id: rows}, "quick")
-    assert (frame.loc[frame["kind"] == "check", "holm p"].isna()).all()
-    counts = verdicts.counts(frame, ["pnpp"]).iloc[0]
-    assert (counts["yes"], counts["tested"], counts["checks"], counts["checks passed"]) == (1, 1, 3, 1)
+    frame = multiplicity.claims_frame([art], {art.id: rows}, "quick", reference=pd.DataFrame())
+    assert (frame.loc[frame["kind"] == "check", "adjusted p"].isna()).all()
+    line = multiplicity.counts(frame, ["pnpp"]).iloc[0]
+    assert (line["yes"], line["checks"], line["checks passed"]) == (1, 3, 1)
 
 
-def test_differs_is_printed_with_the_verdict():
-    art = _artifact(
-        "pnpp_table0_differs",
-        (
-            Claim("A beats B", _beats("A"), differs="8 epochs, not 50"),
-            Claim("C beats B", _beats("C"), differs={"paper": "the release's schedule"}),
-        ),
-    )
-    rows = _rows({"A": (10.0, 11.0, 8.0), "C": (1.0, -1.0, 2.0)})
-    table = verdicts.verdict_table(art, rows)  # the profile is read from the rows
-    assert table["differs"].tolist() == ["8 epochs, not 50", ""]
-    assert verdicts.verdict_table(art, rows.assign(profile="paper"))["differs"].tolist() == [
-        "",
-        "the release's schedule",
-    ]
+# ------------------------------------------------------------------------------------- a whole profile
 
 
-def test_p_value_is_the_one_sample_t_test():
-    effects = [1.0, 2.5, 0.2, 1.1]
-    assert stats.p_value(effects) == pytest.approx(sps.ttest_1samp(effects, 0.0).pvalue)
-    assert stats.p_value([0.5, 0.5, 0.5]) == 0.0 and stats.p_value([0.0, 0.0]) == 1.0
-    assert math.isnan(stats.p_value([3.0]))
-    # p < 0.05 exactly when the 95% interval excludes 0
-    for effects in ([1.0, 1.2, 0.9], [3.0, 0.1, -0.2], [-1.0, -1.2, -0.9]):
-        iv = stats.interval(effects)
-        assert (stats.p_value(effects) < 0.05) == (stats.verdict(iv) != "inconclusive")
-
-
-def test_holm_against_a_hand_computation():
-    p = [0.01, 0.04, 0.03, 0.005]
-    # sorted: 0.005 (x4 = 0.02), 0.01 (x3 = 0.03), 0.03 (x2 = 0.06), 0.04 (x1 = 0.04 -> max 0.06)
-    assert stats.holm(p) == pytest.approx([0.03, 0.06, 0.06, 0.02])
-    assert stats.holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])
-    assert stats.holm([]) == []
-    with pytest.raises(ValueError):
-        stats.holm([0.1, math.nan])
-
-
-def test_shared_comparison_counted_once_and_holm_across_the_profile():
+def test_claims_reading_the_same_runs_are_counted_once():
     a = _artifact(
         "pnpp_table0_a",
         (
             Claim("A beats B", _beats("A"), key="a"),
+            Claim("A beats B, primary", _beats("A"), key="a2", primary=True),
             Claim("C beats B", _beats("C"), key="c"),
-            Claim("D beats B", _beats("D"), not_testable={"quick": "not kept"}),
-            Claim("missing", _beats("Z")),
         ),
     )
-    b = _artifact("pnpp_fig0_b", (Claim("A beats B (as Fig. 0)", _beats("A"), same_as="pnpp_table0_a:a"),))
-    rows = _rows({"A": (10.0, 11.0, 8.0), "C": (0.3, 0.5, 0.4), "D": (5.0, 5.0, 6.0)})
-    frame = verdicts.claims_frame([a, b], {a.id: rows, b.id: rows}, "quick")
-    assert frame["counted"].tolist() == [True, True, True, True, False]
-    assert frame["same as"].tolist() == ["pnpp_fig0_b", "", "", "", "pnpp_table0_a"]
-    assert frame["tested"].tolist() == [True, True, False, False, False]  # not testable, no rows, shared: out
-    pa, pc = stats.p_value([10.0, 11.0, 8.0]), stats.p_value([0.3, 0.5, 0.4])
-    expected = stats.holm([pa, pc])
-    assert frame.loc[0, "holm p"] == pytest.approx(expected[0])
-    assert frame.loc[1, "holm p"] == pytest.approx(expected[1])
-    assert frame.loc[4, "holm p"] == frame.loc[0, "holm p"]  # the shared claim shows its original's
-    assert math.isnan(frame.loc[2, "holm p"]) and frame.loc[2, "verdict"] == "not testable"
-    assert frame.loc[2, "effect"] == pytest.approx(16 / 3)  # shown though not testable
-    assert frame.loc[0, "holm verdict"] == ("yes" if expected[0] < 0.05 else "inconclusive")
-    counts = verdicts.counts(frame, ["pnpp", "heated"])
-    assert counts["paper"].tolist() == ["pnpp"]
-    line = counts.iloc[0]
-    assert (line["yes"], line["no"], line["inconclusive"], line["not testable"]) == (2, 0, 1, 1)
-    assert (line["tested"], line["shared"]) == (2, 1)
-
-
-def test_seeds_cover_reads_data_seed():
-    art = _artifact("pnpp_table0_cover", ())
-    assert verdicts.seeds_cover(art, "quick") == verdicts.SEEDS_COVER
-    drawn = Artifact(
-        **{
-            **{
-                f: getattr(art, f)
-                for f in ("id", "paper", "label", "title", "description", "rows", "figures")
-            }
-        },
-        parameters={p: {"seeds": [0, 1], "data_seed": p != "smoke"} for p in ("smoke", "quick", "paper")},
+    b = _artifact("pnpp_fig0_b", (Claim("A beats B (as Fig. 0)", _beats("A"), key="b"),))
+    rows = _rows({"A": (10.0, 11.0, 8.0), "C": (0.3, 0.5, 0.4)})
+    frame = multiplicity.claims_frame([a, b], {a.id: rows, b.id: rows}, "quick", reference=pd.DataFrame())
+    assert frame["counted"].tolist() == [False, True, True, False]  # the group's first primary claim counts
+    assert frame.loc[1, "shared with"] == "pnpp_table0_a:a, pnpp_fig0_b:b"
+    assert frame.loc[0, "shared with"] == frame.loc[3, "shared with"] == "pnpp_table0_a:a2"
+    assert frame["family"].tolist() == ["", multiplicity.PRIMARY, multiplicity.SECONDARY, ""]
+    # without run ids nothing is known to be shared
+    bare = multiplicity.claims_frame(
+        [b], {b.id: rows.drop(columns="run_id")}, "quick", reference=pd.DataFrame()
     )
-    assert verdicts.seeds_cover(drawn, "quick") == verdicts.DATA_SEEDS_COVER
-    assert verdicts.seeds_cover(drawn, "smoke") == verdicts.SEEDS_COVER
+    assert bare["counted"].all()
 
 
-def test_every_same_as_names_an_original():
-    """A shared claim names ``<artifact id>:<claim key>`` of a claim that is itself no copy."""
-    from dmllab.experiments import registry
+def test_holm_over_each_papers_primary_claims_and_bh_over_the_rest():
+    gaps = {
+        "A": (10.0, 11.0, 8.0),
+        "C": (0.3, 0.5, 0.4),
+        "D": (1.0, 3.0, 0.5),
+        "E": (2.0, 2.1, 1.9),
+        "F": (0.2, -0.4, 0.1),
+    }
+    claims = (
+        Claim("A", _beats("A"), key="a", primary=True),
+        Claim("C", _beats("C"), key="c", primary=True),
+        Claim("D", _beats("D"), key="d"),
+        Claim("E", _beats("E"), key="e"),
+        Claim("F", _beats("F"), key="f", not_testable={"quick": "no"}),
+    )
+    rows = _rows(gaps)
+    pnpp = _artifact("pnpp_table0_a", claims)
+    heated = _artifact("heated_table0_b", (Claim("E", _beats("E"), key="e", primary=True),), paper="heated")
+    frame = multiplicity.claims_frame(
+        [pnpp, heated],
+        {pnpp.id: rows, heated.id: rows.assign(run_id="x" + rows["run_id"])},
+        "quick",
+        reference=pd.DataFrame(),
+    )
+    p = {v: stats.p_value(g) for v, g in gaps.items()}
+    holm, bh = stats.holm([p["A"], p["C"]]), stats.benjamini_hochberg([p["D"], p["E"]])
+    assert frame.loc[:1, "adjusted p"].tolist() == pytest.approx(holm)
+    assert frame.loc[2:3, "adjusted p"].tolist() == pytest.approx(bh)
+    assert math.isnan(frame.loc[4, "adjusted p"]) and frame.loc[4, "family"] == ""  # not testable: out
+    assert frame.loc[5, "adjusted p"] == pytest.approx(p["E"])  # the other paper's family: alone
+    for i in range(4):
+        raw, adjusted = frame.loc[i, "verdict"], frame.loc[i, "adjusted"]
+        expected = raw if frame.loc[i, "adjusted p"] < 0.05 else "inconclusive"
+        assert adjusted == (expected if raw in ("yes", "no") else "")
+    counts = multiplicity.counts(frame, ["pnpp", "heated"])
+    assert counts["paper"].tolist() == ["pnpp", "heated"]
+    line = counts.iloc[0]
+    assert (line["primary"], line["secondary"], line["not testable"]) == (2, 2, 1)
 
-    keys = {f"{a.id}:{c.key}": c for a in registry.all_artifacts() for c in a.claims if c.key}
-    for artifact in registry.all_artifacts():
-        for claim in artifact.claims:
-            if claim.same_as:
-                assert claim.same_as in keys, (artifact.id, claim.text, claim.same_as)
-                assert not keys[claim.same_as].same_as, (artifact.id, claim.same_as)
-                assert claim.kind == keys[claim.same_as].kind == "verdict"
+
+def test_a_study_without_claims_has_an_empty_frame():
+    art = _artifact("pnpp_table0_none", ())
+    frame = multiplicity.claims_frame(
+        [art], {art.id: _rows({"A": (1.0, 2.0, 3.0)})}, "quick", reference=pd.DataFrame()
+    )
+    assert frame.empty and multiplicity.counts(frame, ["pnpp"]).empty

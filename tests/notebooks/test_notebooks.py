@@ -147,7 +147,7 @@ def test_report_builds_and_renders(smoke_env, smoke_study, tmp_path):
     for aid in STUDIED.split(","):
         assert f'id="{aid}"' in text and f'<img src="{aid}' in text
     assert "95% interval" in text and ("inconclusive" in text or "yes" in text)
-    assert text.index("id='summary'") < text.index('id="pnpp_fig3_two_moons"')
+    assert text.index('id="summary"') < text.index('id="pnpp_fig3_two_moons"')
     chromium = browser.find_chromium()
     if chromium is None:
         pytest.skip("chromium is not installed (apt-get install chromium); report screenshot not checked")
@@ -155,9 +155,9 @@ def test_report_builds_and_renders(smoke_env, smoke_study, tmp_path):
     assert colours > 50 and non_white > 0.02, f"blank-looking screenshot: {colours} colours, {non_white:.3f}"
 
 
-def test_summary_is_in_the_first_screen(tmp_path):
+def test_summary_and_forest_plot_are_in_the_first_screen(tmp_path):
     """The report of the committed quick results opens with its summary: the verdict counts lie wholly within the
-    first 1280 x 900 screen, and the claims table starts there."""
+    first 1280 x 900 screen, and the first paper's forest plot starts there."""
     from dmllab.paths import repo_root
     from dmllab.pipeline.report import build_report
 
@@ -168,13 +168,14 @@ def test_summary_is_in_the_first_screen(tmp_path):
     )
     width, height = FIRST_SCREEN
     boxes = browser.element_boxes(
-        page, ["summary", "summary-counts", "summary-claims"], width=width, height=height
+        page, ["summary", "summary-counts", "summary-claims", "forest-pnpp"], width=width, height=height
     )
     left, top, w, h = boxes["summary-counts"]
     assert 0 <= top and top + h <= height and left + w <= width, (
         f"verdict counts at {boxes['summary-counts']}"
     )
-    assert boxes["summary"][1] < top and boxes["summary-claims"][1] < height, boxes
+    f_left, f_top, f_w, f_h = boxes["forest-pnpp"]
+    assert top + h < f_top < height - 100 and f_left + f_w <= width, f"forest plot at {boxes['forest-pnpp']}"
     colours, non_white = _colour_stats(
         browser.screenshot(page, tmp_path / "top.png", width=width, height=height)
     )

@@ -24,7 +24,7 @@ def test_report_shows_verdicts_intervals_and_missing_artifacts(tmp_path, monkeyp
     out = build_report("quick")
     text = out.read_text()
     assert "Tables 1-2: the normalised model retrieves better than SM" in text
-    assert '<span class="yes">yes</span>' in text  # +11 points on 3 paired seeds
+    assert '<span class="v yes">yes</span>' in text  # +11 points on 3 paired seeds
     assert "[+" in text and "95% interval" in text
     assert "not run yet" in text  # the other artifacts say they have no rows
     assert "1 of " in text and "artifacts have quick rows" in text

@@ -1,6 +1,6 @@
-"""The report as a results section: the summary first, the papers' artifacts in the papers' order, a single number
-as a table row, the four verdict classes with what differs from the paper, shared comparisons, checks and Holm, and
-the device of each row where rows come from several."""
+"""The report as a results section: the summary first (verdict counts in six classes, then per paper a forest plot
+and the claims table with the paper's effect), the papers' artifacts in the papers' order, what differs from the
+paper once per artifact, a single number as a table row, and the device of each row where rows come from several."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ import re
 import pandas as pd
 import pytest
 
-from dmllab.experiments import Artifact, Claim, Figure, registry, verdicts
+from dmllab.experiments import Artifact, Claim, Figure, multiplicity, registry, verdicts
 from dmllab.experiments.compare import paired
 from dmllab.paths import repo_root
 from dmllab.pipeline import summary
-from dmllab.pipeline.report import build_report, numbers_table
+from dmllab.pipeline.forest import forest
+from dmllab.pipeline.report import build_report, numbers_table, render
 
 
 @pytest.fixture(scope="module")
@@ -29,12 +30,21 @@ def test_summary_opens_the_report(quick_report):
         m.group(1): m.start() for m in re.finditer(r"<section[^>]*id=['\"]([a-z0-9_-]+)['\"]", quick_report)
     }
     assert min(starts, key=starts.get) == "summary"
-    assert quick_report.index("id='summary-counts'") < quick_report.index("id='summary-claims'")
-    counts = quick_report[quick_report.index("id='summary-counts'") :].split("</table>")[0]
-    for column in ("yes", "no", "inconclusive", "not testable", "tested (Holm)"):
+    assert quick_report.index('id="summary-counts"') < quick_report.index('id="summary-claims"')
+    counts = quick_report[quick_report.index('id="summary-counts"') :].split("</table>")[0]
+    for column in verdicts.VERDICTS:
         assert f"<th>{column}</th>" in counts
-    assert re.search(r"m = \d+ claims tested", quick_report)
-    assert verdicts.SEEDS_COVER.split(":")[0] in quick_report
+    assert "after Holm" in counts and "after BH" in counts
+
+
+def test_every_paper_opens_with_a_forest_plot_then_its_claims(quick_report):
+    claims = quick_report[quick_report.index('id="summary-claims"') :]
+    for paper in ("pnpp", "proxy_anchor", "heated", "proxy_synthesis"):
+        forest_at = claims.index(f'id="forest-{paper}"')
+        table_at = claims.index("<table", forest_at)
+        assert claims.index(f'id="claims-{paper}"') < forest_at < table_at
+        assert "<th>paper's effect</th>" in claims[table_at : claims.index("</table>", table_at)]
+    assert "<svg" in claims and 'class="paper"' in claims  # the paper's effect as a marker
 
 
 def test_artifacts_in_the_papers_order(quick_report):
@@ -43,6 +53,17 @@ def test_artifacts_in_the_papers_order(quick_report):
     pnpp = [registry.get(i).label for i in order if i.startswith("pnpp_")]
     assert pnpp.index("Tables 3-6") < pnpp.index("Tables 7-10") < pnpp.index("Fig. 3") < pnpp.index("App. D")
     assert pnpp[-1] == "App. D" and order[-1] == "offline_benchmark"
+
+
+def test_what_differs_is_said_once_per_artifact(quick_report):
+    section = quick_report[quick_report.index('id="pnpp_table7_10_ablation"') :].split(
+        '<section class="artifact"'
+    )[0]
+    lines = summary.differs_lines(registry.get("pnpp_table7_10_ablation"), "quick")
+    assert lines and len(lines) < len(registry.get("pnpp_table7_10_ablation").claims)
+    for line in lines:
+        escaped = line.replace("&", "&amp;").replace("'", "&#39;").replace('"', "&#34;")
+        assert section.count(escaped) == 1, line
 
 
 def test_a_single_number_is_a_table_row(quick_report):
@@ -66,48 +87,106 @@ def _artifact(aid, claims):
 
 
 def _rows():
+    gaps = {"A": (1.0, 1.2, 0.9), "B": (1.0, 1.2, 0.9), "C": (1.0, 1.2, 0.9), "D": (1.1, 1.0, 1.1)}
+    base = {"A": 50.0, "B": 40.0, "C": 45.0, "D": 40.0}
     return pd.DataFrame(
         [
-            {"variant": v, "seed": s, "metric": "R@1", "value": base + gap, "profile": "quick"}
-            for s, gap in enumerate((1.0, 1.2, 0.9))
-            for v, base in (("A", 50.0), ("B", 40.0), ("C", 45.0))
+            {
+                "variant": v,
+                "seed": s,
+                "metric": "R@1",
+                "value": base[v] + gaps[v][s],
+                "profile": "quick",
+                "run_id": f"{v}/seed{s}",
+            }
+            for s in range(3)
+            for v in base
         ]
     )
 
 
-def test_claim_rows_show_every_class():
-    def beats(v):
-        return lambda df: paired(df, "R@1", {"variant": v}, {"variant": "B"})
+def _frame():
+    def beats(v, other="B"):
+        return lambda df: paired(df, "R@1", {"variant": v}, {"variant": other})
 
     a = _artifact(
         "pnpp_table1",
         (
-            Claim("A beats B", beats("A"), key="ab", differs="one draw of the benchmark"),
-            Claim("C beats B", beats("C"), not_testable={"quick": "no converged model"}, differs="one run"),
-            Claim(
-                "B beats A", lambda df: paired(df, "R@1", {"variant": "B"}, {"variant": "A"}), differs="8 ep"
-            ),
-            Claim("a property", beats("A"), kind="check", unit="x"),
+            Claim("A beats B", beats("A"), key="ab", primary=True, paper_effect=12.0),
+            Claim("C beats B", beats("C"), not_testable={"quick": "no converged model"}, key="cb"),
+            Claim("B beats A", beats("B", "A"), key="ba"),
+            Claim("D beats B", beats("D"), key="db", paper_effect=4.0),
+            Claim("a property", beats("A"), kind="check", unit="x", key="p"),
         ),
     )
-    b = _artifact("pnpp_table2", (Claim("A beats B again", beats("A"), same_as="pnpp_table1:ab"),))
-    frame = verdicts.claims_frame([a, b], {a.id: _rows(), b.id: _rows()}, "quick")
-    html = summary.claim_rows(frame, {a.id: a.label, b.id: b.label}, with_artifact=True)
-    rows = html.split("<tr")[2:]
-    assert "class='light'" in rows[0] and "one draw of the benchmark" in rows[0]  # a yes: differs, lighter
-    assert "class='nt'" in rows[1] and "not testable" in rows[1] and "no converged model" in rows[1]
-    assert "one run" in rows[1] and "+5" in rows[1]  # the effect is shown, greyed
-    assert '<span class="no">no</span>' in rows[2] and "8 ep" in rows[2]
-    assert "same comparison as Table 2" in rows[0]
-    assert "same comparison as Table 1, counted there" in rows[3]
-    assert "a property" not in html
-    checks = summary.check_rows(frame)
-    assert "a property" in checks and '<span class="passes">passes</span>' in checks
-    page = summary.summary_html(frame, [a, b], "quick", {})
-    counts = page[page.index("summary-counts") :].split("</table>")[0]
-    assert "<td>1</td><td>1</td><td>0</td><td>1</td><td>2</td>" in counts  # yes, no, inc., not testable, m
-    assert "checks passed" in counts and "1 of 1" in counts
-    assert "m = 2 claims tested" in page and "unknown" in page
+    b = _artifact("pnpp_table2", (Claim("A beats B again", beats("A"), key="ab2"),))
+    frame = multiplicity.claims_frame(
+        [a, b], {a.id: _rows(), b.id: _rows()}, "quick", reference=pd.DataFrame()
+    )
+    return frame, {a.id: a.label, b.id: b.label}
+
+
+def test_claim_lines_show_every_class_and_the_paper_effect():
+    frame, labels = _frame()
+    lines = {c["key"]: c for c in summary.claim_lines(frame, labels)}
+    assert lines["ab"]["verdict"] == "yes" and lines["ab"]["paper_effect"] == "+12" and lines["ab"]["primary"]
+    assert lines["cb"]["verdict"] == "not testable" and "no converged model" in lines["cb"]["why"]
+    assert lines["cb"]["effect"] == "+5"  # shown though not testable
+    assert lines["ba"]["verdict"] == "no"
+    assert lines["db"]["verdict"] == "equivalent"  # +0.03 [-0.4, 0.5] inside +-2 (half the paper's 4)
+    assert "2 other claims read the same runs" == lines["ab"]["shared"] and not lines["ab2"]["counted"]
+    assert "Table 2 (ab2)" in lines["ab"]["shared_names"]
+    assert "counted with Table 1 (ab)" in lines["ab2"]["shared"]
+    assert [c["claim"] for c in summary.check_lines(frame)] == ["a property"]
+    counts = summary.count_lines(frame)
+    # "B beats A" reads the runs of "A beats B" (primary): counted there, so its "no" is not counted
+    assert counts[0]["classes"] == [1, 0, 1, 0, 0, 1] and counts[-1]["paper"] == ""
+
+
+def test_forest_rows_sit_at_their_effects():
+    frame, labels = _frame()
+    plot = forest(frame, labels)
+    (panel,) = plot.panels
+    rows = {r.title.split(": ")[1].split(" (")[0]: r for r in panel.rows}
+    a = rows["A beats B"]
+    assert a.x_low == a.x_mean == a.x_high < a.x_paper  # +10 on every seed, against the paper's +12
+    assert panel.zero == pytest.approx(rows["D beats B"].x_mean, abs=2)  # an effect of 0.03 sits at 0
+    assert rows["B beats A"].x_high < panel.zero and rows["A beats B again"].counted is False
+    assert a.colour != rows["B beats A"].colour != rows["D beats B"].colour
+
+
+def test_a_study_without_claims_builds_its_report(tmp_path, monkeypatch):
+    """Rows of artifacts that declare no claim: an empty claims frame, no counts table, a report all the same."""
+    frame = multiplicity.claims_frame([], {}, "quick", reference=pd.DataFrame())
+    assert summary.count_lines(frame) == [] and summary.claim_lines(frame, {}) == []
+    monkeypatch.setattr(registry, "all_artifacts", lambda: [registry.get("pnpp_appd_googlenet")])
+    results = tmp_path / "res"
+    results.mkdir()
+    src = repo_root() / "results" / "pnpp_appd_googlenet.csv"
+    (results / src.name).write_text(src.read_text())
+    text = build_report("quick", results=results, figures=tmp_path, out=tmp_path / "r.html").read_text()
+    assert "No claim has quick rows yet" in text and 'id="pnpp_appd_googlenet"' in text
+
+
+def test_the_template_escapes_what_it_shows():
+    page = render(
+        {
+            "profile": "<quick>",
+            "provenance": [],
+            "done": 0,
+            "total": 0,
+            "verdict_classes": verdicts.VERDICTS,
+            "legend": [],
+            "counts": [],
+            "papers": [],
+            "profile_note": "",
+            "trains": "",
+            "power_note": "",
+            "q": 0.05,
+            "delta": 1.0,
+        }
+    )
+    assert "&lt;quick&gt;" in page and "<quick>" not in page
 
 
 def test_device_column_only_where_rows_come_from_several():

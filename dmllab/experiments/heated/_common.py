@@ -46,6 +46,17 @@ def hs_config(
     return cfg
 
 
+def alpha_of(profile: str, variant: str, dataset: str = "cars") -> float:
+    """The alpha the ``variant`` preset of ``profile`` trains with (on quick the value ``dmllab tune`` chose on
+    validation, the paper's 16 on the paper profile)."""
+    return float(dict(hs_config(profile, dataset, variant).loss.kwargs)["alpha"])
+
+
+def cell(row: str, column: str, dataset: str = "cars", label: str = "Table 1") -> tuple[str, str, str, str]:
+    """A printed cell of ``results/reference/heated_softmax.csv``."""
+    return (label, row, column, dataset)
+
+
 def heating(profile: str) -> str:
     """How the profile heats (the HLN/HBN arm), from the HBN preset: a fine-tune of the converged LN/BN run on
     smoke/quick, as the paper text describes, or the release's heating inside one run (the paper profile)."""

@@ -189,9 +189,9 @@ ARTIFACT = Artifact(
         "they are shown as checks of the implementation, not as verdicts over seeds."
     ),
     parameters={
-        "smoke": {"seeds": [0, 1], "num_alphas": 9, "steps": 30, **_COMMON},
-        "quick": {"seeds": [0, 1, 2], "num_alphas": 41, "steps": 300, **_COMMON},
-        "paper": {"seeds": [0, 1, 2, 3, 4], "num_alphas": 61, "steps": 1000, **_COMMON},
+        "smoke": {"num_alphas": 9, "steps": 30, **_COMMON},
+        "quick": {"num_alphas": 41, "steps": 300, **_COMMON},
+        "paper": {"num_alphas": 61, "steps": 1000, **_COMMON},
     },
     parameter_help={
         "num_alphas": "points of the log alpha grid",

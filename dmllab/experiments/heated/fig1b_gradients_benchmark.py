@@ -70,7 +70,6 @@ ARTIFACT = Artifact(
     ),
     parameters={
         "smoke": {
-            "seeds": [0, 1],
             "dataset": "cars",
             "num_alphas": 9,
             "alpha_min": 0.01,
@@ -78,7 +77,6 @@ ARTIFACT = Artifact(
             "group_quantile": 0.1,
         },
         "quick": {
-            "seeds": [0, 1, 2],
             "dataset": "cars",
             "num_alphas": 41,
             "alpha_min": 0.01,

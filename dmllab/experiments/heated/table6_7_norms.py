@@ -8,9 +8,9 @@ from typing import Any
 import pandas as pd
 
 from dmllab.experiments import kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
-from dmllab.experiments.compare import paired, per_seed
-from dmllab.experiments.heated._common import BN, SM, differs, hs_config, split_accuracy
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Run, printed
+from dmllab.experiments.compare import averaged, paired
+from dmllab.experiments.heated._common import BN, SM, cell, differs, hs_config, split_accuracy
 from dmllab.experiments.lookup import Lookup
 from dmllab.experiments.params import Params
 
@@ -83,8 +83,7 @@ def _vs(df: pd.DataFrame, better: str, worse: str) -> pd.Series:
         b = {"variant": better} if better == "SM" else {"variant": better, "alpha": float(a)}
         w = {"variant": worse} if worse == "SM" else {"variant": worse, "alpha": float(a)}
         diffs.append(paired(t6, "R@1", b, w))
-    diffs = [d for d in diffs if len(d)]
-    return pd.concat(diffs, axis=1).mean(axis=1).dropna() if diffs else pd.Series(dtype=float)
+    return averaged(diffs)
 
 
 def _table6(profile: str) -> str:
@@ -105,9 +104,45 @@ def _train_acc_grows(df: pd.DataFrame) -> pd.Series:
     alphas = sorted(sel["param_alpha"].dropna().unique())
     if len(alphas) < 2:
         return pd.Series(dtype=float)
-    return (
-        per_seed(sel, "train_accuracy", alpha=alphas[-1]) - per_seed(sel, "train_accuracy", alpha=alphas[0])
-    ).dropna()
+    return paired(sel, "train_accuracy", {"alpha": alphas[-1]}, {"alpha": alphas[0]})
+
+
+PARAMETERS = {
+    "smoke": {"dataset": "cars", "table6_alphas": [16.0], "table7_alphas": [4.0, 16.0]},
+    "quick": {"dataset": "cars", "table6_alphas": [16.0], "table7_alphas": list(PRINTED_ALPHAS)},
+    "paper": {
+        "seeds": [0, 1, 2],
+        "dataset": "cars",
+        "table6_alphas": [8.0, 16.0, 32.0],
+        "table7_alphas": list(PRINTED_ALPHAS),
+    },
+}
+
+
+def _t6(better: str, worse: str) -> dict[str, object]:
+    """Table 6's R@1 of ``better`` minus ``worse``, each averaged over the profile's Table 6 alphas."""
+
+    def side(variant: str, profile: str) -> list[tuple[str, str, str, str]]:
+        if variant == "SM":
+            return [cell("R@1", "SM", label="Table 6")]
+        return [
+            cell("R@1", f"{variant} α = {a:g}", label="Table 6") for a in PARAMETERS[profile]["table6_alphas"]
+        ]
+
+    return {p: printed(side(better, p), side(worse, p)) for p in PARAMETERS}
+
+
+def _t7() -> dict[str, object]:
+    """Table 7's training accuracy at the largest minus at the smallest alpha the profile trains."""
+
+    def at(a: float) -> tuple[str, str, str, str]:
+        return cell("TRAIN ACC", f"α = {a:g}", label="Table 7")
+
+    out: dict[str, object] = {}
+    for p, values in PARAMETERS.items():
+        printed_ = [a for a in values["table7_alphas"] if a in PRINTED_ALPHAS]
+        out[p] = printed(at(max(printed_)), at(min(printed_))) if len(printed_) > 1 else None
+    return out
 
 
 def _figure(tables: Any) -> Any:
@@ -151,21 +186,7 @@ ARTIFACT = Artifact(
         "weights under a large scale) can diverge; the run store records such a run as diverged, its rows are "
         "`diverged`, and the claims that need it cannot decide."
     ),
-    parameters={
-        "smoke": {"seeds": [0, 1], "dataset": "cars", "table6_alphas": [16.0], "table7_alphas": [4.0, 16.0]},
-        "quick": {
-            "seeds": [0, 1, 2],
-            "dataset": "cars",
-            "table6_alphas": [16.0],
-            "table7_alphas": [4.0, 16.0, 64.0],
-        },
-        "paper": {
-            "seeds": [0, 1, 2],
-            "dataset": "cars",
-            "table6_alphas": [8.0, 16.0, 32.0],
-            "table7_alphas": [2.0, 4.0, 8.0, 16.0, 32.0],
-        },
-    },
+    parameters=PARAMETERS,
     parameter_help={
         "dataset": "paper dataset (Cars; the offline benchmark on smoke/quick)",
         "table6_alphas": "alphas of Table 6",
@@ -181,6 +202,7 @@ ARTIFACT = Artifact(
             unit="R@1 points",
             differs=differs(_table6),
             arms=(SM, BN),
+            paper_effect=_t6("SM+ α", "SM"),
             key="sm_alpha_vs_sm",
         ),
         Claim(
@@ -189,6 +211,8 @@ ARTIFACT = Artifact(
             unit="R@1 points",
             differs=differs(_table6),
             arms=(BN,),
+            paper_effect=_t6("BN w/o WN", "SM+ α"),
+            primary=True,
             key="bn_wown_vs_sm_alpha",
         ),
         Claim(
@@ -197,6 +221,7 @@ ARTIFACT = Artifact(
             unit="R@1 points",
             differs=differs(_table6),
             arms=(BN,),
+            paper_effect=_t6("BN", "BN w/o WN"),
             key="bn_vs_bn_wown",
         ),
         Claim(
@@ -205,6 +230,7 @@ ARTIFACT = Artifact(
             unit="accuracy points",
             differs=differs(_table7),
             arms=(BN,),
+            paper_effect=_t7(),
             key="train_acc",
         ),
     ),

@@ -38,6 +38,11 @@ ROW_NAME: dict[str, str] = {"cub": "CUB", "cars": "CARS", "sop": "SOP", "inshop"
 MAP_SIDE: dict[str, int] = {"smoke": 4, "quick": 7, "paper": 8}
 
 
+def cell(label: str, row: str, column: str = "R@1", dataset: str = "cub") -> tuple[str, str, str, str]:
+    """A printed cell of ``results/reference/pnpp.csv`` (CUB unless said: the offline benchmark faces CUB)."""
+    return (label, row, column, dataset)
+
+
 def pooling_line(profile: str) -> str:
     """GMP vs GAP over the profile's feature map, against the paper's."""
     side = MAP_SIDE[profile]
@@ -69,22 +74,29 @@ def datasets(params: Params) -> list[str]:
 # ------------------------------------------------------------------------------------------- sweep claims
 
 
-def at_value(df: Any, metric: str, param: str, value: float) -> Any:
-    """Per-seed ``metric`` where ``param_<param>`` is (numerically close to) ``value``."""
+def _at_rows(df: Any, metric: str, param: str, value: float) -> Any:
     import numpy as np
     import pandas as pd
 
-    col = f"param_{param}"
     sel = df[df["metric"] == metric]
+    col = f"param_{param}"
     if col not in sel.columns:
-        return sel.groupby("seed")["value"].mean().iloc[0:0]
-    x = pd.to_numeric(sel[col], errors="coerce")
-    return sel[np.isclose(x, value, rtol=1e-6, atol=0)].groupby("seed")["value"].mean()
+        return sel.iloc[0:0]
+    return sel[np.isclose(pd.to_numeric(sel[col], errors="coerce"), value, rtol=1e-6, atol=0)]
+
+
+def at_value(df: Any, metric: str, param: str, value: float) -> Any:
+    """Per-seed ``metric`` where ``param_<param>`` is (numerically close to) ``value``."""
+    return _at_rows(df, metric, param, value).groupby("seed")["value"].mean()
 
 
 def diff_at(df: Any, metric: str, param: str, better: float, worse: float) -> Any:
-    """Per seed: ``metric`` at ``param = better`` minus at ``param = worse`` (paired on the seed)."""
-    return (at_value(df, metric, param, better) - at_value(df, metric, param, worse)).dropna()
+    """Per seed: ``metric`` at ``param = better`` minus at ``param = worse`` (paired on the seed), with the runs
+    each side read (:func:`dmllab.experiments.compare.with_arms`)."""
+    from dmllab.experiments.compare import with_arms
+
+    diff = (at_value(df, metric, param, better) - at_value(df, metric, param, worse)).dropna()
+    return with_arms(diff, _at_rows(df, metric, param, better), _at_rows(df, metric, param, worse))
 
 
 def sweep_runs(
@@ -94,43 +106,61 @@ def sweep_runs(
     values: Sequence[float],
     preset: Any = None,
     descending: bool = False,
+    below: float | None = None,
 ) -> list[Run]:
     """One run per (dataset, value, seed): ``build(dataset, profile, value)`` -> config, tagged ``param``.
 
     With ``preset`` the grid is ``values`` plus the preset's own value ``preset(dataset, profile)`` (the paper's
     on the paper profile, on quick the value ``dmllab tune`` chose on validation), and every run is also tagged
     ``preset`` (True on the preset's runs, the ones every other table shares): the sweep's claims compare at it
-    (:func:`preset_value`). ``descending``: the grid from the largest value."""
+    (:func:`tagged_value`). With ``below`` the grid also holds the preset's value divided by ``below`` (tagged
+    ``below``: one step of the paper's grid below the optimum). ``descending``: the grid from the largest value."""
+    import math
+
     out = []
     for dataset in datasets(params):
         own = None if preset is None else float(preset(dataset, params.profile))
-        grid = list(values) if own is None else sorted({float(v) for v in values} | {own}, reverse=descending)
-        for v in grid:
-            tags = {param: v} if own is None else {param: v, "preset": v == own}
+        step = None if own is None or below is None else own / below
+        grid = {float(v) for v in values} | ({own} if own is not None else set())
+        if step is not None and not any(math.isclose(step, v, rel_tol=1e-6) for v in grid):
+            grid.add(step)
+        for v in sorted(grid, reverse=descending):
+            tags: dict[str, Any] = {param: v}
+            if own is not None:
+                tags["preset"] = v == own
+            if step is not None:
+                tags["below"] = math.isclose(v, step, rel_tol=1e-6)
             out += kit.seeds_runs(build(dataset, params.profile, v), params, f"{param} {v:.4g}", **tags)
     return out
 
 
-def preset_value(df: Any, param: str) -> float:
-    """The preset's value of ``param`` in a sweep's rows: ``param_<param>`` of the rows tagged ``preset``
-    (:func:`sweep_runs`). Raises ValueError when no row is tagged (rows written before the tag existed)."""
+def tagged_value(df: Any, param: str, tag: str = "preset") -> float:
+    """The value of ``param`` on a sweep's rows tagged ``tag`` (:func:`sweep_runs`: the preset's, or the step
+    below it). Raises ValueError when no row or several values are tagged (rows written before the tag existed)."""
     import pandas as pd
 
-    flags = df.get("param_preset")
+    flags = df.get(f"param_{tag}")
     sel = df[flags.astype(str).isin(["True", "true", "1", "1.0"])] if flags is not None else df.iloc[0:0]
     values = pd.to_numeric(sel.get(f"param_{param}"), errors="coerce").dropna().unique()
     if len(values) != 1:
         raise ValueError(
-            f"the sweep's rows tag {len(values)} preset values of {param!r} (expected one): re-run its notebook"
+            f"the sweep's rows tag {len(values)} {tag} values of {param!r} (expected one): re-run its notebook"
         )
     return float(values[0])
 
 
-def preset_vs(df: Any, metric: str, param: str, which: str) -> Any:
+def preset_value(df: Any, param: str) -> float:
+    """The preset's value of ``param`` in a sweep's rows (:func:`tagged_value`)."""
+    return tagged_value(df, param, "preset")
+
+
+def preset_vs(df: Any, metric: str, param: str, which: str | float) -> Any:
     """Per seed: ``metric`` at the preset's value of ``param`` minus at the ``"min"`` or ``"max"`` value swept,
-    or at a number given as ``which``."""
+    at the ``"below"`` step (:func:`sweep_runs`), or at a number given as ``which``."""
     import pandas as pd
 
     swept = pd.to_numeric(df.get(f"param_{param}"), errors="coerce")
-    other = {"min": swept.min(), "max": swept.max()}.get(which, which)
+    other = {"min": swept.min(), "max": swept.max()}.get(which, which) if which != "below" else None
+    if which == "below":
+        other = tagged_value(df, param, "below")
     return diff_at(df, metric, param, preset_value(df, param), float(other))

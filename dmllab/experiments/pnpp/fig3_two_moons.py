@@ -70,21 +70,18 @@ ARTIFACT = Artifact(
     ),
     parameters={
         "smoke": {
-            "seeds": [0, 1],
             "temperatures": [1.0, 0.0625],
             "steps": 100,
             "grid_resolution": 40,
             **_SHARED,
         },
         "quick": {
-            "seeds": [0, 1, 2],
             "temperatures": [1.0, 0.5, 0.25, 0.125, 0.0625],
             "steps": 2000,
             "grid_resolution": 100,
             **_SHARED,
         },
         "paper": {
-            "seeds": [0, 1, 2, 3, 4],
             "temperatures": [1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125],
             "steps": 5000,
             "grid_resolution": 150,
@@ -105,6 +102,7 @@ ARTIFACT = Artifact(
             lambda df: extremes(df, "boundary_length", "temperature", low_minus_high=True),
             unit="contour length",
             differs=_TOY,
+            primary=True,
             key="boundary",
         ),
         Claim(

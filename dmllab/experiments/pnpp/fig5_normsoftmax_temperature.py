@@ -16,6 +16,11 @@ def preset_temperature(dataset: str, profile: str) -> float:
     return float(kit.config("normsoftmax", dataset, profile).loss.get("temperature"))
 
 
+# "Lowering T beyond the optimum hurts" compares the preset's T with T one step of the paper's grid (factors of 2)
+# below it.
+BELOW = 2.0
+
+
 def runs(params: Params) -> list[Run]:
     return C.sweep_runs(
         params,
@@ -24,6 +29,7 @@ def runs(params: Params) -> list[Run]:
         params["temperatures"],
         preset=preset_temperature,
         descending=True,
+        below=BELOW,
     )
 
 
@@ -47,17 +53,12 @@ ARTIFACT = Artifact(
         "on CUB against T; the authors pick T = 1/2 from it. The swept values are not printed: dmllab sweeps "
         "factors of 2 around 1/2 and always adds the preset's T (1/2 on the paper profile; on quick the T that "
         "dmllab tune chose on validation), whose runs are the NormSoftMax runs of pnpp_table12_13_normsoftmax. "
-        "Quick: T = 1 to 1/16 and the preset's on the offline benchmark, 3 seeds."
+        "Quick: T = 1, 1/4, 1/16, the preset's and half of it on the offline benchmark."
     ),
     parameters={
-        "smoke": {"seeds": [0, 1], "datasets": ["synthetic"], "temperatures": [1.0, 0.5]},
-        "quick": {
-            "seeds": [0, 1, 2],
-            "datasets": ["synthetic"],
-            "temperatures": [1.0, 0.5, 0.25, 0.125, 0.0625],
-        },
+        "smoke": {"datasets": ["synthetic"], "temperatures": [1.0, 0.5]},
+        "quick": {"datasets": ["synthetic"], "temperatures": [1.0, 0.25, 0.0625]},
         "paper": {
-            "seeds": [0, 1, 2, 3, 4],
             "datasets": ["cub"],
             "temperatures": [1.0, 0.5, 0.25, 0.125, 1 / 16, 1 / 32],
         },
@@ -73,21 +74,19 @@ ARTIFACT = Artifact(
                 "both temperatures at the profile's NormSoftMax settings", "normsoftmax"
             ),
             arms=("normsoftmax",),
+            primary=True,
             key="t2_vs_t1",
         ),
         Claim(
-            "NormSoftMax: R@1 at the preset's T (the paper's 1/2; on quick the tuned T) above the lowest T swept",
-            lambda df: C.preset_vs(df, "R@1", "temperature", "min"),
+            "NormSoftMax: R@1 at the preset's T (the paper's 1/2; on quick the tuned T) above half that T",
+            lambda df: C.preset_vs(df, "R@1", "temperature", "below"),
             unit="R@1 points",
             differs=analogue.differs(
-                lambda p: (
-                    f"lowest T swept 1/{1 / min(ARTIFACT.parameters[p]['temperatures']):g} (the paper prints "
-                    "its grid only as a curve)"
-                ),
+                "half the preset's T, one step of the paper's grid (which it prints only as a curve)",
                 "normsoftmax",
             ),
             arms=("normsoftmax",),
-            key="below_t2",
+            key="below_optimum",
         ),
     ),
     figures=(Figure(_figure, caption="R@1 against T, mean +- one std over seeds (shaded)."),),

@@ -58,8 +58,8 @@ ARTIFACT = Artifact(
         "paper's ResNet-50, 2048-d setting (needs `data_root`)."
     ),
     parameters={
-        "smoke": {"seeds": [0, 1], "dataset": "synthetic", "every": 1, "epochs": None},
-        "quick": {"seeds": [0, 1, 2], "dataset": "synthetic", "every": 5, "epochs": 1},
+        "smoke": {"dataset": "synthetic", "every": 1, "epochs": None},
+        "quick": {"dataset": "synthetic", "every": 5, "epochs": 1},
         "paper": {"seeds": [0, 1, 2], "dataset": "cub", "every": 20, "epochs": 5},
     },
     parameter_help={
@@ -81,6 +81,7 @@ ARTIFACT = Artifact(
                 ),
                 "proxynca++",
             ),
+            primary=True,
             key="grad_ratio",
         ),
     ),

@@ -128,8 +128,8 @@ ARTIFACT = Artifact(
         "from the dataset (regenerated on the quick profile)."
     ),
     parameters={
-        "smoke": {"seeds": [0, 1], "dataset": "cars", "k": 4, "queries": 3, "query_seed": 0},
-        "quick": {"seeds": [0, 1, 2], "dataset": "cars", "k": 4, "queries": 6, "query_seed": 0},
+        "smoke": {"dataset": "cars", "k": 4, "queries": 3, "query_seed": 0},
+        "quick": {"dataset": "cars", "k": 4, "queries": 6, "query_seed": 0},
         "paper": {"seeds": [0, 1, 2], "dataset": "cars", "k": 4, "queries": 6, "query_seed": 0},
     },
     parameter_help={
@@ -152,6 +152,7 @@ ARTIFACT = Artifact(
                 "cars",
             ),
             arms=("proxy_anchor", "proxynca"),
+            primary=True,
             key="p_at_4",
         ),
     ),

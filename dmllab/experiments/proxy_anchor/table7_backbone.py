@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dmllab.experiments import analogue, kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Run, printed
 from dmllab.experiments.compare import extremes
 from dmllab.experiments.params import Params
 from dmllab.experiments.proxy_anchor._common import pa_config, recall_column
@@ -72,7 +72,6 @@ ARTIFACT = Artifact(
     ),
     parameters={
         "smoke": {
-            "seeds": [0, 1],
             "datasets": ["cub"],
             "dim": 16,
             "settings": [
@@ -81,7 +80,6 @@ ARTIFACT = Artifact(
             ],
         },
         "quick": {
-            "seeds": [0, 1, 2],
             "datasets": ["cub"],
             "dim": 128,
             "settings": [
@@ -120,6 +118,11 @@ ARTIFACT = Artifact(
                 paper="GoogLeNet vs ResNet-50 (the registry has no Inception-BN or ResNet-101)",
             ),
             arms=("proxy_anchor",),
+            paper_effect=printed(
+                ("Table 7", "ResNet-50 224 × 224", recall_column("cub", "R@1"), "cub"),
+                ("Table 7", "GoogleNet 224 × 224", recall_column("cub", "R@1"), "cub"),
+            ),
+            primary=True,
             key="backbone",
         ),
     ),

@@ -109,6 +109,11 @@ def loss_runs(
     return out
 
 
+def cell(label: str, row: str, column: str, dataset: str = "cars") -> tuple[str, str, str, str]:
+    """A printed cell of ``results/reference/proxy_synthesis.csv`` (Cars unless said: the benchmark faces Cars)."""
+    return (label, row, column, dataset)
+
+
 def stand_in(rec: Mapping[str, Any], default: str = "cars") -> str:
     """The paper dataset a row faces: itself on the paper profile; ``default`` for the offline benchmark."""
     ds = str(rec.get("dataset"))

@@ -68,9 +68,8 @@ ARTIFACT = Artifact(
         "data and initialisation, so the comparison is paired."
     ),
     parameters={
-        "smoke": {"seeds": [0, 1], "n_per_class": 50, "steps": 30, "grid_resolution": 40, **_COMMON},
+        "smoke": {"n_per_class": 50, "steps": 30, "grid_resolution": 40, **_COMMON},
         "quick": {
-            "seeds": [0, 1, 2, 3, 4],
             "n_per_class": 200,
             "steps": 500,
             "grid_resolution": 100,
@@ -104,6 +103,7 @@ ARTIFACT = Artifact(
             lambda df: paired(df, "mean_conf_unseen", NS, PS),
             unit="confidence",
             differs=_TOY,
+            primary=True,
             key="unseen_confidence",
         ),
         Claim(

@@ -118,15 +118,6 @@ def reference(rec: Any) -> tuple[str, ...] | None:
     return ("Table A", f"µ = {float(rec['param_mu']):.1f}", col, "cars")
 
 
-def _grows(metric: str):
-    def effect(df: Any) -> Any:
-        d = df[df["param_mu"].astype(float) > 0]
-        hi, lo = d["param_mu"].astype(float).max(), d["param_mu"].astype(float).min()
-        return per_seed(d, metric, mu=hi) - per_seed(d, metric, mu=lo)
-
-    return effect
-
-
 # Table A's cost of PS at mu = 1 relative to its mu = 0 baseline: (generation 0.435 + loss 1.090) / loss 0.558 ms.
 PAPER_RATIO = (0.435 + 1.090) / 0.558
 
@@ -140,6 +131,10 @@ def _ratio_within_paper(df: Any) -> Any:
 _CPU_MS = (
     "absolute milliseconds: the study times the CPU (the paper: a GPU); the overhead ratio to the same loss "
     "without PS is the claim that carries over"
+)
+_CPU_RATIO = (
+    "CPU timings: the relative cost of the generation, the extra logits and the backward pass depends on the "
+    "kernels, and a CPU's are not the paper's GPU's; the ratio is measured and shown, judged on the paper profile"
 )
 _TIMING = analogue.differs(
     "random L2-normalised 512-d embeddings and 98 proxies, forward + backward, timed side by side with the same "
@@ -203,11 +198,12 @@ ARTIFACT = Artifact(
         "same loss without PS: every point also times Norm-softmax without PS side by side (in turn within "
         "each repetition, in the same process; metric `base_loss_ms`), and `overhead_ratio` = (generation + "
         "loss) / loss without PS, which Table A gives as (0.435 + 1.090) / 0.558 at mu = 1. The absolute claim "
-        "(below 1 ms) is not testable on the CPU profiles."
+        "(below 1 ms) and the ratio are not testable on the CPU profiles (smoke, quick): the rows show them. The "
+        "time growing with mu is no claim: more rows take longer."
     ),
     parameters={
-        "smoke": {"seeds": [0, 1], "mus": [0.0, 1.0], "repeats": 3, **_COMMON},
-        "quick": {"seeds": [0, 1, 2], "mus": [0.0, 0.2, 0.5, 1.0, 1.5, 2.0], "repeats": 30, **_COMMON},
+        "smoke": {"mus": [0.0, 1.0], "repeats": 3, **_COMMON},
+        "quick": {"mus": [0.0, 0.2, 0.5, 1.0, 1.5, 2.0], "repeats": 30, **_COMMON},
         "paper": {"seeds": [0, 1, 2], "mus": [0.0, 0.2, 0.5, 1.0, 1.5, 2.0], "repeats": 100, **_COMMON},
     },
     parameter_help={
@@ -222,14 +218,13 @@ ARTIFACT = Artifact(
     reference=reference,
     claims=(
         Claim(
-            "the loss time grows with mu", _grows("loss_ms"), unit="ms", differs=_TIMING, key="grows_with_mu"
-        ),
-        Claim(
             f"PS at mu = 1 costs no more, relative to the same loss without PS ((generation + loss) / loss), "
             f"than in Table A ({PAPER_RATIO:.2f}x)",
             _ratio_within_paper,
             unit="x below the paper's ratio",
             differs=_TIMING,
+            not_testable={"smoke": _CPU_RATIO, "quick": _CPU_RATIO},
+            primary=True,
             key="overhead_ratio",
         ),
         Claim(
