@@ -148,7 +148,7 @@ def untrained_rows(
 
     out: list[dict[str, Any]] = []
     for pool in pools:
-        pooled = cfg if cfg.model.pooling == pool else cfg.replace("model.pooling", pool)
+        pooled = cfg if cfg.model.pooling.name == pool else cfg.replace("model.pooling", pool)
         for seed in seeds:
             placed = lookup.place(Run(pooled, seed)).config
             out += tidy(

@@ -117,8 +117,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     src = "stored result" if result.cached else f"trained in {result.wall_time_s:.1f} s"
     print(f"test ({src}; best epoch {result.best_epoch}, lr drops {result.lr_drop_epochs}):")
     _print_metrics(result.metrics)
-    if result.train_metrics:
-        print(f"final model on its training split: R@1 {100 * result.train_metrics['R@1']:.2f}")
     print(f"run stored in {result.run_dir}")
     return 0
 
@@ -222,7 +220,9 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     except ValueError as err:
         return _fail(err, args)
     t0 = time.perf_counter()
-    path = ensure_pretrained_smallcnn(width=args.width, progress=not args.quiet, force=args.force, seed=args.seed)
+    path = ensure_pretrained_smallcnn(
+        width=args.width, progress=not args.quiet, force=args.force, seed=args.seed
+    )
     print(
         f"pre-trained SmallCNN (width {args.width}, synthetic draw {args.seed}) at {path} "
         f"({time.perf_counter() - t0:.1f} s)"
@@ -306,7 +306,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--width", type=int, default=16, help="SmallCNN width (the quick profile uses 16)")
     p.add_argument(
-        "--seed", type=int, default=0, help="the synthetic benchmark's draw whose pre-training pool it trains on (0)"
+        "--seed",
+        type=int,
+        default=0,
+        help="the synthetic benchmark's draw whose pre-training pool it trains on (0)",
     )
     p.add_argument("--profile", default="quick", help="accepted for symmetry; the quick profile's CNN")
     p.add_argument("--quiet", action="store_true")

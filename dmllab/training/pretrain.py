@@ -50,7 +50,9 @@ class _FirstUse:
         if self.steps == self.FROM:
             self.start = time.perf_counter()
         elif self.steps == self.TO:
-            per_epoch = -(-len(trainer.data.dataset(trainer.cfg.data.train_split, train=True)) // self.batch_size)
+            per_epoch = -(
+                -len(trainer.data.dataset(trainer.cfg.data.train_split, train=True)) // self.batch_size
+            )
             pace = (time.perf_counter() - self.start) / (self.TO - self.FROM)
             first_use(self.what, pace * per_epoch * self.epochs)
 
@@ -82,7 +84,9 @@ def ensure_pretrained_smallcnn(
         what = f"pre-training the SmallCNN trunk (width {width}, {s.epochs} epochs, synthetic draw {seed}) into {path}"
         announce = _FirstUse(what, s.epochs, d.batch_size)
         trainer = Trainer(cfg, progress=progress, seed=int(seed), hooks=(announce,))
-        trainer.setup(StagePlan("pretrain", d.train_split, d.val_split, s.epochs, 0, s.scheduler, s.milestones))
+        trainer.setup(
+            StagePlan("pretrain", d.train_split, d.val_split, s.epochs, 0, s.scheduler, s.milestones)
+        )
         rows = trainer.fit()
         wall = time.perf_counter() - t0
         save_atomic(trainer.model.backbone.state_dict(), path)  # with its checksum sidecar

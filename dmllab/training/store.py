@@ -343,7 +343,6 @@ class RunStore:
             "seed": result.seed,
             "device": result.device,
             "precision": result.precision,
-            "train_metrics": result.train_metrics,
             "method": cfg.method,
             "dataset": cfg.dataset,
             "profile": cfg.profile,
@@ -502,7 +501,6 @@ def load_run_dir(
         run_dir=str(d),
         cached=True,
         precision=m.get("precision"),
-        train_metrics=m.get("train_metrics") or {},
     )
 
 

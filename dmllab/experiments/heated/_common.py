@@ -49,7 +49,7 @@ def hs_config(
 def alpha_of(profile: str, variant: str, dataset: str = "cars") -> float:
     """The alpha the ``variant`` preset of ``profile`` trains with (on quick the value ``dmllab tune`` chose on
     validation, the paper's 16 on the paper profile)."""
-    return float(dict(hs_config(profile, dataset, variant).loss.kwargs)["alpha"])
+    return float(hs_config(profile, dataset, variant).loss.get("alpha"))
 
 
 def cell(row: str, column: str, dataset: str = "cars", label: str = "Table 1") -> tuple[str, str, str, str]:

@@ -108,7 +108,7 @@ ARTIFACT = Artifact(
     description=(
         "PS Table 5 (CARS196, SOP): Softmax and Norm-softmax trained plain (Baseline), with Virtual Softmax "
         "(Softmax only: with normalised weights the virtual logit is constant; `virtual_softmax` loss, virtual "
-        "logit clipped at 10), Input Mixup, Manifold Mixup (`loss.regularizer`, lambda ~ Beta(alpha, alpha); "
+        "logit clipped at 10), Input Mixup, Manifold Mixup (a mixup wrapper around the loss, lambda ~ Beta(alpha, alpha); "
         "dmllab mixes the backbone's final feature map) or Proxy Synthesis (alpha 0.4, mu 1); Table E searches "
         "the mixup alpha 0.3-2.0. Baseline and PS are the Table 6 runs (shared). Paper profile: every cell and "
         "the full alpha search (Table 5's mixup rows at alpha 0.5). Quick (offline benchmark, rows face the Cars "

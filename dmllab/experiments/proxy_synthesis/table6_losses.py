@@ -265,7 +265,7 @@ ARTIFACT = Artifact(
         "Norm-softmax, SphereFace, CosFace, ArcFace, Proxy-NCA, SoftTriple, Proxy-anchor) trained with and "
         "without Proxy Synthesis (alpha 0.4, mu 1) in one training setup per profile (the `proxy_synthesis` "
         "preset: the released setup on the paper profile, its compressed analogue on quick; without PS = "
-        "the same config with `loss.synthesis=False`; SoftTriple = the Norm-softmax setup with the `softtriple` "
+        "the same config without the Proxy Synthesis wrapper; SoftTriple = the Norm-softmax setup with the `softtriple` "
         "loss at its paper defaults, K=10). Paper profile: all 8 losses x 4 datasets on the ResNet-50 stand-in "
         "for BN-Inception. Quick: the offline benchmark (rows face the CUB column), five losses (Softmax, "
         "Norm-softmax, Proxy-NCA, SoftTriple, Proxy-anchor; SphereFace/CosFace/ArcFace cut for the run budget), "

@@ -30,7 +30,7 @@ class DatasetSpec:
     CUB and SOP, not In-Shop).
 
     ``sized_by_profile``: the offline benchmark renders images at any size and class count, so the quick and
-    smoke profiles set them (``dataset_kwargs``); real datasets and digits are used as they are.
+    smoke profiles set them (the ``data.dataset`` spec's keywords); real datasets and digits are used as they are.
 
     ``images_in_memory``: the dataset holds its images as one uint8 array, so the quick profile's in-memory
     tensor path and frozen-prefix feature cache apply (``data.in_memory``, ``model.frozen_blocks``); folders of

@@ -45,7 +45,7 @@ supplement uses), under the released PS setup above. ``base="virtual_softmax"``:
 NeurIPS 2018; the ``virtual_softmax`` loss's defaults), one of the regularizers PS Table 5 compares with, under
 the same setup (PS Table 5 trains it over Softmax only; the experiments turn PS off for it).
 
-``regularizer`` (PS Table 5): "none", "input_mixup" or "manifold_mixup" (``loss.regularizer``, lambda ~
+``regularizer`` (PS Table 5): "none", "input_mixup" or "manifold_mixup" (a mixup wrapper around the loss, lambda ~
 Beta(``mixup_alpha``, ``mixup_alpha``), default 0.5 as Table 5's mixup rows; :class:`dmllab.losses.Mixup`).
 Input Mixup mixes *images*, so it cannot run on the cached frozen-block features of the quick profile
 (``data.feature_views``; ``config.validate`` rejects the combination): the one place that turns the cache off
@@ -102,7 +102,7 @@ def proxy_synthesis(
 ) -> ExperimentConfig:
     """Proxy Synthesis (PS Eq. 2-5) over ``base`` in the released setup (module docstring). ``lr_decay``:
     "code" (epoch 50) or "paper" (the supplement's per-dataset epoch); ``epochs``: default 130 (Proxy Anchor
-    base: its own 60); ``regularizer`` / ``mixup_alpha``: PS Table 5's mixups (``loss.regularizer``; input
+    base: its own 60); ``regularizer`` / ``mixup_alpha``: PS Table 5's mixups (a wrapper around the loss; input
     mixup's ``data.feature_views=0`` is set by :data:`OVERLAYS`, module docstring); ``nca_prob``: base
     "proxynca" with the positive proxy in the softmax denominator (the release), False = classic ProxyNCA."""
     if base not in PS_BASES:
