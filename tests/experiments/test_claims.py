@@ -123,7 +123,7 @@ class _FakeLookup:
 
 def test_trains_rows_gain_over_the_pretrained_network_with_the_same_pooling(monkeypatch):
     def untrained(cfg, *, seed):  # GAP network 20, GMP network 30 (R@1 as a fraction)
-        return {"R@1": 0.2 if cfg.model.pooling == "avg" else 0.3}
+        return {"R@1": 0.2 if cfg.model.pooling.name == "avg" else 0.3}
 
     monkeypatch.setattr(kit, "evaluate_network", untrained)
     params = B.ARTIFACT.params("quick", device="cpu", methods=["proxynca++", "proxy_anchor", "normsoftmax"])
@@ -147,20 +147,21 @@ def test_draw_zero_is_the_default_and_a_draw_redraws_data_and_trunk():
     cfg = presets.get("proxynca++", "synthetic", "quick")
     assert kit.on_draw(cfg, 0) is cfg
     two = kit.on_draw(cfg, 2)
-    assert dict(two.data.dataset_kwargs)["seed"] == 2
-    assert dict(two.model.backbone_kwargs)["pretrain_seed"] == 2
+    assert two.data.dataset.get("seed") == 2
+    assert two.model.backbone.get("pretrain_seed") == 2
     assert run_key(two) != run_key(cfg) != run_key(kit.on_draw(cfg, 1))
     smoke = presets.get("proxynca++", "synthetic", "smoke")  # no pre-trained trunk: only the data are redrawn
-    assert "pretrain_seed" not in dict(kit.on_draw(smoke, 1).model.backbone_kwargs)
+    assert "pretrain_seed" not in kit.on_draw(smoke, 1).model.backbone.kw
+    assert kit.on_draw(smoke, 1).data.dataset.get("seed") == 1
     with pytest.raises(ValueError, match="synthetic"):
         kit.on_draw(presets.get("proxynca++", "cub", "paper"), 1)
 
 
 def test_pretrained_trunk_is_keyed_on_the_draw():
     from dmllab.models.weights import weights_fingerprint
-    from dmllab.training import pretrain
+    from dmllab.training import smallcnn_weights as pretrain
 
-    assert "seed" not in dict(pretrain.pretrain_config(16).data.dataset_kwargs)  # draw 0 keeps its hash
+    assert "seed" not in pretrain.pretrain_config(16).data.dataset.kw  # draw 0 keeps its hash
     assert pretrain.weights_path(16, 3).name == "smallcnn-synthetic-w16-s3.pt"
     assert pretrain.weights_path(16).name == "smallcnn-synthetic-w16.pt"
     fp = [
@@ -170,25 +171,41 @@ def test_pretrained_trunk_is_keyed_on_the_draw():
     assert fp[0] == weights_fingerprint("smallcnn", pretrained=True, backbone_kwargs={"width": 16})
     assert fp[0] != fp[1]
     cfg = pretrain.pretrain_config(16, seed=1)
-    assert dict(cfg.data.dataset_kwargs)["seed"] == 1
+    assert cfg.data.dataset.get("seed") == 1
 
 
-def test_the_provider_pretrains_the_draw_asked_for(monkeypatch, tmp_path):
+def test_the_provider_reads_and_prepare_pretrains_the_draw_asked_for(monkeypatch, tmp_path):
+    """The weights source reads the trunk of the draw a config asks for; the run store's ``prepare`` pre-trains
+    that draw's trunk when it is missing."""
     from dmllab.models.weights import resolve_weights
-    from dmllab.training import pretrain
+    from dmllab.training import pretrain, smallcnn_weights
 
-    asked = []
+    asked, trained = [], []
 
     def fake(width=16, *, progress=True, seed=0, **kw):
-        asked.append((width, seed))
+        trained.append((width, seed))
         return tmp_path / f"w{width}-{seed}.pt"
 
+    def fresh(width, seed, **kw):
+        asked.append((width, seed))
+        return True
+
+    monkeypatch.setattr(smallcnn_weights, "is_fresh", fresh)
     monkeypatch.setattr(pretrain, "ensure_pretrained_smallcnn", fake)
-    resolve_weights(
+    got = resolve_weights(
         "smallcnn", pretrained=True, backbone_kwargs={"width": 16, "pretrain_seed": 2}, progress=False
     )
-    resolve_weights("smallcnn", pretrained=True, backbone_kwargs={"width": 16}, progress=False)
-    assert asked == [(16, 2), (16, 0)]
+    assert got == smallcnn_weights.weights_path(16, 2)
+    assert resolve_weights("smallcnn", pretrained=True, backbone_kwargs={"width": 16}, progress=False) == (
+        smallcnn_weights.weights_path(16, 0)
+    )
+    assert asked == [(16, 2), (16, 0)] and trained == []  # reading never trains
+    monkeypatch.setattr(pretrain, "is_fresh", lambda width, seed, **kw: False)
+    quick = presets.get("proxynca++", "synthetic", "quick")
+    pretrain.prepare(kit.on_draw(quick, 2), progress=False)
+    pretrain.prepare(quick, progress=False)
+    pretrain.prepare(presets.get("proxynca++", "synthetic", "smoke"), progress=False)  # no pre-trained trunk
+    assert trained == [(16, 2), (16, 0)]
 
 
 def test_smallcnn_builds_with_the_draw_keyword():
@@ -203,7 +220,7 @@ def test_ablation_trains_seed_k_on_draw_k():
     a = registry.get("pnpp_table7_10_ablation")
     for profile, per_seed in (("quick", True), ("paper", False)):
         for run in a.runs(a.params(profile, device="cpu")):
-            draw = dict(run.config.data.dataset_kwargs).get("seed", 0)
+            draw = run.config.data.dataset.get("seed", 0)
             assert draw == (run.seed if per_seed else 0) and run.tag["data_seed"] == draw
     quick = a.params("quick", device="cpu")
     seed0 = {r.key for r in a.runs(quick) if r.seed == 0 and r.variant == "ProxyNCA++"}
@@ -448,6 +465,6 @@ def test_heated_arms_are_the_unheated_run_plus_heating():
 def test_data_seed_fixed_puts_every_seed_on_draw_zero():
     a = registry.get("pnpp_table7_10_ablation")
     fixed = a.params("quick", device="cpu", data_seed="fixed")
-    assert all("seed" not in dict(r.config.data.dataset_kwargs) for r in a.runs(fixed))
+    assert all("seed" not in r.config.data.dataset.kw for r in a.runs(fixed))
     with pytest.raises(ValueError, match="data_seed"):
         kit.draw_of(a.params("quick", device="cpu", data_seed="per-seed"), 1)
