@@ -405,7 +405,7 @@ def degenerate_cases() -> list[Case]:
         def run(ctx):
             import torch
 
-            from dmllab.training.trainer import check_embeddings
+            from dmllab.training.evaluation import check_embeddings
 
             return expect_error(
                 lambda: check_embeddings(torch.full((50, 8), value), "test"), "collapsed", "test"
@@ -526,13 +526,32 @@ def value_cases() -> list[Case]:
     cases = []
 
     def override(item: str, *needles: str, method: str = "proxynca++"):
+        """``--set`` of ``item`` (``;`` between several) refused before any training: the overrides, then every
+        component built at a toy size (:func:`dmllab.training.build.check`, what the trainer calls first)."""
+
         def run(ctx):
-            from dmllab.training import apply_overrides, presets
+            from dmllab.training import apply_overrides, build, presets
 
             cfg = presets.get(method, "synthetic", "smoke")
-            return expect_error(lambda: apply_overrides(cfg, [item]), *needles)
+            return expect_error(lambda: build.check(apply_overrides(cfg, item.split(";"))), *needles)
 
         return Case("values", f"--set {item} ({method})", run)
+
+    def names(item: str) -> tuple[str, ...]:
+        """What a helpful refusal of ``item`` names: a section field's key, or a component's path and keyword
+        (``loss.temperature`` -> ``loss``, ``temperature``)."""
+        key = item.split(";")[-1].split("=")[0]
+        for path in (
+            "data.sampler",
+            "data.dataset",
+            "model.pooling",
+            "model.backbone",
+            "callbacks.heating",
+            "loss",
+        ):
+            if key.startswith(path + "."):
+                return path, key[len(path) + 1 :]
+        return (key,)
 
     bad = [
         "optim.lr=-0.1",
@@ -546,9 +565,9 @@ def value_cases() -> list[Case]:
         "optim.weight_decay=-0.1",
         "optim.grad_clip_value=0",
         "optim.grad_clip_value=-10",
-        "data.per_class=0",
-        "data.per_class=-4",
-        "data.per_class=3",
+        "data.sampler.per_class=0",
+        "data.sampler.per_class=-4",
+        "data.sampler.per_class=3",
         "data.batch_size=0",
         "data.batch_size=-32",
         "data.eval_batch_size=0",
@@ -556,7 +575,7 @@ def value_cases() -> list[Case]:
         "data.feature_views=-1",
         "model.embedding_dim=0",
         "model.embedding_dim=-16",
-        "model.k=0",
+        "model.pooling=kmax;model.pooling.k=0",
         "model.frozen_blocks=-1",
         "schedule.epochs=0",
         "schedule.epochs=-5",
@@ -576,44 +595,46 @@ def value_cases() -> list[Case]:
         "loss.temperature=inf",
     ]
     for item in bad:
-        cases.append(override(item, item.split("=")[0]))
+        cases.append(override(item, *names(item)))
     pa = ["loss.delta=nan", "loss.delta=-0.1", "loss.alpha=0", "loss.alpha=-32", "loss.alpha=inf"]
-    cases += [override(item, item.split("=")[0], method="proxy_anchor") for item in pa]
-    ps = ["loss.ps_alpha=0", "loss.ps_mu=-1", "loss.ps_lambda=1.5", "loss.ps_lambda=-0.2"]
-    cases += [override(item, item.split("=")[0], method="proxy_synthesis:normsoftmax") for item in ps]
+    cases += [override(item, *names(item), method="proxy_anchor") for item in pa]
+    ps = ["loss.alpha=0", "loss.mu=-1", "loss.lam=1.5", "loss.lam=-0.2"]
+    cases += [override(item, *names(item), method="proxy_synthesis:normsoftmax") for item in ps]
     modes = [
-        ("schedule.milestones=3", "proxynca++"),
-        ("schedule.step_size=5", "proxynca++"),
-        ("schedule.gamma=0.3", "proxynca++"),
-        ("loss.ps_alpha=0.8", "proxynca++"),
-        ("loss.ps_mu=0.5", "proxynca++"),
-        ("loss.mixup_alpha=1.0", "proxynca++"),
-        ("optim.momentum=0.9", "proxynca++"),
-        ("schedule.heat_lr_factor=0.5", "proxynca++"),
-        ("schedule.patience=2", "proxy_anchor"),
-        ("data.feature_views=4", "proxynca++"),
+        ("schedule.milestones=3", "proxynca++", "does nothing"),
+        ("schedule.step_size=5", "proxynca++", "does nothing"),
+        ("schedule.gamma=0.3", "proxynca++", "does nothing"),
+        ("optim.momentum=0.9", "proxynca++", "does nothing"),
+        ("schedule.patience=2", "proxy_anchor", "does nothing"),
+        ("data.feature_views=4", "proxynca++", "does nothing"),
+        # a component's keyword that its component does not take (Proxy Synthesis's without it)
+        ("loss.alpha=0.8", "proxynca++", "takes no keyword 'alpha'"),
+        ("loss.mu=0.5", "proxynca++", "takes no keyword 'mu'"),
+        ("loss.wraps.alpha=1.0", "proxynca++", "loss.wraps.alpha"),
+        ("callbacks.heating.lr_factor=0.5", "proxynca++", "epoch"),
+        ("callbacks.heating.epoch=1", "proxynca++", "alpha"),  # a loss without a scale to heat
     ]
-    cases += [override(item, "does nothing", method=m) for item, m in modes]
+    cases += [override(item, needle, method=m) for item, m, needle in modes]
 
     def good(items: list[str], method: str = "proxynca++"):
         def run(ctx):
-            from dmllab.training import apply_overrides, presets
+            from dmllab.training import apply_overrides, build, presets
 
             cfg = presets.get(method, "synthetic", "smoke")
-            return expect_value(lambda: apply_overrides(cfg, items), lambda v, c: True)
+            return expect_value(lambda: build.check(apply_overrides(cfg, items)), lambda v, c: True)
 
         return Case("values", f"accepted: {' '.join(items)} ({method})", run)
 
     cases += [
         good(["optim.lr_proxies=400"]),
         good(["optim.lr=0"]),
-        good(["data.per_class=none"]),
+        good(["data.sampler=random"]),
         good(["schedule.scheduler=multistep", "schedule.milestones=1,1"]),
         good(["data.feature_views=0"]),
-        good(["loss.synthesis=true", "loss.ps_alpha=0.8"], method="normsoftmax"),
+        good(["loss.alpha=0.8", "loss.wraps.temperature=0.05"], method="proxy_synthesis:normsoftmax"),
         good(["schedule.scheduler=step", "schedule.step_size=3", "schedule.gamma=0.5"]),
         good(["optim.name=sgd", "optim.momentum=0.9"]),
-        good(["loss.ps_pairing=sorted"]),
+        good(["loss.pairing=sorted"], method="proxy_synthesis:normsoftmax"),
     ]
 
     def param(name: str, value: object):
@@ -723,9 +744,9 @@ def value_cases() -> list[Case]:
         (["--protocol", "mlrc", "--mlrc-run-folds", "a,b"], "--mlrc-run-folds"),
         (["--seed", "-3"], "run.seed"),
         (["--set", "optim.lr_proxies=-1"], "optim.lr_proxies"),
-        (["--set", "data.per_class=0"], "data.per_class"),
+        (["--set", "data.sampler.per_class=0"], "per_class"),
         (["--set", "nonsense"], "key=value"),
-        (["--set", "loss.ps_alpha=2"], "does nothing"),
+        (["--set", "loss.alpha=2"], "takes no keyword 'alpha'"),
     ]
     for argv, needle in cli_cases:
         cases.append(
@@ -1031,10 +1052,10 @@ def integrity_cases() -> list[Case]:
         def run(ctx):
             import torch
 
-            from dmllab.training.protocol import _save_atomic, load_checkpoint
+            from dmllab.training.protocol import load_checkpoint, save_atomic
 
             path = ctx.folder() / "last.pt"
-            _save_atomic({"trainer": {"w": torch.arange(5000.0)}}, path)
+            save_atomic({"trainer": {"w": torch.arange(5000.0)}}, path)
             raw = bytearray(path.read_bytes())
             if kind == "a byte flipped":
                 raw[len(raw) // 2] ^= 1
@@ -1052,14 +1073,14 @@ def integrity_cases() -> list[Case]:
     def final_model_case(ctx):
         import torch
 
-        from dmllab.training.protocol import _save_atomic
+        from dmllab.training.protocol import save_atomic
         from dmllab.training.store import CorruptRunError
 
         cfg, store = _fake_run(ctx)
         path = store.checkpoint_dir(cfg, 0) / "final.pt"
-        _save_atomic({"model": {"w": torch.ones(3)}}, path)
+        save_atomic({"model": {"w": torch.ones(3)}}, path)
         store.save(cfg, 0, store.load(cfg, 0))  # recorded with this final model
-        _save_atomic({"model": {"w": torch.zeros(3)}}, path)  # another model, consistent sidecar
+        save_atomic({"model": {"w": torch.zeros(3)}}, path)  # another model, consistent sidecar
         with stderr_capture():
             return expect_error(lambda: store.final_model(cfg, 0), "final.pt", types=(CorruptRunError,))
 
@@ -1305,9 +1326,9 @@ def _write_big(kind: str, where: Path) -> Path:
     import torch
 
     if kind == "checkpoint":
-        from dmllab.training.protocol import _save_atomic
+        from dmllab.training.protocol import save_atomic
 
-        _save_atomic({"w": torch.randn(100_000)}, where / "ck" / "last.pt")
+        save_atomic({"w": torch.randn(100_000)}, where / "ck" / "last.pt")
         return where / "ck" / "last.pt"
     if kind in ("run store", "divergence record"):
         from dmllab.training import RunStore

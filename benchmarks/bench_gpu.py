@@ -101,7 +101,7 @@ def paper_cfg(root: Path, batch: int, amp: str, channels_last: str, weights: str
 
     overrides = [
         f"data.root={root}",
-        "data.check_counts=false",
+        "data.dataset.check_counts=false",
         f"data.batch_size={batch}",
         f"run.amp={amp}",
         f"run.channels_last={channels_last}",
@@ -158,16 +158,16 @@ def bench_model_step(add, root: Path, weights: str | None, steps: int) -> None:
 
 
 def bench_loader(add, root: Path, batches: int) -> None:
+    from dmllab.data.loaders import resolve_num_workers
     from dmllab.training import Trainer
     from dmllab.training.protocol import stage_plans
-    from dmllab.training.trainer import resolve_num_workers
 
     for batch in (32, 192):
         cfg = paper_cfg(root, batch, "off", "off", None)
         tr = Trainer(cfg, progress=False)
         plan = stage_plans(cfg)[0]
         workers = resolve_num_workers(cfg.data.num_workers)
-        loader = tr.train_loader(plan, 1)
+        loader = tr.data.train_batches(plan.name, plan.train_split, 1, tr.batch_shape(plan.train_split))
         it = iter(loader)
         next(it)  # workers started, first batch decoded
         t0, n = time.perf_counter(), 0
@@ -200,7 +200,7 @@ def bench_end_to_end(add, root: Path, weights: str | None, epochs: int) -> None:
         t0, n = time.perf_counter(), 0
         for e in range(epochs):
             tr.train_epoch(plan, first + 1 + e)
-            n += (len(tr.dataset(plan.train_split, train=True)) // batch) * batch
+            n += (len(tr.data.dataset(plan.train_split, train=True)) // batch) * batch
         torch.cuda.synchronize()
         sec = time.perf_counter() - t0
         add("end_to_end", name, "images_per_s", n / sec, "img/s")
@@ -373,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
             cmd = train_command(
                 "cub",
                 "paper",
-                "data.check_counts=false",
+                "data.dataset.check_counts=false",
                 f"schedule.epochs={args.paper_epochs}",
                 "schedule.warmup_epochs=0",
                 f"model.weights_path={args.weights}" if args.weights else "model.pretrained=false",

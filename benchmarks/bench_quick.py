@@ -77,7 +77,9 @@ _PRETRAINED = r"""
 import json, sys
 from dmllab.experiments.kit import evaluate_network
 from dmllab.training import apply_overrides, presets
+from dmllab.training.pretrain import prepare
 cfg = apply_overrides(presets.get("proxynca++", "synthetic", "quick"), json.loads(sys.argv[1]))
+prepare(cfg, progress=False)  # the pre-trained SmallCNN, trained here if missing (building a model never does)
 print("RESULT " + json.dumps(evaluate_network(cfg, seed=int(sys.argv[2]))["R@1"]))
 """
 # The frozen-prefix feature caches of a setting, timed.
@@ -95,7 +97,7 @@ splits = [(d.train_split, True), (d.test_split, False)]
 if cfg.run.two_stage:
     splits += [(d.trainval_split, True), (d.val_split, False)]
 for split, train in splits:
-    trainer.source(split, train=train)
+    trainer.data.source(split, train=train, prefix=trainer.prefix())
 print("RESULT " + json.dumps({"wall_s": time.perf_counter() - t0, "cache_build_s": trainer.timings["cache_build"],
       "torch_threads": torch.get_num_threads(), "cpu_capability": torch.backends.cpu.get_cpu_capability()}))
 """

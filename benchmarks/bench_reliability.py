@@ -6,7 +6,7 @@
 2. Cache fingerprints: :func:`dmllab.fileio.content_fingerprint` of a 123 MB ``images.npy`` (the quick profile's
    generated benchmark: 10,000 images of 64 x 64 x 3), first open and memoised; and reading the array into memory,
    which opening the dataset does anyway.
-3. Checkpoints: ``_save_atomic`` (torch.save through a hashing writer plus the sidecar) against a plain
+3. Checkpoints: ``save_atomic`` (torch.save through a hashing writer plus the sidecar) against a plain
    ``torch.save`` of the same state, and ``load_checkpoint`` with and without the sidecar check.
 4. The run store: ``RunStore.load`` of a stored run (verified) against reading its metrics.json and history.csv.
 
@@ -137,7 +137,7 @@ def main() -> int:
     )
 
     # 3. checkpoints
-    from dmllab.training.protocol import _save_atomic, load_checkpoint
+    from dmllab.training.protocol import load_checkpoint, save_atomic
 
     state = {
         "trainer": {f"w{i}": torch.randn(256, 256) for i in range(20)}
@@ -153,7 +153,7 @@ def main() -> int:
         "checkpoint",
         "5 MB state",
         "_save_atomic (+ sha256 sidecar)",
-        _best(lambda: _save_atomic(state, path), args.repeats),
+        _best(lambda: save_atomic(state, path), args.repeats),
     )
     row(
         "checkpoint",

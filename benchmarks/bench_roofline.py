@@ -51,7 +51,7 @@ def _setup(threads: int):
         "single", cfg.data.train_split, None, cfg.schedule.epochs, cfg.schedule.warmup_epochs, "none"
     )
     trainer.setup(plan)
-    labels = list(trainer.dataset(cfg.data.train_split, train=True).labels)
+    labels = list(trainer.data.dataset(cfg.data.train_split, train=True).labels)
     steps = len(ClassBalancedSampler(labels, cfg.data.batch_size, cfg.data.per_class, seed=0))
     return trainer, trainer.embedder(), plan, steps
 
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         "steps_per_epoch",
         steps_per_epoch,
         "steps",
-        f"{len(trainer.dataset(cfg.data.train_split, train=True))} "
+        f"{len(trainer.data.dataset(cfg.data.train_split, train=True))} "
         f"{cfg.data.train_split} images, batch {cfg.data.batch_size}",
     )
     add("epochs", warm_epochs + epochs, "epochs", f"{warm_epochs} warm-up + {epochs}")

@@ -31,7 +31,9 @@ def _quick_cfg(overrides: list[str]):
     from dmllab.training import apply_overrides, presets
 
     cfg = presets.get("proxynca++", "synthetic", "quick")
-    return apply_overrides(cfg, ["model.pretrained=false", "run.device=cpu", *overrides])
+    # the whole trunk trains on the images (the quick preset's cached frozen-block features would need features in)
+    full = ["model.frozen_blocks=0", "data.feature_views=0"]
+    return apply_overrides(cfg, ["model.pretrained=false", "run.device=cpu", *full, *overrides])
 
 
 def _batches(
@@ -59,6 +61,7 @@ def _hand_loop(model, loss_fn, optimizer, batches, clip: float | None) -> None:
 
 
 def bench_cpu(steps: int, reps: int) -> list[dict]:
+    from dmllab.data.loaders import Timed
     from dmllab.training import StagePlan, Trainer
     from dmllab.training.optim import build_optimizer, param_groups
 
@@ -68,7 +71,8 @@ def bench_cpu(steps: int, reps: int) -> list[dict]:
     trainer.setup(plan)
     num_classes = trainer.loss.num_classes
     batches = _batches(steps, cfg.data.batch_size, 56, num_classes)
-    trainer.train_loader = lambda plan, epoch: batches  # same batches, no data loading
+    # same batches every epoch, no data loading
+    trainer.data.train_batches = lambda *a, **k: Timed(batches, trainer.timings)
 
     model = copy.deepcopy(trainer.model)
     loss_fn = copy.deepcopy(trainer.loss)
@@ -95,7 +99,7 @@ def bench_cpu(steps: int, reps: int) -> list[dict]:
         "image_size": 56,
         "steps": steps,
         "reps": reps,
-        "model": f"smallcnn-w{dict(cfg.model.backbone_kwargs)['width']} quick proxynca++",
+        "model": f"smallcnn-w{cfg.model.backbone.get('width')} quick proxynca++",
     }
     return [
         {**common, "measure": "trainer_images_per_s", "value": round(tr, 2)},
@@ -105,6 +109,7 @@ def bench_cpu(steps: int, reps: int) -> list[dict]:
 
 
 def bench_gpu(steps: int, batch: int = 64) -> list[dict]:
+    from dmllab.data.loaders import Timed
     from dmllab.training import StagePlan, Trainer, apply_overrides, presets
 
     if not torch.cuda.is_available():
@@ -127,7 +132,7 @@ def bench_gpu(steps: int, batch: int = 64) -> list[dict]:
         plan = StagePlan("single", "train", None, 10**6, 0, "none")
         trainer.setup(plan)
         batches = _batches(steps, batch, 256, trainer.loss.num_classes)
-        trainer.train_loader = lambda plan, epoch, b=batches: b
+        trainer.data.train_batches = lambda *a, b=batches, t=trainer, **k: Timed(b, t.timings)
         trainer._apply_schedule(plan, 1)
         trainer.train_epoch(plan, 1)  # warm-up (cudnn autotune, allocator)
         torch.cuda.synchronize()

@@ -94,11 +94,11 @@ BATCH_CANDIDATES: dict[str, list[str]] = {
 SMALL_CANDIDATES: dict[str, list[str]] = {
     f"{name}_e{e}": [*_C4, "model.frozen_blocks=4", "optim.lr=1.0", kw, f"schedule.epochs={e}"]
     for name, kw, e in (
-        ("nc100", "data.num_classes=100", 8),
-        ("nc100", "data.num_classes=100", 12),
-        ("nc100", "data.num_classes=100", 16),
-        ("ipc25", "data.images_per_class=20,30", 8),
-        ("ipc25", "data.images_per_class=20,30", 16),
+        ("nc100", "data.dataset.num_classes=100", 8),
+        ("nc100", "data.dataset.num_classes=100", 12),
+        ("nc100", "data.dataset.num_classes=100", 16),
+        ("ipc25", "data.dataset.images_per_class=20,30", 8),
+        ("ipc25", "data.dataset.images_per_class=20,30", 16),
     )
 }
 #: Another optimiser for fewer epochs: the preset's Adam has eps 1 (the authors' ProxyNCA++ setting: near the
@@ -139,9 +139,9 @@ GROUPS: dict[str, tuple[list[str], str]] = {
 
 
 def _pretrained_val_r1(cfg, seed: int) -> float:
+    from dmllab.rng import seed_everything
     from dmllab.training import Trainer
     from dmllab.training.protocol import stage_plans
-    from dmllab.training.trainer import seed_everything
 
     trainer = Trainer(cfg, progress=False, seed=seed)
     seed_everything(seed)

@@ -40,7 +40,7 @@ def _pretrain_small(folder: Path) -> tuple[Path, float, float]:
     import torch
 
     from dmllab.training import Trainer
-    from dmllab.training.pretrain import pretrain_config
+    from dmllab.training.smallcnn_weights import pretrain_config
     from dmllab.training.trainer import StagePlan
 
     cfg = pretrain_config(16, image_size=SMALL)
@@ -66,9 +66,9 @@ def main() -> None:
     os.environ.setdefault("DMLLAB_RESULTS", tempfile.mkdtemp(prefix="select-quick-size-"))
     import torch
 
+    from dmllab.rng import seed_everything
     from dmllab.training import Trainer, apply_overrides, presets
     from dmllab.training.protocol import run_protocol, stage_plans
-    from dmllab.training.trainer import seed_everything
 
     folder = Path(tempfile.mkdtemp(prefix="smallcnn-32px-"))
     weights, pretrain_s, pretrain_r1 = _pretrain_small(folder)
@@ -77,7 +77,7 @@ def main() -> None:
         flush=True,
     )
     protocol = ["run.two_stage=false", "data.train_split=train", "schedule.scheduler=plateau"]
-    small = [f"data.image_size={SMALL}", "data.transform=smoke", f"model.weights_path={weights}"]
+    small = [f"data.dataset.image_size={SMALL}", "data.transform=smoke", f"model.weights_path={weights}"]
     base = presets.get("proxynca++", "synthetic", "quick")
     rows = []
     for seed in range(args.seeds):
@@ -89,7 +89,8 @@ def main() -> None:
             pre = trainer.evaluate(cfg.data.val_split, metrics=("recall",), ks=(1,))["R@1"]
             d = cfg.data
             for split, train in ((d.train_split, True), (d.val_split, False), (d.test_split, False)):
-                trainer.source(split, train=train)  # builds the feature caches before the timing
+                # builds the feature caches before the timing
+                trainer.data.source(split, train=train, prefix=trainer.prefix())
             t0 = time.perf_counter()
             r = run_protocol(cfg, seed=seed, progress=False)
             wall = time.perf_counter() - t0

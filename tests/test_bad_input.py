@@ -200,26 +200,30 @@ def test_loss_hyper_parameters_have_ranges(cls, kwargs, match):
         ("optim.lr_proxies=-400", "optim.lr_proxies"),
         ("optim.lr_embedding=-1", "optim.lr_embedding"),
         ("optim.lr_proxies=nan", "optim.lr_proxies"),
-        ("data.per_class=0", "data.per_class"),
-        ("data.per_class=5", "multiple of data.per_class"),
+        ("data.sampler.per_class=0", "data.sampler"),
+        ("data.sampler.per_class=2.5", "data.sampler"),
+        ("data.sampler.per_class=5", "multiple of data.sampler.per_class"),
         ("optim.eps=0", "optim.eps"),
         ("optim.weight_decay=-1e-4", "optim.weight_decay"),
         ("schedule.factor=1.5", "schedule.factor"),
         ("schedule.stage2_drop_lag=-1", "stage2_drop_lag"),
-        ("loss.delta=nan", "loss.delta"),
+        ("loss.temperature=nan", "loss: temperature must be a finite number"),
+        ("loss.delta=0.1", r"loss 'proxynca' takes no keyword 'delta' \(loss.delta\); valid: .*temperature"),
         ("run.ks=0,4", "run.ks"),
         ("data.eval_batch_size=0", "eval_batch_size"),
         ("schedule.milestones=3", "schedule.milestones does nothing"),
-        ("loss.ps_alpha=0.8", "ps_alpha does nothing"),
+        ("loss.alpha=0.8", r"loss 'proxynca' takes no keyword 'alpha'"),  # Proxy Synthesis's: not without it
         ("optim.momentum=0.9", "momentum does nothing"),
     ],
 )
 def test_config_values_out_of_range_or_without_effect_are_refused(override, match):
-    from dmllab.training import apply_overrides, presets
+    """Section fields are refused by the override; a component's keyword values by its constructor, which
+    ``build.check`` (called by the trainer before any training) runs at a toy size."""
+    from dmllab.training import apply_overrides, build, presets
 
     cfg = presets.get("proxynca++", "synthetic", "smoke")  # plateau scheduler, Adam, no Proxy Synthesis
     with pytest.raises(ValueError, match=match):
-        apply_overrides(cfg, [override])
+        build.check(apply_overrides(cfg, [override]))
 
 
 @pytest.mark.parametrize(
@@ -398,10 +402,10 @@ def test_a_full_disk_names_the_file_being_written(tmp_path, monkeypatch):
 
 
 def test_a_damaged_checkpoint_is_named_not_loaded(tmp_path):
-    from dmllab.training.protocol import CorruptCheckpointError, _save_atomic, load_checkpoint
+    from dmllab.training.protocol import CorruptCheckpointError, load_checkpoint, save_atomic
 
     path = tmp_path / "final.pt"
-    _save_atomic({"model": {"w": torch.randn(200, 50)}}, path)
+    save_atomic({"model": {"w": torch.randn(200, 50)}}, path)
     raw = bytearray(path.read_bytes())
     raw[len(raw) // 2] ^= 0x10  # torch.load alone would read this silently
     path.write_bytes(bytes(raw))

@@ -107,8 +107,9 @@ def test_presets_generic_handler(monkeypatch, capsys):
     [
         (["--seed", "-1"], "run.seed must be an integer >= 0, got -1"),
         (["--set", "schedule.epochs=0"], "schedule.epochs must be a positive integer, got 0"),
-        (["--set", "loss.temperature=nan"], "loss.temperature must be a finite number > 0, got nan"),
-        (["--set", "loss.temperature=-1"], "loss.temperature must be a finite number > 0, got -1"),
+        # the loss's own check (its constructor, run at a toy size before anything else)
+        (["--set", "loss.temperature=nan"], "loss: temperature must be a finite number > 0; got nan"),
+        (["--set", "loss.temperature=-1"], "loss: temperature must be a finite number > 0; got -1"),
     ],
 )
 def test_config_values_rejected_at_once(capsys, argv, expect):

@@ -533,6 +533,7 @@ def _set_in_spec(spec: Spec, rest: list[str], value: Any, *, coerce: bool, path:
     if not rest or rest == ["name"]:
         if isinstance(value, Spec):
             return value
+        registry_of(path).get(str(value))  # an unknown name lists the valid ones
         return Spec(str(value), spec.kwargs if str(value) == spec.name else (), spec.wraps)
     if rest[0] == "wraps" and spec.wraps is not None:
         return dataclasses.replace(

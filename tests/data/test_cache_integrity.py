@@ -161,4 +161,4 @@ def test_count_error_names_the_options_that_exist(tmp_path):
     with pytest.raises(DatasetCountError, match=r"--set data.dataset.check_counts=false \(dmllab train\)"):
         CUB200(root, "train")
     cfg = apply_overrides(presets.get("proxynca++", "cub", "smoke"), ["data.dataset.check_counts=false"])
-    assert dict(cfg.data.dataset_kwargs)["check_counts"] is False  # the advice works
+    assert cfg.data.dataset.get("check_counts") is False  # the advice works

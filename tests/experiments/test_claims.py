@@ -174,7 +174,7 @@ def test_trains_rows_gain_on_validation_over_the_pretrained_network_with_the_sam
 
     def untrained(cfg, *, seed):  # GAP network 20, GMP network 30 (R@1 as a fraction), on the split asked for
         seen.append((cfg.data.test_split, kit.draw_in(cfg), seed))
-        return {"R@1": 0.2 if cfg.model.pooling == "avg" else 0.3}
+        return {"R@1": 0.2 if cfg.model.pooling.name == "avg" else 0.3}
 
     monkeypatch.setattr(kit, "evaluate_network", untrained)
     params = B.ARTIFACT.params("quick", device="cpu", methods=["proxynca++", "proxy_anchor", "normsoftmax"])
@@ -202,20 +202,21 @@ def test_draw_zero_is_the_default_and_a_draw_redraws_data_and_trunk():
     cfg = presets.get("proxynca++", "synthetic", "quick")
     assert kit.on_draw(cfg, 0) is cfg
     two = kit.on_draw(cfg, 2)
-    assert dict(two.data.dataset_kwargs)["seed"] == 2
-    assert dict(two.model.backbone_kwargs)["pretrain_seed"] == 2
+    assert two.data.dataset.get("seed") == 2
+    assert two.model.backbone.get("pretrain_seed") == 2
     assert run_key(two) != run_key(cfg) != run_key(kit.on_draw(cfg, 1))
     smoke = presets.get("proxynca++", "synthetic", "smoke")  # no pre-trained trunk: only the data are redrawn
-    assert "pretrain_seed" not in dict(kit.on_draw(smoke, 1).model.backbone_kwargs)
+    assert "pretrain_seed" not in kit.on_draw(smoke, 1).model.backbone.kw
+    assert kit.on_draw(smoke, 1).data.dataset.get("seed") == 1
     with pytest.raises(ValueError, match="synthetic"):
         kit.on_draw(presets.get("proxynca++", "cub", "paper"), 1)
 
 
 def test_pretrained_trunk_is_keyed_on_the_draw():
     from dmllab.models.weights import weights_fingerprint
-    from dmllab.training import pretrain
+    from dmllab.training import smallcnn_weights as pretrain
 
-    assert "seed" not in dict(pretrain.pretrain_config(16).data.dataset_kwargs)  # draw 0 keeps its hash
+    assert "seed" not in pretrain.pretrain_config(16).data.dataset.kw  # draw 0 keeps its hash
     assert pretrain.weights_path(16, 3).name == "smallcnn-synthetic-w16-s3.pt"
     assert pretrain.weights_path(16).name == "smallcnn-synthetic-w16.pt"
     fp = [
@@ -225,25 +226,41 @@ def test_pretrained_trunk_is_keyed_on_the_draw():
     assert fp[0] == weights_fingerprint("smallcnn", pretrained=True, backbone_kwargs={"width": 16})
     assert fp[0] != fp[1]
     cfg = pretrain.pretrain_config(16, seed=1)
-    assert dict(cfg.data.dataset_kwargs)["seed"] == 1
+    assert cfg.data.dataset.get("seed") == 1
 
 
-def test_the_provider_pretrains_the_draw_asked_for(monkeypatch, tmp_path):
+def test_the_provider_reads_and_prepare_pretrains_the_draw_asked_for(monkeypatch, tmp_path):
+    """The weights source reads the trunk of the draw a config asks for; the run store's ``prepare`` pre-trains
+    that draw's trunk when it is missing."""
     from dmllab.models.weights import resolve_weights
-    from dmllab.training import pretrain
+    from dmllab.training import pretrain, smallcnn_weights
 
-    asked = []
+    asked, trained = [], []
 
     def fake(width=16, *, progress=True, seed=0, **kw):
-        asked.append((width, seed))
+        trained.append((width, seed))
         return tmp_path / f"w{width}-{seed}.pt"
 
+    def fresh(width, seed, **kw):
+        asked.append((width, seed))
+        return True
+
+    monkeypatch.setattr(smallcnn_weights, "is_fresh", fresh)
     monkeypatch.setattr(pretrain, "ensure_pretrained_smallcnn", fake)
-    resolve_weights(
+    got = resolve_weights(
         "smallcnn", pretrained=True, backbone_kwargs={"width": 16, "pretrain_seed": 2}, progress=False
     )
-    resolve_weights("smallcnn", pretrained=True, backbone_kwargs={"width": 16}, progress=False)
-    assert asked == [(16, 2), (16, 0)]
+    assert got == smallcnn_weights.weights_path(16, 2)
+    assert resolve_weights("smallcnn", pretrained=True, backbone_kwargs={"width": 16}, progress=False) == (
+        smallcnn_weights.weights_path(16, 0)
+    )
+    assert asked == [(16, 2), (16, 0)] and trained == []  # reading never trains
+    monkeypatch.setattr(pretrain, "is_fresh", lambda width, seed, **kw: False)
+    quick = presets.get("proxynca++", "synthetic", "quick")
+    pretrain.prepare(kit.on_draw(quick, 2), progress=False)
+    pretrain.prepare(quick, progress=False)
+    pretrain.prepare(presets.get("proxynca++", "synthetic", "smoke"), progress=False)  # no pre-trained trunk
+    assert trained == [(16, 2), (16, 0)]
 
 
 def test_smallcnn_builds_with_the_draw_keyword():
@@ -262,7 +279,7 @@ def test_every_training_artifact_trains_seed_k_on_draw_k_on_quick(artifact):
     quick = artifact.params("quick", device="cpu")
     assert quick.data_seed == "per_seed" and len(quick.seeds) >= 5 or artifact.id == "ps_figd_tsne_epochs"
     for run in planned_runs(artifact, quick):
-        if run.config.data.dataset == "synthetic" and run.config.run.fast_dev_run == 0:
+        if run.config.data.dataset.name == "synthetic" and run.config.run.fast_dev_run == 0:
             seed = run.seed if "fold" not in run.tag else run.draw  # an MLRC fold stays on its seed's draw
             assert kit.draw_in(run.config) == run.draw == seed, (run.variant, run.seed)
     paper = artifact.params("paper", device="cpu")

@@ -19,6 +19,7 @@ from dmllab.experiments.lookup import dataset_root, place, planned_runs
 from dmllab.metrics import deform
 from dmllab.pipeline.plan import make_plan
 from dmllab.profiles import PROFILES
+from dmllab.spec import Spec
 from dmllab.training import presets
 from dmllab.training.protocol import RunResult
 
@@ -164,17 +165,17 @@ def test_place_makes_a_fast_dev_run_with_its_own_key_and_without_weights_or_coun
     )
     run = Run(presets.get("proxynca++", "cub", "paper"), 0)
     a, b = place(run, real), place(run, fast)
-    assert (a.config.run.fast_dev_run, a.config.model.pretrained, a.config.data.dataset_kwargs) == (
+    assert (a.config.run.fast_dev_run, a.config.model.pretrained, a.config.data.dataset) == (
         0,
         True,
-        (),
+        Spec("cub"),
     )
     assert (b.config.run.fast_dev_run, b.config.model.pretrained) == (2, False)
-    assert dict(b.config.data.dataset_kwargs) == {"check_counts": False}
+    assert b.config.data.dataset == Spec("cub", {"check_counts": False})
     assert a.key != b.key and place(b, fast) is b
     quick = Run(presets.get("proxynca++", "synthetic", "quick"), 0)  # counts are a real dataset's only
-    assert place(quick, art.params("quick", device="cpu", check_counts=False)).config.data.dataset_kwargs == (
-        quick.config.data.dataset_kwargs
+    assert place(quick, art.params("quick", device="cpu", check_counts=False)).config.data.dataset == (
+        quick.config.data.dataset
     )
     with pytest.raises(ValueError, match="fast_dev_run must be an integer"):
         art.params("paper", fast_dev_run=-1)

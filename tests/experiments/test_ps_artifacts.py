@@ -163,11 +163,11 @@ def test_table3_cached_views_give_the_per_image_deformed_batches(name):
     from dmllab.training import presets
 
     d = presets.get("normsoftmax", "synthetic", "smoke").data
-    kw = tuple(sorted(dict(d.dataset_kwargs).items()))
+    kw = d.dataset.kwargs
     test = build_transforms(d.transform, train=False)
-    views, labels = T._test_views(d.dataset, d.root, d.test_split, kw, d.transform)
+    views, labels = T._test_views(d.dataset.name, d.root, d.test_split, kw, d.transform)
     deformed = None if name == "none" else DeformedTransform(test, name)
-    per_image = build_dataset(d.dataset, d.root, d.test_split, transform=deformed or test, **dict(kw))
+    per_image = build_dataset(d.dataset.name, d.root, d.test_split, transform=deformed or test, **dict(kw))
     cached = T._Views(views, labels, deformed.apply if deformed else None)
     out = []
     for ds in (per_image, cached):
@@ -185,15 +185,11 @@ def test_table3_deformed_recall_is_the_same_on_both_data_paths(name, monkeypatch
     import torch
 
     from dmllab.experiments.proxy_synthesis import table3_input_deformation as T
-    from dmllab.models import build_model
-    from dmllab.training import presets
+    from dmllab.training import build, presets
 
     cfg = presets.get("normsoftmax", "synthetic", "smoke")
     torch.manual_seed(0)
-    m = cfg.model
-    model = build_model(
-        backbone=m.backbone, embedding_dim=m.embedding_dim, pooling=m.pooling, **dict(m.backbone_kwargs)
-    ).eval()
+    model = build.build_model(cfg.model, weights=False).eval()
     got = [
         T.deformed_recall(lambda: model, cfg.replace("data.in_memory", mem), name, seed=1, sigma_scale=True)
         for mem in (False, True)

@@ -49,7 +49,7 @@ def test_final_model_file_holds_the_trained_loss_state(smoke_cfg, tmp_path):
 
 def test_heating_up_changes_alpha_and_lr_at_the_heat_epoch():
     cfg = presets.get("heated_softmax:HLN", "synthetic", "smoke", heating="in_run")
-    cfg = apply_overrides(cfg, ["schedule.epochs=3", "schedule.heat_epoch=3", "run.two_stage=false"])
+    cfg = apply_overrides(cfg, ["schedule.epochs=3", "callbacks.heating.epoch=3", "run.two_stage=false"])
 
     class Watch:
         seen: dict = {}
@@ -74,29 +74,23 @@ def test_embed_split_with_a_frozen_prefix_is_the_full_forward_bit_for_bit(smoke_
     from torch.utils.data import DataLoader
 
     from dmllab.data import build_dataset, build_transforms
-    from dmllab.models import build_model
-    from dmllab.training import export
+    from dmllab.training import build, export
 
     cfg = smoke_cfg.replace("data.in_memory", True).replace("model.frozen_blocks", 3)
     d, m = cfg.data, cfg.model
     torch.manual_seed(0)
-    models = [
-        build_model(
-            backbone=m.backbone, embedding_dim=m.embedding_dim, pooling=m.pooling, **dict(m.backbone_kwargs)
-        ).eval()
-        for _ in range(2)
-    ]
+    models = [build.build_model(m, weights=False).eval() for _ in range(2)]
     models[1].backbone.load_state_dict(models[0].backbone.state_dict())  # same prefix ...
     with torch.no_grad():
         for p in models[1].backbone.blocks()[3].parameters():  # ... different trained blocks
             p.add_(0.1)
     export._PREFIX_MEMO.clear()
     ds = build_dataset(
-        d.dataset,
+        d.dataset.name,
         d.root,
         "test",
         transform=build_transforms(d.transform, train=False),
-        **dict(d.dataset_kwargs),
+        **d.dataset.kw,
     )
     for model in models:
         with torch.no_grad():

@@ -84,21 +84,25 @@ def test_every_method_family_trains_on_the_quick_path(method):
 def test_mixup_on_the_quick_path():
     """Manifold mixup mixes the trunk's output (the cache is fine); input mixup mixes images, so the config
     with cached features is rejected and runs with the frozen prefix on the mixed images instead."""
+    import dataclasses
+
+    from dmllab.spec import Spec
     from dmllab.training import apply_overrides, presets
     from dmllab.training.config import ConfigValueError
+    from dmllab.training.presets.proxy_synthesis import without_synthesis
 
-    cfg = presets.get("proxy_synthesis", "synthetic", "smoke").replace("loss.synthesis", False)
+    cfg = without_synthesis(presets.get("proxy_synthesis", "synthetic", "smoke"))
     for k, v in QUICK_PATH.items():
         cfg = cfg.replace(k, v)
-    r = run_protocol(cfg.replace("loss.regularizer", "manifold_mixup"), seed=0, progress=False)
+
+    def mixed(name):
+        return dataclasses.replace(cfg, loss=Spec(name, {"alpha": 0.5}, wraps=cfg.loss))
+
+    r = run_protocol(mixed("manifold_mixup"), seed=0, progress=False)
     assert math.isfinite(r.metrics["R@1"])
     with pytest.raises(ConfigValueError, match="input_mixup"):
-        apply_overrides(cfg, ["loss.regularizer=input_mixup"])
-    r = run_protocol(
-        cfg.replace("loss.regularizer", "input_mixup").replace("data.feature_views", 0),
-        seed=0,
-        progress=False,
-    )
+        apply_overrides(mixed("input_mixup"), [f"data.feature_views={QUICK_PATH['data.feature_views']}"])
+    r = run_protocol(mixed("input_mixup").replace("data.feature_views", 0), seed=0, progress=False)
     assert math.isfinite(r.metrics["R@1"])
 
 

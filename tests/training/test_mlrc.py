@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
+from dmllab.spec import Spec
 from dmllab.training import apply_overrides, config_hash
 from dmllab.training.mlrc import (
     ClassSubset,
@@ -47,10 +50,10 @@ def test_trainer_fold_splits_are_class_disjoint(smoke_cfg):
 
     cfg = mlrc_config(smoke_cfg, MLRCSettings(embedding_dim=8, batch_size=8, per_class=2))
     tr = Trainer(cfg, progress=False)
-    base = tr.dataset(cfg.data.trainval_split, train=True)
+    base = tr.data.dataset(cfg.data.trainval_split, train=True)
     for fold in range(4):
-        train = tr.dataset(fold_split(fold, 4, "train"), train=True)
-        val = tr.dataset(fold_split(fold, 4, "val"), train=False)
+        train = tr.data.dataset(fold_split(fold, 4, "train"), train=True)
+        val = tr.data.dataset(fold_split(fold, 4, "val"), train=False)
         train_ids, val_ids = set(train.class_ids), set(val.class_ids)
         assert not train_ids & val_ids and train_ids | val_ids == set(base.class_ids)
         assert len(train) + len(val) == len(base)
@@ -123,18 +126,34 @@ def test_aggregate_concatenates_normalised_fold_embeddings(smoke_cfg):
     assert out.ci95["concat_P@1"] == 0.0 and out.folds_trained == (0, 1)
 
 
-def test_new_loss_fields_keep_old_hashes_and_validate(smoke_cfg):
+def _wrapped(cfg, name, **kw):
+    """``cfg`` with its loss wrapped in the loss ``name`` (Proxy Synthesis, a mixup) with keywords ``kw``."""
+    return dataclasses.replace(cfg, loss=Spec(name, kw, wraps=cfg.loss))
+
+
+def test_wrapper_keywords_are_keyed_and_validated(smoke_cfg):
+    from dmllab.training.presets.proxy_synthesis import without_synthesis
+
     base = config_hash(smoke_cfg)
-    same = apply_overrides(
-        smoke_cfg, ["loss.ps_pairing=sorted", "loss.regularizer=none", "loss.mixup_alpha=0.5"]
-    )
-    assert config_hash(same) == base
-    ps = apply_overrides(smoke_cfg, ["loss.synthesis=true"])
-    assert config_hash(apply_overrides(ps, ["loss.ps_pairing=random"])) != config_hash(ps)
-    with pytest.raises(ValueError, match="loss.ps_pairing does nothing in this config"):
-        apply_overrides(smoke_cfg, ["loss.ps_pairing=random"])  # without Proxy Synthesis
-    with pytest.raises(ValueError, match="valid"):
-        apply_overrides(smoke_cfg, ["loss.regularizer=cutmix"])
+    ps = _wrapped(smoke_cfg, "proxy_synthesis", alpha=0.4, mu=1.0)
+    assert config_hash(ps) != base and config_hash(without_synthesis(ps)) == base
+    assert without_synthesis(ps) == smoke_cfg
+    random = apply_overrides(ps, ["loss.pairing=random"])
+    assert random.loss.get("pairing") == "random" and random.loss.wraps == smoke_cfg.loss
+    assert config_hash(random) != config_hash(ps)
+    # the wrapped loss's keywords are reached through loss.wraps; the wrapper's own are not the base's
+    hotter = apply_overrides(ps, ["loss.wraps.temperature=0.05"])
+    assert hotter.loss.wraps.get("temperature") == 0.05 and hotter.loss.kw == ps.loss.kw
+    # without Proxy Synthesis its keyword is an unknown key of the plain loss, naming the valid ones
+    with pytest.raises(
+        ValueError, match=r"loss 'proxynca' takes no keyword 'pairing' \(loss.pairing\); valid: .*temp"
+    ):
+        apply_overrides(smoke_cfg, ["loss.pairing=random"])
+    with pytest.raises(ValueError, match="unknown loss 'cutmix'; valid loss names: .*manifold_mixup"):
+        apply_overrides(smoke_cfg, ["loss.name=cutmix"])
+    # a mixup must wrap a loss; a leaf loss must not wrap one (the registry's constructors say which)
+    with pytest.raises(ValueError, match="wraps another spec"):
+        apply_overrides(smoke_cfg, ["loss.name=manifold_mixup"])
 
 
 @pytest.mark.parametrize("regularizer", ["input_mixup", "manifold_mixup"])
@@ -143,8 +162,9 @@ def test_trainer_mixes_batches_with_the_regularizer(smoke_cfg, regularizer):
 
     plan = StagePlan("single", "train", None, 1, 0, "none")
     losses = {}
+    plain = apply_overrides(smoke_cfg, ["schedule.scheduler=none"])
     for reg in ("none", regularizer):
-        cfg = apply_overrides(smoke_cfg, [f"loss.regularizer={reg}", "schedule.scheduler=none"])
+        cfg = plain if reg == "none" else _wrapped(plain, reg, alpha=0.5)
         tr = Trainer(cfg, progress=False)
         tr.setup(plan)
         losses[reg] = tr.fit()[-1]["loss"]
@@ -152,18 +172,13 @@ def test_trainer_mixes_batches_with_the_regularizer(smoke_cfg, regularizer):
 
 
 def test_trainer_passes_proxy_synthesis_options(smoke_cfg):
-    from dmllab.training.trainer import Trainer
+    from dmllab.training import build
 
     cfg = apply_overrides(
-        smoke_cfg,
-        [
-            "loss.synthesis=true",
-            "loss.ps_lambda=0.2",
-            "loss.ps_pairing=random",
-            "loss.ps_embeddings=synthetic",
-        ],
+        _wrapped(smoke_cfg, "proxy_synthesis", alpha=0.4, mu=1.0),
+        ["loss.lam=0.2", "loss.pairing=random", "loss.embeddings=synthetic"],
     )
-    loss = Trainer(cfg, progress=False).build_loss(6)
+    loss = build.build_loss(cfg, 6)  # the trainer's builder (Trainer.setup)
     assert loss.lam == 0.2 and loss.pairing == "random" and loss.composition == "M4"
     torch.manual_seed(0)
     value = loss(torch.randn(8, cfg.model.embedding_dim), torch.arange(8) % 6)

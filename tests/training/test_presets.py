@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import pytest
 
+from dmllab.spec import Spec
 from dmllab.training import presets
-from dmllab.training.config import factory_keywords
+from dmllab.training.config import registry_of, spec_paths
 
 
 @pytest.mark.parametrize("method", presets.list_methods())
@@ -13,17 +14,20 @@ def test_every_method_dataset_profile_builds(method):
             cfg = presets.get(method, dataset, profile)
             assert cfg.dataset == dataset and cfg.profile == profile
             assert presets.describe(cfg)
-            # loss keywords must be accepted by the loss constructor (fails before any training)
-            accepted = factory_keywords("loss", cfg)
-            assert set(dict(cfg.loss.kwargs)) <= set(accepted) or "**" in accepted
+            # every component's keywords (the loss and what it wraps, pooling, sampler, dataset, backbone,
+            # callbacks) must be accepted by its registered constructor (fails before any training)
+            for path, spec in spec_paths(cfg).items():
+                accepted = registry_of(path).keywords(spec.name)
+                assert set(spec.kw) <= set(accepted) or "**" in accepted, (path, spec)
 
 
 def test_proxynca_pp_paper_values_table1():
     cub = presets.get("proxynca++", "cub", "paper")
     assert (cub.optim.lr, cub.optim.lr_proxies, cub.optim.eps) == (4e-3, 4e2, 1.0)
     assert (cub.data.batch_size, cub.data.per_class) == (32, 4)
-    assert cub.model.backbone == "resnet50" and cub.model.embedding_dim == 2048
-    assert cub.model.pooling == "max" and cub.model.norm == "layernorm"
+    assert cub.model.backbone == Spec("resnet50") and cub.model.embedding_dim == 2048
+    assert cub.model.pooling == Spec("max") and cub.model.norm == "layernorm"
+    assert cub.loss.name == "proxynca" and cub.loss.wraps is None
     assert dict(cub.loss.kwargs) == {"temperature": pytest.approx(1 / 9), "prob": True}
     assert cub.schedule.warmup_epochs == 5 and cub.schedule.patience == 4 and cub.schedule.epochs == 40
     assert cub.optim.grad_clip_value == 10.0 and not cub.optim.clip_proxies and cub.run.two_stage
@@ -47,11 +51,12 @@ def test_proxynca_pp_paper_values_table1():
 def test_proxynca_toggles():
     base = presets.get("proxynca", "cub", "paper")
     assert dict(base.loss.kwargs) == {"temperature": 1.0, "prob": False}
-    assert base.data.per_class is None and base.model.pooling == "avg" and base.optim.lr_proxies is None
+    assert base.data.per_class is None and base.data.sampler == Spec("random")
+    assert base.model.pooling == Spec("avg") and base.optim.lr_proxies is None
     no_fast = presets.get("proxynca++", "cub", "paper", fast=False)
     assert no_fast.optim.lr_proxies is None
     kmax = presets.get("proxynca++", "cub", "paper", pooling="kmax", k=4)
-    assert (kmax.model.pooling, kmax.model.k) == ("kmax", 4)
+    assert kmax.model.pooling == Spec("kmax", {"k": 4})
     with pytest.raises(ValueError, match="valid options"):
         presets.get("proxynca++", "cub", "paper", fasst=True)
 
@@ -59,13 +64,16 @@ def test_proxynca_toggles():
 def test_heated_variants_and_shorthand():
     hbn = presets.get("heated_softmax:HBN", "cub", "paper")
     assert hbn == presets.get("heated_softmax", "cub", "paper", variant="HBN")
-    assert hbn.model.norm == "batchnorm" and hbn.schedule.heat_epoch == 62  # the release's in-run heating
+    # the release's in-run heating: the heating callback from schedule epoch 62, alpha x 1/4, lr x 0.1
+    assert hbn.model.norm == "batchnorm" and hbn.callbacks == (
+        Spec("heating", {"epoch": 62, "alpha_factor": 0.25, "lr_factor": 0.1}),
+    )
     assert hbn.model.embedding_dim == 64 and hbn.finetune.epochs == 0
     quick = presets.get("heated_softmax:HBN", "synthetic", "quick")  # a fine-tune of BN
     assert (quick.finetune.epochs, quick.finetune.alpha_factor, quick.finetune.lr_factor) == (2, 0.25, 0.1)
-    assert quick.finetune.parent_method == "heated_softmax:BN" and quick.schedule.heat_epoch is None
+    assert quick.finetune.parent_method == "heated_softmax:BN" and quick.callback("heating") is None
     ln = presets.get("heated_softmax:LN", "cub", "paper")
-    assert ln.model.l2_normalize and ln.schedule.heat_epoch is None and ln.finetune.epochs == 0
+    assert ln.model.l2_normalize and ln.callback("heating") is None and ln.finetune.epochs == 0
     assert presets.get("heated_softmax:SM", "cub", "paper").loss.name == "softmax"
     with pytest.raises(ValueError, match="variant"):
         presets.get("heated_softmax:XX", "cub", "paper")
@@ -75,13 +83,14 @@ def test_proxy_anchor_and_synthesis_paper_setup():
     pa = presets.get("proxy_anchor", "cub", "paper")
     assert pa.optim.name == "adamw" and pa.optim.weight_decay == 1e-4
     assert pa.optim.lr_proxies == pytest.approx(100 * pa.optim.lr) and pa.model.freeze_bn
-    assert pa.model.pooling == "avg+max" and pa.model.l2_normalize and pa.model.head_init == "kaiming"
+    assert pa.model.pooling == Spec("avg+max") and pa.model.l2_normalize and pa.model.head_init == "kaiming"
     assert not presets.get("proxy_anchor", "sop", "paper").model.freeze_bn
     # clip by value 10: model parameters and, in the PA code, the proxies too (ProxyNCA++: model only)
     assert pa.optim.grad_clip_value == 10.0 and pa.optim.clip_proxies
     assert presets.get("proxy_synthesis:proxy_anchor", "cub", "paper").optim.clip_proxies
     ps = presets.get("proxy_synthesis", "cars", "paper")
-    assert ps.loss.synthesis and ps.loss.name == "normsoftmax" and ps.optim.eps == 1e-2
+    assert ps.loss.name == "proxy_synthesis" and ps.loss.wraps.name == "normsoftmax" and ps.optim.eps == 1e-2
+    assert ps.loss.wraps.wraps is None
     # the released main.py lowers the lr before (1-based) epoch 50 runs: milestone 49 (see test_ps_lr_decay_...)
     assert ps.schedule.milestones == (49,) and ps.data.batch_size == 128
 
@@ -157,9 +166,14 @@ def test_no_method_module_branches_on_a_dataset_name():
 
     from dmllab.training.presets import heated, pair, proxy_anchor, proxy_synthesis, proxynca
 
+    # a comparison with the dataset spec's name, a dataset name or the profile (a component spec's name,
+    # e.g. the loss wrapper "proxy_synthesis", is not a dataset)
+    names = "|".join(re.escape(n) for n in presets.list_datasets())
+    branch = rf"(spec|dataset)\.name\s*[=!]=|\bdataset\s*[=!]=|[=!]=\s*[\"']({names})[\"']|profile\s*[=!]="
+    assert re.search(branch, 'if spec.name == "cub":') and re.search(branch, 'x = d if cfg.dataset != "sop"')
     for module in (proxynca, proxy_anchor, heated, proxy_synthesis, pair):
         source = inspect.getsource(module)
-        assert not re.search(r"\.name\s*[=!]=|profile\s*[=!]=", source), module.__name__
+        assert not re.search(branch, source), module.__name__
     assert presets.DATASETS["sop"].heated_optimizer == "adam" and presets.DATASETS["sop"].heated_lr == 1e-2
     assert presets.DATASETS["cub"].heated_optimizer == "sgd" and presets.DATASETS["cub"].heated_lr == 4e-3
 
@@ -169,17 +183,12 @@ def test_quick_and_smoke_profiles_are_overlays_of_the_paper_config():
         "proxynca++", "synthetic", "quick", tuned=False
     )  # the overlays, before the tuned recipe
     m, d, s = quick.model, quick.data, quick.schedule
-    assert (m.backbone, m.pretrained, dict(m.backbone_kwargs), m.embedding_dim) == (
-        "smallcnn",
-        True,
-        {"width": 16},
-        128,
-    )
-    assert (d.transform, dict(d.dataset_kwargs), d.batch_size, d.per_class) == (
+    assert (m.backbone, m.pretrained, m.embedding_dim) == (Spec("smallcnn", {"width": 16}), True, 128)
+    assert (d.transform, d.dataset, d.batch_size, d.sampler) == (
         "quick",
-        {"image_size": 64},
+        Spec("synthetic", {"image_size": 64}),
         32,
-        4,
+        Spec("class_balanced", {"per_class": 4}),
     )
     assert (s.warmup_epochs, s.epochs, s.patience) == (1, 8, 2) and quick.run.device == "cpu"
     # the method's own quick overlay: small-CNN lrs; the paper's loss, head and protocol are kept
@@ -216,20 +225,21 @@ def test_quick_and_smoke_profiles_are_overlays_of_the_paper_config():
 
 
 def test_compress_schedule_keeps_every_event_inside_the_run():
-    from dmllab.training.config import ScheduleConfig
-    from dmllab.training.presets.profiles import compress_schedule
+    from dmllab.training.config import ExperimentConfig, ScheduleConfig
+    from dmllab.training.presets.profiles import compress_heating, compress_schedule
 
     paper = ScheduleConfig(epochs=130, warmup_epochs=0, scheduler="multistep", milestones=(0, 49, 129))
     q = compress_schedule(paper, epochs=8, warmup=1, patience=2)
     assert q.milestones == (0, 3, 7) and q.warmup_epochs == 0 and q.epochs == 8
-    heated = compress_schedule(
-        ScheduleConfig(epochs=50, heat_epoch=40, scheduler="none"), epochs=8, warmup=1, patience=2
-    )
-    assert heated.heat_epoch == 7 and heated.warmup_epochs == 1
-    tiny = compress_schedule(
-        ScheduleConfig(epochs=50, heat_epoch=40, scheduler="none"), epochs=2, warmup=0, patience=1
-    )
-    assert tiny.heat_epoch == 2
+    fixed = ScheduleConfig(epochs=50, scheduler="none")
+    assert compress_schedule(fixed, epochs=8, warmup=1, patience=2).warmup_epochs == 1
+    # the heating callback's epoch moves to the same fraction of training: (40 - 1) * 8 / 50 + 1 -> 7
+    heating = Spec("heating", {"epoch": 40, "alpha_factor": 0.25, "lr_factor": 0.1})
+    cfg = ExperimentConfig(schedule=fixed, callbacks=(heating,))
+    heated = compress_heating(cfg, epochs=8)
+    assert heated.callbacks == (heating.with_kw(epoch=7),)  # factors kept
+    assert compress_heating(cfg, epochs=2).callback("heating").get("epoch") == 2
+    assert compress_heating(ExperimentConfig(schedule=fixed), epochs=8).callbacks == ()
 
 
 # ------------------------------------ fixed schedules (Proxy Anchor, Heated-up, Proxy Synthesis) and checks
@@ -265,12 +275,13 @@ def test_a_heated_run_that_would_not_heat_is_a_config_error(variant):
 
     # the release's loop: 80 epochs, alpha and lr lowered after 0-based epoch 80 - 20 = 60 -> schedule epoch 62
     cfg = in_run()
-    assert (cfg.schedule.epochs, cfg.schedule.heat_epoch, cfg.run.two_stage) == (80, 62, False)
+    assert (cfg.schedule.epochs, cfg.callback("heating").get("epoch"), cfg.run.two_stage) == (80, 62, False)
     assert cfg.finetune.epochs == 0
-    assert in_run(epochs=40).schedule.heat_epoch == 32  # 10 heated epochs of 40: the release's 1 less, 9
-    with pytest.raises(ValueError, match="heat_epoch"):
+    # 10 heated epochs of 40: the release's 1 less, 9
+    assert in_run(epochs=40).callback("heating").get("epoch") == 32
+    with pytest.raises(ValueError, match="callbacks.heating.epoch=62 is outside 1..schedule.epochs=60"):
         in_run(epochs=60, heat_epoch=62)
-    with pytest.raises(ValueError, match="heat_epoch"):
+    with pytest.raises(ValueError, match="callbacks.heating.epoch=81 is outside"):
         in_run(heat_epoch=81)
     with pytest.raises(ValueError, match="fixed schedule"):
         in_run(two_stage=True)
@@ -279,8 +290,8 @@ def test_a_heated_run_that_would_not_heat_is_a_config_error(variant):
         with pytest.raises(ValueError, match="heat"):
             stage_plans(apply_overrides(cfg, override))
     for profile in ("quick", "smoke"):
-        s = presets.get(f"heated_softmax:{variant}", "synthetic", profile, heating="in_run").schedule
-        assert 2 <= s.heat_epoch <= s.epochs
+        small = presets.get(f"heated_softmax:{variant}", "synthetic", profile, heating="in_run")
+        assert 2 <= small.callback("heating").get("epoch") <= small.schedule.epochs
     # a fine-tune heats from its first epoch: no heating epoch; options of one mode are errors in the other
     with pytest.raises(ValueError, match="heat_epoch"):
         presets.get(f"heated_softmax:{variant}", "cars", "paper", heating="finetune", heat_epoch=60)
@@ -378,7 +389,11 @@ def test_heated_paper_transform_nmi_and_optimiser():
         cfg = presets.get("heated_softmax:HBN", dataset, "paper")
         assert cfg.data.transform == "heated" and cfg.run.nmi_l2 and cfg.run.distance == "cosine"
         assert ("nmi" in cfg.run.metrics) is nmi, dataset  # Table 1 prints NMI for SOP, Table 2 none
-        assert (cfg.data.batch_size, cfg.model.backbone, cfg.model.embedding_dim) == (32, "googlenet", 64)
+        assert (cfg.data.batch_size, cfg.model.backbone, cfg.model.embedding_dim) == (
+            32,
+            Spec("googlenet"),
+            64,
+        )
     sop = presets.get("heated_softmax:HBN", "sop", "paper").optim
     cub = presets.get("heated_softmax:HBN", "cub", "paper").optim
     assert (sop.name, sop.lr, cub.name, cub.lr, cub.momentum) == ("adam", 1e-2, "sgd", 4e-3, 0.9)
@@ -426,7 +441,7 @@ def test_nmi_l2_clusters_the_l2_normalised_embeddings():
     import torch
 
     from dmllab.metrics import evaluate
-    from dmllab.training import Trainer
+    from dmllab.training.evaluation import compute_metrics
 
     g = torch.Generator().manual_seed(0)
     labels = torch.arange(4).repeat_interleave(10)
@@ -436,8 +451,9 @@ def test_nmi_l2_clusters_the_l2_normalised_embeddings():
     kw = dict(metrics=("recall", "nmi"), ks=(1, 2), distance="cosine")
     cfg = presets.get("heated_softmax:HBN", "synthetic", "smoke")
     assert cfg.run.nmi_l2
-    l2 = Trainer(cfg, progress=False)._metrics(emb, labels, kw)
-    raw = Trainer(cfg.replace("run.nmi_l2", False), progress=False)._metrics(emb, labels, kw)
+    # the trainer's evaluation (Trainer.evaluate -> evaluation.evaluate_split -> compute_metrics of cfg.run)
+    l2 = compute_metrics(cfg.run, emb, labels, kw)
+    raw = compute_metrics(cfg.replace("run.nmi_l2", False).run, emb, labels, kw)
     expected = evaluate(torch.nn.functional.normalize(emb, dim=1), labels, metrics=("nmi",))["NMI"]
     assert l2["NMI"] == pytest.approx(expected) and raw["NMI"] == pytest.approx(
         evaluate(emb, labels, **kw)["NMI"]
@@ -451,7 +467,8 @@ def test_ps_softtriple_and_virtual_softmax_bases_use_the_released_setup(base):
     own defaults under the released PS setup (same schedule, optimiser and head as the Norm-softmax base)."""
     cfg = presets.get("proxy_synthesis", "cub", "paper", base=base)
     ref = presets.get("proxy_synthesis", "cub", "paper")
-    assert (cfg.loss.name, cfg.loss.kwargs, cfg.loss.synthesis) == (base, (), True)
+    # Proxy Synthesis (the Norm-softmax base's alpha and mu) over the loss with its own defaults
+    assert cfg.loss == Spec("proxy_synthesis", ref.loss.kwargs, wraps=Spec(base))
     assert cfg.method == f"proxy_synthesis:{base}"
     assert presets.get(f"proxy_synthesis:{base}", "cub", "paper") == cfg
     s, o = cfg.schedule, cfg.optim
@@ -471,13 +488,18 @@ def test_ps_regularizer_option_and_input_mixup_drops_the_feature_cache(profile):
 
     ps = "proxy_synthesis"
     plain = presets.get(ps, "synthetic", profile)
-    assert (plain.loss.regularizer, plain.loss.mixup_alpha) == ("none", 0.5)
+    assert plain.loss.name == "proxy_synthesis"  # no mixup wrapper
+    assert not {"input_mixup", "manifold_mixup"} & {s.name for s in plain.loss.chain()}
     manifold = presets.get(ps, "synthetic", profile, regularizer="manifold_mixup", mixup_alpha=1.5)
-    assert (manifold.loss.regularizer, manifold.loss.mixup_alpha) == ("manifold_mixup", 1.5)
-    assert manifold.replace("loss.regularizer", "none").replace("loss.mixup_alpha", 0.5) == plain
+    assert manifold.loss == Spec("manifold_mixup", {"alpha": 1.5}, wraps=plain.loss)
+    assert dataclasses_replace(manifold, loss=manifold.loss.wraps) == plain
+    default = presets.get(ps, "synthetic", profile, regularizer="manifold_mixup").loss
+    assert default == Spec("manifold_mixup", {"alpha": 0.5}, wraps=plain.loss)  # Table 5's mixup alpha
     inp = presets.get(ps, "synthetic", profile, regularizer="input_mixup")
-    assert inp.loss.regularizer == "input_mixup" and inp.data.feature_views == 0
-    back = inp.replace("data.feature_views", plain.data.feature_views).replace("loss.regularizer", "none")
+    assert inp.loss == Spec("input_mixup", {"alpha": 0.5}, wraps=plain.loss) and inp.data.feature_views == 0
+    back = dataclasses_replace(inp, loss=inp.loss.wraps).replace(
+        "data.feature_views", plain.data.feature_views
+    )
     assert back == plain
     validate(inp)
     with pytest.raises(ValueError, match="regularizer"):

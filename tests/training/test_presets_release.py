@@ -80,10 +80,13 @@ def _released_proxy_nca(x: torch.Tensor, y: torch.Tensor, p: torch.Tensor, scale
 
 
 def _ps_loss(base: str, dataset: str = "cars", **options):
-    from dmllab.losses import build_loss
+    """The base loss of the preset, as built under its Proxy Synthesis wrapper."""
+    from dmllab.losses import ProxySynthesis, build_loss
 
     cfg = presets.get(f"proxy_synthesis:{base}", dataset, "paper", **options)
-    return build_loss(cfg.loss.name, num_classes=98, embedding_dim=512, **dict(cfg.loss.kwargs))
+    loss = build_loss(cfg.loss, num_classes=98, embedding_dim=512)
+    assert isinstance(loss, ProxySynthesis)
+    return loss.base
 
 
 def test_ps_proxy_nca_base_is_the_released_log_softmax_over_all_proxies():
@@ -123,11 +126,10 @@ def test_ps_proxies_start_as_the_release_initialises_them(base):
     assert torch.equal(loss.proxies.detach(), expected)
     assert loss.proxies.detach().norm(dim=1).mean().item() == pytest.approx(1 / math.sqrt(3), rel=0.03)
     for profile in ("quick", "smoke"):  # the same init at every scale
-        assert dict(presets.get(f"proxy_synthesis:{base}", "synthetic", profile).loss.kwargs)[
-            "proxy_init"
-        ] == ("linear")
+        loss = presets.get(f"proxy_synthesis:{base}", "synthetic", profile).loss
+        assert loss.name == "proxy_synthesis" and loss.leaf.get("proxy_init") == "linear"
     pnpp = presets.get("proxynca++", "cub", "paper")
-    assert "proxy_init" not in dict(pnpp.loss.kwargs)  # the loss's default: randn/8
+    assert "proxy_init" not in pnpp.loss.kw  # the loss's default: randn/8
     from dmllab.losses import build_loss
 
     torch.manual_seed(0)
@@ -221,8 +223,8 @@ def test_paper_presets_use_the_releases_precision_and_runs_record_it(tmp_path, m
     autocast or loss scaling (fp32). Proxy Synthesis: ``--use_amp`` defaults to False (main.py:95) and no README
     command sets it (fp32). Heated-up: a float32 TensorFlow graph (deep_metric_learning_Inception.py:193-196),
     no mixed precision (fp32). Quick and smoke keep the default; the stored run says what it used."""
+    from dmllab.training.evaluation import resolve_amp
     from dmllab.training.store import RunStore, run
-    from dmllab.training.trainer import resolve_amp
 
     fp16 = ["proxynca++", "proxynca", "normsoftmax"]
     fp32 = ["proxy_anchor", "proxy_synthesis", "proxy_synthesis:proxynca", "proxy_synthesis:proxy_anchor"]
@@ -275,7 +277,7 @@ def test_heated_compressed_profiles_fine_tune_the_converged_ln_bn_model():
     for variant, parent in (("HLN", "LN"), ("HBN", "BN")):
         for profile, epochs, hot in (("quick", 8, 2), ("smoke", 2, 1)):
             cfg = presets.get(f"heated_softmax:{variant}", "synthetic", profile)
-            assert (cfg.schedule.epochs, cfg.schedule.heat_epoch) == (epochs, None)
+            assert (cfg.schedule.epochs, cfg.callback("heating")) == (epochs, None)
             assert (cfg.finetune.epochs, cfg.finetune.alpha_factor, cfg.finetune.lr_factor) == (
                 hot,
                 0.25,
@@ -284,7 +286,7 @@ def test_heated_compressed_profiles_fine_tune_the_converged_ln_bn_model():
             assert parent_config(cfg) == presets.get(f"heated_softmax:{parent}", "synthetic", profile)
         for dataset in ("cub", "sop"):
             cfg = presets.get(f"heated_softmax:{variant}", dataset, "paper", heating="finetune")
-            assert (cfg.schedule.epochs, cfg.schedule.heat_epoch, cfg.finetune.epochs) == (80, None, 20)
+            assert (cfg.schedule.epochs, cfg.callback("heating"), cfg.finetune.epochs) == (80, None, 20)
             assert parent_config(cfg) == presets.get(f"heated_softmax:{parent}", dataset, "paper")
         cfg = presets.get(f"heated_softmax:{variant}", "cub", "paper", heating="finetune", heat_epochs=10)
         assert cfg.finetune.epochs == 10
@@ -298,19 +300,32 @@ def test_heated_paper_preset_is_the_released_loop():
     ``--nb_epoch 80 --nb_hu_epoch=20`` (run_Inception.py:31-35, 88): schedule epochs 62-80 run heated. Where paper
     and code disagree the paper preset follows the code: ``heating="in_run"`` is the paper preset's default;
     LN/BN train all 80 epochs at alpha 16, as in the release."""
+    from types import SimpleNamespace
+
     from dmllab.training import schedules
+    from dmllab.training.callbacks import Heating, build_callbacks
 
     for variant in ("HLN", "HBN"):
         cfg = presets.get(f"heated_softmax:{variant}", "cub", "paper")
-        s = cfg.schedule
-        assert cfg.finetune.epochs == 0 and (s.epochs, s.heat_epoch) == (80, 62)
+        heating = cfg.callback("heating")
+        assert cfg.finetune.epochs == 0 and (cfg.schedule.epochs, heating.get("epoch")) == (80, 62)
         assert presets.get(f"heated_softmax:{variant}", "cub", "paper", heating="in_run") == cfg
-    assert presets.get("heated_softmax:LN", "cub", "paper").schedule.epochs == 80
+    ln = presets.get("heated_softmax:LN", "cub", "paper")
+    assert ln.schedule.epochs == 80 and ln.callbacks == ()
     released = [0.1 if e > 80 - 20 else 1.0 for e in range(80)]  # 0-based epoch e, lowered after e == 60
-    mult = [
-        schedules.lr_multiplier(e, scheduler="none", heat_epoch=62, heat_lr_factor=0.1) for e in range(1, 81)
-    ]
-    assert mult == pytest.approx(released)
+    released_alpha = [4.0 if e > 80 - 20 else 16.0 for e in range(80)]  # alpha = alpha * 0.25 there too
+    # the trainer's epoch start (Trainer._apply_schedule): the callback scales lr_scale and sets the loss's alpha
+    (callback,) = build_callbacks(cfg)
+    assert isinstance(callback, Heating)
+    trainer = SimpleNamespace(loss=SimpleNamespace(alpha=16.0), lr_scale=1.0)
+    callback.on_build(trainer)
+    mult, alpha = [], []
+    for e in range(1, 81):
+        trainer.lr_scale = 1.0
+        callback.on_epoch_start(trainer, e, e)
+        mult.append(schedules.lr_multiplier(e, scheduler=cfg.schedule.scheduler) * trainer.lr_scale)
+        alpha.append(trainer.loss.alpha)
+    assert mult == pytest.approx(released) and alpha == pytest.approx(released_alpha)
 
 
 def test_heated_fine_tune_run_key_depends_on_its_parent():
@@ -341,11 +356,10 @@ def test_heated_fine_tune_run_key_depends_on_its_parent():
         1,
         0,
     )
-    assert (plan.scheduler, plan.milestones, training_config(child).schedule.heat_epoch) == (
-        "multistep",
-        (0,),
-        1,
-    )
+    # alpha x 1/4 by the heating callback from epoch 1; the lr x 0.1 is the drop at 0, not the callback's
+    heating = training_config(child).callback("heating")
+    assert (plan.scheduler, plan.milestones, heating.get("epoch")) == ("multistep", (0,), 1)
+    assert (heating.get("alpha_factor"), heating.get("lr_factor")) == (child.finetune.alpha_factor, 1.0)
     with pytest.raises(ValueError, match="parent"):
         run_protocol(child, progress=False)  # only the run store knows where the parent's weights are
 
@@ -377,7 +391,7 @@ def test_heated_fine_tune_trains_its_parent_once_and_starts_from_its_weights(tmp
 
     result = run(child, seed=0, store=store, hooks=(Start(),), progress=False)
     assert counts == {config_hash(parent): 1, config_hash(child): 1}
-    final = torch.load(RunStore.checkpoint_dir(parent, 0) / "final.pt", map_location="cpu", weights_only=True)
+    final = torch.load(store.checkpoint_dir(parent, 0) / "final.pt", map_location="cpu", weights_only=True)
     for part in ("model", "loss"):
         assert seen[part].keys() == final[part].keys()
         assert all(torch.equal(seen[part][k], final[part][k]) for k in final[part])
@@ -393,11 +407,11 @@ def test_heated_fine_tune_trains_its_parent_once_and_starts_from_its_weights(tmp
     from dmllab.training import ExperimentConfig
 
     assert ExperimentConfig.from_dict(stored_cfg) == child.replace("run.seed", 0)
-    model = export.load_model(child, RunStore.checkpoint_dir(child, 0) / "final.pt")
+    model = export.load_model(child, store.checkpoint_dir(child, 0) / "final.pt")
     emb, labels, _ = export.embed_split(model, child, child.data.test_split)
     assert emb.shape == (len(labels), child.model.embedding_dim) and torch.isfinite(emb).all()
     # a stored parent whose final.pt is gone is trained again (with a warning) to recover the weights
-    (RunStore.checkpoint_dir(parent, 0) / "final.pt").unlink()
+    (store.checkpoint_dir(parent, 0) / "final.pt").unlink()
     other = child.replace("finetune.epochs", 2)
     with pytest.warns(RuntimeWarning, match="final model"):
         run(other, seed=0, store=store, progress=False)
@@ -407,17 +421,17 @@ def test_heated_fine_tune_trains_its_parent_once_and_starts_from_its_weights(tmp
 def test_heated_learned_alpha_fine_tune_heats_the_learned_value(tmp_path, monkeypatch):
     """Heated-up Table 5: "For learnable alpha, the alpha values are reduced to 1/4 of the final alpha values"
     (Appendix E): the fine-tune of the learned-alpha BN run uses the parent's learned alpha x 1/4, frozen."""
-    from dmllab.training.config import pairs, parent_config
+    from dmllab.training.config import parent_config
     from dmllab.training.store import RunStore, run
 
     store = RunStore(tmp_path / "runs")
     child = presets.get("heated_softmax:HBN", "synthetic", "smoke", alpha=4.0)
-    child = child.replace("loss.kwargs", pairs(**dict(child.loss.kwargs), learn_alpha=True))
+    child = child.replace("loss.learn_alpha", True)
     parent = parent_config(child)
-    assert dict(parent.loss.kwargs)["learn_alpha"]
+    assert parent.loss.get("learn_alpha") is True
     run(child, seed=0, store=store, progress=False)
-    learned = torch.load(RunStore.checkpoint_dir(parent, 0) / "final.pt", weights_only=True)["loss"]
-    heated = torch.load(RunStore.checkpoint_dir(child, 0) / "final.pt", weights_only=True)["loss"]
+    learned = torch.load(store.checkpoint_dir(parent, 0) / "final.pt", weights_only=True)["loss"]
+    heated = torch.load(store.checkpoint_dir(child, 0) / "final.pt", weights_only=True)["loss"]
     assert float(learned["alpha_param"]) != 4.0  # the parent learned it
     assert torch.equal(heated["alpha_param"], learned["alpha_param"])  # frozen in the fine-tune
     assert float(heated["heat_factor"]) == 0.25  # the effective alpha: learned x 1/4

@@ -101,8 +101,7 @@ def test_same_seed_same_metrics_and_store_returns_cached(smoke_cfg, tmp_path):
 def test_run_key_changes_with_the_synthetic_renderer_and_pretrained_weights(monkeypatch):
     """A stored result is never reused across a changed renderer or pre-training recipe (implicit inputs)."""
     import dmllab.data.synthetic as synthetic
-    from dmllab.training import presets, run_key
-    from dmllab.training import pretrain as pretrain_mod
+    from dmllab.training import presets, run_key, smallcnn_weights
     from dmllab.training.config import config_hash
 
     quick = presets.get("proxynca++", "synthetic", "quick")
@@ -111,7 +110,7 @@ def test_run_key_changes_with_the_synthetic_renderer_and_pretrained_weights(monk
     monkeypatch.setattr(synthetic, "GENERATOR_VERSION", synthetic.GENERATOR_VERSION + 1)
     assert run_key(quick) != key
     monkeypatch.undo()
-    monkeypatch.setattr(pretrain_mod, "pretrain_fingerprint", lambda *a, **k: "other-weights")
+    monkeypatch.setattr(smallcnn_weights, "pretrain_fingerprint", lambda *a, **k: "other-weights")
     assert run_key(quick) != key
     monkeypatch.undo()
     assert run_key(quick) == key

@@ -15,18 +15,14 @@ from pathlib import Path
 import pytest
 import torch
 
+from dmllab.data.loaders import RunData, _EpochBatches, _SeededSamples, resolve_num_workers
 from dmllab.metrics import CollapsedEmbeddingError, NonFiniteEmbeddingError
-from dmllab.training import RunStore, Trainer, apply_overrides, presets, run
+from dmllab.training import RunStore, Trainer, apply_overrides, build, presets, run
 from dmllab.training.config import ConfigValueError, check_value, validate
-from dmllab.training.protocol import CorruptCheckpointError, _resume_state, _save_atomic, load_checkpoint
+from dmllab.training.evaluation import check_embeddings
+from dmllab.training.protocol import CorruptCheckpointError, _resume_state, load_checkpoint, save_atomic
 from dmllab.training.store import run_key
-from dmllab.training.trainer import (
-    NonFiniteLossError,
-    _EpochBatches,
-    _SeededSamples,
-    check_embeddings,
-    resolve_num_workers,
-)
+from dmllab.training.trainer import NonFiniteLossError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
 from data_layouts import make_cub  # noqa: E402
@@ -38,32 +34,39 @@ from data_layouts import make_cub  # noqa: E402
     [
         ("schedule.epochs=0", r"schedule.epochs must be a positive integer, got 0"),
         ("schedule.epochs=-3", "schedule.epochs"),
-        ("loss.temperature=nan", r"loss.temperature must be a finite number > 0, got nan"),
-        ("loss.temperature=0", "loss.temperature"),
-        ("loss.temperature=-0.1", "loss.temperature"),
+        ("loss.temperature=nan", r"loss: temperature must be a finite number > 0; got nan"),
+        ("loss.temperature=0", "loss: temperature"),
+        ("loss.temperature=-0.1", "loss: temperature"),
         ("run.seed=-1", r"run.seed must be an integer >= 0, got -1"),
         ("data.num_workers=many", "data.num_workers"),
         ("optim.lr=nan", "optim.lr"),
     ],
 )
 def test_config_rejects_what_cannot_work(smoke_cfg, override, match):
+    """A section's field is checked by the override itself; a component's keyword (the loss's temperature) by
+    its constructor, which :func:`dmllab.training.build.check` (and so the trainer) calls at a toy size."""
     with pytest.raises(ConfigValueError, match=match):
-        apply_overrides(smoke_cfg, [override])
+        cfg = apply_overrides(smoke_cfg, [override])
+        if override.startswith("loss."):
+            build.check(cfg)
     assert issubclass(ConfigValueError, ValueError)
 
 
 def test_validate_is_reusable_and_called_by_the_trainer(smoke_cfg):
     check_value("schedule.epochs", 3)
     check_value("loss.temperature", 0.05)
-    with pytest.raises(ConfigValueError, match="loss.temperature"):
-        check_value("loss.temperature", float("inf"))
-    with pytest.raises(ConfigValueError, match="loss.margin must be a finite number, got nan"):
+    assert build.check(smoke_cfg.replace("loss.temperature", 0.05)).loss.get("temperature") == 0.05
+    with pytest.raises(ConfigValueError, match="loss: temperature must be a finite number > 0; got inf"):
+        build.check(smoke_cfg.replace("loss.temperature", float("inf")))  # the loss constructor's own check
+    with pytest.raises(ConfigValueError, match="loss.margin is NaN"):  # a key without a rule of its own
         check_value("loss.margin", float("nan"))
-    with pytest.raises(ConfigValueError, match="NaN"):  # a key without a rule of its own
+    with pytest.raises(ConfigValueError, match="NaN"):
         check_value("loss.some_weight", float("nan"))
     bad = smoke_cfg.replace("schedule.epochs", 0)  # replace() does not validate; the trainer does
     with pytest.raises(ConfigValueError, match="schedule.epochs"):
         Trainer(bad, progress=False)
+    with pytest.raises(ConfigValueError, match="loss: temperature"):  # and builds every component once
+        Trainer(smoke_cfg.replace("loss.temperature", float("inf")), progress=False)
     with pytest.raises(ConfigValueError, match="run.seed"):
         Trainer(smoke_cfg, progress=False, seed=-2)
     assert validate(smoke_cfg) is smoke_cfg
@@ -156,7 +159,7 @@ def test_atomic_checkpoint_write_cleans_up(tmp_path, monkeypatch):
 
     monkeypatch.setattr(torch, "save", failing_save)
     with pytest.raises(OSError, match="last.pt") as info:
-        _save_atomic({"a": 1}, tmp_path / "last.pt")
+        save_atomic({"a": 1}, tmp_path / "last.pt")
     assert info.value.filename == str(tmp_path / "last.pt")  # the full disk names the file being written
     assert list(tmp_path.iterdir()) == []
 
@@ -282,16 +285,27 @@ def test_seeded_samples_do_not_depend_on_order():
     assert [ds[it] for b in holder for it in b] != forward
 
 
+def _train_loader(tr, epoch):
+    """The DataLoader behind the trainer's training batches of ``epoch`` (kept across epochs: RunData's
+    persistent loader and its batch holder)."""
+    plan = tr.state.plan
+    tr.data.train_batches(plan.name, plan.train_split, epoch, tr.batch_shape(plan.train_split))
+    return tr.data._persistent[("train", plan.name, plan.train_split)][0]
+
+
 def test_persistent_loader_is_kept_across_epochs(smoke_cfg, monkeypatch):
     cfg = smoke_cfg.replace("data.num_workers", 1)
     tr = Trainer(cfg, progress=False)
-    monkeypatch.setattr(Trainer, "_persistent_workers", lambda self, w: w > 0)
+    monkeypatch.setattr(RunData, "_persistent_workers", lambda self: self.workers > 0)
     tr.setup(presets_stage(cfg))
-    a = tr.train_loader(tr.state.plan, 1)
-    first = [list(b) for b in a.batch_sampler]
-    b = tr.train_loader(tr.state.plan, 2)
-    assert a is b and a.persistent_workers and [list(x) for x in b.batch_sampler] != first
-    assert tr.eval_loader("val") is tr.eval_loader("val")
+    try:
+        a = _train_loader(tr, 1)
+        first = [list(b) for b in a.batch_sampler]
+        b = _train_loader(tr, 2)
+        assert a is b and a.persistent_workers and [list(x) for x in b.batch_sampler] != first
+        assert tr.data.eval_batches("val") is tr.data.eval_batches("val")
+    finally:
+        tr.data.close()
 
 
 def test_loader_workers_fork_on_linux_even_in_a_spawned_study_worker(smoke_cfg, monkeypatch):
@@ -301,7 +315,7 @@ def test_loader_workers_fork_on_linux_even_in_a_spawned_study_worker(smoke_cfg, 
     import multiprocessing
     import sys
 
-    from dmllab.training.trainer import loader_context
+    from dmllab.data.loaders import loader_context
 
     assert loader_context(0) is None
     if not sys.platform.startswith("linux"):
@@ -313,10 +327,13 @@ def test_loader_workers_fork_on_linux_even_in_a_spawned_study_worker(smoke_cfg, 
     try:
         cfg = smoke_cfg.replace("data.num_workers", 1)
         tr = Trainer(cfg, progress=False)
-        monkeypatch.setattr(Trainer, "_persistent_workers", lambda self, w: w > 0)
+        monkeypatch.setattr(RunData, "_persistent_workers", lambda self: self.workers > 0)
         tr.setup(presets_stage(cfg))
-        loaders = [tr.train_loader(tr.state.plan, 1), tr.eval_loader("val")]
-        assert all(x.multiprocessing_context.get_start_method() == "fork" for x in loaders)
+        try:
+            loaders = [_train_loader(tr, 1), tr.data.eval_batches("val")]
+            assert all(x.multiprocessing_context.get_start_method() == "fork" for x in loaders)
+        finally:
+            tr.data.close()
     finally:
         multiprocessing.set_start_method(before, force=True)
 
@@ -338,12 +355,12 @@ def test_sync_free_steps_give_the_same_losses(smoke_cfg, monkeypatch):
     plain = mean_loss()
     monkeypatch.setattr(Trainer, "_sync_free_steps", lambda self: True)
     assert mean_loss() == pytest.approx(plain, rel=1e-12)
-    monkeypatch.setattr("dmllab.training.trainer.Trainer.build_loss", _nan_loss)
+    monkeypatch.setattr(build, "build_loss", _nan_loss)  # the trainer builds its loss through build
     with pytest.raises(NonFiniteLossError, match="epoch 1"):
         mean_loss()
 
 
-def _nan_loss(self, num_classes):
+def _nan_loss(cfg, num_classes):
     class NaNLoss(torch.nn.Module):
         def forward(self, emb, labels):
             return emb.sum() * math.nan

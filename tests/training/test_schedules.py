@@ -36,9 +36,21 @@ def test_multipliers():
     )
     assert schedules.lr_multiplier(11, scheduler="step", step_size=10, gamma=0.5) == 0.5
     assert schedules.lr_multiplier(10, scheduler="step", step_size=10, gamma=0.5) == 1.0
-    assert schedules.lr_multiplier(5, scheduler="none", heat_epoch=5, heat_lr_factor=0.1) == pytest.approx(
-        0.1
-    )
+    # heating: the schedule's multiplier is unchanged; the Heating callback scales the epoch's lrs (lr_scale,
+    # multiplied in by the trainer) and the loss's alpha from its epoch on
+    from types import SimpleNamespace
+
+    from dmllab.training.callbacks import Heating
+
+    assert schedules.lr_multiplier(5, scheduler="none") == 1.0
+    assert schedules.heated(5, 5) and not schedules.heated(4, 5) and not schedules.heated(5, None)
+    heating = Heating(5, alpha_factor=0.25, lr_factor=0.1)
+    trainer = SimpleNamespace(loss=SimpleNamespace(alpha=16.0), lr_scale=1.0)
+    heating.on_build(trainer)
+    heating.on_epoch_start(trainer, 4, 4)
+    assert (trainer.lr_scale, trainer.loss.alpha) == (1.0, 16.0)
+    heating.on_epoch_start(trainer, 5, 5)
+    assert trainer.lr_scale == pytest.approx(0.1) and trainer.loss.alpha == 4.0
     assert schedules.loss_alpha(4, 16.0, heat_epoch=5, heat_alpha_factor=0.25) == 16.0
     assert schedules.loss_alpha(5, 16.0, heat_epoch=5, heat_alpha_factor=0.25) == 4.0
     with pytest.raises(ValueError, match="unknown scheduler"):

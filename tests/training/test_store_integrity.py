@@ -98,7 +98,7 @@ def test_a_run_copied_under_another_key_is_caught(copy):
 
 
 def test_a_replaced_final_model_is_caught(copy, tmp_path):
-    from dmllab.training.protocol import _save_atomic
+    from dmllab.training.protocol import save_atomic
 
     cfg, store = copy
     path = store.final_model(cfg, 0)
@@ -106,7 +106,7 @@ def test_a_replaced_final_model_is_caught(copy, tmp_path):
     shutil.copy2(path, backup)
     shutil.copy2(path.with_name("final.pt.sha256"), tmp_path / "final.pt.sha256")
     try:
-        _save_atomic({"model": {}}, path)  # another model, with a consistent sidecar of its own
+        save_atomic({"model": {}}, path)  # another model, with a consistent sidecar of its own
         with pytest.raises(CorruptRunError, match="is not the one run"):
             store.final_model(cfg, 0)
         assert store.load(cfg, 0) is None  # the run was set aside with it

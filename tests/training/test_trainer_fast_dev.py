@@ -46,8 +46,10 @@ def test_fast_dev_schedule_keeps_every_scheduled_event_inside_its_short_schedule
     assert training_config(real) is real  # a real run is untouched
 
     heated = presets.get("heated_softmax", "cars", "paper").replace("run.fast_dev_run", 1)
-    assert heated.schedule.heat_epoch is not None and heated.schedule.heat_epoch > FAST_DEV_EPOCHS
-    assert training_config(heated).schedule.heat_epoch == FAST_DEV_EPOCHS  # heated in its one epoch
+    assert heated.callback("heating").get("epoch") > FAST_DEV_EPOCHS
+    heating = training_config(heated).callback("heating")
+    assert heating.get("epoch") == FAST_DEV_EPOCHS  # heated in its one epoch
+    assert heating.without("epoch") == heated.callback("heating").without("epoch")  # the factors kept
     stage_plans(heated)  # the schedule check accepts it
 
     stepped = real.replace("schedule.scheduler", "multistep").replace("schedule.milestones", (5, 20))
@@ -58,22 +60,33 @@ def test_fast_dev_schedule_keeps_every_scheduled_event_inside_its_short_schedule
     finetune = presets.get("heated_softmax", "synthetic", "quick", variant="HLN", heating="finetune")
     assert finetune.finetune.epochs > 1
     short = training_config(finetune.replace("run.fast_dev_run", 1))
-    assert short.schedule.epochs == 1 and short.schedule.heat_epoch == 1
+    assert short.schedule.epochs == 1 and short.callback("heating").get("epoch") == 1
 
 
-def test_batch_shrinks_to_fit_a_tiny_split_and_says_so(smoke_cfg):
+def _with_labels(trainer, monkeypatch, labels):
+    """``trainer`` whose training splits hold ``labels`` (the labels its data path gives the batch shape)."""
+    monkeypatch.setattr(trainer.data, "labels", lambda split, prefix=None: labels)
+    return trainer
+
+
+def test_batch_shrinks_to_fit_a_tiny_split_and_says_so(smoke_cfg, monkeypatch):
     labels = [0, 0, 0, 1, 1]  # 2 classes, 5 images: fewer than one 16 = 4 x 4 class-balanced batch
-    real = Trainer(smoke_cfg, progress=False)
-    assert real.batch_shape("train", labels) == (16, 4) and real.shrunk == []
-    fast = Trainer(smoke_cfg.replace("run.fast_dev_run", 2), progress=False)
-    assert fast.batch_shape("train", labels) == (4, 2)  # 2 classes x 2 images: one batch fits
-    assert fast.shrunk == [
+    real = _with_labels(Trainer(smoke_cfg, progress=False), monkeypatch, labels)
+    assert real.fast_dev is None  # a real run's batches are the sampler's own: 16 = 4 x 4, never shrunk
+    assert real.batch_shape("train") == (16, None) and smoke_cfg.data.per_class == 4
+    fast = _with_labels(
+        Trainer(smoke_cfg.replace("run.fast_dev_run", 2), progress=False), monkeypatch, labels
+    )
+    assert fast.batch_shape("train") == (4, 2)  # 2 classes x 2 images: one batch fits
+    assert fast.fast_dev.shrunk == [
         "synthetic train: batch 16 = 4 classes x 4 -> 4 = 2 classes x 2 (2 classes, 5 images)"
     ]
-    assert fast.batch_shape("train", np.arange(40) % 8) == (16, 4)  # enough data: nothing shrinks
-    random = Trainer(smoke_cfg.replace("data.per_class", None).replace("run.fast_dev_run", 2), progress=False)
-    assert random.batch_shape("trainval", labels) == (5, None)
-    assert "5 random images" in random.shrunk[0]
+    _with_labels(fast, monkeypatch, np.arange(40) % 8)
+    assert fast.batch_shape("train") == (16, 4)  # enough data: nothing shrinks
+    random_cfg = smoke_cfg.replace("data.sampler", "random").replace("run.fast_dev_run", 2)
+    random = _with_labels(Trainer(random_cfg, progress=False), monkeypatch, labels)
+    assert random.batch_shape("trainval") == (5, None)
+    assert "5 random images" in random.fast_dev.shrunk[0]
 
 
 def test_fast_dev_trains_n_batches_per_epoch_and_evaluates_n_batches(smoke_cfg):
@@ -83,9 +96,9 @@ def test_fast_dev_trains_n_batches_per_epoch_and_evaluates_n_batches(smoke_cfg):
     assert [(r["stage"], r["epoch"]) for r in result.history] == [("stage1", 1), ("stage2", 1)]
     assert result.extra["fast_dev"] == {"steps": 2, "shrunk": []}
     trainer = Trainer(cfg, progress=False)
-    evaluated = sum(len(labels) for _, labels in trainer.eval_loader("test"))
+    evaluated = sum(len(labels) for _, labels in trainer.data.eval_batches("test"))
     assert evaluated == 8  # N = 1 batch of eval_batch_size images
-    assert len(trainer.dataset("test", train=False)) > 8
+    assert len(trainer.data.dataset("test", train=False)) > 8
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +127,7 @@ def test_paper_preset_fast_dev_run_on_the_miniature_sop_and_inshop(dataset, data
     run = place(Run(cfg, 0), params)
     c = run.config
     assert (c.data.root, c.run.fast_dev_run, c.model.pretrained) == (str(data_root / dataset), 1, False)
-    assert dict(c.data.dataset_kwargs)["check_counts"] is False
+    assert c.data.dataset.get("check_counts") is False
     # a smaller input keeps the test fast; the data path (decode, transforms, sampler, loader workers) is the real one
     c = c.replace("model.backbone", "resnet18").replace("model.embedding_dim", 32)
     result = run_protocol(c, progress=False)

@@ -1,4 +1,4 @@
-"""``dmllab tune`` (dmllab.training.tune), the quick presets' tuned recipes (presets/tuned.py) and the
+"""``dmllab tune`` (dmllab.pipeline.tune), the quick presets' tuned recipes (training/presets/tuned.py) and the
 "-fast" / "+fast" proxy lrs (training/optim.py)."""
 
 from __future__ import annotations
@@ -11,20 +11,42 @@ import pytest
 import torch
 from torch import nn
 
-from dmllab.training import presets, tune
+from dmllab.pipeline import tune
+from dmllab.training import presets
 from dmllab.training.config import parent_config
 from dmllab.training.optim import param_groups
 from dmllab.training.presets import tuned
-from dmllab.training.store import RunStore, implicit_inputs, run_key
+from dmllab.training.protocol import on_validation
+from dmllab.training.store import RunStore, run_key
 
 SMOKE_METHODS = ["proxynca++", "heated_softmax:SM"]
 TRIALS = 3
 
 
-@pytest.fixture(autouse=True)
-def _no_committed_recipes(tmp_path, monkeypatch):
-    """The quick presets without the repository's quick_best.csv (a test that needs recipes writes its own)."""
-    monkeypatch.setattr(tuned, "best_csv", lambda profile: tmp_path / "absent" / f"{profile}_best.csv")
+@pytest.fixture(scope="module", autouse=True)
+def _isolated(tmp_path_factory):
+    """Runs, caches, results and the recipes files under a temporary folder: the tuning writes
+    ``results/tuning/<profile>.csv`` and the presets' recipes (``tuned.best_csv``, package data), which no test may
+    touch. The quick presets read an empty recipes file here (no method tuned: the untuned presets); a test that
+    needs recipes writes its own (``recipes_for``)."""
+    root = tmp_path_factory.mktemp("tune")
+    recipes = root / "recipes"
+    recipes.mkdir()
+    (recipes / "quick.csv").write_text("variant,dataset,param_lr,param_lr_embedding,param_proxy_ratio\n")
+    with pytest.MonkeyPatch.context() as mp:
+        for key in ("DMLLAB_CACHE", "DMLLAB_RESULTS", "DMLLAB_FIGURES"):
+            mp.setenv(key, str(root / key.lower()))
+        mp.setattr(tuned, "best_csv", lambda profile: recipes / f"{profile}.csv")
+        yield root
+
+
+def test_a_missing_recipes_file_is_an_error_naming_it(tmp_path, monkeypatch):
+    """The quick presets never fall back silently to the untuned presets (other run keys) without their recipes."""
+    missing = tmp_path / "absent" / "quick.csv"
+    monkeypatch.setattr(tuned, "best_csv", lambda profile: missing)
+    with pytest.raises(tuned.RecipesMissingError, match="absent/quick.csv.*dmllab tune --profile quick"):
+        presets.get("proxynca++", "synthetic", "quick")
+    presets.get("proxynca++", "synthetic", "smoke")  # a profile without recipes never reads the file
 
 
 def _in_process(runs, **_):
@@ -37,7 +59,7 @@ def _in_process(runs, **_):
 
 
 @pytest.fixture(scope="module")
-def smoke_tuning():
+def smoke_tuning(_isolated):
     """Two methods x 3 trials on the smoke profile (trained in this process); TPE models the results after one
     random trial (so a re-run checks the sampler's determinism, not only the random start)."""
     with pytest.MonkeyPatch.context() as mp:
@@ -76,7 +98,7 @@ def test_trial_zero_is_the_untuned_preset(smoke_tuning):
         zero = next(t for t in first.trials if t.method == method and t.number == 0)
         space = tune.search_space(method, "synthetic", "smoke")
         assert zero.values == {d.name: d.centre for d in space.dims}
-        assert zero.run.config == tune.on_validation(space.base)
+        assert zero.run.config == on_validation(space.base)
 
 
 def test_rerun_asks_the_same_trials_and_trains_nothing(smoke_tuning):
@@ -118,16 +140,16 @@ def test_equal_trials_per_method_and_the_records(smoke_tuning):
 
 
 def test_the_test_split_is_never_read(monkeypatch):
-    from dmllab.training.trainer import Trainer
+    from dmllab.data import loaders
 
     seen = []
-    original = Trainer.dataset
+    original = loaders.open_split
 
-    def spy(self, split, *, train):
+    def spy(data, split, **kw):
         seen.append(split)
-        return original(self, split, train=train)
+        return original(data, split, **kw)
 
-    monkeypatch.setattr(Trainer, "dataset", spy)
+    monkeypatch.setattr(loaders, "open_split", spy)  # every split a run opens (the trainer's RunData, export)
     result = tune.tune(
         ["heated_softmax:LN"], profile="smoke", trials=1, progress=False, write=False, train=_in_process
     )
@@ -171,7 +193,7 @@ def test_every_study_method_has_a_search_space_of_the_same_shape():
             d.decades == (tune.LOSS_DECADES if d.name.startswith("loss_") else tune.LR_DECADES)
             for d in space.dims
         )
-        assert not space.base.loss.synthesis
+        assert space.base.loss.find("proxy_synthesis") is None
         centre = space.config({d.name: d.centre for d in space.dims})
         assert (centre.optim.lr, centre.schedule, centre.model.frozen_blocks) == (
             space.base.optim.lr,
@@ -272,7 +294,7 @@ def _fields(cfg) -> dict:
         "lr_embedding": emb,
         "proxy_lr": (o.lr_proxies, None if o.lr_proxies is None else round(o.lr_proxies / emb, 6)),
     }
-    out.update(cfg.loss.kwargs)
+    out.update(cfg.loss.leaf.kw)  # the method's own loss (the tuned one), under any wrapper
     return out
 
 
@@ -378,8 +400,20 @@ def test_fast_arms_follow_a_tuned_embedding_lr(recipes_for):
     assert ns["proxies"] == pytest.approx(100 * ns["embedding"])
 
 
-def test_the_proxy_lr_rule_is_part_of_the_run_key_where_it_matters():
+def test_the_schema_version_keys_every_run(monkeypatch):
+    """A change of what a config means (here the proxies' lr rule of the "-fast" arms: the embedding layer's lr
+    without ``optim.lr_proxies``, :mod:`dmllab.training.optim`) bumps ``config.SCHEMA_VERSION``, which is part of
+    every run key: a run stored before is never taken for a current one."""
+    from dmllab.training import config as config_mod
+
     quick_slow = presets.get("proxynca++", "synthetic", "quick", fast=False)
-    assert implicit_inputs(quick_slow)["proxy_lr"] == "embedding"
-    assert "proxy_lr" not in implicit_inputs(presets.get("proxynca++", "synthetic", "quick"))
-    assert "proxy_lr" not in implicit_inputs(presets.get("proxynca++", "synthetic", "smoke", fast=False))
+    assert quick_slow.optim.lr_proxies is None and quick_slow.optim.lr_embedding != quick_slow.optim.lr
+    cfgs = [
+        quick_slow,
+        presets.get("proxynca++", "synthetic", "quick"),
+        presets.get("proxynca++", "cub", "paper"),
+    ]
+    before = [run_key(c) for c in cfgs]
+    assert len(set(before)) == 3
+    monkeypatch.setattr(config_mod, "SCHEMA_VERSION", config_mod.SCHEMA_VERSION + 1)
+    assert all(run_key(c) != k for c, k in zip(cfgs, before))
