@@ -52,12 +52,8 @@ def config(
 
     cfg = presets.get(method, dataset, profile, **options)
     for key, value in (overrides or {}).items():
-        if value is None:
-            continue
-        section, _, name = key.partition(".")
-        current = getattr(getattr(cfg, section), name) if name else getattr(cfg, section)
-        if current != value:
-            cfg = cfg.replace(key, value)
+        if value is not None:
+            cfg = cfg.replace(key, value)  # a value the preset already has leaves it equal, so hashed alike
     return presets.check(cfg)
 
 
@@ -127,13 +123,15 @@ def evaluate_network(cfg: Any, *, seed: int) -> dict[str, float]:
     """Test metrics (fractions) of ``cfg``'s network as built, before any metric learning (pre-trained trunk,
     embedding layer initialised with ``seed``). The frozen-prefix feature cache (a speed device of training) is
     off: the network is the same function without it."""
-    from dmllab.training import Trainer
-    from dmllab.training.trainer import seed_everything
+    from dmllab.rng import seed_everything
+    from dmllab.training import Trainer, build
+    from dmllab.training.pretrain import prepare
 
     cfg = cfg.replace("data.feature_views", 0).replace("model.frozen_blocks", 0)
+    prepare(cfg, progress=False)  # the pre-trained trunk it is built from
     trainer = Trainer(cfg, progress=False, seed=seed)
     seed_everything(seed)
-    trainer.model = trainer.build_model().to(trainer.device)
+    trainer.model = build.build_model(cfg.model).to(trainer.device)
     return trainer.evaluate(cfg.data.test_split)
 
 

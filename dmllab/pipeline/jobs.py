@@ -206,8 +206,16 @@ def train_run(run: Run) -> JobResult:
         return JobResult(run.key, "diverged", time.perf_counter() - start, f"{type(err).__name__}: {err}")
     except Exception as err:
         error = f"{type(err).__name__}: {err}"
-        return JobResult(run.key, "FAILED", time.perf_counter() - start, error, info=_memory(memory))
+        return JobResult(_key(run), "FAILED", time.perf_counter() - start, error, info=_memory(memory))
     return JobResult(run.key, "ok", time.perf_counter() - start, info={**info, **_memory(memory)})
+
+
+def _key(run: Run) -> str:
+    """``run.key``, or a stand-in naming the run when its config is too broken to be keyed (a job never raises)."""
+    try:
+        return run.key
+    except Exception:  # noqa: BLE001 - the job's own error is reported; this only names it
+        return f"{run.config.method}/{run.config.dataset}/seed{run.seed} (no key)"
 
 
 def _memory(memory: PeakMemory | None) -> dict[str, float]:

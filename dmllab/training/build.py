@@ -127,15 +127,16 @@ def check(cfg: ExperimentConfig) -> ExperimentConfig:
 
     validate(cfg)
     d = cfg.data
-    per_class = d.per_class or 1
-    labels = [c for c in range(max(2, d.batch_size // per_class)) for _ in range(per_class)]
+
+    def sampler() -> Any:  # over a toy split of twice the batch, class-balanced where it can be
+        per_class = d.per_class if isinstance(d.per_class, int) and d.per_class > 0 else 1
+        labels = [c for c in range(max(2, d.batch_size // per_class)) for _ in range(per_class)]
+        return SAMPLERS.get(d.sampler.name)(labels * 2, d.batch_size, seed=0, **d.sampler.kw)
+
     parts: list[tuple[str, Any]] = [
         ("loss", lambda: build_loss(cfg, num_classes=4)),
         ("model.pooling", lambda: build_pooling(cfg.model.pooling.name, **cfg.model.pooling.kw)),
-        (
-            "data.sampler",
-            lambda: SAMPLERS.get(d.sampler.name)(labels * 2, d.batch_size, seed=0, **d.sampler.kw),
-        ),
+        ("data.sampler", sampler),
         ("callbacks", lambda: build_callbacks(cfg)),
     ]
     for path, make in parts:

@@ -353,13 +353,31 @@ def _to_jsonable(obj: Any) -> Any:
 
 def key_dict(cfg: ExperimentConfig) -> dict[str, Any]:
     """The result-relevant content of ``cfg``: :meth:`~ExperimentConfig.to_dict` without the fields marked
-    :data:`NOT_IN_KEY`, with :data:`SCHEMA_VERSION`."""
+    :data:`NOT_IN_KEY` and without a component keyword given at its constructor's default (a config that spells a
+    default out builds the same objects as one that leaves it to the constructor), with :data:`SCHEMA_VERSION`."""
     d = cfg.to_dict()
     for section in SECTIONS:
         for f in fields(_SECTION_TYPES[section]):
             if f.metadata.get("key", True) is False:
                 del d[section][f.name]
+    for path, spec in spec_paths(cfg).items():
+        defaults = registry_of(path).keywords(spec.name)
+        node = _node(d, path)
+        node["kwargs"] = {
+            k: v for k, v in node["kwargs"].items() if k not in defaults or _to_jsonable(defaults[k]) != v
+        }
     return {"schema": SCHEMA_VERSION, **d}
+
+
+def _node(d: dict[str, Any], path: str) -> dict[str, Any]:
+    """The spec dict at ``path`` (a :func:`spec_paths` key) inside :meth:`ExperimentConfig.to_dict`'s ``d``."""
+    parts = path.split(".")
+    if parts[0] == "callbacks":
+        return next(c for c in d["callbacks"] if c["name"] == parts[1])
+    node = d[parts[0]] if parts[0] == "loss" else d[parts[0]][parts[1]]
+    for part in parts[1 if parts[0] == "loss" else 2 :]:
+        node = node[part]  # "wraps"
+    return node
 
 
 def config_hash(cfg: ExperimentConfig, length: int = 16) -> str:
@@ -654,7 +672,7 @@ def validate(cfg: ExperimentConfig) -> ExperimentConfig:
         )
     d = cfg.data
     per_class = d.per_class
-    if per_class is not None and is_int(per_class) and is_int(d.batch_size) and d.batch_size % per_class:
+    if per_class is not None and is_int(per_class) and per_class > 0 and is_int(d.batch_size) and d.batch_size % per_class:
         raise ConfigValueError(
             f"data.batch_size ({d.batch_size}) must be a multiple of data.sampler.per_class ({per_class}): a "
             "class-balanced batch holds batch_size // per_class classes of per_class images"

@@ -50,7 +50,8 @@ from typing import Any
 from dmllab import paths
 from dmllab.fileio import CorruptFileError, naming, set_aside, sha256_file, sidecar
 from dmllab.locks import exclusive
-from dmllab.training.config import ExperimentConfig, config_hash, parent_config, validate
+from dmllab.training.build import check
+from dmllab.training.config import ExperimentConfig, config_hash, parent_config
 from dmllab.training.pretrain import prepare
 from dmllab.training.protocol import RunResult, run_protocol
 from dmllab.training.trainer import NonFiniteLossError
@@ -527,7 +528,7 @@ def run(
     from dmllab.numerics import late_pin_message, stale_cache_message
 
     store = store or RunStore()
-    cfg = validate(cfg.replace("run.seed", seed))  # reject what cannot work before any folder is made
+    cfg = check(cfg.replace("run.seed", seed))  # reject what cannot work before any folder is made or key made
     late = late_pin_message() if not str(cfg.run.device).startswith("cuda") else None
     for message in (late, stale_cache_message(paths.cache_dir(), store.root)):
         if message:

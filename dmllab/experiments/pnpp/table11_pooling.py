@@ -34,7 +34,7 @@ def build(method: str, dataset: str, profile: str, dim: int, backbone: str, pool
         cfg = cfg.replace("model.embedding_dim", dim)
         if backbone != cfg.model.backbone.name:
             cfg = cfg.replace("model.backbone", backbone)
-    return cfg if pool == cfg.model.pooling else cfg.replace("model.pooling", pool)
+    return cfg if pool == cfg.model.pooling.name else cfg.replace("model.pooling", pool)
 
 
 def runs(params: Params) -> list[Run]:
