@@ -551,7 +551,9 @@ def download_cases() -> list[Case]:
     def two_fetches(ctx):
         d = ctx.folder()
         (d / "data").mkdir()
-        holder = _lock_holder(d / "data" / ".cub.fetch.lock")
+        from dmllab.data.fetch import fetch_lock
+
+        holder = _lock_holder(fetch_lock(d / "data" / "cub"))
         try:
             argv = ["data", "fetch", "cub", str(d / "data" / "cub"), "--from", str(_cub_archive(d))]
             return cli([*argv, "--no-verify", "--quiet"], f"pid {holder.pid} on host {socket.gethostname()}")

@@ -220,6 +220,15 @@ class LockHeldError(OSError):
     """Another process fetches into the same folder; the message names it and the lock file."""
 
 
+def fetch_lock(root: Path) -> Path:
+    """The lock file of a fetch into ``root`` (absolute): in the cache's ``locks/`` folder, keyed by the path, so a
+    dataset folder holds nothing but its data."""
+    from dmllab import paths
+
+    digest = hashlib.sha256(str(Path(root).expanduser().absolute()).encode()).hexdigest()[:16]
+    return paths.cache_dir() / "locks" / f"fetch-{digest}.lock"
+
+
 def fetch_dataset(
     name: str,
     root: str | Path,
@@ -266,9 +275,10 @@ def fetch_dataset(
             raise FetchError(f"--from {path}: no such file")
     copy, files = choose_copy(source, given)
     made_parent = not root.parent.exists()
-    lock = root.parent / f".{root.name}.fetch.lock"
+    lock = fetch_lock(root)
     try:
         with exclusive(lock, timeout=0, what=f"fetch into {root}"):  # the fetch itself takes no other lock
+            root.parent.mkdir(parents=True, exist_ok=True)
             _remove_leftovers(root, echo)
             if _check_root_free(root):  # the other fetch finished while this one started
                 return _finished(root, name, echo)

@@ -76,7 +76,7 @@ def place(run: Run, params: Params) -> Run:
 
     draw = run.draw
     if draw is None:
-        draw = draw_of(params, run.seed) if run.config.data.dataset == "synthetic" else 0
+        draw = draw_of(params, run.seed) if run.config.data.dataset.name == "synthetic" else 0
     cfg = on_draw(run.config, draw)
     if cfg.run.device != params.device:
         cfg = cfg.replace("run.device", params.device)
@@ -179,8 +179,9 @@ class Lookup:
         return train(run.config, seed=run.seed, store=self.store, progress=self.progress)
 
     def rows(self, runs: Iterable[Run], **columns: Any) -> list[dict[str, Any]]:
-        """Tidy rows of the test metrics of every run (percent), labelled by its variant, tags and provenance (the
-        run's own, recorded when it was trained: :func:`_trained_with`).
+        """Tidy rows of the test metrics of every run (percent), its final model's R@1 on its training split
+        (``train_R@1``) and its wall time, labelled by its variant, tags and provenance (the run's own, recorded when
+        it was trained: :func:`_trained_with`).
 
         A run the store records as diverged (a setting whose loss or embeddings became non-finite) gives one row
         with metric ``diverged`` = 1 and no other metric, so the CSV says so and the claims that need its metrics
@@ -197,6 +198,7 @@ class Lookup:
                 out += tidy({"diverged": 1.0}, percent=False, **labels, run_id=run.key, **run.tag, **columns)
                 continue
             metrics = dict(result.metrics)
+            metrics.update({f"train_{k}": v for k, v in result.train_metrics.items()})  # train_R@1
             if result.wall_time_s is not None:
                 metrics["wall_time_s"] = float(result.wall_time_s)
             out += tidy(

@@ -117,6 +117,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     src = "stored result" if result.cached else f"trained in {result.wall_time_s:.1f} s"
     print(f"test ({src}; best epoch {result.best_epoch}, lr drops {result.lr_drop_epochs}):")
     _print_metrics(result.metrics)
+    if result.train_metrics:
+        print(f"final model on its training split: R@1 {100 * result.train_metrics['R@1']:.2f}")
     print(f"run stored in {result.run_dir}")
     return 0
 

@@ -45,9 +45,9 @@ class RunResult:
     """Outcome of a run: test ``metrics`` (fractions in [0, 1]), per-epoch ``history`` rows (stage, epoch,
     loss, lrs, validation metrics, time), stage-1 ``best_epoch`` and ``lr_drop_epochs`` (None / [] without
     validation), wall time, identity (config hash, seed), where it is stored, whether it came from the store, and the
-    precision it trained in. ``metrics`` holds ``train_R@1`` too: R@1 of the final model on (a sample of) the split it
-    last trained on, test transform (:data:`TRAIN_SAMPLE`), so that a reader sees how far a model fits its training
-    classes."""
+    precision it trained in; ``train_metrics``: R@1 of the final model on (a sample of) the split it last trained
+    on, test transform (:data:`TRAIN_SAMPLE`), so that a reader sees how far a model fits its training classes (the
+    artifacts' rows call it ``train_R@1``)."""
 
     metrics: dict[str, float]
     history: list[dict]
@@ -61,6 +61,7 @@ class RunResult:
     cached: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
     precision: str | None = None  # the training's arithmetic (Trainer.precision)
+    train_metrics: dict[str, float] = field(default_factory=dict)  # the final model on its training split
 
     def history_frame(self):  # -> pandas.DataFrame
         """The history as a pandas DataFrame."""
@@ -69,7 +70,7 @@ class RunResult:
         return pd.DataFrame(self.history)
 
 
-#: At most about this many images of the final training split are embedded for the ``train_R@1`` metric (every
+#: At most about this many images of the final training split are embedded for ``RunResult.train_metrics`` (every
 #: k-th image, so every class is seen).
 TRAIN_SAMPLE = 1000
 #: A fast dev run's schedule (``run.fast_dev_run``): at most this many warm-up and schedule epochs per stage.
@@ -377,7 +378,7 @@ def run_protocol(
     last_split = stage2_plan(cfg, best, drops).train_split if cfg.run.two_stage else first.train_split
     n_train = len(trainer.data.dataset(last_split, train=False))
     every = max(1, n_train // TRAIN_SAMPLE)
-    metrics["train_R@1"] = trainer.evaluate(last_split, metrics=("recall",), ks=(1,), every=every)["R@1"]
+    train_metrics = trainer.evaluate(last_split, metrics=("recall",), ks=(1,), every=every)
     phase["test"] += time.perf_counter() - t_test
     if final_model is not None:
         t_ckpt = time.perf_counter()
@@ -407,6 +408,7 @@ def run_protocol(
             ),
         },
         precision=trainer.precision,
+        train_metrics=train_metrics,
     )
 
 

@@ -344,6 +344,7 @@ class RunStore:
             "seed": result.seed,
             "device": result.device,
             "precision": result.precision,
+            "train_metrics": result.train_metrics,
             "method": cfg.method,
             "dataset": cfg.dataset,
             "profile": cfg.profile,
@@ -502,6 +503,7 @@ def load_run_dir(
         run_dir=str(d),
         cached=True,
         precision=m.get("precision"),
+        train_metrics=m.get("train_metrics") or {},
     )
 
 
@@ -528,7 +530,9 @@ def run(
     from dmllab.numerics import late_pin_message, stale_cache_message
 
     store = store or RunStore()
-    cfg = check(cfg.replace("run.seed", seed))  # reject what cannot work before any folder is made or key made
+    cfg = check(
+        cfg.replace("run.seed", seed)
+    )  # reject what cannot work before any folder is made or key made
     late = late_pin_message() if not str(cfg.run.device).startswith("cuda") else None
     for message in (late, stale_cache_message(paths.cache_dir(), store.root)):
         if message:

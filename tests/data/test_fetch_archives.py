@@ -28,7 +28,7 @@ import pytest
 from data_layouts import make_cub, make_inshop
 from test_fetch import run_cli, tar_gz, zip_of
 
-from dmllab.data.fetch import SOURCES, FetchError, LockHeldError, fetch_dataset
+from dmllab.data.fetch import SOURCES, FetchError, LockHeldError, fetch_dataset, fetch_lock
 from dmllab.data.unpack import ArchiveFormatError, ArchiveTooLargeError, UnsafeArchiveError
 
 
@@ -315,7 +315,7 @@ def _child(code: str) -> subprocess.Popen:
 
 def test_a_second_fetch_into_the_same_root_names_the_holder(place, tmp_path, capsys):
     data, _ = place
-    lock = data / ".cub.fetch.lock"
+    lock = fetch_lock(data / "cub")
     holder = _child(
         f"""
         import time
@@ -337,7 +337,7 @@ def test_a_second_fetch_into_the_same_root_names_the_holder(place, tmp_path, cap
         assert run_cli(argv) == 1
         err = capsys.readouterr().err.strip()
         assert f"pid {holder.pid} on host {socket.gethostname()}" in err and "\n" not in err
-        assert sorted(p.name for p in data.iterdir()) == [".cub.fetch.lock"]  # the holder's, untouched
+        assert sorted(p.name for p in data.iterdir()) == [] and lock.exists()  # the holder's lock, untouched
     finally:
         holder.kill()
         holder.wait()

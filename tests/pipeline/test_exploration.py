@@ -200,7 +200,7 @@ def test_an_empty_result_file_is_named(tmp_path):
 
 def test_a_report_of_artifacts_without_claims_builds(tmp_path):
     """A study of artifacts that judge no claim (Table 1: the settings) builds its report: zero verdicts."""
-    from dmllab.experiments import registry, verdicts
+    from dmllab.experiments import multiplicity, registry, verdicts
     from dmllab.pipeline.report import build_report
 
     aid = "pnpp_table1_settings"
@@ -208,8 +208,8 @@ def test_a_report_of_artifacts_without_claims_builds(tmp_path):
     shutil.copy(paths.repo_root() / "results" / f"{aid}.csv", tmp_path / f"{aid}.csv")
     page = build_report("quick", results=tmp_path, figures=tmp_path / "fig", out=tmp_path / "report.html")
     text = page.read_text()
-    assert f'id="{aid}"' in text and "1 of " in text and "id='summary'" in text
-    empty = verdicts.counts(verdicts.claims_frame([], {}, "quick"), ["pnpp"])
+    assert f'id="{aid}"' in text and "1 of " in text and 'id="summary"' in text
+    empty = multiplicity.counts(multiplicity.claims_frame([], {}, "quick"), ["pnpp"])
     totals = empty.sum(numeric_only=True)  # what the summary adds up: zeros, not a missing column
     assert empty.empty and all(totals[v] == 0 for v in verdicts.VERDICTS)
 
