@@ -175,6 +175,26 @@ def judge(
     return j.interval, j.verdict, j.why
 
 
+def missing_datasets(artifact: Artifact, rows: pd.DataFrame, profile: str | None) -> list[str]:
+    """The datasets ``artifact`` lists for ``profile`` (its ``datasets`` parameter) of which ``rows`` hold no row,
+    where the rows hold some of the listed ones (rows of a stand-in, the offline benchmark for "cub" on the quick
+    profile, name none of them): a study limited to the datasets at hand (``dmllab study --datasets``) judges its
+    claims without the others."""
+    listed = artifact.parameters.get(profile or "", {}).get("datasets")
+    if not isinstance(listed, list) or "dataset" not in rows.columns or rows.empty:
+        return []
+    present = set(rows["dataset"].dropna().astype(str))
+    return [d for d in listed if d not in present] if present & set(listed) else []
+
+
+def _without(missing: Sequence[str]) -> str:
+    return (
+        f"judged without {', '.join(missing)}: no rows (not trained here, e.g. dmllab study --datasets)"
+        if missing
+        else ""
+    )
+
+
 def rows_profile(rows: pd.DataFrame, profile: str | None = None) -> str | None:
     """``profile``, or the one profile ``rows`` hold (None when they hold none or several)."""
     if profile is not None or "profile" not in rows.columns:
@@ -226,7 +246,12 @@ def verdict_table(
     import pandas as pd
 
     profile = rows_profile(rows, profile)
-    out = [_record(assess(c, rows, profile, status), profile) for c in artifact.claims if c.kind == "verdict"]
+    gap = _without(missing_datasets(artifact, rows, profile))
+    out = []
+    for claim in artifact.claims:
+        if claim.kind == "verdict":
+            line = _record(assess(claim, rows, profile, status), profile)
+            out.append({**line, "why": _join(str(line["why"]), gap)})
     return pd.DataFrame(out, columns=list(VERDICT_COLUMNS))
 
 
@@ -286,9 +311,12 @@ def claims_frame(
         frame = rows.get(artifact.id)
         if frame is None or frame.empty:
             continue
+        gap = _without(missing_datasets(artifact, frame, profile))
         for claim in artifact.claims:
             line = _record(assess(claim, frame, profile, status), profile)
             line["paper says"] = line.pop("paper")
+            if claim.kind == "verdict":
+                line["why"] = _join(str(line["why"]), gap)
             out.append(
                 {"artifact": artifact.id, "paper": artifact.paper, "label": artifact.label, "key": claim.key}
                 | {"kind": claim.kind, **line, "same as": claim.same_as, "counted": True, "tested": False}

@@ -2,7 +2,11 @@
 study runs them (:func:`dmllab.experiments.lookup.planned_runs` with :func:`execution_parameters`) and
 de-duplicated by the run store's key (two artifacts that need the same config and seed share one run), with how many
 are already stored and an estimated cost from stored wall times of the same device kind, else the profile's typical
-run on that device (:func:`make_plan`; ``dmllab study --plan`` prints :func:`format_plan` and stops).
+run on that device (:func:`make_plan`; ``dmllab study --plan`` prints
+:func:`dmllab.pipeline.plan_text.format_plan` and stops). With a GPU
+calibration (:mod:`dmllab.pipeline.cost`) every run on a real dataset also gets its GPU price, the plan prints the
+GPU hours per artifact and in total, and a budget (``max_gpu_hours``) or the datasets at hand (``datasets``) leave
+artifacts out, with the reason (:mod:`dmllab.pipeline.budget`).
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ from typing import Any
 from dmllab import paths
 from dmllab.experiments.artifact import Artifact, Run
 from dmllab.experiments.lookup import planned_runs
-from dmllab.profiles import PROFILES, typical_run_s
+from dmllab.pipeline import budget
+from dmllab.pipeline.cost import Calibration, Price, Unpriced, price_config
+from dmllab.profiles import PROFILES, TYPICAL_RUN_S
 
 
 @dataclass(frozen=True)
@@ -29,6 +35,7 @@ class PlannedRun:
     stored: bool
     wall_s: float | None  # stored wall time, or the estimate for a missing run (None: no basis)
     diverged: bool = False  # the store records it as diverged (dmllab.training.store, DivergedRunError)
+    price: Price | Unpriced | None = None  # GPU cost of the real run (None: no calibration given)
 
 
 @dataclass(frozen=True)
@@ -44,6 +51,11 @@ class Plan:
     fast_dev_run: int = 0  # N > 0: a fast dev run (execution_parameters)
     pretrained: bool | None = None  # False: no pre-trained weights (--pretrained none)
     check_counts: bool = True  # False: --no-counts
+    datasets: tuple[str, ...] | None = None  # --datasets: the real datasets available (None: all)
+    max_gpu_hours: float | None = None  # --max-gpu-hours
+    left_out: Mapping[str, str] = field(default_factory=dict)  # artifact -> why it is not in this plan
+    calibration: Calibration | None = None
+    placement: str = ""  # where the runs train and why (dmllab.pipeline.placement), the plan's header
 
     def parameters(self, artifact: Artifact) -> dict[str, Any]:
         """:func:`execution_parameters` of ``artifact`` in this plan (what its notebook receives)."""
@@ -55,6 +67,7 @@ class Plan:
             fast_dev_run=self.fast_dev_run,
             pretrained=self.pretrained,
             check_counts=self.check_counts,
+            datasets=self.datasets,
         )
 
     @property
@@ -104,13 +117,15 @@ def execution_parameters(
     fast_dev_run: int = 0,
     pretrained: bool | None = None,
     check_counts: bool = True,
+    datasets: tuple[str, ...] | None = None,
 ) -> dict[str, Any]:
     """What the study sets on every execution of ``artifact`` (its runs' placement and its notebook's parameters,
     beside ``profile`` and ``train_missing``): the device, the data root, and for a fast dev run its limit
     ``fast_dev_run``, only the first of the artifact's seeds (the other seeds train the same configs) and, with
     ``pretrained=False`` (``--pretrained none``), no pre-trained weights; ``check_counts=False`` (``--no-counts``):
-    the real datasets read without their canonical counts."""
-    values: dict[str, Any] = {"device": device}
+    the real datasets read without their canonical counts; ``datasets`` (``--datasets``): the artifact's own
+    ``datasets`` parameter cut to the available ones (:func:`dmllab.pipeline.budget.dataset_overrides`)."""
+    values: dict[str, Any] = {"device": device, **budget.dataset_overrides(artifact, profile, datasets)[0]}
     if data_root is not None:
         values["data_root"] = str(data_root)
     if fast_dev_run:
@@ -133,14 +148,26 @@ def make_plan(
     fast_dev_run: int = 0,
     pretrained: bool | None = None,
     check_counts: bool = True,
+    datasets: Sequence[str] | str | None = None,
+    max_gpu_hours: float | None = None,
+    calibration: Calibration | None = None,
 ) -> Plan:
-    """The de-duplicated runs of ``artifacts`` at ``profile`` (module docstring, step 1), placed with
-    :func:`execution_parameters`."""
+    """The de-duplicated runs of ``artifacts`` at ``profile`` (module docstring), placed with
+    :func:`execution_parameters`, priced with ``calibration``; ``datasets`` and ``max_gpu_hours`` leave artifacts
+    out (:mod:`dmllab.pipeline.budget`; a fast dev run leaves out what the real study would, priced from empty).
+
+    Raises:
+        ValueError: an unknown profile or dataset name, a negative budget, or a budget without a calibration.
+    """
+    from dmllab.experiments.registry import by_importance
     from dmllab.profiles import resolve_device
     from dmllab.training.store import RunStore
 
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
+    if max_gpu_hours is not None and (calibration is None or not max_gpu_hours >= 0):
+        raise ValueError(f"--max-gpu-hours {max_gpu_hours}: needs a number >= 0 and a GPU calibration")
+    available = budget.check_datasets(datasets)
     device = resolve_device(device)
     execution = dict(
         device=device,
@@ -148,45 +175,85 @@ def make_plan(
         fast_dev_run=fast_dev_run,
         pretrained=pretrained,
         check_counts=check_counts,
+        datasets=available,
     )
     store = RunStore()
-    unique: dict[str, tuple[Run, list[str]]] = {}
+    left_out: dict[str, str] = {}
+    per_artifact: dict[str, list[Run]] = {}
     errors: dict[str, str] = {}
-    requested = 0
     for artifact in artifacts:
         try:
-            given = execution_parameters(artifact, profile, **execution)
-            runs = planned_runs(artifact, artifact.params(profile, **given))
+            why = budget.dataset_overrides(artifact, profile, available)[1]
+            runs = _runs(artifact, profile, execution)
+            why = why or _unavailable(runs, available)
         except Exception as err:  # one artifact's broken declaration is reported, the others are planned
             errors[artifact.id] = f"{type(err).__name__}: {err}"
             continue
+        if why:
+            left_out[artifact.id] = why
+        else:
+            per_artifact[artifact.id] = runs
+    prices: dict[str, Price | Unpriced] = {}
+
+    def priced(key: str, run: Run) -> Price | Unpriced:
+        if key not in prices:
+            prices[key] = price_config(run.config, calibration)  # type: ignore[arg-type]
+        return prices[key]
+
+    if max_gpu_hours is not None:
+        ordered, stored = [], set()
+        for artifact in by_importance([a for a in artifacts if a.id in per_artifact]):
+            real = per_artifact[artifact.id]
+            if fast_dev_run:  # the real study's runs, priced from empty
+                real = _runs(artifact, profile, {**execution, "fast_dev_run": 0})
+            else:
+                stored |= {
+                    r.key for r in real if store.load(r.config, r.seed) or store.diverged(r.config, r.seed)
+                }
+            ordered.append((artifact.id, {k: priced(k, r) for k, r in ((r.key, r) for r in real)}))
+        chosen, dropped = budget.select(ordered, stored, max_gpu_hours)
+        left_out.update(dropped)
+        per_artifact = {a: r for a, r in per_artifact.items() if a in chosen or not r}
+    unique: dict[str, tuple[Run, list[str]]] = {}
+    requested = 0
+    for aid, runs in per_artifact.items():
         requested += len(runs)
         for run in runs:
-            unique.setdefault(run.key, (run, []))[1].append(artifact.id)
+            unique.setdefault(run.key, (run, []))[1].append(aid)
     history = _stored_wall_times()
     by_profile: dict[str, list[float]] = {}
     for key, walls in history.items():
         by_profile.setdefault(key.split("|", 2)[-1], []).extend(walls)
     planned, typical = [], None
-    for run, users in unique.values():
-        stored = store.load(run.config, run.seed)
-        diverged = stored is None and store.diverged(run.config, run.seed) is not None
-        if stored is not None:
-            wall: float | None = float(stored.wall_time_s)
+    for key, (run, users) in unique.items():
+        stored_run = store.load(run.config, run.seed)
+        diverged = stored_run is None and store.diverged(run.config, run.seed) is not None
+        cost = priced(key, run) if calibration is not None else None
+        if stored_run is not None:
+            wall: float | None = float(stored_run.wall_time_s)
         else:  # the median of the same method, else of the same profile, on the same device kind, else the
-            # profile's typical run on that device (none for a fast dev run: no real run says what it costs)
+            # GPU price of the real run, else the profile's typical run on that device (none for a fast dev
+            # run: no real run says what it costs)
             c = run.config
             kind = _kind(c.run.device)
             basis = history.get("|".join((c.method, c.dataset, c.profile, kind))) or by_profile.get(
                 f"{c.profile}|{kind}"
             )
             wall = statistics.median(basis) if basis else None
-            if not basis and not fast_dev_run and c.profile == profile:
-                wall = typical = typical_run_s(c.profile, c.run.device)
-        planned.append(PlannedRun(run, tuple(users), stored is not None, wall, diverged))
+            if (
+                not basis
+                and not fast_dev_run
+                and kind == "cuda"
+                and isinstance(cost, Price)
+                and cost.from_images
+            ):
+                wall = cost.seconds
+            elif not basis and not fast_dev_run and c.profile == profile:
+                wall = typical = _typical_run_s(c.profile, kind, calibration)
+        planned.append(PlannedRun(run, tuple(users), stored_run is not None, wall, diverged, cost))
     return Plan(
         profile,
-        tuple(artifacts),
+        tuple(a for a in artifacts if a.id not in left_out),
         tuple(planned),
         requested,
         errors,
@@ -196,79 +263,28 @@ def make_plan(
         fast_dev_run=fast_dev_run,
         pretrained=pretrained,
         check_counts=check_counts,
+        datasets=available,
+        max_gpu_hours=max_gpu_hours,
+        left_out=left_out,
+        calibration=calibration,
     )
 
 
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "unknown (no stored run to estimate from)"
-    return f"{seconds / 60:.1f} min" if seconds >= 90 else f"{seconds:.0f} s"
-
-
-def estimate(plan: Plan, jobs: int) -> str:
-    """The plan's training estimate as text: compute, wall time with the workers it will really use (``jobs``,
-    at most one per missing run), and its basis when it is a typical run (or why there is none)."""
-    est = plan.estimate_s
-    workers = max(1, min(jobs, len(plan.missing)))
-    if est is None and plan.fast_dev_run:
-        return "a fast dev run: seconds per run on a GPU, up to a minute or two on a CPU"
-    gpu = _kind(plan.device) != "cpu"
-    if plan.typical_s is not None:
-        where = f"on one {_kind(plan.device)} device" if gpu else "on one CPU thread"
-        table = "TYPICAL_GPU_RUN_S" if gpu else "TYPICAL_RUN_S"
-        on = f" on {_kind(plan.device)}" if gpu else ""
-        basis = (
-            f" (no stored {plan.profile} run{on} yet: {plan.typical_s:.0f} s per run, the typical {plan.profile} "
-            f"run {where}, dmllab.profiles.{table})"
-        )
-    elif est is None and gpu:
-        basis = (
-            f" (no stored {plan.profile} run on {_kind(plan.device)} yet, and no typical {plan.profile} run measured "
-            "on a GPU: dmllab.profiles.TYPICAL_GPU_RUN_S has no basis)"
-        )
-    else:
-        basis = ""
-    return (
-        f"{_duration(est)} of compute"
-        + (f", about {_duration(est / workers)} with {workers} workers" if est and workers > 1 else "")
-        + basis
+def _runs(artifact: Artifact, profile: str, execution: Mapping[str, Any]) -> list[Run]:
+    """The placed runs of ``artifact`` in an execution (:func:`execution_parameters`)."""
+    return planned_runs(
+        artifact, artifact.params(profile, **execution_parameters(artifact, profile, **execution))
     )
 
 
-def format_plan(plan: Plan, *, jobs: int = 1, limit: int = 40) -> str:
-    """The plan as text: one line per unique run (first ``limit``), then the totals and the estimate."""
-    from dmllab.training import presets
+def _unavailable(runs: Sequence[Run], available: tuple[str, ...] | None) -> str:
+    missing = budget.unavailable([r.config.dataset for r in runs], available)
+    return f"its runs read {', '.join(missing)} (not in --datasets)" if missing else ""
 
-    lines = [f"study plan, profile {plan.profile}: {len(plan.artifacts)} artifacts"]
-    width = max([len("artifacts")] + [len(",".join(r.artifacts)) for r in plan.runs[:limit]])
-    if plan.runs:
-        lines.append(
-            f"{'run key':<24} {'seed':>4}  {'stored':<6} {'wall':>7}  {'artifacts':<{width}}  config"
-        )
-    for r in plan.runs[:limit]:
-        key = r.run.key.split("/")[0][:24]
-        wall = "" if r.wall_s is None else f"{r.wall_s:6.0f}s"
-        lines.append(
-            f"{key:<24} {r.run.seed:>4}  {'yes' if r.stored else 'div.' if r.diverged else 'no':<6} {wall:>7}  "
-            f"{','.join(r.artifacts):<{width}}  {presets.describe(r.run.config)}"
-        )
-    if len(plan.runs) > limit:
-        lines.append(f"... {len(plan.runs) - limit} more runs")
-    toys = [a.id for a in plan.artifacts if a.id not in {x for r in plan.runs for x in r.artifacts}]
-    lines.append("")
-    lines.append(
-        f"{plan.requested} runs requested by the artifacts, {len(plan.runs)} unique after de-duplication; "
-        f"{len(plan.stored)} stored, "
-        + (
-            f"{len(plan.diverged)} recorded as diverged (not retrained; --force does), "
-            if plan.diverged
-            else ""
-        )
-        + f"{len(plan.missing)} to train"
-    )
-    lines.append(f"estimated training time of the missing runs: {estimate(plan, jobs)}")
-    if toys:
-        lines.append(f"artifacts without training runs (computed in their notebooks): {', '.join(toys)}")
-    for artifact, error in plan.errors.items():
-        lines.append(f"ERROR listing the runs of {artifact}: {error}")
-    return "\n".join(lines)
+
+def _typical_run_s(profile: str, kind: str, calibration: Calibration | None) -> float | None:
+    """The typical ``profile`` run on the CPU (:data:`dmllab.profiles.TYPICAL_RUN_S`) or on one CUDA worker
+    (the calibration's quick runs); None: no basis."""
+    if kind == "cpu":
+        return TYPICAL_RUN_S.get(profile)
+    return calibration.gpu_run_s(profile) if calibration is not None and kind == "cuda" else None
