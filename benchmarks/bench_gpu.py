@@ -1,37 +1,42 @@
-"""GPU benchmark (docs/guide/gpu.md): where the time of a paper-profile run goes on one CUDA GPU.
+"""GPU benchmark (docs/guide/gpu.md): where the time of a study's runs goes on one GPU, in steady state; its rows
+calibrate the study's cost model and its choice of device (``dmllab.pipeline.cost``, ``dmllab.pipeline.placement``).
 
-Needs a CUDA GPU; without one it exits at once with a message (status 2). Everything it measures runs in
-this process, side by side, and goes to results/benchmarks/gpu.csv (columns: benchmark, setting, metric,
-value, unit, device, torch_version, command, timestamp):
+Everything it measures runs side by side and goes to ``--out`` (default ``results/benchmarks/gpu.csv``; columns:
+benchmark, setting, metric, value, unit, device, torch_version, command, timestamp). A model ``setting`` reads
+``<backbone>_<crop>px_b<batch>_<fp32|bf16|fp16>`` (``dmllab.pipeline.cost.model_setting``).
 
-1. ``model_step``: images/s of one training step (forward, ProxyNCA++ loss, backward, Adam step) of the
-   paper's ResNet-50 (2048-d embedding) on synthetic 256 x 256 batches already on the GPU, batch 32 and 192,
-   fp32 versus bf16 autocast + channels_last.
-2. ``loader``: images/s of the paper profile's training loader alone (JPEG decode + RandomResizedCrop(256)
-   + flip + normalise, class-balanced batches, the package's worker count ``data.num_workers``, pinned
-   memory), on a fake CUB-200-2011 that this script writes in the real on-disk layout (images.txt,
-   image_class_labels.txt, bounding_boxes.txt, classes.txt, images/<class>/<file>.jpg) at CUB's image sizes
-   (about 500 x 375 JPEGs).
-3. ``end_to_end``: images/s of whole training epochs of the paper profile through ``dmllab.training.Trainer``
-   on that fake CUB (loader, transfers, step, the trainer's checks), same four settings.
-4. ``evaluator``: dmllab's exact Recall@{1,2,4,8} on GPU embeddings at SOP size (60,502 x 512 and x 2048,
-   leave-one-out) and In-Shop size (14,218 queries x 12,612 gallery, 512-d), against the bare chunked
-   products of the same shapes on the same GPU (full X X^T, and the upper-triangle tiles only).
-5. ``quick_run``: the quick profile's ProxyNCA++ preset trained on the GPU by ``dmllab train`` (one fresh process
-   per seed, as a study worker runs it): the process's wall time and the run's stored ``wall_time_s``, the
-   basis of the plan's estimate on a GPU (``dmllab.profiles.TYPICAL_GPU_RUN_S``). The first seed also builds
-   the caches (the generated benchmark, the pre-trained trunk, the frozen-prefix features): ``cold``.
+1. ``model_step``: images/s of the training step as the trainer runs it (``Trainer.train_epoch`` over batches
+   already on the device: autocast, channels_last, the loss, gradient clipping, the scaler and the finiteness
+   flags of its sync-free path), over ``--steps`` batches (default 50) after a warm-up epoch.
+2. ``embed``: images/s of the forward pass the evaluation runs (eval mode, no grad, autocast) at the eval batch.
+3. ``loader``: images/s of the paper profile's training loader alone (JPEG decode + crop + flip + normalise,
+   class-balanced batches, pinned memory) with 1 worker and with the package's ``data.num_workers=auto``, in total
+   and per worker, over ``--steps`` batches after the first, on a fake CUB-200-2011 written in the real layout at
+   CUB's image sizes with enough images per training class for epochs of ``--steps`` batches of the largest batch.
+4. ``end_to_end``: images/s of whole training epochs through the Trainer (loader, transfers, step, checks) on that
+   fake CUB: epochs of at least ``--steps`` batches, after a warm-up epoch.
+5. ``evaluator``: dmllab's exact Recall@K at SOP size (60,502 x 512 and x 2048, leave-one-out) and In-Shop size
+   against the bare chunked products of the same shapes on the same device.
+6. ``quick_run``: the quick profile's ProxyNCA++ preset (the smoke profile's with ``--smoke``) trained on the device in a fresh process per seed (the
+   first seed builds the caches: ``cold``): the process's wall time, the run's ``wall_time_s`` and its phases
+   (setup, data, step, eval, test, checkpoint, cache_build: ``phase_<name>_s``).
+7. ``quick_workers``: W quick runs at once, each in its own process on the one device (``--gpu-workers``), warm
+   caches: ``s_per_run`` = wall time / W, the throughput a study with W GPU workers gets.
 
-    python benchmarks/bench_gpu.py                       # everything (several minutes on an H100)
-    python benchmarks/bench_gpu.py --only evaluator
-    python benchmarks/bench_gpu.py --paper-epochs 2 --weights /path/resnet50-0676ba61.pth
-        # also: `dmllab train --profile paper` for 2 epochs on the fake CUB with that weights file
+The model settings are the four ResNet-50 ones below, or with ``--settings plan`` every (backbone, crop, batch,
+precision) the paper study's plan trains (what ``dmllab study --profile paper --plan`` lists as not priced).
+
+    python benchmarks/bench_gpu.py                                   # everything (minutes on an H100)
+    python benchmarks/bench_gpu.py --only model_step --only embed --settings plan
+    python benchmarks/bench_gpu.py --device cpu --smoke --out /tmp/gpu_smoke.csv   # checks the script on a CPU
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
+import math
 import os
 import shlex
 import subprocess
@@ -54,17 +59,20 @@ COLUMNS = [
     "command",
     "timestamp",
 ]
-PARTS = ("model_step", "loader", "end_to_end", "evaluator", "quick_run")
-SETTINGS = [  # (name, batch size, run.amp, run.channels_last)
-    ("b32_fp32", 32, "off", "off"),
-    ("b32_bf16_cl", 32, "bf16", "on"),
-    ("b192_fp32", 192, "off", "off"),
-    ("b192_bf16_cl", 192, "bf16", "on"),
-]
+PARTS = ("model_step", "embed", "loader", "end_to_end", "evaluator", "quick_run", "quick_workers")
+# (backbone, transform, batch size, run.amp): the paper's ResNet-50 at ProxyNCA++'s 256 px crops
+DEFAULT_SETTINGS = [("resnet50", "proxynca++", b, amp) for b in (32, 192) for amp in ("off", "bf16")]
+SMOKE_SETTINGS = [
+    ("smallcnn", "smoke", 4, "off")
+]  # the smoke profile's network and 32 px crops: seconds on a CPU
+TRAIN_CLASSES = 50  # CUB's train split: classes 1-50 (dmllab.data.real.CUB200.class_ranges)
 
 
-def make_fake_cub(root: Path, n_classes: int = 200, per_class: int = 12, seed: int = 0) -> Path:
-    """CUB_200_2011 in its real layout, with smooth random JPEGs at CUB's typical sizes (500 x 3xx)."""
+def make_fake_cub(
+    root: Path, per_train_class: int, size: tuple[int, int] = (500, 375), seed: int = 0
+) -> Path:
+    """CUB_200_2011 in its real layout with smooth random JPEGs of about ``size``: ``per_train_class`` images in
+    each training class (1-50), 2 in each other class."""
     import numpy as np
     from PIL import Image
 
@@ -72,18 +80,17 @@ def make_fake_cub(root: Path, n_classes: int = 200, per_class: int = 12, seed: i
     root.mkdir(parents=True, exist_ok=True)
     images, labels, boxes = [], [], []
     image_id = 0
-    yy, xx = np.mgrid[0:1, 0:1]  # placeholders, rebuilt per size
-    for c in range(1, n_classes + 1):
+    for c in range(1, 201):
         folder = f"{c:03d}.Species_{c}"
         colour = rng.integers(0, 256, 3)
-        for k in range(per_class):
+        (root / "images" / folder).mkdir(parents=True, exist_ok=True)
+        for k in range(per_train_class if c <= TRAIN_CLASSES else 2):
             image_id += 1
-            w, h = 500, int(rng.integers(300, 460))
+            w, h = size[0], int(size[1] * rng.uniform(0.8, 1.2))
             yy, xx = np.mgrid[0:h, 0:w]
             base = (np.sin(xx / rng.uniform(8, 40)) + np.cos(yy / rng.uniform(8, 40))) * 60
             img = np.clip(base[..., None] + colour + rng.normal(0, 12, (h, w, 3)), 0, 255).astype(np.uint8)
             rel = f"{folder}/Species_{c}_{k:04d}_{image_id}.jpg"
-            (root / "images" / folder).mkdir(parents=True, exist_ok=True)
             Image.fromarray(img).save(root / "images" / rel, quality=90)
             images.append(f"{image_id} {rel}")
             labels.append(f"{image_id} {c}")
@@ -91,241 +98,336 @@ def make_fake_cub(root: Path, n_classes: int = 200, per_class: int = 12, seed: i
     (root / "images.txt").write_text("\n".join(images) + "\n")
     (root / "image_class_labels.txt").write_text("\n".join(labels) + "\n")
     (root / "bounding_boxes.txt").write_text("\n".join(boxes) + "\n")
-    (root / "classes.txt").write_text("".join(f"{c} {c:03d}.Species_{c}\n" for c in range(1, n_classes + 1)))
+    (root / "classes.txt").write_text("".join(f"{c} {c:03d}.Species_{c}\n" for c in range(1, 201)))
     (root / "train_test_split.txt").write_text("".join(f"{i} 1\n" for i in range(1, image_id + 1)))
     return root
 
 
-def paper_cfg(root: Path, batch: int, amp: str, channels_last: str, weights: str | None):
+def plan_settings() -> list[tuple[str, str, int, str]]:
+    """Every (backbone, transform, batch, run.amp) the paper study's plan trains on a real dataset."""
+    from dmllab.data.real import is_real_dataset
+    from dmllab.experiments import registry
+    from dmllab.pipeline.plan import make_plan
+
+    plan = make_plan(registry.select(None), "paper", device="cpu")
+    found = {
+        (c.model.backbone, c.data.transform, c.data.batch_size, c.run.amp)
+        for c in (r.run.config for r in plan.runs)
+        if is_real_dataset(c.dataset)
+    }
+    return sorted(found)
+
+
+def config(root: Path, device: str, setting: tuple[str, str, int, str], weights: str | None, **data):
+    """The ProxyNCA++ CUB paper preset on the fake CUB at ``setting`` (backbone, transform, batch, amp)."""
     from dmllab.training import apply_overrides, presets
 
+    backbone, transform, batch, amp = setting
     overrides = [
         f"data.root={root}",
         "data.dataset.check_counts=false",
+        f"model.backbone={backbone}",
+        f"data.transform={transform}",
         f"data.batch_size={batch}",
+        *(["data.sampler.per_class=4"] if batch % 4 == 0 else ["data.sampler=random"]),
         f"run.amp={amp}",
-        f"run.channels_last={channels_last}",
-        "run.device=cuda",
+        f"run.device={device}",
+        *(f"data.{k}={v}" for k, v in data.items()),
     ]
     overrides += [f"model.weights_path={weights}"] if weights else ["model.pretrained=false"]
     return apply_overrides(presets.get("proxynca++", "cub", "paper"), overrides)
 
 
-def sync_time(fn, repeats: int) -> float:
-    """Seconds per call of ``fn`` (CUDA synchronised), after one warm-up call."""
-    import torch
+def name(cfg) -> str:
+    from dmllab.pipeline.cost import AMP_PRECISION, crop_size, model_setting
 
-    fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(repeats):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t0) / repeats
+    precision = AMP_PRECISION[cfg.run.amp] if cfg.run.device.startswith("cuda") else "fp32"
+    return model_setting(cfg.model.backbone, crop_size(cfg.data.transform), cfg.data.batch_size, precision)
 
 
-def bench_model_step(add, root: Path, weights: str | None, steps: int) -> None:
-    import torch
+class Clock:
+    """Wall seconds of a block, the device synchronised before and after."""
 
+    def __init__(self, device: str) -> None:
+        self.cuda = device.startswith("cuda")
+
+    def sync(self) -> None:
+        if self.cuda:
+            import torch
+
+            torch.cuda.synchronize()
+
+    def __enter__(self) -> Clock:
+        self.sync()
+        self.t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.sync()
+        self.s = time.perf_counter() - self.t0
+
+
+def trainer(cfg):
     from dmllab.training import Trainer
     from dmllab.training.protocol import stage_plans
 
-    for name, batch, amp, cl in SETTINGS:
-        cfg = paper_cfg(root, batch, amp, cl, weights)
-        tr = Trainer(cfg, progress=False)
-        tr.setup(stage_plans(cfg)[0])
-        tr._apply_schedule(tr.state.plan, tr.state.plan.warmup_epochs + 1)  # backbone trainable
-        x = torch.randn(batch, 3, 256, 256, device="cuda")
-        if tr.channels_last:
-            x = x.contiguous(memory_format=torch.channels_last)
-        y = torch.arange(batch, device="cuda") % 50
+    tr = Trainer(cfg, progress=False)
+    plan = stage_plans(cfg)[0]
+    tr.setup(plan)
+    return tr, plan, plan.warmup_epochs + 1  # a schedule epoch: the backbone trains
 
-        def step(tr=tr, x=x, y=y):
-            with torch.autocast(
-                "cuda", dtype=tr.amp_dtype or torch.float32, enabled=tr.amp_dtype is not None
-            ):
-                emb = tr.model(x)
-            loss = tr.loss(emb, y)
-            tr.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            tr.optimizer.step()
 
-        sec = sync_time(step, steps)
-        add("model_step", name, "images_per_s", batch / sec, "img/s")
-        print(f"  model_step {name}: {batch / sec:8.1f} img/s", flush=True)
+def step_rate(tr, plan, epoch: int, x, y, steps: int) -> float:
+    """Images/s of ``tr.train_epoch`` over ``steps`` copies of the device-resident batch ``(x, y)``: the trainer's
+    step without its loader."""
+    tr.train_loader = lambda plan, epoch: [(x, y)] * steps
+    tr._apply_schedule(plan, epoch)
+    tr.train_epoch(plan, epoch)  # warm-up: cuDNN autotuning, allocator
+    with Clock(str(tr.device)) as clock:
+        tr.train_epoch(plan, epoch + 1)
+    return steps * x.shape[0] / clock.s
+
+
+def embed_rate(tr, x, steps: int) -> float:
+    """Images/s of the evaluation's forward pass (eval mode, no grad, the trainer's autocast) on the batch ``x``."""
+    import torch
+
+    if tr.channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    model = tr.embedder().eval()
+    autocast = dict(dtype=tr.amp_dtype or torch.float32, enabled=tr.amp_dtype is not None)
+
+    def forward(n: int) -> None:
+        with torch.no_grad(), torch.autocast(tr.device.type, **autocast):
+            for _ in range(n):
+                model(x)
+
+    forward(2)
+    with Clock(str(tr.device)) as clock:
+        forward(steps)
+    return steps * x.shape[0] / clock.s
+
+
+def bench_model(add, cfgs, parts: set[str], steps: int) -> None:
+    """``model_step`` and ``embed`` per config."""
+    import torch
+
+    for cfg in cfgs:
+        tr, plan, epoch = trainer(cfg)
+        setting = name(cfg)
+        crop, batch, eval_batch = (
+            int(setting.split("px")[0].rsplit("_", 1)[1]),
+            cfg.data.batch_size,
+            cfg.data.eval_batch_size,
+        )
+        if "model_step" in parts:
+            x = torch.randn(batch, 3, crop, crop, device=tr.device)
+            y = torch.arange(batch, device=tr.device) % TRAIN_CLASSES
+            add("model_step", setting, "images_per_s", step_rate(tr, plan, epoch, x, y, steps), "img/s")
+        if "embed" in parts:
+            x = torch.randn(eval_batch, 3, crop, crop, device=tr.device)
+            at_eval = setting.replace(f"_b{batch}_", f"_b{eval_batch}_")
+            add("embed", at_eval, "images_per_s", embed_rate(tr, x, steps), "img/s")
         del tr
-        torch.cuda.empty_cache()
+        if cfg.run.device.startswith("cuda"):
+            torch.cuda.empty_cache()
 
 
-def bench_loader(add, root: Path, batches: int) -> None:
-    from dmllab.data.loaders import resolve_num_workers
+def bench_loader(
+    add, root: Path, device: str, transform: str, batches: list[int], steps: int, workers_auto: int
+) -> None:
     from dmllab.training import Trainer
     from dmllab.training.protocol import stage_plans
 
-    for batch in (32, 192):
-        cfg = paper_cfg(root, batch, "off", "off", None)
-        tr = Trainer(cfg, progress=False)
-        plan = stage_plans(cfg)[0]
-        workers = resolve_num_workers(cfg.data.num_workers)
-        loader = tr.data.train_batches(plan.name, plan.train_split, 1, tr.batch_shape(plan.train_split))
-        it = iter(loader)
-        next(it)  # workers started, first batch decoded
-        t0, n = time.perf_counter(), 0
-        for _ in range(batches):
-            try:
-                images, _ = next(it)
-            except StopIteration:
-                break
-            n += images.shape[0]
-        sec = time.perf_counter() - t0
-        add("loader", f"b{batch}_workers{workers}", "images_per_s", n / sec, "img/s")
-        print(f"  loader b{batch} ({workers} workers): {n / sec:8.1f} img/s", flush=True)
+    for batch in batches:
+        for workers in sorted({1, workers_auto}):
+            cfg = config(root, device, ("resnet50", transform, batch, "off"), None, num_workers=workers)
+            tr = Trainer(cfg, progress=False)
+            it = iter(tr.train_loader(stage_plans(cfg)[0], 1))
+            next(it)  # workers started, first batch decoded
+            t0, n = time.perf_counter(), 0
+            for _ in range(steps):
+                try:
+                    images, _ = next(it)
+                except StopIteration:
+                    break
+                n += images.shape[0]
+            rate = n / (time.perf_counter() - t0)
+            add("loader", f"b{batch}_workers{workers}", "images_per_s", rate, "img/s")
+            add("loader", f"b{batch}_workers{workers}", "images_per_s_per_worker", rate / workers, "img/s")
+            del it, tr
 
 
-def bench_end_to_end(add, root: Path, weights: str | None, epochs: int) -> None:
-    import torch
-
-    from dmllab.training import Trainer
-    from dmllab.training.protocol import stage_plans
-
-    for name, batch, amp, cl in SETTINGS:
-        cfg = paper_cfg(root, batch, amp, cl, weights)
-        tr = Trainer(cfg, progress=False)
-        plan = stage_plans(cfg)[0]
-        tr.setup(plan)
-        first = plan.warmup_epochs + 1  # a schedule epoch: the backbone trains
-        tr._apply_schedule(plan, first)
-        tr.train_epoch(plan, first)  # warm-up: cuDNN autotuning, workers
-        torch.cuda.synchronize()
-        t0, n = time.perf_counter(), 0
-        for e in range(epochs):
-            tr.train_epoch(plan, first + 1 + e)
-            n += (len(tr.data.dataset(plan.train_split, train=True)) // batch) * batch
-        torch.cuda.synchronize()
-        sec = time.perf_counter() - t0
-        add("end_to_end", name, "images_per_s", n / sec, "img/s")
-        print(f"  end_to_end {name}: {n / sec:8.1f} img/s", flush=True)
+def bench_end_to_end(add, cfgs, limit: int = 0) -> None:
+    """``end_to_end`` per config: a whole epoch (``limit`` > 0: its first ``limit`` batches, the trainer's
+    ``run.fast_dev_run``)."""
+    for cfg in cfgs:
+        cfg = cfg.replace("run.fast_dev_run", limit) if limit else cfg
+        tr, plan, epoch = trainer(cfg)
+        tr._apply_schedule(plan, epoch)
+        tr.train_epoch(plan, epoch)  # warm-up: cuDNN autotuning, workers
+        batches = len(tr.dataset(plan.train_split, train=True)) // cfg.data.batch_size
+        batches = min(batches, limit) if limit else batches
+        with Clock(cfg.run.device) as clock:
+            tr.train_epoch(plan, epoch + 1)
+        add("end_to_end", name(cfg), "images_per_s", batches * cfg.data.batch_size / clock.s, "img/s")
+        add("end_to_end", name(cfg), "batches_per_epoch", batches, "")
         del tr
-        torch.cuda.empty_cache()
 
 
-def bench_evaluator(add, repeats: int) -> None:
+def bench_evaluator(add, device: str, repeats: int, scale: float) -> None:
     import torch
 
     from dmllab.metrics import recall_at_k, retrieval_metrics
 
-    gen = torch.Generator(device="cuda").manual_seed(0)
+    gen = torch.Generator(device=device).manual_seed(0)
 
     def data(n, dim, classes):
-        labels = torch.arange(n, device="cuda") % classes
-        centres = torch.randn(classes, dim, device="cuda", generator=gen)
-        return centres[labels] + 3.5 * torch.randn(n, dim, device="cuda", generator=gen), labels
+        n, classes = max(64, int(n * scale)), max(8, int(classes * scale))
+        labels = torch.arange(n, device=device) % classes
+        centres = torch.randn(classes, dim, device=device, generator=gen)
+        return centres[labels] + 3.5 * torch.randn(n, dim, device=device, generator=gen), labels
 
-    def full_products(q, r, chunk=8192):
-        out = torch.empty(chunk, len(r), device="cuda")
+    def products(q, r, chunk=8192):
+        out = torch.empty(min(chunk, len(q)), len(r), device=device)
         for i in range(0, len(q), chunk):
             torch.mm(q[i : i + chunk], r.T, out=out[: len(q[i : i + chunk])])
 
-    def half_products(x, block=8192):
-        buf = torch.empty(block * block, device="cuda")
-        for j in range(0, len(x), block):
-            for i in range(0, j + 1, block):
-                a, b = x[i : i + block], x[j : j + block]
-                torch.mm(a, b.T, out=buf[: len(a) * len(b)].view(len(a), len(b)))
+    def timed(fn) -> float:
+        fn()
+        with Clock(device) as clock:
+            for _ in range(repeats):
+                fn()
+        return clock.s / repeats
 
     for n, dim in ((60502, 512), (60502, 2048)):
         x, y = data(n, dim, 11316)
-        t_dml = sync_time(lambda x=x, y=y: recall_at_k(x, y, (1, 2, 4, 8)), repeats)
-        t_full = sync_time(lambda x=x: full_products(x, x), repeats)
-        t_half = sync_time(lambda x=x: half_products(x), repeats)
-        setting = f"sop_{n}x{dim}"
-        for metric, v in (
-            ("dmllab_s", t_dml),
-            ("bare_full_products_s", t_full),
-            ("bare_half_products_s", t_half),
-        ):
-            add("evaluator", setting, metric, v, "s")
-        add("evaluator", setting, "dmllab_vs_half_products", t_dml / t_half, "x")
-        print(
-            f"  evaluator {setting}: dmllab {t_dml:.3f} s, full {t_full:.3f} s, half {t_half:.3f} s",
-            flush=True,
-        )
-        del x, y
+        setting = f"sop_{len(x)}x{dim}"
+        t_dml = timed(lambda x=x, y=y: recall_at_k(x, y, (1, 2, 4, 8)))
+        t_full = timed(lambda x=x: products(x, x))
+        add("evaluator", setting, "dmllab_s", t_dml, "s")
+        add("evaluator", setting, "bare_full_products_s", t_full, "s")
+        add("evaluator", setting, "dmllab_vs_full_products", t_dml / t_full, "x")
     q, qy = data(14218, 512, 3985)
     g, gy = data(12612, 512, 3985)
-    t_dml = sync_time(
-        lambda: retrieval_metrics(q, qy, gallery=g, gallery_labels=gy, ks=(1, 10, 20, 30)), repeats
-    )
-    t_full = sync_time(lambda: full_products(q, g), repeats)
-    add("evaluator", "inshop_14218x12612x512", "dmllab_s", t_dml, "s")
-    add("evaluator", "inshop_14218x12612x512", "bare_full_products_s", t_full, "s")
-    add("evaluator", "inshop_14218x12612x512", "dmllab_vs_full_products", t_dml / t_full, "x")
-    print(f"  evaluator inshop: dmllab {t_dml:.3f} s, products {t_full:.3f} s", flush=True)
+    t_dml = timed(lambda: retrieval_metrics(q, qy, gallery=g, gallery_labels=gy, ks=(1, 10, 20, 30)))
+    t_full = timed(lambda: products(q, g))
+    setting = f"inshop_{len(q)}x{len(g)}x512"
+    add("evaluator", setting, "dmllab_s", t_dml, "s")
+    add("evaluator", setting, "dmllab_vs_full_products", t_dml / t_full, "x")
 
 
-def train_command(dataset: str, profile: str, *settings: str, extra: tuple[str, ...] = ()) -> list[str]:
-    """``dmllab train`` of the ProxyNCA++ preset in a fresh interpreter, quiet, with ``--set`` ``settings``."""
-    cmd = [sys.executable, "-m", "dmllab.cli", "train", "--method", "proxynca++", "--dataset", dataset]
-    cmd += ["--profile", profile, "--quiet", *extra]
-    for setting in settings:
-        cmd += ["--set", setting]
-    return cmd
+QUICK_RUN = """
+import json, sys, time
+t0 = time.perf_counter()
+from dmllab.training import presets, apply_overrides
+from dmllab.training.store import run
+cfg = apply_overrides(presets.get("proxynca++", "synthetic", sys.argv[3]), [f"run.device={sys.argv[1]}"])
+r = run(cfg, seed=int(sys.argv[2]), progress=False, force=True)
+print("RESULT " + json.dumps({"wall_time_s": r.wall_time_s, "timings": r.extra.get("timings", {})}))
+"""
 
 
-def bench_quick_run(add, seeds: int) -> None:
-    import json
+def quick_runs(device: str, seeds: list[int], profile: str) -> tuple[float, list[dict]]:
+    """Runs of the ProxyNCA++ ``profile`` preset for ``seeds`` at once, one process each: (wall seconds of all,
+    each run's RESULT)."""
+    t0 = time.perf_counter()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", QUICK_RUN, device, str(s), profile],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+        )
+        for s in seeds
+    ]
+    outs = [p.communicate()[0] for p in procs]
+    wall = time.perf_counter() - t0
+    results = []
+    for p, out in zip(procs, outs):
+        line = [x for x in out.splitlines() if x.startswith("RESULT ")]
+        results.append(
+            json.loads(line[-1][7:]) if p.returncode == 0 and line else {"exit_status": p.returncode}
+        )
+    return wall, results
 
-    from dmllab import paths
 
+def bench_quick_run(add, device: str, seeds: int, profile: str) -> None:
     for seed in range(seeds):
-        cmd = train_command("synthetic", "quick", "run.device=cuda", extra=("--seed", str(seed)))
-        t0 = time.perf_counter()
-        proc = subprocess.run(cmd, check=False)
-        wall = time.perf_counter() - t0
-        setting = "cold" if seed == 0 else "warm"
-        add("quick_run", f"proxynca++_seed{seed}_{setting}", "process_wall_s", wall, "s")
-        stored = sorted(paths.runs_dir().glob(f"*/seed{seed}/metrics.json"), key=lambda f: f.stat().st_mtime)
-        if proc.returncode != 0 or not stored:
-            add("quick_run", f"proxynca++_seed{seed}_{setting}", "exit_status", proc.returncode, "")
+        wall, (result,) = quick_runs(device, [seed], profile)
+        setting = f"proxynca++_seed{seed}_{'cold' if seed == 0 else 'warm'}"
+        add("quick_run", setting, "process_wall_s", wall, "s")
+        if "exit_status" in result:
+            add("quick_run", setting, "exit_status", result["exit_status"], "")
             continue
-        run_s = float(json.loads(stored[-1].read_text())["wall_time_s"])
-        add("quick_run", f"proxynca++_seed{seed}_{setting}", "wall_time_s", run_s, "s")
-        print(f"  quick_run seed {seed} ({setting}): process {wall:.1f} s, run {run_s:.1f} s", flush=True)
+        add("quick_run", setting, "wall_time_s", result["wall_time_s"], "s")
+        for phase, s in sorted(result["timings"].items()):
+            add("quick_run", setting, f"phase_{phase}_s", s, "s")
+
+
+def bench_quick_workers(add, device: str, workers: list[int], profile: str) -> None:
+    quick_runs(device, [0], profile)  # caches built
+    for w in workers:
+        wall, results = quick_runs(device, [100 + i for i in range(w)], profile)
+        failed = [r for r in results if "exit_status" in r]
+        if failed:
+            add("quick_workers", f"workers{w}", "failed_runs", len(failed), "")
+            continue
+        add("quick_workers", f"workers{w}", "s_per_run", wall / w, "s")
+        add(
+            "quick_workers",
+            f"workers{w}",
+            "mean_run_wall_time_s",
+            sum(r["wall_time_s"] for r in results) / w,
+            "s",
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--only", choices=PARTS, action="append", help="run only these parts (repeatable)")
-    p.add_argument("--cub-per-class", type=int, default=12, help="fake CUB images per class (200 classes)")
-    p.add_argument("--steps", type=int, default=20, help="timed model steps per setting")
-    p.add_argument("--loader-batches", type=int, default=20, help="timed loader batches")
-    p.add_argument("--epochs", type=int, default=1, help="timed end-to-end epochs per setting")
+    p.add_argument("--device", default="cuda", help="cuda (default) or cpu (with --smoke: checks the script)")
+    p.add_argument(
+        "--smoke", action="store_true", help="tiny sizes: checks that every part runs, measures nothing"
+    )
+    p.add_argument(
+        "--settings", choices=("default", "plan"), default="default", help="model settings (docstring)"
+    )
+    p.add_argument(
+        "--steps", type=int, default=50, help="timed batches per model, loader and epoch measurement"
+    )
     p.add_argument("--repeats", type=int, default=3, help="timed evaluator runs (mean)")
     p.add_argument("--quick-seeds", type=int, default=3, help="quick_run: seeds (the first one cold)")
+    p.add_argument("--gpu-workers", default="1,2,4,8", help="quick_workers: worker counts, comma-separated")
     p.add_argument("--weights", default=None, help="ResNet-50 ImageNet state-dict file (model.weights_path)")
-    p.add_argument(
-        "--paper-epochs", type=int, default=0, help="also `dmllab train --profile paper` this long"
-    )
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    p.add_argument("--out", type=Path, default=None, help=f"CSV to write (default on CUDA: {DEFAULT_OUT})")
     p.add_argument("--workdir", type=Path, default=None, help="where the fake CUB goes (default: a temp dir)")
     args = p.parse_args(argv)
 
     import torch
 
-    if not torch.cuda.is_available():
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
         print(
-            "bench_gpu.py: no CUDA GPU is available here (torch.cuda.is_available() is False); this benchmark "
-            "measures the GPU path only. Run it on a machine with an NVIDIA GPU.",
+            "bench_gpu.py: no CUDA GPU is available here (torch.cuda.is_available() is False); run it on a machine "
+            "with an NVIDIA GPU, or check the script with --device cpu --smoke --out /tmp/gpu_smoke.csv",
             file=sys.stderr,
         )
         return 2
+    if args.out is None and not args.device.startswith("cuda"):
+        print(
+            "bench_gpu.py: --device cpu writes no calibration rows: pass --out (a scratch CSV)",
+            file=sys.stderr,
+        )
+        return 2
+    out = args.out or DEFAULT_OUT
     parts = args.only or list(PARTS)
-    device = torch.cuda.get_device_name(0)
+    device_name = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "cpu"
     stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
     command = "python benchmarks/bench_gpu.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
     rows: list[dict] = []
 
     def add(bench, setting, metric, value, unit):
+        print(f"  {bench} {setting} {metric}: {value:.4f} {unit}", flush=True)
         rows.append(
             dict(
                 benchmark=bench,
@@ -333,57 +435,61 @@ def main(argv: list[str] | None = None) -> int:
                 metric=metric,
                 value=f"{value:.4f}",
                 unit=unit,
-                device=device,
+                device=device_name,
                 torch_version=torch.__version__,
                 command=command.strip(),
                 timestamp=stamp,
             )
         )
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        with open(args.out, "w", newline="") as fh:  # after every row: an interrupted run keeps its numbers
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with open(out, "w", newline="") as fh:  # after every row: an interrupted run keeps its numbers
             w = csv.DictWriter(fh, fieldnames=COLUMNS)
             w.writeheader()
             w.writerows(rows)
 
+    settings = (
+        SMOKE_SETTINGS if args.smoke else DEFAULT_SETTINGS if args.settings == "default" else plan_settings()
+    )
+    steps = 3 if args.smoke else args.steps
+    profile = "smoke" if args.smoke else "quick"  # of the quick_run and quick_workers parts
+    largest = max(s[2] for s in settings)
+    per_class = 2 + math.ceil(steps * largest / TRAIN_CLASSES)  # epochs of at least `steps` batches
     with tempfile.TemporaryDirectory() as tmp:
         work = args.workdir or Path(tmp)
         os.environ.setdefault("DMLLAB_RESULTS", str(work / "results"))
         os.environ.setdefault("DMLLAB_CACHE", str(work / "cache"))
         root = work / "CUB_200_2011"
-        if any(part in parts for part in ("model_step", "loader", "end_to_end")) or args.paper_epochs:
-            if not (root / "images.txt").is_file():
-                t0 = time.perf_counter()
-                make_fake_cub(root, per_class=args.cub_per_class)
-                print(
-                    f"fake CUB ({200 * args.cub_per_class} images) in {time.perf_counter() - t0:.1f} s",
-                    flush=True,
-                )
-        print(f"device: {device}", flush=True)
-        if "model_step" in parts:
-            bench_model_step(add, root, args.weights, args.steps)
-        if "loader" in parts:
-            bench_loader(add, root, args.loader_batches)
-        if "end_to_end" in parts:
-            bench_end_to_end(add, root, args.weights, args.epochs)
-        if "evaluator" in parts:
-            bench_evaluator(add, args.repeats)
-        if "quick_run" in parts:
-            bench_quick_run(add, args.quick_seeds)
-        if args.paper_epochs:
-            cmd = train_command(
-                "cub",
-                "paper",
-                "data.dataset.check_counts=false",
-                f"schedule.epochs={args.paper_epochs}",
-                "schedule.warmup_epochs=0",
-                f"model.weights_path={args.weights}" if args.weights else "model.pretrained=false",
-                extra=("--data-root", str(root)),
-            )
+        if {"model_step", "embed", "loader", "end_to_end"} & set(parts) and not (
+            root / "images.txt"
+        ).is_file():
             t0 = time.perf_counter()
-            proc = subprocess.run(cmd, check=False)
-            add("paper_run", f"{args.paper_epochs}_epochs", "wall_s", time.perf_counter() - t0, "s")
-            add("paper_run", f"{args.paper_epochs}_epochs", "exit_status", proc.returncode, "")
-    print(f"wrote {len(rows)} rows to {args.out}")
+            make_fake_cub(root, per_class, size=(64, 48) if args.smoke else (500, 375))
+            print(
+                f"fake CUB ({TRAIN_CLASSES * per_class} training images) in {time.perf_counter() - t0:.1f} s"
+            )
+        print(f"device: {device_name}", flush=True)
+        cfgs = [config(root, args.device, s, args.weights) for s in settings]
+        if {"model_step", "embed"} & set(parts):
+            bench_model(add, cfgs, set(parts), steps)
+        if "loader" in parts:
+            from dmllab.data.loaders import resolve_num_workers
+
+            auto = resolve_num_workers("auto")
+            transform = settings[0][1]  # the paper's ProxyNCA++ crops (the smoke profile's with --smoke)
+            bench_loader(
+                add, root, args.device, transform, sorted({s[2] for s in settings}), steps, max(1, auto)
+            )
+        if "end_to_end" in parts:
+            cfgs = [config(root, args.device, s, args.weights, num_workers="auto") for s in settings]
+            bench_end_to_end(add, cfgs, steps if args.smoke else 0)
+        if "evaluator" in parts:
+            bench_evaluator(add, args.device, 1 if args.smoke else args.repeats, 0.01 if args.smoke else 1.0)
+        if "quick_run" in parts:
+            bench_quick_run(add, args.device, 2 if args.smoke else args.quick_seeds, profile)
+        if "quick_workers" in parts:
+            counts = [1, 2] if args.smoke else [int(w) for w in args.gpu_workers.split(",")]
+            bench_quick_workers(add, args.device, counts, profile)
+    print(f"wrote {len(rows)} rows to {out}")
     return 0
 
 

@@ -62,7 +62,9 @@ def first_use(what: str, seconds: float) -> None:
 
 
 def duration(seconds: float) -> str:
-    """``40 s`` below 90 s, ``2.5 min`` from there (how dmllab writes an estimate)."""
+    """``40 s`` below 90 s, ``2.5 min`` from there, ``3.2 h`` from two hours (how dmllab writes an estimate)."""
+    if seconds >= 2 * 3600:
+        return f"{seconds / 3600:,.1f} h"
     return f"{seconds / 60:.1f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 

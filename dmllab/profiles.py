@@ -18,19 +18,8 @@ DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "mps")
 #: ``benchmarks/bench_study.py``) of ``make study`` from empty on a 2-core AMD EPYC Zen 3 (AVX2) machine, 2
 #: jobs of one torch thread each; faster CPUs take less (docs/guide/study.md, "What it costs").
 TYPICAL_RUN_S: dict[str, float | None] = {"smoke": None, "quick": 25.9, "paper": None}
-#: The same on a GPU (one run per GPU, ``--jobs auto``). quick: the mean ``wall_time_s`` of the two warm quick
-#: ProxyNCA++ runs (18.4 s, 20.0 s) that ``benchmarks/bench_gpu.py`` trained on an NVIDIA H100
-#: (``results/benchmarks/gpu.csv``, ``quick_run``): the small CNN gains little from a GPU. paper: no basis (no
-#: paper run has been timed on a GPU): a GPU plan on an empty run store then says its estimate is unknown instead
-#: of guessing from CPU times.
-TYPICAL_GPU_RUN_S: dict[str, float | None] = {"smoke": None, "quick": 19.2, "paper": None}
-
-
-def typical_run_s(profile: str, device: str) -> float | None:
-    """The typical run of ``profile`` on ``device`` (:data:`TYPICAL_RUN_S` on the CPU,
-    :data:`TYPICAL_GPU_RUN_S` on an accelerator); None: no basis."""
-    table = TYPICAL_RUN_S if str(device).split(":", 1)[0] == "cpu" else TYPICAL_GPU_RUN_S
-    return table.get(profile)
+#: On a GPU the typical run is measured, not declared: ``benchmarks/bench_gpu.py``'s ``quick_run`` rows, read by the
+#: study's cost model (:mod:`dmllab.pipeline.cost`).
 
 
 def resolve_device(device: str) -> str:

@@ -156,6 +156,23 @@ class ImageFileDataset(RetrievalDataset):
     def _select(self, sides: dict[str, list[Record]], split: str) -> tuple[list[Record], list | None]:
         raise NotImplementedError
 
+    @classmethod
+    def split_images(cls, split: str) -> float:
+        """Images of ``split`` in the canonical dataset, without reading it: exact for a split the canonical
+        counts give, else the images of the canonical group it is part of in proportion to its classes (what a
+        study's GPU cost is estimated from, :mod:`dmllab.pipeline.cost`).
+
+        Raises:
+            KeyError: a split the dataset does not have.
+        """
+        raise NotImplementedError
+
+    @classmethod
+    def _part(cls, group: str, classes: float | None = None) -> float:
+        """The images of the canonical ``group``, or of ``classes`` of its classes in proportion."""
+        images, total = cls.canonical_counts[group]
+        return images if classes is None or not total else images * classes / total
+
     def _count_sides(self, sides: dict[str, list[Record]]) -> dict[str, list[Record]]:
         """The record groups whose sizes ``canonical_counts`` describes (default: the sides themselves)."""
         return sides
@@ -210,6 +227,14 @@ class _ClassRangeDataset(ImageFileDataset):
 
     def _sides_from(self, records: list[Record]) -> dict[str, list[Record]]:
         return {s: _by_class_range(records, *self.class_ranges[s]) for s in ("trainval", "test")}
+
+    @classmethod
+    def split_images(cls, split: str) -> float:
+        lo, hi = cls.class_ranges[split]
+        group = next(
+            g for g in ("trainval", "test") if cls.class_ranges[g][0] <= lo and hi <= cls.class_ranges[g][1]
+        )
+        return cls._part(group, hi - lo + 1)
 
 
 @DATASETS.register("cub")
@@ -387,6 +412,12 @@ class SOP(ImageFileDataset):
             self._super.update({f[3]: parse_int(f[2], path, n, "super class id") for n, f in rows})
         return sides
 
+    @classmethod
+    def split_images(cls, split: str) -> float:
+        classes = cls.canonical_counts["trainval"][1] or 0
+        part = {"train": cls.last_train_class, "val": classes - cls.last_train_class}
+        return cls._part("trainval", part[split]) if split in part else cls._part(split)
+
     def _select(self, sides: dict[str, list[Record]], split: str) -> tuple[list[Record], list | None]:
         if split == "train":
             return _by_class_range(sides["trainval"], 1, self.last_train_class), None
@@ -452,6 +483,12 @@ class InShop(ImageFileDataset):
 
     def _count_sides(self, sides: dict[str, list[Record]]) -> dict[str, list[Record]]:
         return {**sides, "query+gallery": sides["query"] + sides["gallery"]}
+
+    @classmethod
+    def split_images(cls, split: str) -> float:
+        items = cls.canonical_counts["train"][1] or 0  # the index's "train" side is dmllab's trainval
+        part = {"trainval": items, "train": items // 2, "val": items - items // 2}
+        return cls._part("train", part[split]) if split in part else cls._part(split)
 
     def _select(self, sides: dict[str, list[Record]], split: str) -> tuple[list[Record], list | None]:
         if split in ("query", "gallery"):

@@ -56,6 +56,10 @@ ID_PREFIX: dict[str, str] = {
     "heated": "heated",
     "proxy_synthesis": "ps",
 }
+# How much a paper's argument rests on an artifact, most first: its headline results table, the ablations its claims
+# rest on, the supporting figures and sweeps, the appendix and supplement. A study under a GPU-hour budget trains
+# them in this order (dmllab.experiments.registry.by_importance).
+TIERS: tuple[str, ...] = ("headline", "ablation", "supporting", "appendix")
 # The offline benchmark stands in for the fine-grained datasets; its rows face the paper's CUB cells.
 STAND_IN_DATASET: dict[str, str] = {"synthetic": "cub", "digits": "cub"}
 
@@ -250,6 +254,7 @@ class Artifact:
         tables: names of the extra tables ``rows`` returns.
         parameter_help: one line per artifact parameter, shown in the parameters cell.
         not_reproduced: rows of the paper that dmllab cannot reproduce, with the reason (listed in the report).
+        tier: one of :data:`TIERS`, how much the paper's argument rests on it (a budgeted study's order).
     """
 
     id: str
@@ -266,10 +271,15 @@ class Artifact:
     tables: tuple[str, ...] = ()
     parameter_help: Mapping[str, str] = field(default_factory=dict)
     not_reproduced: Mapping[str, str] = field(default_factory=dict)
+    tier: str = "supporting"
 
     def __post_init__(self) -> None:
         if self.paper not in PAPERS:
             raise ValueError(f"artifact {self.id!r}: unknown paper {self.paper!r}; valid papers: {PAPERS}")
+        if self.tier not in TIERS:
+            raise ValueError(
+                f"artifact {self.id!r}: unknown tier {self.tier!r}; valid tiers: {', '.join(TIERS)}"
+            )
         prefix = ID_PREFIX.get(self.paper)
         if prefix and not re.fullmatch(rf"{prefix}_(table|fig|sec|app)[0-9a-z_]+", self.id):
             raise ValueError(

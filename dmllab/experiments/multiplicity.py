@@ -19,7 +19,16 @@ from typing import TYPE_CHECKING
 
 from dmllab.experiments import stats
 from dmllab.experiments.artifact import Artifact
-from dmllab.experiments.verdicts import NOT_TESTABLE, VERDICTS, TrainingStatus, assess, paper_effect, record
+from dmllab.experiments.verdicts import (
+    NOT_TESTABLE,
+    VERDICTS,
+    TrainingStatus,
+    assess,
+    join_why,
+    judged_without,
+    paper_effect,
+    record,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -92,10 +101,13 @@ def claims_frame(
         frame = rows.get(artifact.id)
         if frame is None or frame.empty:
             continue
+        gap = judged_without(artifact, frame, profile)  # datasets a --datasets study left out
         for claim in artifact.claims:
             j = assess(claim, frame, profile, status, paper_effect(claim, artifact.paper, reference, profile))
             line = record(j, profile)
             line["paper says"] = line.pop("paper")
+            if claim.kind == "verdict":
+                line["why"] = join_why(str(line["why"]), gap)
             better, worse = j.runs
             fit = claim.training_fit
             out.append(

@@ -10,7 +10,7 @@ import pkgutil
 import re
 from functools import lru_cache
 
-from dmllab.experiments.artifact import PAPERS, Artifact
+from dmllab.experiments.artifact import PAPERS, TIERS, Artifact
 
 # The package under dmllab/experiments/ that holds each paper's artifacts ("dmllab": the offline benchmark).
 PACKAGES: dict[str, str] = {paper: paper for paper in PAPERS} | {"dmllab": "benchmark"}
@@ -67,6 +67,14 @@ def all_artifacts() -> list[Artifact]:
     """Every artifact in report order: by paper (:data:`PAPERS`), then in the paper's order (:func:`label_key`),
     then by id."""
     return sorted(_discover().values(), key=lambda a: (PAPERS.index(a.paper), label_key(a.label), a.id))
+
+
+def by_importance(artifacts: list[Artifact]) -> list[Artifact]:
+    """``artifacts`` in the papers' order of importance: by tier (:data:`~dmllab.experiments.artifact.TIERS`:
+    the headline tables first), then in report order (paper, the paper's order, id)."""
+    return sorted(
+        artifacts, key=lambda a: (TIERS.index(a.tier), PAPERS.index(a.paper), label_key(a.label), a.id)
+    )
 
 
 def names() -> list[str]:

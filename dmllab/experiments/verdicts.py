@@ -193,7 +193,8 @@ def _classify(
     return "inconclusive", weakest, p_yes
 
 
-def _join(*parts: str) -> str:
+def join_why(*parts: str) -> str:
+    """The non-empty parts of a claim's "why", joined."""
     return "; ".join(p for p in parts if p)
 
 
@@ -218,7 +219,7 @@ def assess(
         if m in members and arm in (status or {}) and not (status or {})[arm].trains
     ]
     if left_out and len(left_out) < len(members):
-        reason = _join(
+        reason = join_why(
             reason,
             *(
                 fails(claim.member_arms[m], (status or {})[claim.member_arms[m]], profile) + f": {m} left out"
@@ -230,13 +231,13 @@ def assess(
     base = {"members": max(len(members), 1), "paper": paper, "yardstick": yard, "delta": delta, "runs": runs}
     if not members:
         verdict = NOT_TESTABLE if not testable else "inconclusive"
-        return Judgement(claim, verdict, _join(missing, reason), None, math.nan, (), **base)
+        return Judgement(claim, verdict, join_why(missing, reason), None, math.nan, (), **base)
     n = min(len(e) for e in members.values())
     if n < stats.MIN_SEEDS:
         shown = next(iter(members))
         iv = stats.interval(members[shown])
         verdict = NOT_TESTABLE if not testable else "inconclusive"
-        why = _join(f"only {n} seed(s)", reason)
+        why = join_why(f"only {n} seed(s)", reason)
         return Judgement(claim, verdict, why, iv, math.nan, members[shown], **base)
     verdict, shown, p = _classify(members, yard, delta, claim.paper_says == "equivalent")
     effects = members[shown]
@@ -245,7 +246,7 @@ def assess(
     need_paper = stats.seeds_needed(yard, sd, POWER, LEVEL) if math.isfinite(yard) and yard > 0 else None
     if not testable:
         verdict = NOT_TESTABLE
-    why = _join(_explain(verdict, yard, delta, len(members), shown, profile), reason)
+    why = join_why(_explain(verdict, yard, delta, len(members), shown, profile), reason)
     return Judgement(claim, verdict, why, iv, p, effects, **base, seeds_observed=need, seeds_paper=need_paper)
 
 
@@ -253,12 +254,12 @@ def _explain(verdict: str, yard: float, delta: float, k: int, shown: str, profil
     """Why, in a few words."""
     member = f"weakest of {k}: {shown}" if k > 1 else ""
     if verdict == "equivalent":
-        return _join(f"90% interval inside ±{delta:.3g}", member)
+        return join_why(f"90% interval inside ±{delta:.3g}", member)
     if verdict == SMALLER:
         what = "the paper's effect" if profile == "paper" else "half the paper's effect"
-        return _join(f"interval below {yard:+.3g}, {what}", member)
+        return join_why(f"interval below {yard:+.3g}, {what}", member)
     if verdict == "inconclusive" and k > 1:
-        return _join(f"not every member above 0 on its own, none below 0 at the 5%/{k} level", member)
+        return join_why(f"not every member above 0 on its own, none below 0 at the 5%/{k} level", member)
     if verdict == "inconclusive":
         return "interval contains 0"
     return member
@@ -274,6 +275,28 @@ def judge(
     """``(interval, verdict, why)`` of ``claim`` on ``rows`` (:func:`assess`)."""
     j = assess(claim, rows, profile, status, paper)
     return j.interval, j.verdict, j.why
+
+
+def missing_datasets(artifact: Artifact, rows: pd.DataFrame, profile: str | None) -> list[str]:
+    """The datasets ``artifact`` lists for ``profile`` (its ``datasets`` parameter) of which ``rows`` hold no row,
+    where the rows hold some of the listed ones (rows of a stand-in, the offline benchmark for "cub" on the quick
+    profile, name none of them): a study limited to the datasets at hand (``dmllab study --datasets``) judges its
+    claims without the others."""
+    listed = artifact.parameters.get(profile or "", {}).get("datasets")
+    if not isinstance(listed, list) or "dataset" not in rows.columns or rows.empty:
+        return []
+    present = set(rows["dataset"].dropna().astype(str))
+    return [d for d in listed if d not in present] if present & set(listed) else []
+
+
+def judged_without(artifact: Artifact, rows: pd.DataFrame, profile: str | None) -> str:
+    """What a claim's "why" says of :func:`missing_datasets` ("" when none is missing)."""
+    missing = missing_datasets(artifact, rows, profile)
+    return (
+        f"judged without {', '.join(missing)}: no rows (not trained here, e.g. dmllab study --datasets)"
+        if missing
+        else ""
+    )
 
 
 def rows_profile(rows: pd.DataFrame, profile: str | None = None) -> str | None:
@@ -339,11 +362,12 @@ def verdict_table(
     import pandas as pd
 
     profile = rows_profile(rows, profile)
-    out = [
-        record(assess(c, rows, profile, status, paper_effect(c, artifact.paper, reference, profile)), profile)
-        for c in artifact.claims
-        if c.kind == "verdict"
-    ]
+    gap = judged_without(artifact, rows, profile)
+    out = []
+    for c in artifact.claims:
+        if c.kind == "verdict":
+            line = record(assess(c, rows, profile, status, paper_effect(c, artifact.paper, reference, profile)), profile)
+            out.append({**line, "why": join_why(str(line["why"]), gap)})
     return pd.DataFrame(out, columns=list(VERDICT_COLUMNS))
 
 

@@ -8,15 +8,17 @@ NMI(Y, Omega) = I(Y; Omega) / norm(H(Y), H(Omega)), with Omega the KMeans cluste
 Two KMeans implementations give the same clustering up to KMeans' own variance (local optima, seeds):
 
 * "sklearn": scikit-learn's KMeans on the CPU in float64, ``n_init=10`` (pinned: sklearn's default changed
-  across versions) and ``random_state=seed``: deterministic for a given input. The default below
-  ``TORCH_KMEANS_MIN_N`` embeddings.
+  across versions) and ``random_state=seed``: deterministic for a given input. The default for CPU embeddings
+  below ``TORCH_KMEANS_MIN_N`` (so the CPU numbers of a run do not depend on a GPU being present).
 * "torch": :func:`kmeans_torch`, greedy k-means++ seeding (as scikit-learn's) and Lloyd iterations in float32
   on the embeddings' device (a GPU when the embeddings are there), ``n_init`` runs keeping the lowest inertia.
   Plain k-means++ seeding left Lloyd about 2% above scikit-learn's within-cluster sum of squares on many
   well-separated clusters; the greedy seeding reaches it (tests/metrics/test_metrics_clustering_embed.py).
-  The default from
-  ``TORCH_KMEANS_MIN_N`` embeddings on (SOP's 60,502 x 11,316 clusters is out of reach of scikit-learn's
-  float64 KMeans with ten inits). Deterministic for a given seed and device.
+  The default for embeddings on a CUDA device (they stay there: no copy to the host, no CPU k-means per
+  evaluation) and from ``TORCH_KMEANS_MIN_N`` embeddings on (SOP's 60,502 x 11,316 clusters is out of reach
+  of scikit-learn's float64 KMeans with ten inits). Deterministic for a given seed and device.
+
+:func:`kmeans_choice` is the rule "auto" follows.
 """
 
 from __future__ import annotations
@@ -39,6 +41,17 @@ KMEANS_N_INIT = 10  # pinned: sklearn's default changed across versions ("auto" 
 NMI_AVERAGES = ("geometric", "arithmetic", "min", "max")
 KMEANS_IMPLEMENTATIONS = ("auto", "sklearn", "torch")
 TORCH_KMEANS_MIN_N = 20_000  # "auto" switches to the torch k-means from this many embeddings on
+
+
+def kmeans_choice(kmeans: str, n: int, device: torch.device | str) -> str:
+    """The k-means implementation ``nmi(kmeans=...)`` runs on ``n`` embeddings held on ``device``: "sklearn" or
+    "torch" as given; "auto" is "torch" on a CUDA device or from :data:`TORCH_KMEANS_MIN_N` embeddings on,
+    else "sklearn" (module docstring)."""
+    if kmeans not in KMEANS_IMPLEMENTATIONS:
+        raise ValueError(f"unknown kmeans {kmeans!r}; valid: {list(KMEANS_IMPLEMENTATIONS)}")
+    if kmeans != "auto":
+        return kmeans
+    return "torch" if torch.device(device).type == "cuda" or n >= TORCH_KMEANS_MIN_N else "sklearn"
 
 
 def kmeans_torch(
@@ -163,7 +176,8 @@ def nmi(
         n_clusters: k; default the number of classes.
         seed: KMeans seed (``random_state`` of scikit-learn, first seed of :func:`kmeans_torch`).
         average: "geometric" (ProxyNCA++ code, default), "arithmetic" (scikit-learn's default), "min", "max".
-        kmeans: "sklearn", "torch" or "auto" (torch from ``TORCH_KMEANS_MIN_N`` embeddings on; module doc).
+        kmeans: "sklearn", "torch" or "auto" (torch on CUDA embeddings and from ``TORCH_KMEANS_MIN_N``
+            embeddings on: :func:`kmeans_choice`).
         allow_collapsed: cluster collapsed embeddings instead of raising.
     """
     import warnings
@@ -200,8 +214,7 @@ def nmi(
         exponent
     ):  # exact and changes no clustering: no overflow of squared distances (module doc of evaluator)
         emb = scale_by_power_of_two(emb, exponent, torch.float64)
-    use_torch = kmeans == "torch" or (kmeans == "auto" and emb.shape[0] >= TORCH_KMEANS_MIN_N)
-    if use_torch:
+    if kmeans_choice(kmeans, emb.shape[0], emb.device) == "torch":
         pred = kmeans_torch(emb, k, seed=seed).cpu().numpy()
     else:
         from sklearn.cluster import KMeans

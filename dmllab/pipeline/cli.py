@@ -13,30 +13,32 @@ from dmllab.profiles import PROFILES
 
 def _study(args: argparse.Namespace) -> int:
     from dmllab.experiments import registry
+    from dmllab.pipeline.cost import DEFAULT_CALIBRATION, load_calibration
     from dmllab.pipeline.fastdev import check_fast_dev, scratch_paths
-    from dmllab.pipeline.jobs import resolve_jobs
     from dmllab.pipeline.outcome import format_summary
-    from dmllab.pipeline.plan import format_plan, make_plan
+    from dmllab.pipeline.placement import plan_study
+    from dmllab.pipeline.plan_text import format_plan
     from dmllab.pipeline.study import run_study
-    from dmllab.profiles import resolve_device
 
     pretrained = None if args.pretrained == "preset" else False
     check_fast_dev(args.fast_dev_run, pretrained)
     if args.plan:
-        device = resolve_device(args.device or "auto")
-        jobs = resolve_jobs(args.jobs, device)
         with scratch_paths() if args.fast_dev_run else contextlib.nullcontext():
-            plan = make_plan(
+            plan, placed = plan_study(
                 registry.select(args.only),
                 args.profile,
-                device=device,
+                device=args.device,
+                jobs=args.jobs,
+                calibration=load_calibration(args.calibration or DEFAULT_CALIBRATION),
                 data_root=args.data_root,
                 fast_dev_run=args.fast_dev_run,
                 pretrained=pretrained,
                 check_counts=not args.no_counts,
                 seeds=args.seeds,
+                datasets=args.datasets,
+                max_gpu_hours=args.max_gpu_hours,
             )
-            print(format_plan(plan, jobs=jobs))
+            print(format_plan(plan, jobs=placed.workers))
         return 1 if plan.errors else 0
     slurm = slurm_options(args)
     result = run_study(
@@ -53,6 +55,9 @@ def _study(args: argparse.Namespace) -> int:
         pretrained=pretrained,
         check_counts=not args.no_counts,
         seeds=args.seeds,
+        datasets=args.datasets,
+        max_gpu_hours=args.max_gpu_hours,
+        calibration=args.calibration or DEFAULT_CALIBRATION,
     )
     print(format_summary(result), flush=True)
     if (
@@ -116,8 +121,30 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         "--jobs",
         default="auto",
         metavar="N|auto",
-        help="local workers (runs and notebooks) at a time; auto (default): one per usable core on the CPU "
-        "(each run on one thread, so the numbers do not depend on the machine), one on a GPU",
+        help="local workers (runs and notebooks) at a time; on a GPU, N workers share the device; auto "
+        "(default): one per usable core on the CPU (each run on one thread, so the numbers do not depend on the "
+        "machine), on a GPU the worker count the calibration measured fastest (1 where none is); with --device "
+        "auto on a machine with a GPU, the faster of the CPU pool and the GPU workers by measured rates",
+    )
+    study.add_argument(
+        "--datasets",
+        metavar="NAMES",
+        help="the real datasets you have, comma-separated (cub,cars,sop,inshop): an artifact over several "
+        "datasets runs on these only (its other rows are absent and its claims say so); one that needs none of "
+        "them is left out",
+    )
+    study.add_argument(
+        "--max-gpu-hours",
+        type=float,
+        metavar="H",
+        help="train the artifacts in the papers' order of importance (headline tables first) while their GPU "
+        "hours (the cost model, calibrated by --calibration) fit in H; the plan says what it left out",
+    )
+    study.add_argument(
+        "--calibration",
+        metavar="CSV",
+        help="GPU rates for the cost model and the choice of device: a benchmarks/bench_gpu.py CSV (default: "
+        "this checkout's committed results/benchmarks/gpu.csv)",
     )
     study.add_argument(
         "--data-root",

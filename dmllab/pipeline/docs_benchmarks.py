@@ -256,15 +256,19 @@ BENCHMARKS: dict[str, Benchmark] = {
         "bench_gpu.py",
         "python benchmarks/bench_gpu.py --workdir /tmp/w --out results/benchmarks/gpu.csv --quick-seeds 3 "
         "--paper-epochs 1",
-        "The GPU path on one NVIDIA H100 (the lent machine's 16 cores, torch 2.11): `model_step`, one training "
-        "step of the paper's ResNet-50 ProxyNCA++ (2048-d) on 256 x 256 batches already on the GPU, fp32 vs bf16 "
-        "autocast + channels_last; `loader`, the paper profile's CUB training loader alone (JPEG decode + "
-        "RandomResizedCrop, 8 workers); `end_to_end`, whole epochs through the Trainer on a fake CUB at CUB's "
-        "image sizes (2,400 images, 1,200 for training: short epochs, so the loaders' start weighs); "
-        "`evaluator`, exact Recall@K at SOP and In-Shop size against the bare products; `quick_run`, the quick "
-        "ProxyNCA++ preset trained on the GPU by `dmllab train` (seed 0 builds the caches; seeds 1-2 are the "
-        "basis of `dmllab.profiles.TYPICAL_GPU_RUN_S`). The run stopped at its 330 s limit during the "
-        "`--paper-epochs 1` paper run, which has no row.",
+        "The GPU path on one NVIDIA H100 (the lent machine's 16 cores, torch 2.11), measured by the earlier "
+        "version of `bench_gpu.py` (settings named `<backbone>_<crop>px_b<batch>_<precision>` since, as the cost "
+        "model reads them): `model_step`, one training step of the paper's ResNet-50 ProxyNCA++ (2048-d) on 256 x "
+        "256 batches already on the GPU, fp32 (without channels_last) vs bf16 autocast + channels_last, a hand-written "
+        "step without the trainer's clipping and checks; `loader`, the paper profile's CUB training loader alone "
+        "(JPEG decode + RandomResizedCrop, 8 workers) over 2 batches after the first; `end_to_end`, whole epochs "
+        "through the Trainer on a fake CUB at CUB's image sizes with 600 training images (3 batches of 192: the "
+        "loaders' fill, not the steady state); `evaluator`, exact Recall@K at SOP and In-Shop size against the bare "
+        "products; `quick_run`, the quick ProxyNCA++ preset trained on the GPU by `dmllab train` (seed 0 builds the "
+        "caches; seeds 1-2, one worker, are the study's typical quick run on a GPU). The run stopped at its 330 s "
+        "limit during the `--paper-epochs 1` paper run, which has no row. The current script measures steady state "
+        "(epochs of at least 50 batches, the trainer's own step, loader per worker, the forward pass, a quick run's "
+        "phases, W quick runs sharing the GPU); it has not run on a GPU yet.",
         "NVIDIA H100 80GB HBM3 (lent machine, 16 cores)",
         lambda h, r: compact(h, r, drop=("command", "timestamp")),
     ),

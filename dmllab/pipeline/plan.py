@@ -2,7 +2,11 @@
 study runs them (:func:`dmllab.experiments.lookup.planned_runs` with :func:`execution_parameters`) and
 de-duplicated by the run store's key (two artifacts that need the same config and seed share one run), with how many
 are already stored and an estimated cost from stored wall times of the same device kind, else the profile's typical
-run on that device (:func:`make_plan`; ``dmllab study --plan`` prints :func:`format_plan` and stops).
+run on that device (:func:`make_plan`; ``dmllab study --plan`` prints
+:func:`dmllab.pipeline.plan_text.format_plan` and stops). With a GPU
+calibration (:mod:`dmllab.pipeline.cost`) every run on a real dataset also gets its GPU price, the plan prints the
+GPU hours per artifact and in total, and a budget (``max_gpu_hours``) or the datasets at hand (``datasets``) leave
+artifacts out, with the reason (:mod:`dmllab.pipeline.budget`).
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ from typing import Any
 from dmllab import paths
 from dmllab.experiments.artifact import Artifact, Run
 from dmllab.experiments.lookup import planned_runs
-from dmllab.fileio import duration
-from dmllab.profiles import PROFILES, typical_run_s
+from dmllab.pipeline import budget
+from dmllab.pipeline.cost import Calibration, Price, Unpriced, price_config
+from dmllab.profiles import PROFILES, TYPICAL_RUN_S
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,7 @@ class PlannedRun:
     stored: bool
     wall_s: float | None  # stored wall time, or the estimate for a missing run (None: no basis)
     diverged: bool = False  # the store records it as diverged (dmllab.training.store, DivergedRunError)
+    price: Price | Unpriced | None = None  # GPU cost of the real run (None: no calibration given)
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,11 @@ class Plan:
     pretrained: bool | None = None  # False: no pre-trained weights (--pretrained none)
     check_counts: bool = True  # False: --no-counts
     seeds: int | None = None  # N: seeds 0..N-1 for every artifact with several seeds (--seeds)
+    datasets: tuple[str, ...] | None = None  # --datasets: the real datasets available (None: all)
+    max_gpu_hours: float | None = None  # --max-gpu-hours
+    left_out: Mapping[str, str] = field(default_factory=dict)  # artifact -> why it is not in this plan
+    calibration: Calibration | None = None
+    placement: str = ""  # where the runs train and why (dmllab.pipeline.placement), the plan's header
 
     def parameters(self, artifact: Artifact) -> dict[str, Any]:
         """:func:`execution_parameters` of ``artifact`` in this plan (what its notebook receives)."""
@@ -58,6 +69,7 @@ class Plan:
             pretrained=self.pretrained,
             check_counts=self.check_counts,
             seeds=self.seeds,
+            datasets=self.datasets,
         )
 
     @property
@@ -115,18 +127,20 @@ def execution_parameters(
     pretrained: bool | None = None,
     check_counts: bool = True,
     seeds: int | None = None,
+    datasets: tuple[str, ...] | None = None,
 ) -> dict[str, Any]:
     """What the study sets on every execution of ``artifact`` (its runs' placement and its notebook's parameters,
     beside ``profile`` and ``train_missing``): the device, the data root, with ``seeds`` N (``--seeds``) the seeds
     0..N-1 for every artifact whose profile runs several seeds (one-seed illustrations keep theirs), and for a fast
     dev run its limit ``fast_dev_run``, only the first of the artifact's seeds (the other seeds train the same
     configs) and, with ``pretrained=False`` (``--pretrained none``), no pre-trained weights; ``check_counts=False``
-    (``--no-counts``): the real datasets read without their canonical counts.
+    (``--no-counts``): the real datasets read without their canonical counts; ``datasets`` (``--datasets``): the
+    artifact's own ``datasets`` parameter cut to the available ones (:func:`dmllab.pipeline.budget.dataset_overrides`).
 
     Raises:
         ValueError: ``seeds`` below 2 (an interval needs two seeds).
     """
-    values: dict[str, Any] = {"device": device}
+    values: dict[str, Any] = {"device": device, **budget.dataset_overrides(artifact, profile, datasets)[0]}
     check_seeds(seeds)
     if seeds is not None and len(artifact.defaults(profile)["seeds"]) > 1:
         values["seeds"] = list(range(seeds))
@@ -153,15 +167,27 @@ def make_plan(
     pretrained: bool | None = None,
     check_counts: bool = True,
     seeds: int | None = None,
+    datasets: Sequence[str] | str | None = None,
+    max_gpu_hours: float | None = None,
+    calibration: Calibration | None = None,
 ) -> Plan:
-    """The de-duplicated runs of ``artifacts`` at ``profile`` (module docstring, step 1), placed with
-    :func:`execution_parameters`."""
+    """The de-duplicated runs of ``artifacts`` at ``profile`` (module docstring), placed with
+    :func:`execution_parameters`, priced with ``calibration``; ``datasets`` and ``max_gpu_hours`` leave artifacts
+    out (:mod:`dmllab.pipeline.budget`; a fast dev run leaves out what the real study would, priced from empty).
+
+    Raises:
+        ValueError: an unknown profile or dataset name, a negative budget, or a budget without a calibration.
+    """
+    from dmllab.experiments.registry import by_importance
     from dmllab.profiles import resolve_device
     from dmllab.training.store import RunStore
 
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
     check_seeds(seeds)
+    if max_gpu_hours is not None and (calibration is None or not max_gpu_hours >= 0):
+        raise ValueError(f"--max-gpu-hours {max_gpu_hours}: needs a number >= 0 and a GPU calibration")
+    available = budget.check_datasets(datasets)
     device = resolve_device(device)
     execution = dict(
         device=device,
@@ -170,45 +196,85 @@ def make_plan(
         pretrained=pretrained,
         check_counts=check_counts,
         seeds=seeds,
+        datasets=available,
     )
     store = RunStore()
-    unique: dict[str, tuple[Run, list[str]]] = {}
+    left_out: dict[str, str] = {}
+    per_artifact: dict[str, list[Run]] = {}
     errors: dict[str, str] = {}
-    requested = 0
     for artifact in artifacts:
         try:
-            given = execution_parameters(artifact, profile, **execution)
-            runs = planned_runs(artifact, artifact.params(profile, **given))
+            why = budget.dataset_overrides(artifact, profile, available)[1]
+            runs = _runs(artifact, profile, execution)
+            why = why or _unavailable(runs, available)
         except Exception as err:  # one artifact's broken declaration is reported, the others are planned
             errors[artifact.id] = f"{type(err).__name__}: {err}"
             continue
+        if why:
+            left_out[artifact.id] = why
+        else:
+            per_artifact[artifact.id] = runs
+    prices: dict[str, Price | Unpriced] = {}
+
+    def priced(key: str, run: Run) -> Price | Unpriced:
+        if key not in prices:
+            prices[key] = price_config(run.config, calibration)  # type: ignore[arg-type]
+        return prices[key]
+
+    if max_gpu_hours is not None:
+        ordered, stored = [], set()
+        for artifact in by_importance([a for a in artifacts if a.id in per_artifact]):
+            real = per_artifact[artifact.id]
+            if fast_dev_run:  # the real study's runs, priced from empty
+                real = _runs(artifact, profile, {**execution, "fast_dev_run": 0})
+            else:
+                stored |= {
+                    r.key for r in real if store.load(r.config, r.seed) or store.diverged(r.config, r.seed)
+                }
+            ordered.append((artifact.id, {k: priced(k, r) for k, r in ((r.key, r) for r in real)}))
+        chosen, dropped = budget.select(ordered, stored, max_gpu_hours)
+        left_out.update(dropped)
+        per_artifact = {a: r for a, r in per_artifact.items() if a in chosen or not r}
+    unique: dict[str, tuple[Run, list[str]]] = {}
+    requested = 0
+    for aid, runs in per_artifact.items():
         requested += len(runs)
         for run in runs:
-            unique.setdefault(run.key, (run, []))[1].append(artifact.id)
+            unique.setdefault(run.key, (run, []))[1].append(aid)
     history = _stored_wall_times()
     by_profile: dict[str, list[float]] = {}
     for key, walls in history.items():
         by_profile.setdefault(key.split("|", 2)[-1], []).extend(walls)
     planned, typical = [], None
-    for run, users in unique.values():
-        stored = store.load(run.config, run.seed)
-        diverged = stored is None and store.diverged(run.config, run.seed) is not None
-        if stored is not None:
-            wall: float | None = float(stored.wall_time_s)
+    for key, (run, users) in unique.items():
+        stored_run = store.load(run.config, run.seed)
+        diverged = stored_run is None and store.diverged(run.config, run.seed) is not None
+        cost = priced(key, run) if calibration is not None else None
+        if stored_run is not None:
+            wall: float | None = float(stored_run.wall_time_s)
         else:  # the median of the same method, else of the same profile, on the same device kind, else the
-            # profile's typical run on that device (none for a fast dev run: no real run says what it costs)
+            # GPU price of the real run, else the profile's typical run on that device (none for a fast dev
+            # run: no real run says what it costs)
             c = run.config
             kind = _kind(c.run.device)
             basis = history.get("|".join((c.method, c.dataset, c.profile, kind))) or by_profile.get(
                 f"{c.profile}|{kind}"
             )
             wall = statistics.median(basis) if basis else None
-            if not basis and not fast_dev_run and c.profile == profile:
-                wall = typical = typical_run_s(c.profile, c.run.device)
-        planned.append(PlannedRun(run, tuple(users), stored is not None, wall, diverged))
+            if (
+                not basis
+                and not fast_dev_run
+                and kind == "cuda"
+                and isinstance(cost, Price)
+                and cost.from_images
+            ):
+                wall = cost.seconds
+            elif not basis and not fast_dev_run and c.profile == profile:
+                wall = typical = _typical_run_s(c.profile, kind, calibration)
+        planned.append(PlannedRun(run, tuple(users), stored_run is not None, wall, diverged, cost))
     return Plan(
         profile,
-        tuple(artifacts),
+        tuple(a for a in artifacts if a.id not in left_out),
         tuple(planned),
         requested,
         errors,
@@ -219,107 +285,28 @@ def make_plan(
         pretrained=pretrained,
         check_counts=check_counts,
         seeds=seeds,
+        datasets=available,
+        max_gpu_hours=max_gpu_hours,
+        left_out=left_out,
+        calibration=calibration,
     )
 
 
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "unknown (no stored run to estimate from)"
-    return duration(seconds)
-
-
-def estimate(plan: Plan, jobs: int) -> str:
-    """The plan's training estimate as text: compute, wall time with the workers it will really use (``jobs``,
-    at most one per missing run), and its basis when it is a typical run (or why there is none)."""
-    est = plan.estimate_s
-    workers = max(1, min(jobs, len(plan.missing)))
-    if est is None and plan.fast_dev_run:
-        return "a fast dev run: seconds per run on a GPU, up to a minute or two on a CPU"
-    gpu = _kind(plan.device) != "cpu"
-    if plan.typical_s is not None:
-        where = f"on one {_kind(plan.device)} device" if gpu else "on one CPU thread"
-        table = "TYPICAL_GPU_RUN_S" if gpu else "TYPICAL_RUN_S"
-        on = f" on {_kind(plan.device)}" if gpu else ""
-        basis = (
-            f" (no stored {plan.profile} run{on} yet: {plan.typical_s:.0f} s per run, the typical {plan.profile} "
-            f"run {where}, dmllab.profiles.{table})"
-        )
-    elif est is None and gpu:
-        basis = (
-            f" (no stored {plan.profile} run on {_kind(plan.device)} yet, and no typical {plan.profile} run measured "
-            "on a GPU: dmllab.profiles.TYPICAL_GPU_RUN_S has no basis)"
-        )
-    else:
-        basis = ""
-    return (
-        f"{_duration(est)} of compute"
-        + (f", about {_duration(est / workers)} with {workers} workers" if est and workers > 1 else "")
-        + basis
+def _runs(artifact: Artifact, profile: str, execution: Mapping[str, Any]) -> list[Run]:
+    """The placed runs of ``artifact`` in an execution (:func:`execution_parameters`)."""
+    return planned_runs(
+        artifact, artifact.params(profile, **execution_parameters(artifact, profile, **execution))
     )
 
 
-#: The plan's text fits this many columns (a terminal, a log viewer).
-PLAN_WIDTH = 120
+def _unavailable(runs: Sequence[Run], available: tuple[str, ...] | None) -> str:
+    missing = budget.unavailable([r.config.dataset for r in runs], available)
+    return f"its runs read {', '.join(missing)} (not in --datasets)" if missing else ""
 
 
-def _artifact_list(names: Sequence[str], room: int) -> str:
-    """``names`` joined by commas, cut to fit ``room`` characters with ``+N more``."""
-    text = ",".join(names)
-    if len(text) <= room:
-        return text
-    for shown in range(len(names) - 1, 0, -1):
-        text = f"{','.join(names[:shown])} +{len(names) - shown} more"
-        if len(text) <= room:
-            return text
-    return f"{len(names)} artifacts"
-
-
-def format_plan(plan: Plan, *, jobs: int = 1, limit: int = 40) -> str:
-    """The plan as text within :data:`PLAN_WIDTH` columns: the first ``limit`` unique runs grouped under their
-    config (its description wrapped), one line per run, then the totals and the estimate."""
-    import textwrap
-
-    from dmllab.training import presets
-
-    lines = [f"study plan, profile {plan.profile}: {len(plan.artifacts)} artifacts"]
-    groups: dict[str, list[PlannedRun]] = {}
-    for r in plan.runs[:limit]:
-        groups.setdefault(" ".join(presets.describe(r.run.config).split()), []).append(r)
-    if groups:
-        lines.append(f"  {'run key':<16} {'seed':>4}  {'stored':<6} {'wall':>6}  artifacts")
-    for config, runs in groups.items():
-        lines += textwrap.wrap(
-            config,
-            PLAN_WIDTH,
-            initial_indent="config: ",
-            subsequent_indent="        ",
-            break_on_hyphens=False,
-        )
-        for r in runs:
-            wall = "" if r.wall_s is None else f"{r.wall_s:5.0f}s"
-            row = (
-                f"  {r.run.key.split('/')[0][:16]:<16} {r.run.seed:>4}  "
-                f"{'yes' if r.stored else 'div.' if r.diverged else 'no':<6} {wall:>6}  "
-            )
-            lines.append(row + _artifact_list(r.artifacts, PLAN_WIDTH - len(row)))
-    if len(plan.runs) > limit:
-        lines.append(f"... {len(plan.runs) - limit} more runs")
-    toys = [a.id for a in plan.artifacts if a.id not in {x for r in plan.runs for x in r.artifacts}]
-    lines.append("")
-    notes = [
-        f"{plan.requested} runs requested by the artifacts, {len(plan.runs)} unique after de-duplication; "
-        f"{len(plan.stored)} stored, "
-        + (
-            f"{len(plan.diverged)} recorded as diverged (not retrained; --force does), "
-            if plan.diverged
-            else ""
-        )
-        + f"{len(plan.missing)} to train",
-        f"estimated training time of the missing runs: {estimate(plan, jobs)}",
-    ]
-    if toys:
-        notes.append(f"artifacts without training runs (computed in their notebooks): {', '.join(toys)}")
-    notes += [f"ERROR listing the runs of {artifact}: {error}" for artifact, error in plan.errors.items()]
-    for note in notes:
-        lines += textwrap.wrap(note, PLAN_WIDTH, subsequent_indent="  ", break_on_hyphens=False)
-    return "\n".join(lines)
+def _typical_run_s(profile: str, kind: str, calibration: Calibration | None) -> float | None:
+    """The typical ``profile`` run on the CPU (:data:`dmllab.profiles.TYPICAL_RUN_S`) or on one CUDA worker
+    (the calibration's quick runs); None: no basis."""
+    if kind == "cpu":
+        return TYPICAL_RUN_S.get(profile)
+    return calibration.gpu_run_s(profile) if calibration is not None and kind == "cuda" else None

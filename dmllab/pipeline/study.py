@@ -37,21 +37,16 @@ from dmllab import paths
 from dmllab.experiments import registry
 from dmllab.numerics import stale_cache_message
 from dmllab.pipeline import execute
+from dmllab.pipeline.cost import DEFAULT_CALIBRATION, load_calibration
 from dmllab.pipeline.executors import LocalExecutor
 from dmllab.pipeline.fastdev import check_fast_dev, fast_dev_header, scratch_paths
-from dmllab.pipeline.jobs import (
-    Interrupted,
-    JobResult,
-    quiet,
-    resolve_jobs,
-    stop_on_signals,
-    threads_per_worker,
-)
+from dmllab.pipeline.jobs import Interrupted, JobResult, quiet, stop_on_signals
 from dmllab.pipeline.outcome import StudyResult
-from dmllab.pipeline.plan import Plan, estimate, make_plan
+from dmllab.pipeline.placement import plan_study
+from dmllab.pipeline.plan import Plan
+from dmllab.pipeline.plan_text import estimate
 from dmllab.pipeline.preflight import preflight
 from dmllab.pipeline.slurm import SlurmExecutor, SlurmOptions
-from dmllab.profiles import resolve_device
 
 EXECUTORS = ("local", "slurm")
 
@@ -75,13 +70,20 @@ def run_study(
     pretrained: bool | None = None,
     check_counts: bool = True,
     seeds: int | None = None,
+    datasets: str | None = None,
+    max_gpu_hours: float | None = None,
+    calibration: str | os.PathLike = DEFAULT_CALIBRATION,
 ) -> StudyResult:
     """Plan, train, run the notebooks, draw the figures and build the report (module docstring); with
-    ``fast_dev_run`` all of it as a fast dev run, in :func:`scratch_paths`.
+    ``fast_dev_run`` all of it as a fast dev run, in :func:`scratch_paths`. Where the runs train is chosen by
+    :func:`dmllab.pipeline.placement.plan_study` from the GPU ``calibration`` (a ``bench_gpu.py`` CSV), which also
+    prices the runs; ``datasets`` (comma-separated) and ``max_gpu_hours`` leave artifacts out
+    (:mod:`dmllab.pipeline.budget`).
 
     Raises:
-        ValueError: an unknown profile or executor, ``jobs`` neither "auto" nor a positive integer, ``only``
-            matching no artifact, a negative ``fast_dev_run``, or ``pretrained=False`` without ``fast_dev_run``.
+        ValueError: an unknown profile, executor or dataset, ``jobs`` neither "auto" nor a positive integer,
+            ``only`` matching no artifact, a negative ``fast_dev_run``, ``pretrained=False`` without
+            ``fast_dev_run``, or a calibration that cannot be read.
     """
     check_fast_dev(fast_dev_run, pretrained)
     options = dict(locals())
@@ -108,13 +110,15 @@ def _run(
     pretrained: bool | None,
     check_counts: bool,
     seeds: int | None,
+    datasets: str | None,
+    max_gpu_hours: float | None,
+    calibration: str | os.PathLike,
 ) -> StudyResult:
     from dmllab.pipeline.template import notebooks_dir as default_notebooks
 
     if executor not in EXECUTORS:
         raise ValueError(f"unknown executor {executor!r}; valid executors: {', '.join(EXECUTORS)}")
-    resolved_device = resolve_device(device or "auto")
-    workers = resolve_jobs(jobs, resolved_device)
+    gpu_rates = load_calibration(calibration)
     artifacts = registry.select(only)
     quiet()
     start = time.perf_counter()
@@ -123,7 +127,7 @@ def _run(
     plan, built, stopped, step = Plan(profile, tuple(artifacts), (), 0), None, None, "plan"
     problems: list[str] = []
     checked: list[str] = []
-    local = LocalExecutor(workers, threads=threads_per_worker(resolved_device, workers), progress=progress)
+    local = LocalExecutor(1, progress=progress)
     nb_dir = Path(notebooks_dir) if notebooks_dir is not None else default_notebooks()
     out_dir = Path(executed_dir) if executed_dir is not None else paths.results_dir() / "executed" / profile
 
@@ -136,26 +140,34 @@ def _run(
             stale = stale_cache_message(paths.cache_dir(), paths.runs_dir())
             if stale:
                 say(f"WARNING: {stale}")
-            plan = make_plan(
+            plan, placed = plan_study(
                 artifacts,
                 profile,
-                device=resolved_device,
+                device=device,
+                jobs=jobs,
+                calibration=gpu_rates,
                 data_root=data_root,
                 fast_dev_run=fast_dev_run,
                 pretrained=pretrained,
                 check_counts=check_counts,
                 seeds=seeds,
+                datasets=datasets,
+                max_gpu_hours=max_gpu_hours,
             )
-            where = paths.destination(profile, resolved_device)
+            local = LocalExecutor(placed.workers, threads=placed.threads, progress=progress)
+            where = paths.destination(profile, placed.device)
             if fast_dev_run:
                 say(fast_dev_header(plan))
             elif not where.tracked:
-                say(f"{profile} on {resolved_device}: {where.note()}")
+                say(f"{profile} on {placed.device}: {where.note()}")
+            say(placed.line)
             say(
                 f"plan: {len(plan.runs)} unique runs, {len(plan.stored)} stored, "
                 + (f"{len(plan.diverged)} recorded as diverged, " if plan.diverged else "")
-                + f"{len(plan.missing)} to train (estimate {estimate(plan, workers)})"
+                + f"{len(plan.missing)} to train (estimate {estimate(plan, placed.workers)})"
             )
+            if plan.left_out:
+                say(f"left out: {', '.join(f'{a} ({why})' for a, why in plan.left_out.items())}")
             checked, problems = preflight(plan)
             for line in checked:
                 say(line)

@@ -72,14 +72,19 @@ def test_check_fails_then_write_fixes(tmp_path, capsys):
     """``--check`` on a checkout whose generated parts are stale exits 1 and names them; ``dmllab docs`` writes
     them and ``--check`` passes."""
     (tmp_path / "README.md").write_text(f"# x\n\n{docs.TABLE_BEGIN}\nstale\n{docs.TABLE_END}\n")
+    gpu = tmp_path / "docs" / "guide" / "gpu.md"
+    gpu.parent.mkdir(parents=True)
+    gpu.write_text(f"# GPU\n\n{docs.COST_BEGIN}\nstale\n{docs.COST_END}\n")
     (tmp_path / "results").symlink_to(ROOT / "results")
     assert main(["docs", "--check", "--root", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert "README.md" in err and "docs/benchmarks.md" in err and "docs/guide/cli.md" in err
+    assert "docs/guide/gpu.md" in err
     assert main(["docs", "--root", str(tmp_path)]) == 0
     assert main(["docs", "--check", "--root", str(tmp_path)]) == 0
     readme = (tmp_path / "README.md").read_text()
     assert "`dmllab study --only pnpp_table3_6_sota`" in readme and "stale" not in readme
+    assert "| the whole paper study (each run once) |" in gpu.read_text() and "stale" not in gpu.read_text()
 
 
 # ------------------------------------------------------------------------------------------------- links

@@ -17,7 +17,8 @@ from dmllab.experiments import Artifact, Figure, Run
 from dmllab.pipeline import jobs, slurm
 from dmllab.pipeline.jobs import JobResult, train_run
 from dmllab.pipeline.outcome import StudyResult, format_summary
-from dmllab.pipeline.plan import format_plan, make_plan
+from dmllab.pipeline.plan import make_plan
+from dmllab.pipeline.plan_text import format_plan
 from dmllab.pipeline.slurm import SlurmExecutor, SlurmOptions
 from dmllab.training import presets
 
@@ -121,9 +122,8 @@ def test_diverged_run_is_an_outcome_planned_as_decided(store_env, monkeypatch):
     assert res.status == "diverged" and "epoch 1, step 3" in res.error
     again = make_plan([a], "smoke", device="cpu")
     assert [r.diverged for r in again.runs] == [True, False] and len(again.missing) == 1
-    assert "1 recorded as diverged (not retrained; --force does), 1 to train" in " ".join(
-        format_plan(again).split()
-    )
+    text = " ".join(format_plan(again).split())  # the plan wraps its lines at 120 columns
+    assert "1 recorded as diverged (not retrained; --force does), 1 to train" in text
     result = StudyResult(again, (res,), (), (), None, 1.0)
     assert not result.failed  # a diverged setting is a result, not a broken study
     assert "diverged (recorded in the run store" in format_summary(result)

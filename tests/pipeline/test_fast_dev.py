@@ -17,7 +17,8 @@ from dmllab.experiments import registry
 from dmllab.pipeline import execute, fastdev, outcome, study
 from dmllab.pipeline.executors import LocalExecutor
 from dmllab.pipeline.jobs import JobResult
-from dmllab.pipeline.plan import estimate, make_plan
+from dmllab.pipeline.plan import make_plan
+from dmllab.pipeline.plan_text import estimate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
 from data_layouts import make_cub  # noqa: E402
@@ -180,16 +181,16 @@ def _fake_cuda(monkeypatch):
 
 def test_quick_plan_on_a_gpu_estimates_from_gpu_times_only(store_env, monkeypatch):
     """On CUDA the quick runs are their own runs (run.device is in the key); their estimate comes from stored
-    runs on CUDA, else the typical GPU run (dmllab.profiles.TYPICAL_GPU_RUN_S), never from CPU runs."""
-    from dmllab import paths, profiles
+    runs on CUDA, else the typical GPU run measured in the calibration (quick_run rows), never from CPU runs."""
+    from dmllab import paths
+    from dmllab.pipeline.cost import Calibration
 
     _fake_cuda(monkeypatch)
-    monkeypatch.setitem(profiles.TYPICAL_GPU_RUN_S, "quick", None)  # a profile with no typical GPU run
     art = registry.get("pnpp_appd_googlenet")
     cpu, gpu = make_plan([art], "quick", device="cpu"), make_plan([art], "quick", device="cuda")
     assert {r.run.key for r in cpu.runs}.isdisjoint(r.run.key for r in gpu.runs)
     assert all(r.run.config.run.device == "cuda" for r in gpu.runs)
-    assert gpu.typical_s is None and gpu.estimate_s is None
+    assert gpu.typical_s is None and gpu.estimate_s is None  # no calibration: no typical GPU run
     assert "no typical quick run measured on a GPU" in estimate(gpu, 1)
     c = cpu.runs[0].run.config  # a stored CPU run of the same method is no basis for a GPU run
     stored = paths.runs_dir() / "x" / "seed0"
@@ -204,11 +205,11 @@ def test_quick_plan_on_a_gpu_estimates_from_gpu_times_only(store_env, monkeypatc
     stored.joinpath("metrics.json").write_text(json.dumps(record))
     assert make_plan([art], "quick", device="cuda").estimate_s is None
     assert make_plan([art], "quick", device="cpu").estimate_s == pytest.approx(7.0 * len(cpu.runs))
-    monkeypatch.setitem(profiles.TYPICAL_GPU_RUN_S, "quick", 3.0)
-    typical = make_plan([art], "quick", device="cuda")
+    calibration = Calibration("gpu.csv", "a GPU", quick_run_s={1: 3.0})
+    typical = make_plan([art], "quick", device="cuda", calibration=calibration)
     assert typical.estimate_s == pytest.approx(3.0 * len(typical.runs))
-    assert "the typical quick run on one cuda device, dmllab.profiles.TYPICAL_GPU_RUN_S" in estimate(
-        typical, 1
+    assert "the typical quick run on one cuda worker, measured in gpu.csv" in " ".join(
+        estimate(typical, 1).split()
     )
     record["device"] = "cuda"
     stored.joinpath("metrics.json").write_text(json.dumps(record))

@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
@@ -93,3 +94,40 @@ def test_paper_profile_fast_dev_run_on_the_miniature_datasets(tmp_path):
     # nothing else changed: the committed CSVs and figures, and a real paper study's report
     assert {"results": _snapshot(results), "figures": _snapshot(figures)} == before
     print(f"\npaper fast dev run of {len(ARTIFACTS)} artifacts: {wall:.0f} s\n{out.stdout}")
+
+
+@pytest.mark.slow
+def test_paper_fast_dev_run_with_cub_only_and_a_gpu_hour_budget(tmp_path):
+    """``--datasets cub --max-gpu-hours 2`` on a data root that holds the miniature CUB alone: Table 15 (four
+    datasets, 1.4 GPU-hours on CUB) runs its CUB part and its claims say which datasets they were judged without;
+    Fig. 4c (3.8 GPU-hours on CUB, more important than the appendix's Table 15) does not fit and Proxy Anchor's
+    Fig. 1 (Cars only) has no data: both are left out, with the reason."""
+    root = tmp_path / "D"
+    make_cub(root / "cub")
+    results, figures = tmp_path / "results", tmp_path / "figures"
+    env = {
+        **os.environ,
+        "DMLLAB_RESULTS": str(results),
+        "DMLLAB_FIGURES": str(figures),
+        "DMLLAB_CACHE": str(tmp_path / "cache"),
+        "TORCH_HOME": str(tmp_path / "torch"),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        "PYTHONWARNINGS": "ignore",
+    }
+    only = "pnpp_table15_crop,pnpp_fig4c_proxy_lr,pa_fig1_convergence"
+    cmd = [sys.executable, "-m", "dmllab.cli", "study", "--profile", "paper", "--data-root", str(root)]
+    cmd += ["--fast-dev-run", "--pretrained", "none", "--no-counts", "--only", only, "--no-progress"]
+    cmd += ["--datasets", "cub", "--max-gpu-hours", "2"]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO)
+    log = out.stdout + out.stderr
+    assert out.returncode == 0, log
+    assert "READY: every run trained and every notebook found its runs" in log, log
+    left = [line for line in log.splitlines() if line.startswith("left out: ")]
+    assert left and "pnpp_fig4c_proxy_lr (needs 3.8 GPU-h, 2.0 of 2 left)" in left[0], log
+    assert "pa_fig1_convergence (needs cars (not in --datasets))" in left[0], log
+    scratch = results / "fast-dev-run" / "paper"
+    rows = pd.read_csv(scratch / "pnpp_table15_crop.csv")
+    assert set(rows["dataset"]) == {"cub"} and not (scratch / "pnpp_fig4c_proxy_lr.csv").exists()
+    report = (figures / "fast-dev-run" / "paper" / "report.html").read_text()
+    section = re.search(r'<section class="artifact" id="pnpp_table15_crop">(.*?)</section>', report, re.S)
+    assert section and "judged without cars, sop, inshop" in section.group(1)

@@ -6,7 +6,8 @@ import pytest
 
 from dmllab.experiments import Artifact, Figure, Run
 from dmllab.pipeline.jobs import train_run
-from dmllab.pipeline.plan import _duration, estimate, format_plan, make_plan
+from dmllab.pipeline.plan import make_plan
+from dmllab.pipeline.plan_text import duration, estimate, format_plan
 from dmllab.training import presets
 
 
@@ -102,8 +103,8 @@ def test_plan_estimates_from_the_same_profile_else_its_typical_run(store_env, mo
     quick = make_plan([a], "quick", device="cpu")
     assert len(quick.missing) == 2 and quick.typical_s == TYPICAL_RUN_S["quick"]
     assert quick.estimate_s == pytest.approx(2 * TYPICAL_RUN_S["quick"])
-    text = " ".join(format_plan(quick, jobs=2).split())  # the plan wraps its lines
-    assert f"no stored quick run yet: {_duration(TYPICAL_RUN_S['quick'])} per run" in text
+    text = " ".join(format_plan(quick, jobs=2).split())  # the plan wraps its lines at 120 columns
+    assert f"no stored quick run yet: {duration(TYPICAL_RUN_S['quick'])} per run" in text
     monkeypatch.setitem(TYPICAL_RUN_S, "quick", None)
     assert make_plan([a], "quick", device="cpu").estimate_s is None  # no basis at all
     again = make_plan([a], "smoke", device="cpu")  # a stored smoke run: the basis, not a typical run

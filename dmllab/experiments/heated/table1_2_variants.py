@@ -55,6 +55,7 @@ ARTIFACT = Artifact(
     id="heated_table1_2_variants",
     paper="heated",
     label="Tables 1, 2",
+    tier="headline",
     title="SM, LN, BN, HLN, HBN: NMI and R@K",
     description=(
         "Heated-up Softmax Tables 1 (Cars, CUB, SOP: NMI, R@K) and 2 (In-Shop: R@K): plain softmax (SM), "

@@ -194,6 +194,7 @@ ARTIFACTS = (
         id="heated_table3_fig4_alpha_dim",
         paper="heated",
         label="Table 3, Fig. 4",
+        tier="ablation",
         title="alpha x embedding size (SM, BN, HBN) and cosine-similarity histograms",
         description=(
             "Heated-up Softmax Table 3 (Cars R@1): SM, BN with alpha in {4, 8, 16, 32, 64} and HBN (16 -> 4) at "

@@ -171,6 +171,7 @@ ARTIFACT = Artifact(
     id="heated_table5_learned_alpha",
     paper="heated",
     label="Table 5",
+    tier="ablation",
     title="Learned alpha, with and without heating up",
     description=(
         "Heated-up Softmax Table 5 (Cars, BN features): alpha learned from an initial value 1-32 grows during "

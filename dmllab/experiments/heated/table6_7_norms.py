@@ -171,6 +171,7 @@ ARTIFACT = Artifact(
     id="heated_table6_7_norms",
     paper="heated",
     label="Tables 6, 7",
+    tier="ablation",
     title="Normalisation (SM, SM + alpha, BN w/o WN, BN) and training accuracy against alpha",
     description=(
         "Heated-up Softmax Table 6 (Cars NMI, R@1): plain softmax (SM), softmax with a scale alpha on "

@@ -45,6 +45,7 @@ ARTIFACT = Artifact(
     id="pnpp_appd_googlenet",
     paper="pnpp",
     label="App. D",
+    tier="appendix",
     title="ProxyNCA re-implementation: GoogLeNet, 64-d, 227 crops, T = 1/3 (R@1 49.70 on CUB)",
     description=(
         "ProxyNCA++ appendix D checks the authors' ProxyNCA against the original paper: CUB, GoogLeNet, 64-d, "

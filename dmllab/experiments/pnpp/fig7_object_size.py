@@ -143,6 +143,7 @@ ARTIFACT = Artifact(
     id="pnpp_fig7_object_size",
     paper="pnpp",
     label="Fig. 7",
+    tier="appendix",
     title="GMP vs GAP by object size (no new training)",
     description=(
         "ProxyNCA++ appendix E, Fig. 7: R@1 of GMP and GAP models on CUB per object size (box area in percent "

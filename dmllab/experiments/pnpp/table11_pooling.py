@@ -105,6 +105,7 @@ ARTIFACT = Artifact(
     id="pnpp_table11_pooling",
     paper="pnpp",
     label="Table 11",
+    tier="ablation",
     title="Global average vs global max pooling: no training, Margin, Triplet semi-hard, Multi-Similarity",
     description=(
         "ProxyNCA++ Table 11: R@1 on CUB with GAP and with GMP for the ImageNet network without training "

@@ -74,6 +74,7 @@ ARTIFACT = Artifact(
     id="pnpp_table12_13_normsoftmax",
     paper="pnpp",
     label="Tables 12-13",
+    tier="ablation",
     title="NormSoftMax with and without +max and +fast, next to ProxyNCA++ (-max, -fast)",
     description=(
         "ProxyNCA++ appendix A, Tables 12 (CUB) and 13 (Cars): NormSoftMax in the ProxyNCA++ code base (T = 1/2, "

@@ -45,6 +45,7 @@ ARTIFACT = Artifact(
     id="pnpp_table15_crop",
     paper="pnpp",
     label="Table 15",
+    tier="appendix",
     title="ProxyNCA++ at 512-d with 227 vs 256 crops",
     description=(
         "ProxyNCA++ appendix C: at 512-d, ProxyNCA++ with 256 x 256 crops (Table 14, the paper's setting) and "

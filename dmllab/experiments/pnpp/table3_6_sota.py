@@ -105,6 +105,7 @@ ARTIFACT = Artifact(
     id="pnpp_table3_6_sota",
     paper="pnpp",
     label="Tables 3-6",
+    tier="headline",
     title="ProxyNCA vs ProxyNCA++ at three embedding sizes (and without +max +fast) on the four datasets; Fig. 1",
     description=(
         "ProxyNCA++ Tables 3-6 (CUB, Cars, SOP, In-Shop): the authors' ProxyNCA re-implementation and ProxyNCA++ "

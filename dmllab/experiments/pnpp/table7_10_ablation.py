@@ -213,6 +213,7 @@ ARTIFACT = Artifact(
     id="pnpp_table7_10_ablation",
     paper="pnpp",
     label="Tables 7-10",
+    tier="ablation",
     title="The six enhancements (+prob, +scale, +cbs, +norm, +max, +fast) on and off",
     description=(
         "ProxyNCA++ Table 7 removes each enhancement from ProxyNCA++ (CUB, 2048-d, R@1-8 and NMI); Tables 8, 9 "

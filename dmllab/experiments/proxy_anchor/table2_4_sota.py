@@ -100,6 +100,7 @@ ARTIFACT = Artifact(
     id="pa_table2_4_sota",
     paper="proxy_anchor",
     label="Tables 2-4",
+    tier="headline",
     title="Proxy Anchor R@K at a low and a high embedding size (and larger crops)",
     description=(
         "Proxy Anchor Tables 2 (CUB, Cars), 3 (SOP) and 4 (In-Shop): Proxy-Anchor^64 (^128 on In-Shop), "

@@ -95,6 +95,7 @@ ARTIFACT = Artifact(
     id="pa_table5_6_batch",
     paper="proxy_anchor",
     label="Tables 5, 6",
+    tier="ablation",
     title="Proxy Anchor R@1 against batch size",
     description=(
         'Proxy Anchor Tables 5 (CUB, Cars: batch 30-180) and 6 (SOP, In-Shop: 30-600), Sec. 4.5: "larger batch '

@@ -59,6 +59,7 @@ ARTIFACT = Artifact(
     id="pa_table7_backbone",
     paper="proxy_anchor",
     label="Table 7",
+    tier="ablation",
     title="Proxy Anchor with other backbones and image sizes",
     description=(
         "Proxy Anchor Table 7 (supplement; CUB, Cars, 512-d): GoogLeNet, Inception-BN, ResNet-50, ResNet-101 at "

@@ -94,6 +94,7 @@ ARTIFACT = Artifact(
     id="ps_figd_tsne_epochs",
     paper="proxy_synthesis",
     label="Fig. D",
+    tier="appendix",
     title="t-SNE of PS + Norm-softmax embeddings over training epochs",
     description=(
         "PS Fig. D (CARS196): t-SNE of train and test embeddings of a PS + Norm-softmax model at epochs 2, 30, "

@@ -80,6 +80,7 @@ ARTIFACT = Artifact(
     id="ps_table1_composition",
     paper="proxy_synthesis",
     label="Table 1",
+    tier="ablation",
     title="Impact of synthetic embeddings and proxies (M1-M4 vs Proxy Synthesis)",
     description=(
         "PS Table 1 (CARS196, PS + Norm-softmax): the loss sees original and/or synthetic embeddings (X^) and "

@@ -161,6 +161,7 @@ ARTIFACT = Artifact(
     id="ps_table2_lambda",
     paper="proxy_synthesis",
     label="Table 2",
+    tier="ablation",
     title="Static vs stochastic generation of synthetics (+ Fig. A: alpha and mu)",
     description=(
         "PS Table 2 (CARS196, PS + Norm-softmax): (a) a static lambda 0.1-0.5 (`loss.lam`) vs (b) lambda ~ "

@@ -205,6 +205,7 @@ ARTIFACT = Artifact(
     id="ps_table3_input_deformation",
     paper="proxy_synthesis",
     label="Table 3",
+    tier="ablation",
     title="Robustness to input deformations (Norm-softmax vs PS + Norm-softmax)",
     description=(
         "PS Table 3 (CARS196): the trained Norm-softmax and PS + Norm-softmax networks are evaluated on test "

@@ -206,6 +206,7 @@ ARTIFACT = Artifact(
     id="ps_table4_mlrc",
     paper="proxy_synthesis",
     label="Table 4",
+    tier="ablation",
     title="MLRC evaluation of six losses with and without PS (+ Tables G, I, K)",
     description=(
         "PS Table 4 / G / I / K (CUB, Cars, SOP): the MLRC protocol (4-fold class-disjoint CV on the training "

@@ -104,6 +104,7 @@ ARTIFACT = Artifact(
     id="ps_table5_regularizers",
     paper="proxy_synthesis",
     label="Table 5",
+    tier="ablation",
     title="Proxy Synthesis vs Virtual Softmax, Input Mixup, Manifold Mixup (+ Table E's mixup alpha search)",
     description=(
         "PS Table 5 (CARS196, SOP): Softmax and Norm-softmax trained plain (Baseline), with Virtual Softmax "

@@ -259,6 +259,7 @@ ARTIFACT = Artifact(
     id="ps_table6_losses",
     paper="proxy_synthesis",
     label="Table 6",
+    tier="headline",
     title="Proxy losses with and without Proxy Synthesis (+ Tables F, H, J, L; Fig. 3 t-SNE; Fig. 4 logits)",
     description=(
         "PS Table 6 (R@1) and Tables F/H/J/L (R@K, CUB/Cars/SOP/In-Shop): eight proxy losses (Softmax, "

@@ -187,6 +187,7 @@ ARTIFACT = Artifact(
     id="ps_tablea_cost",
     paper="proxy_synthesis",
     label="Table A",
+    tier="appendix",
     title="Computation time of Proxy Synthesis against mu (microbenchmark)",
     description=(
         "PS Table A: time of generating the synthetics and of computing the PS + Norm-softmax loss with batch "
