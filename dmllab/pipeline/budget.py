@@ -1,5 +1,5 @@
 """What a study leaves out: the datasets a researcher has (``dmllab study --datasets``) and a GPU-hour budget
-(``--max-gpu-hours``), and the plan's table of what each artifact costs (:func:`cost_lines`).
+(``--max-gpu-hours``), and the plan's table of what each artifact costs (:func:`dmllab.pipeline.plan_text.cost_lines`).
 
 **Datasets** (:func:`dataset_overrides`): an artifact whose parameters list its ``datasets`` runs on the ones
 available (its notebook gets the shorter list, so the rows of the others are absent and its claims say so:
@@ -22,7 +22,6 @@ from dmllab.experiments.artifact import Artifact
 
 if TYPE_CHECKING:
     from dmllab.pipeline.cost import Price, Unpriced
-    from dmllab.pipeline.plan import Plan
 
 
 def real_datasets() -> list[str]:
@@ -110,77 +109,3 @@ def select(
         taken |= set(new)
         spent += hours
     return chosen, left_out
-
-
-def _hours(seconds: float) -> str:
-    return f"{seconds / 3600:,.1f}"
-
-
-def cost_lines(plan: Plan) -> list[str]:
-    """Per artifact (in the order of importance) the GPU hours of the runs it adds to the ones above it, then the
-    total with its range and the approximations used; [] for a fast dev run and when no run on a real dataset is
-    priced."""
-    from dmllab.experiments.registry import by_importance
-    from dmllab.pipeline.cost import STAGE2_LOW, Price, Unpriced
-
-    missing = [r for r in plan.missing if r.price is not None]
-    if plan.fast_dev_run:
-        return []  # its runs are not the real study's (left-out artifacts are still listed)
-    if plan.calibration is None or not any(
-        isinstance(r.price, Price) and r.price.from_images for r in missing
-    ):
-        return []  # nothing priced from its images: no run on a real dataset
-    owner: dict[str, str] = {}
-    for a in by_importance(list(plan.artifacts)):
-        for r in missing:
-            if a.id in r.artifacts:
-                owner.setdefault(r.run.key, a.id)
-    lines = [
-        f"GPU-hours on {plan.calibration.device} (cost model: dmllab.pipeline.cost, calibrated by "
-        f"{plan.calibration.source}), missing runs, each counted for the first artifact below that needs it:",
-        f"{'artifact':<34} {'tier':<10} {'runs':>5} {'GPU-h':>9} {'low-high':>17} {'cumulative':>10}",
-    ]
-    cumulative = 0.0
-    for a in by_importance(list(plan.artifacts)):
-        mine = [r.price for r in missing if owner.get(r.run.key) == a.id]
-        if not mine:
-            continue
-        priced = [p for p in mine if isinstance(p, Price)]
-        central = sum(p.seconds for p in priced)
-        cumulative += central
-        span = f"{_hours(sum(p.low_s for p in priced))}-{_hours(sum(p.high_s for p in priced))}"
-        unpriced = len(mine) - len(priced)
-        lines.append(
-            f"{a.id[:34]:<34} {a.tier:<10} {len(mine):>5} {_hours(central):>9} {span:>17} {_hours(cumulative):>10}"
-            + (f"  + {unpriced} not priced" if unpriced else "")
-        )
-    prices = [r.price for r in missing]
-    priced = [p for p in prices if isinstance(p, Price)]
-    low, high = sum(p.low_s for p in priced), sum(p.high_s for p in priced)
-    central = sum(p.seconds for p in priced)
-    lines.append(
-        f"total: {_hours(central)} GPU-hours ({_hours(low)}-{_hours(high)}) for {len(priced)} runs"
-        + (f"; {len(prices) - len(priced)} runs not priced" if len(priced) < len(prices) else "")
-    )
-    lines.append(
-        f"  range: low = model-bound with stage 2 at {STAGE2_LOW:g} x stage 1; high = the measured end-to-end "
-        "rate where one is measured (else the central value)"
-    )
-    notes: dict[str, int] = {}
-    for p in priced:
-        for note in p.notes:
-            key = note if "batch" not in note else "batch sizes not measured: interpolated or nearest"
-            key = key if "crops scaled" not in note else "crops not measured: scaled by the pixel ratio"
-            notes[key] = notes.get(key, 0) + 1
-    for note, n in sorted(notes.items(), key=lambda kv: -kv[1]):
-        lines.append(f"  approximation ({n} runs): {note}")
-    for why, n in _counts(p.why for p in prices if isinstance(p, Unpriced)).items():
-        lines.append(f"  not priced ({n} runs): {why}")
-    return lines
-
-
-def _counts(items: Any) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for item in items:
-        out[item] = out.get(item, 0) + 1
-    return dict(sorted(out.items(), key=lambda kv: -kv[1]))

@@ -24,9 +24,7 @@ def preflight(plan: Plan) -> tuple[list[str], list[str]]:
     found: list[str] = []
     problems: list[str] = []
     configs = [r.run.config for r in plan.missing]
-    datasets = (
-        (c.data.dataset.name, c.data.root, c.data.dataset.get("check_counts", True)) for c in configs
-    )
+    datasets = ((c.data.dataset.name, c.data.root, c.data.dataset.get("check_counts", True)) for c in configs)
     for dataset, root, counts in dict.fromkeys(datasets):
         if not is_real_dataset(dataset):
             continue
