@@ -142,7 +142,7 @@ def name(cfg) -> str:
     from dmllab.pipeline.cost import AMP_PRECISION, crop_size, model_setting
 
     precision = AMP_PRECISION[cfg.run.amp] if cfg.run.device.startswith("cuda") else "fp32"
-    return model_setting(cfg.model.backbone, crop_size(cfg.data.transform), cfg.data.batch_size, precision)
+    return model_setting(cfg.model.backbone.name, crop_size(cfg.data.transform), cfg.data.batch_size, precision)
 
 
 class Clock:

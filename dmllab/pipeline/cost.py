@@ -230,7 +230,7 @@ def workload(cfg: ExperimentConfig) -> Workload | Unpriced:
     evals += sum(_split_images(ds, s) for s in tests)
     precision = AMP_PRECISION.get(cfg.run.amp, cfg.run.amp)
     return Workload(
-        cfg.model.backbone,
+        cfg.model.backbone.name,
         crop_size(d.transform),
         precision,
         batch,

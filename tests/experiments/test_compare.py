@@ -138,7 +138,12 @@ def test_lookup_rows_mark_diverged_runs_and_raise_for_missing_ones():
             if run.seed == 2:
                 raise MissingRunError("not stored")
             return SimpleNamespace(
-                metrics={"R@1": 0.5}, wall_time_s=1.0, config_hash="h", device="cpu", run_dir=None
+                metrics={"R@1": 0.5},
+                wall_time_s=1.0,
+                config_hash="h",
+                device="cpu",
+                run_dir=None,
+                train_metrics={},
             )
 
     lookup = Stored(Params({"profile": "smoke", "seeds": [0], "device": "cpu", "data_root": None}))

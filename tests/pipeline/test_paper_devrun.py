@@ -125,9 +125,9 @@ def test_paper_fast_dev_run_with_cub_only_and_a_gpu_hour_budget(tmp_path):
     left = [line for line in log.splitlines() if line.startswith("left out: ")]
     assert left and "pnpp_fig4c_proxy_lr (needs 3.8 GPU-h, 2.0 of 2 left)" in left[0], log
     assert "pa_fig1_convergence (needs cars (not in --datasets))" in left[0], log
-    scratch = results / "fast-dev-run" / "paper"
+    scratch = results / "fast-dev-run" / "scratch" / "paper"
     rows = pd.read_csv(scratch / "pnpp_table15_crop.csv")
     assert set(rows["dataset"]) == {"cub"} and not (scratch / "pnpp_fig4c_proxy_lr.csv").exists()
-    report = (figures / "fast-dev-run" / "paper" / "report.html").read_text()
+    report = (figures / "fast-dev-run" / "scratch" / "paper" / "report.html").read_text()
     section = re.search(r'<section class="artifact" id="pnpp_table15_crop">(.*?)</section>', report, re.S)
     assert section and "judged without cars, sop, inshop" in section.group(1)

@@ -51,23 +51,6 @@ def test_plan_deduplicates_by_run_key(store_env):
     assert "6 runs requested by the artifacts, 4 unique after de-duplication; 0 stored, 4 to train" in text
 
 
-def test_the_plan_fits_its_width(store_env):
-    """Long configs wrap under their run group and long artifact lists are cut with "+N more": no line is wider
-    than PLAN_WIDTH; every run keeps its line."""
-    from dmllab.pipeline.plan import PLAN_WIDTH
-
-    ids = [f"pnpp_table9{i}_a_rather_long_artifact_name" for i in range(6)]
-    plan = make_plan(
-        [_artifact(aid, {"full": {}, "-fast": {"fast": False}}) for aid in ids], "smoke", device="cpu"
-    )
-    lines = format_plan(plan).splitlines()
-    assert max(map(len, lines)) <= PLAN_WIDTH, max(lines, key=len)
-    keys = {r.run.key.split("/")[0] for r in plan.runs}
-    rows = [line for line in lines if line.startswith("  ") and line.split()[0] in keys]
-    assert len(rows) == len(plan.runs) == 4 and all(" +" in row and " more" in row for row in rows)
-    assert sum(line.startswith("config: ") for line in lines) == 2  # one group per config
-
-
 def test_plan_counts_stored_runs_and_estimates_from_their_wall_time(store_env):
     a = _artifact("pnpp_table90_a", {"full": {}})
     plan = make_plan([a], "smoke", device="cpu")
