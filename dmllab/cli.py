@@ -10,7 +10,12 @@ from dmllab.errors import EXPECTED_ERRORS, error_message, report_error  # noqa: 
 
 # Modules that contribute sub-commands through ``add_commands(subparsers)``. Imported when the CLI starts, so
 # ``import dmllab`` stays cheap.
-_COMMAND_MODULES = ("dmllab.training.cli", "dmllab.data.cli", "dmllab.pipeline.cli", "dmllab.pipeline.tune_cli")
+_COMMAND_MODULES = (
+    "dmllab.training.cli",
+    "dmllab.data.cli",
+    "dmllab.pipeline.cli",
+    "dmllab.pipeline.tune_cli",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

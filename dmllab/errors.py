@@ -75,5 +75,3 @@ def report_error(err: BaseException, *, debug: bool = False, code: int = 2, expe
     suffix = "" if expected else " (rerun with --debug for the traceback)"
     print(f"dmllab: error: {error_message(err)}{suffix}", file=sys.stderr)
     return code
-
-

@@ -841,9 +841,7 @@ class SyntheticFineGrained(RetrievalDataset):
         check_int("num_classes", num_classes)
         check_int("num_pretrain_classes", num_pretrain_classes)
         if not IMAGES_PER_CLASS(images_per_class):
-            raise ValueError(
-                f"images_per_class must be {IMAGES_PER_CLASS.what}, got {images_per_class!r}"
-            )
+            raise ValueError(f"images_per_class must be {IMAGES_PER_CLASS.what}, got {images_per_class!r}")
         if num_classes < 4 or num_classes % 2:
             raise ValueError(
                 f"num_classes must be an even number >= 4 (train/val/test halves), got {num_classes}"

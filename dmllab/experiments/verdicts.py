@@ -366,7 +366,9 @@ def verdict_table(
     out = []
     for c in artifact.claims:
         if c.kind == "verdict":
-            line = record(assess(c, rows, profile, status, paper_effect(c, artifact.paper, reference, profile)), profile)
+            line = record(
+                assess(c, rows, profile, status, paper_effect(c, artifact.paper, reference, profile)), profile
+            )
             out.append({**line, "why": join_why(str(line["why"]), gap)})
     return pd.DataFrame(out, columns=list(VERDICT_COLUMNS))
 

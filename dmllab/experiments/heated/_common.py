@@ -112,7 +112,9 @@ def classifier(lookup: Lookup, run: Run) -> tuple[Any, str]:
     if state is None:
         return None, "nearest class mean"
     cfg = run.config
-    loss = build_loss(cfg.loss, num_classes=int(state["proxies"].shape[0]), embedding_dim=cfg.model.embedding_dim)
+    loss = build_loss(
+        cfg.loss, num_classes=int(state["proxies"].shape[0]), embedding_dim=cfg.model.embedding_dim
+    )
     loss.load_state_dict(state)
     return loss.eval(), "softmax"
 

@@ -86,15 +86,15 @@ def deformed_recall(
     d = cfg.data
     test = build_transforms(d.transform, train=False)
     if d.in_memory:
-        views, labels = _test_views(
-            d.dataset.name, d.root, d.test_split, d.dataset.kwargs, d.transform
-        )
+        views, labels = _test_views(d.dataset.name, d.root, d.test_split, d.dataset.kwargs, d.transform)
     kwargs: dict[str, Any] = {}
     if name == "gaussian_blur" and sigma_scale:  # C.3's sigma 3 at 224 pixels, rescaled to the crop size
         size = (
             views.shape[-1]
             if d.in_memory
-            else build_dataset(d.dataset.name, d.root, d.test_split, transform=test, **d.dataset.kw)[0][0].shape[-1]
+            else build_dataset(d.dataset.name, d.root, d.test_split, transform=test, **d.dataset.kw)[0][
+                0
+            ].shape[-1]
         )
         kwargs["sigma"] = 3.0 * size / 224
     deformed = None if name == "none" else DeformedTransform(test, name, **kwargs)
