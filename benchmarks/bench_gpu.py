@@ -107,11 +107,12 @@ def plan_settings() -> list[tuple[str, str, int, str]]:
     """Every (backbone, transform, batch, run.amp) the paper study's plan trains on a real dataset."""
     from dmllab.data.real import is_real_dataset
     from dmllab.experiments import registry
+    from dmllab.experiments.execution import Execution
     from dmllab.pipeline.plan import make_plan
 
-    plan = make_plan(registry.select(None), "paper", device="cpu")
+    plan = make_plan(registry.select(None), "paper", Execution(device="cpu"))
     found = {
-        (c.model.backbone, c.data.transform, c.data.batch_size, c.run.amp)
+        (c.model.backbone.name, c.data.transform, c.data.batch_size, c.run.amp)
         for c in (r.run.config for r in plan.runs)
         if is_real_dataset(c.dataset)
     }
@@ -142,7 +143,9 @@ def name(cfg) -> str:
     from dmllab.pipeline.cost import AMP_PRECISION, crop_size, model_setting
 
     precision = AMP_PRECISION[cfg.run.amp] if cfg.run.device.startswith("cuda") else "fp32"
-    return model_setting(cfg.model.backbone.name, crop_size(cfg.data.transform), cfg.data.batch_size, precision)
+    return model_setting(
+        cfg.model.backbone.name, crop_size(cfg.data.transform), cfg.data.batch_size, precision
+    )
 
 
 class Clock:
@@ -320,6 +323,7 @@ def bench_evaluator(add, device: str, repeats: int, scale: float) -> None:
 QUICK_RUN = """
 import json, sys, time
 t0 = time.perf_counter()
+from dmllab.experiments.execution import Execution
 from dmllab.training import presets, apply_overrides
 from dmllab.training.store import run
 cfg = apply_overrides(presets.get("proxynca++", "synthetic", sys.argv[3]), [f"run.device={sys.argv[1]}"])

@@ -66,28 +66,29 @@ def _real(cfg: Any) -> bool:
 
 
 def place(run: Run, params: Params) -> Run:
-    """``run`` as this execution trains it: on its draw of the benchmark (``run.draw`` where given, else
-    :func:`dmllab.experiments.kit.draw_of` its seed; the placed run names it), on the execution's device
-    (``params.device``, resolved), with its dataset's folder under ``params.data_root`` (:func:`dataset_root`), and
-    in a fast dev run with ``run.fast_dev_run`` (``params.fast_dev_run``) and, for ``params.pretrained`` False,
-    without pre-trained weights; a real dataset without its canonical counts checked where ``params.check_counts``
-    is False. Placing a placed run changes nothing."""
+    """``run`` as this execution (``params.execution``, :class:`~dmllab.experiments.execution.Execution`) trains
+    it: on its draw of the benchmark (``run.draw`` where given, else :func:`dmllab.experiments.kit.draw_of` its seed;
+    the placed run names it), on the execution's device, with its dataset's folder under the execution's data root
+    (:func:`dataset_root`), and in a fast dev run with ``run.fast_dev_run`` and, without pre-trained weights
+    (``pretrained`` False), from random initialisation; a real dataset without its canonical counts checked where
+    the execution says so. Placing a placed run changes nothing."""
     from dmllab.experiments.kit import draw_of, on_draw
 
+    ex = params.execution
     draw = run.draw
     if draw is None:
         draw = draw_of(params, run.seed) if run.config.data.dataset.name == "synthetic" else 0
     cfg = on_draw(run.config, draw)
-    if cfg.run.device != params.device:
-        cfg = cfg.replace("run.device", params.device)
-    root = dataset_root(params.data_root, cfg.data.dataset.name)
+    if cfg.run.device != ex.device:
+        cfg = cfg.replace("run.device", ex.device)
+    root = dataset_root(ex.data_root, cfg.data.dataset.name)
     if root is not None and cfg.data.root != root:
         cfg = cfg.replace("data.root", root)
-    if not params.check_counts and cfg.data.dataset.get("check_counts", True) and _real(cfg):
+    if not ex.check_counts and cfg.data.dataset.get("check_counts", True) and _real(cfg):
         cfg = cfg.replace("data.dataset.check_counts", False)
-    if params.fast_dev_run and cfg.run.fast_dev_run != params.fast_dev_run:
-        cfg = cfg.replace("run.fast_dev_run", params.fast_dev_run)
-    if params.pretrained is False and cfg.model.pretrained:
+    if ex.fast_dev_run and cfg.run.fast_dev_run != ex.fast_dev_run:
+        cfg = cfg.replace("run.fast_dev_run", ex.fast_dev_run)
+    if ex.pretrained is False and cfg.model.pretrained:
         cfg = cfg.replace("model.pretrained", False)
     if cfg is run.config and draw == run.draw:
         return run

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dmllab.experiments.execution import Execution
 from dmllab.profiles import PROFILES, resolve_device
 from dmllab.validation import InvalidValueError, check_parameter
 
@@ -72,6 +73,11 @@ class Params:
     def pretrained(self) -> bool | None:
         """False: every run from random initialisation (no pre-trained weights); None: as its preset says."""
         return self.values.get("pretrained")
+
+    @property
+    def execution(self) -> Execution:
+        """Where and how this execution trains its runs (:class:`~dmllab.experiments.execution.Execution`)."""
+        return Execution.from_parameters(self.values)
 
     @property
     def check_counts(self) -> bool:

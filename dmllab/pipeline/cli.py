@@ -13,51 +13,45 @@ from dmllab.profiles import PROFILES
 
 def _study(args: argparse.Namespace) -> int:
     from dmllab.experiments import registry
+    from dmllab.experiments.execution import Execution
     from dmllab.pipeline.cost import DEFAULT_CALIBRATION, load_calibration
-    from dmllab.pipeline.fastdev import check_fast_dev, scratch_paths
+    from dmllab.pipeline.fastdev import scratch_paths
     from dmllab.pipeline.outcome import format_summary
     from dmllab.pipeline.placement import plan_study
     from dmllab.pipeline.plan_text import format_plan
     from dmllab.pipeline.study import run_study
 
-    pretrained = None if args.pretrained == "preset" else False
-    check_fast_dev(args.fast_dev_run, pretrained)
+    execution = Execution(
+        device=args.device or "auto",
+        data_root=args.data_root,
+        fast_dev_run=args.fast_dev_run,
+        pretrained=None if args.pretrained == "preset" else False,
+        check_counts=not args.no_counts,
+    )
+    selection = dict(seeds=args.seeds, datasets=args.datasets, max_gpu_hours=args.max_gpu_hours)
     if args.plan:
-        with scratch_paths() if args.fast_dev_run else contextlib.nullcontext():
+        with scratch_paths() if execution.fast_dev_run else contextlib.nullcontext():
             plan, placed = plan_study(
                 registry.select(args.only),
                 args.profile,
-                device=args.device,
+                execution,
                 jobs=args.jobs,
                 calibration=load_calibration(args.calibration or DEFAULT_CALIBRATION),
-                data_root=args.data_root,
-                fast_dev_run=args.fast_dev_run,
-                pretrained=pretrained,
-                check_counts=not args.no_counts,
-                seeds=args.seeds,
-                datasets=args.datasets,
-                max_gpu_hours=args.max_gpu_hours,
+                **selection,
             )
             print(format_plan(plan, jobs=placed.workers))
         return 1 if plan.errors else 0
-    slurm = slurm_options(args)
     result = run_study(
         args.profile,
+        execution,
         only=args.only,
         jobs=args.jobs,
         executor=args.executor,
-        slurm=slurm,
-        data_root=args.data_root,
-        device=args.device,
+        slurm=slurm_options(args),
         progress=not args.no_progress,
         force=args.force,
-        fast_dev_run=args.fast_dev_run,
-        pretrained=pretrained,
-        check_counts=not args.no_counts,
-        seeds=args.seeds,
-        datasets=args.datasets,
-        max_gpu_hours=args.max_gpu_hours,
         calibration=args.calibration or DEFAULT_CALIBRATION,
+        **selection,
     )
     print(format_summary(result), flush=True)
     if (

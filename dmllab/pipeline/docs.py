@@ -144,6 +144,7 @@ def reproduction_table(calibration_path: str | Path) -> str:
     counted once per paper, and the whole study's unique runs in the last row."""
     from dmllab.experiments import registry
     from dmllab.experiments.artifact import PAPER_TITLES, PAPERS
+    from dmllab.experiments.execution import Execution
     from dmllab.pipeline.cost import Price, load_calibration
     from dmllab.pipeline.plan import make_plan
 
@@ -151,7 +152,7 @@ def reproduction_table(calibration_path: str | Path) -> str:
         return f"{seconds / 3600:,.1f}"
 
     cal = load_calibration(calibration_path)
-    plan = make_plan(registry.select(None), "paper", device="cpu", calibration=cal)
+    plan = make_plan(registry.select(None), "paper", Execution("cpu"), calibration=cal)
     papers = {a.id: a.paper for a in plan.artifacts}
     lines = [
         f"| paper | runs | GPU-hours on {cal.device} | range | runs not priced |",

@@ -20,19 +20,6 @@ from typing import Any
 from dmllab import paths
 from dmllab.pipeline.plan import Plan
 
-
-def check_fast_dev(fast_dev_run: int, pretrained: bool | None) -> None:
-    """Raise ValueError for a negative ``fast_dev_run`` or ``pretrained=False`` outside a fast dev run (a real
-    study without pre-trained weights is not the papers' procedure, and its rows would sit among the real ones)."""
-    if isinstance(fast_dev_run, bool) or not isinstance(fast_dev_run, int) or fast_dev_run < 0:
-        raise ValueError(f"--fast-dev-run takes a number of batches >= 1, got {fast_dev_run!r}")
-    if pretrained is False and not fast_dev_run:
-        raise ValueError(
-            "--pretrained none is for checking a study: add --fast-dev-run (a real study trains with the "
-            "pre-trained weights its presets name)"
-        )
-
-
 FAST_DEV_FOLDER = "fast-dev-run"
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from dmllab.experiments.artifact import Artifact
+from dmllab.experiments.execution import Execution
 from dmllab.pipeline.cost import Calibration
 from dmllab.pipeline.jobs import resolve_jobs, threads_per_worker, usable_cores
 from dmllab.pipeline.plan import Plan, make_plan
@@ -69,32 +70,36 @@ def _gpu_wall(plan: Plan, workers: int, calibration: Calibration | None) -> tupl
 def plan_study(
     artifacts: Sequence[Artifact],
     profile: str,
+    execution: Execution,
     *,
-    device: str | None,
     jobs: int | str,
     calibration: Calibration | None,
     **plan_options: Any,
 ) -> tuple[Plan, Placement]:
-    """The study's plan on the device it trains on, and that placement (module docstring). ``plan_options`` go
-    to :func:`~dmllab.pipeline.plan.make_plan`.
+    """The study's plan on the device it trains on, and that placement (module docstring): ``execution``'s device
+    is the one asked for (``auto`` or a device), resolved here once; the plan's execution is the placed one (its
+    device and the torch threads of each run). ``plan_options`` go to :func:`~dmllab.pipeline.plan.make_plan`.
 
     Raises:
         ValueError: as :func:`~dmllab.pipeline.plan.make_plan`, :func:`~dmllab.pipeline.jobs.resolve_jobs` and
             :func:`~dmllab.profiles.resolve_device`.
     """
-    requested = device or "auto"
+    requested = execution.device or "auto"
     resolved = resolve_device(requested)
     kind = resolved.split(":", 1)[0]
 
     def on(dev: str) -> Plan:
-        return make_plan(artifacts, profile, device=dev, calibration=calibration, **plan_options)
+        return make_plan(artifacts, profile, execution.on(dev), calibration=calibration, **plan_options)
+
+    def placed(plan: Plan, where: Placement) -> tuple[Plan, Placement]:
+        return replace(
+            plan, placement=where.line, execution=plan.execution.on(where.device, where.threads)
+        ), where
 
     def cpu_pool(plan: Plan, why: str) -> tuple[Plan, Placement]:
         workers = resolve_jobs(jobs, "cpu")
         line = f"placement: the CPU pool, {workers} workers of one thread each{why}"
-        return replace(plan, placement=line), Placement(
-            "cpu", workers, threads_per_worker("cpu", workers), line
-        )
+        return placed(plan, Placement("cpu", workers, threads_per_worker("cpu", workers), line))
 
     if kind == "cpu" or kind == "mps":
         plan = on(resolved)
@@ -102,9 +107,7 @@ def plan_study(
             return cpu_pool(plan, " (--device cpu)" if requested == "cpu" else "")
         workers = resolve_jobs(jobs, resolved)
         line = f"placement: {workers} worker(s) on {resolved}"
-        return replace(plan, placement=line), Placement(
-            resolved, workers, threads_per_worker(resolved, workers), line
-        )
+        return placed(plan, Placement(resolved, workers, threads_per_worker(resolved, workers), line))
     workers = gpu_workers(jobs, profile, calibration)
     gpu = on(resolved)
     gpu_s, caveat = _gpu_wall(gpu, workers, calibration)
@@ -132,5 +135,4 @@ def plan_study(
             else ""
         )
     line = f"placement: {gpu_text}{why}"
-    threads = threads_per_worker(resolved, workers)
-    return replace(gpu, placement=line), Placement(resolved, workers, threads, line)
+    return placed(gpu, Placement(resolved, workers, threads_per_worker(resolved, workers), line))

@@ -14,15 +14,17 @@ from __future__ import annotations
 import json
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dmllab import paths
 from dmllab.experiments.artifact import Artifact, Run
+from dmllab.experiments.execution import Execution
 from dmllab.experiments.lookup import planned_runs
 from dmllab.pipeline import budget
 from dmllab.pipeline.cost import Calibration, Price, Unpriced, price_config
 from dmllab.profiles import PROFILES, TYPICAL_RUN_S
+from dmllab.training.pretrain import dependencies
 
 
 @dataclass(frozen=True)
@@ -46,11 +48,7 @@ class Plan:
     requested: int  # runs declared by the artifacts before de-duplication
     errors: Mapping[str, str] = field(default_factory=dict)  # artifact -> why its runs could not be listed
     typical_s: float | None = None  # the typical run (dmllab.profiles.typical_run_s) an estimate fell back to
-    device: str = "cpu"  # where the runs train (resolved)
-    data_root: str | None = None
-    fast_dev_run: int = 0  # N > 0: a fast dev run (execution_parameters)
-    pretrained: bool | None = None  # False: no pre-trained weights (--pretrained none)
-    check_counts: bool = True  # False: --no-counts
+    execution: Execution = Execution("cpu")  # where and how the runs execute (its device resolved)
     seeds: int | None = None  # N: seeds 0..N-1 for every artifact with several seeds (--seeds)
     datasets: tuple[str, ...] | None = None  # --datasets: the real datasets available (None: all)
     max_gpu_hours: float | None = None  # --max-gpu-hours
@@ -58,18 +56,20 @@ class Plan:
     calibration: Calibration | None = None
     placement: str = ""  # where the runs train and why (dmllab.pipeline.placement), the plan's header
 
+    @property
+    def device(self) -> str:
+        """Where the runs train (resolved)."""
+        return self.execution.device
+
+    @property
+    def fast_dev_run(self) -> int:
+        """N > 0: every run is a fast dev run of N batches per epoch."""
+        return self.execution.fast_dev_run
+
     def parameters(self, artifact: Artifact) -> dict[str, Any]:
         """:func:`execution_parameters` of ``artifact`` in this plan (what its notebook receives)."""
         return execution_parameters(
-            artifact,
-            self.profile,
-            device=self.device,
-            data_root=self.data_root,
-            fast_dev_run=self.fast_dev_run,
-            pretrained=self.pretrained,
-            check_counts=self.check_counts,
-            seeds=self.seeds,
-            datasets=self.datasets,
+            artifact, self.profile, self.execution, seeds=self.seeds, datasets=self.datasets
         )
 
     @property
@@ -84,6 +84,12 @@ class Plan:
     def stored(self) -> list[PlannedRun]:
         """Runs the store holds with their results (diverged ones are decided too, but not counted here)."""
         return [r for r in self.runs if r.stored]
+
+    @property
+    def dependencies(self) -> list[tuple[int, int]]:
+        """The pre-trained SmallCNN trunks ``(width, draw)`` the missing runs start from that are not built yet:
+        the study's prepare step builds them once each before training."""
+        return dependencies(r.run.config for r in self.missing)
 
     @property
     def estimate_s(self) -> float | None:
@@ -120,66 +126,52 @@ def check_seeds(seeds: int | None) -> None:
 def execution_parameters(
     artifact: Artifact,
     profile: str,
+    execution: Execution,
     *,
-    device: str,
-    data_root: str | None = None,
-    fast_dev_run: int = 0,
-    pretrained: bool | None = None,
-    check_counts: bool = True,
     seeds: int | None = None,
     datasets: tuple[str, ...] | None = None,
 ) -> dict[str, Any]:
     """What the study sets on every execution of ``artifact`` (its runs' placement and its notebook's parameters,
-    beside ``profile`` and ``train_missing``): the device, the data root, with ``seeds`` N (``--seeds``) the seeds
-    0..N-1 for every artifact whose profile runs several seeds (one-seed illustrations keep theirs), and for a fast
-    dev run its limit ``fast_dev_run``, only the first of the artifact's seeds (the other seeds train the same
-    configs) and, with ``pretrained=False`` (``--pretrained none``), no pre-trained weights; ``check_counts=False``
-    (``--no-counts``): the real datasets read without their canonical counts; ``datasets`` (``--datasets``): the
-    artifact's own ``datasets`` parameter cut to the available ones (:func:`dmllab.pipeline.budget.dataset_overrides`).
+    beside ``profile`` and ``train_missing``): the ``execution``'s (:meth:`Execution.parameters`), with ``seeds`` N
+    (``--seeds``) the seeds 0..N-1 for every artifact whose profile runs several seeds (one-seed illustrations keep
+    theirs), for a fast dev run only the first of the artifact's seeds (the other seeds train the same configs),
+    and with ``datasets`` (``--datasets``) the artifact's own ``datasets`` parameter cut to the available ones
+    (:func:`dmllab.pipeline.budget.dataset_overrides`).
 
     Raises:
         ValueError: ``seeds`` below 2 (an interval needs two seeds).
     """
-    values: dict[str, Any] = {"device": device, **budget.dataset_overrides(artifact, profile, datasets)[0]}
+    values: dict[str, Any] = {
+        **execution.parameters(),
+        **budget.dataset_overrides(artifact, profile, datasets)[0],
+    }
     check_seeds(seeds)
     if seeds is not None and len(artifact.defaults(profile)["seeds"]) > 1:
         values["seeds"] = list(range(seeds))
-    if data_root is not None:
-        values["data_root"] = str(data_root)
-    if fast_dev_run:
+    if execution.fast_dev_run:
         first = values.get("seeds", artifact.defaults(profile)["seeds"])
-        values["fast_dev_run"] = int(fast_dev_run)
         values["seeds"] = [first if isinstance(first, int) else first[0]]
-    if pretrained is False:
-        values["pretrained"] = False
-    if not check_counts:
-        values["check_counts"] = False
     return values
 
 
 def make_plan(
     artifacts: Sequence[Artifact],
     profile: str,
+    execution: Execution = Execution(),
     *,
-    device: str = "auto",
-    data_root: str | None = None,
-    fast_dev_run: int = 0,
-    pretrained: bool | None = None,
-    check_counts: bool = True,
     seeds: int | None = None,
     datasets: Sequence[str] | str | None = None,
     max_gpu_hours: float | None = None,
     calibration: Calibration | None = None,
 ) -> Plan:
-    """The de-duplicated runs of ``artifacts`` at ``profile`` (module docstring), placed with
-    :func:`execution_parameters`, priced with ``calibration``; ``datasets`` and ``max_gpu_hours`` leave artifacts
+    """The de-duplicated runs of ``artifacts`` at ``profile`` (module docstring), placed in ``execution`` (its
+    device resolved here when it is "auto") with :func:`execution_parameters`, priced with ``calibration``; ``datasets`` and ``max_gpu_hours`` leave artifacts
     out (:mod:`dmllab.pipeline.budget`; a fast dev run leaves out what the real study would, priced from empty).
 
     Raises:
         ValueError: an unknown profile or dataset name, a negative budget, or a budget without a calibration.
     """
     from dmllab.experiments.registry import by_importance
-    from dmllab.profiles import resolve_device
     from dmllab.training.store import RunStore
 
     if profile not in PROFILES:
@@ -188,16 +180,9 @@ def make_plan(
     if max_gpu_hours is not None and (calibration is None or not max_gpu_hours >= 0):
         raise ValueError(f"--max-gpu-hours {max_gpu_hours}: needs a number >= 0 and a GPU calibration")
     available = budget.check_datasets(datasets)
-    device = resolve_device(device)
-    execution = dict(
-        device=device,
-        data_root=data_root,
-        fast_dev_run=fast_dev_run,
-        pretrained=pretrained,
-        check_counts=check_counts,
-        seeds=seeds,
-        datasets=available,
-    )
+    execution = execution.resolved()
+    fast_dev_run = execution.fast_dev_run
+    options = dict(seeds=seeds, datasets=available)
     store = RunStore()
     left_out: dict[str, str] = {}
     per_artifact: dict[str, list[Run]] = {}
@@ -205,7 +190,7 @@ def make_plan(
     for artifact in artifacts:
         try:
             why = budget.dataset_overrides(artifact, profile, available)[1]
-            runs = _runs(artifact, profile, execution)
+            runs = _runs(artifact, profile, execution, options)
             why = why or _unavailable(runs, available)
         except Exception as err:  # one artifact's broken declaration is reported, the others are planned
             errors[artifact.id] = f"{type(err).__name__}: {err}"
@@ -226,7 +211,7 @@ def make_plan(
         for artifact in by_importance([a for a in artifacts if a.id in per_artifact]):
             real = per_artifact[artifact.id]
             if fast_dev_run:  # the real study's runs, priced from empty
-                real = _runs(artifact, profile, {**execution, "fast_dev_run": 0})
+                real = _runs(artifact, profile, replace(execution, fast_dev_run=0, pretrained=None), options)
             else:
                 stored |= {
                     r.key for r in real if store.load(r.config, r.seed) or store.diverged(r.config, r.seed)
@@ -279,11 +264,7 @@ def make_plan(
         requested,
         errors,
         typical_s=typical,
-        device=device,
-        data_root=None if data_root is None else str(data_root),
-        fast_dev_run=fast_dev_run,
-        pretrained=pretrained,
-        check_counts=check_counts,
+        execution=execution,
         seeds=seeds,
         datasets=available,
         max_gpu_hours=max_gpu_hours,
@@ -292,10 +273,10 @@ def make_plan(
     )
 
 
-def _runs(artifact: Artifact, profile: str, execution: Mapping[str, Any]) -> list[Run]:
-    """The placed runs of ``artifact`` in an execution (:func:`execution_parameters`)."""
+def _runs(artifact: Artifact, profile: str, execution: Execution, options: Mapping[str, Any]) -> list[Run]:
+    """The placed runs of ``artifact`` in ``execution`` (:func:`execution_parameters` with ``options``)."""
     return planned_runs(
-        artifact, artifact.params(profile, **execution_parameters(artifact, profile, **execution))
+        artifact, artifact.params(profile, **execution_parameters(artifact, profile, execution, **options))
     )
 
 

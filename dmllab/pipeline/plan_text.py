@@ -13,6 +13,12 @@ from dmllab.pipeline.plan import Plan, _kind
 WIDTH = 120
 
 
+def trunks_text(trunks: list[tuple[int, int]]) -> str:
+    """The pre-trained SmallCNN trunks a plan builds before training, in words."""
+    draws = ", ".join(f"width {w} draw {d}" for w, d in trunks)
+    return f"{len(trunks)} pre-trained SmallCNN trunk(s) ({draws}), built once each before training"
+
+
 def duration(seconds: float | None) -> str:
     """:func:`dmllab.fileio.duration`, or that there is no estimate."""
     return "unknown (no stored run to estimate from)" if seconds is None else fileio.duration(seconds)
@@ -106,6 +112,8 @@ def format_plan(plan: Plan, *, jobs: int = 1, limit: int = 40) -> str:
         + f"{len(plan.missing)} to train"
     )
     lines.append(f"estimated training time of the missing runs: {estimate(plan, jobs)}")
+    if plan.dependencies:
+        lines.append(f"prepared first: {trunks_text(plan.dependencies)}")
     costs = cost_lines(plan)
     if costs:
         lines += ["", *costs]

@@ -2,6 +2,7 @@
 
 1. **plan** (:mod:`dmllab.pipeline.plan`): the selected artifacts' runs, placed and de-duplicated, with what is
    stored and an estimate (``--plan`` prints it and stops);
+   **prepare**: the pre-trained SmallCNN trunks the missing runs start from, built once each before training;
 2. **train** the missing runs on an executor (:mod:`dmllab.pipeline.executors`): ``local`` (a process pool,
    ``--jobs auto``: one worker per usable core on the CPU) or ``slurm`` (one submitit job per run);
 3. **notebooks** (:mod:`dmllab.pipeline.execute`): each artifact's notebook runs with papermill, reads the stored
@@ -19,11 +20,11 @@ study within seconds, workers and notebook kernels included, and the summary say
 the study checks once what every run to train needs (:func:`preflight`: the ImageNet weights in torchvision's cache,
 each real dataset's index files) and stops with one line per problem instead of failing every run alike.
 
-``fast_dev_run=N`` (``dmllab study --fast-dev-run``) checks a study in minutes before spending GPU hours
-(:mod:`dmllab.pipeline.fastdev`): every step as above, with fast dev runs, in scratch folders.
-``pretrained=False`` (``--pretrained none``, fast dev runs only) trains from random initialisation;
-``check_counts=False`` (``--no-counts``) reads partial copies of the real datasets; ``seeds=N`` (``--seeds``) runs
-seeds 0..N-1 of every artifact that runs several seeds.
+Where and how the study executes is one :class:`~dmllab.experiments.execution.Execution` (device, data root, fast
+dev run, pre-trained weights, count check, threads), built once by the command line: a fast dev run
+(``dmllab study --fast-dev-run``) checks a study in minutes before spending GPU hours (:mod:`dmllab.pipeline.fastdev`):
+every step as above, with fast dev runs, in scratch folders. ``seeds=N`` (``--seeds``) runs seeds 0..N-1 of every
+artifact that runs several seeds.
 """
 
 from __future__ import annotations
@@ -32,178 +33,196 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from dmllab import paths
 from dmllab.experiments import registry
+from dmllab.experiments.execution import Execution
 from dmllab.numerics import stale_cache_message
 from dmllab.pipeline import execute
 from dmllab.pipeline.cost import DEFAULT_CALIBRATION, load_calibration
 from dmllab.pipeline.executors import LocalExecutor
-from dmllab.pipeline.fastdev import check_fast_dev, fast_dev_header, scratch_paths
+from dmllab.pipeline.fastdev import fast_dev_header, scratch_paths
 from dmllab.pipeline.jobs import Interrupted, JobResult, quiet, stop_on_signals
 from dmllab.pipeline.outcome import StudyResult
 from dmllab.pipeline.placement import plan_study
 from dmllab.pipeline.plan import Plan
-from dmllab.pipeline.plan_text import estimate
+from dmllab.pipeline.plan_text import estimate, trunks_text
 from dmllab.pipeline.preflight import preflight
 from dmllab.pipeline.slurm import SlurmExecutor, SlurmOptions
+from dmllab.training.pretrain import ensure_pretrained_smallcnn
 
 EXECUTORS = ("local", "slurm")
 
 
 def run_study(
     profile: str = "quick",
+    execution: Execution = Execution(),
     *,
     only: str | None = None,
     jobs: int | str = "auto",
     executor: str = "local",
     slurm: SlurmOptions | None = None,
-    data_root: str | None = None,
-    device: str | None = None,
     notebooks_dir: str | os.PathLike | None = None,
     executed_dir: str | os.PathLike | None = None,
     progress: bool = True,
     report: bool = True,
     force: bool = False,
     say: Callable[[str], None] = print,
-    fast_dev_run: int = 0,
-    pretrained: bool | None = None,
-    check_counts: bool = True,
     seeds: int | None = None,
     datasets: str | None = None,
     max_gpu_hours: float | None = None,
     calibration: str | os.PathLike = DEFAULT_CALIBRATION,
 ) -> StudyResult:
-    """Plan, train, run the notebooks, draw the figures and build the report (module docstring); with
-    ``fast_dev_run`` all of it as a fast dev run, in :func:`scratch_paths`. Where the runs train is chosen by
+    """Plan, train, run the notebooks, draw the figures and build the report (module docstring) in ``execution``
+    (:class:`~dmllab.experiments.execution.Execution`: the device asked for, data root, fast dev run, ...); with a
+    fast dev run all of it in :func:`scratch_paths`. Where the runs train is chosen by
     :func:`dmllab.pipeline.placement.plan_study` from the GPU ``calibration`` (a ``bench_gpu.py`` CSV), which also
-    prices the runs; ``datasets`` (comma-separated) and ``max_gpu_hours`` leave artifacts out
-    (:mod:`dmllab.pipeline.budget`).
+    prices the runs; ``seeds`` (``--seeds``) extends every artifact, ``datasets`` (comma-separated) and
+    ``max_gpu_hours`` leave artifacts out (:mod:`dmllab.pipeline.budget`).
 
     Raises:
         ValueError: an unknown profile, executor or dataset, ``jobs`` neither "auto" nor a positive integer,
-            ``only`` matching no artifact, a negative ``fast_dev_run``, ``pretrained=False`` without
-            ``fast_dev_run``, or a calibration that cannot be read.
+            ``only`` matching no artifact, or a calibration that cannot be read.
     """
-    check_fast_dev(fast_dev_run, pretrained)
-    options = dict(locals())
-    with scratch_paths() if fast_dev_run else paths.study():
-        return _run(**options)
-
-
-def _run(
-    profile: str,
-    *,
-    only: str | None,
-    jobs: int | str,
-    executor: str,
-    slurm: SlurmOptions | None,
-    data_root: str | None,
-    device: str | None,
-    notebooks_dir: str | os.PathLike | None,
-    executed_dir: str | os.PathLike | None,
-    progress: bool,
-    report: bool,
-    force: bool,
-    say: Callable[[str], None],
-    fast_dev_run: int,
-    pretrained: bool | None,
-    check_counts: bool,
-    seeds: int | None,
-    datasets: str | None,
-    max_gpu_hours: float | None,
-    calibration: str | os.PathLike,
-) -> StudyResult:
     from dmllab.pipeline.template import notebooks_dir as default_notebooks
 
     if executor not in EXECUTORS:
         raise ValueError(f"unknown executor {executor!r}; valid executors: {', '.join(EXECUTORS)}")
-    gpu_rates = load_calibration(calibration)
-    artifacts = registry.select(only)
-    quiet()
-    start = time.perf_counter()
-    phase_s: dict[str, float] = {}
-    done: dict[str, list[JobResult]] = {"train": [], "notebooks": [], "plots": []}
-    plan, built, stopped, step = Plan(profile, tuple(artifacts), (), 0), None, None, "plan"
-    problems: list[str] = []
-    checked: list[str] = []
-    local = LocalExecutor(1, progress=progress)
-    nb_dir = Path(notebooks_dir) if notebooks_dir is not None else default_notebooks()
-    out_dir = Path(executed_dir) if executed_dir is not None else paths.results_dir() / "executed" / profile
+    study = _Study(
+        profile,
+        execution,
+        registry.select(only),
+        load_calibration(calibration),
+        Path(notebooks_dir) if notebooks_dir is not None else default_notebooks(),
+        executed_dir,
+        say,
+    )
+    with scratch_paths() if execution.fast_dev_run else paths.study():
+        return study.run(
+            jobs=jobs,
+            trainer=SlurmExecutor(slurm, progress=progress, say=say) if executor == "slurm" else None,
+            progress=progress,
+            report=report,
+            force=force,
+            plan_options=dict(seeds=seeds, datasets=datasets, max_gpu_hours=max_gpu_hours),
+        )
 
-    def finished(name: str, next_step: str) -> str:
-        phase_s[name] = time.perf_counter() - start - sum(phase_s.values())
+
+class _Study:
+    """One study's steps in order (module docstring), its phases timed, a stop by signal or preflight kept."""
+
+    def __init__(
+        self,
+        profile: str,
+        execution: Execution,
+        artifacts: list[Any],
+        calibration: Any,
+        nb_dir: Path,
+        executed_dir: str | os.PathLike | None,
+        say: Callable[[str], None],
+    ) -> None:
+        self.profile, self.execution, self.artifacts = profile, execution, artifacts
+        self.calibration, self.nb_dir, self.executed_dir, self.say = calibration, nb_dir, executed_dir, say
+        self.phase_s: dict[str, float] = {}
+        self.start = time.perf_counter()
+
+    def finished(self, name: str, next_step: str) -> str:
+        self.phase_s[name] = time.perf_counter() - self.start - sum(self.phase_s.values())
         return next_step
 
-    with stop_on_signals():
-        try:
-            stale = stale_cache_message(paths.cache_dir(), paths.runs_dir())
-            if stale:
-                say(f"WARNING: {stale}")
-            plan, placed = plan_study(
-                artifacts,
-                profile,
-                device=device,
-                jobs=jobs,
-                calibration=gpu_rates,
-                data_root=data_root,
-                fast_dev_run=fast_dev_run,
-                pretrained=pretrained,
-                check_counts=check_counts,
-                seeds=seeds,
-                datasets=datasets,
-                max_gpu_hours=max_gpu_hours,
-            )
-            local = LocalExecutor(placed.workers, threads=placed.threads, progress=progress)
-            where = paths.destination(profile, placed.device)
-            if fast_dev_run:
-                say(fast_dev_header(plan))
-            elif not where.tracked:
-                say(f"{profile} on {placed.device}: {where.note()}")
-            say(placed.line)
-            say(
-                f"plan: {len(plan.runs)} unique runs, {len(plan.stored)} stored, "
-                + (f"{len(plan.diverged)} recorded as diverged, " if plan.diverged else "")
-                + f"{len(plan.missing)} to train (estimate {estimate(plan, placed.workers)})"
-            )
-            if plan.left_out:
-                say(f"left out: {', '.join(f'{a} ({why})' for a, why in plan.left_out.items())}")
-            checked, problems = preflight(plan)
-            for line in checked:
-                say(line)
-            if problems:
-                raise _Stop()
-            step = finished("plan", "train")
-            trainer = SlurmExecutor(slurm, progress=progress, say=say) if executor == "slurm" else local
-            done["train"] = trainer.submit([r.run for r in plan.missing], desc=f"train ({profile})")
-            step = finished("train", "notebooks")
-            done["notebooks"] = execute.run_notebooks(plan, local, nb_dir, out_dir, force)
-            step = finished("notebooks", "plots")
-            done["plots"] = execute.run_plots(plan, local, nb_dir, out_dir, done["notebooks"], force)
-            step = finished("plots", "report")
-            if report:
-                from dmllab.pipeline.report import build_report
+    def prepare(self, plan: Plan, progress: bool) -> None:
+        """Pre-train the SmallCNN trunks the missing runs start from (a planned dependency, once each, before the
+        workers start, rather than inside the first run of each draw)."""
+        trunks = plan.dependencies
+        if trunks:
+            self.say(f"prepared first: {trunks_text(trunks)}")
+        for width, draw in trunks:
+            ensure_pretrained_smallcnn(width=width, progress=progress, seed=draw)
 
-                built = build_report(profile, results=where.results, figures=where.figures)
-            finished("report", "")
-        except Interrupted as stop:
-            stopped = stop.signum
-            if step in done:
-                done[step] = list(stop.finished)
-        except _Stop:
-            pass
-    return StudyResult(
-        plan,
-        tuple(done["train"]),
-        tuple(done["notebooks"]),
-        tuple(done["plots"]),
-        built,
-        time.perf_counter() - start,
-        phase_s,
-        stopped,
-        tuple(problems),
-        tuple(checked),
-    )
+    def run(
+        self,
+        *,
+        jobs: int | str,
+        trainer: Any,
+        progress: bool,
+        report: bool,
+        force: bool,
+        plan_options: dict[str, Any],
+    ) -> StudyResult:
+        profile, say = self.profile, self.say
+        out_dir = Path(self.executed_dir or paths.results_dir() / "executed" / profile)
+        quiet()
+        done: dict[str, list[JobResult]] = {"train": [], "notebooks": [], "plots": []}
+        plan, built, stopped, step = Plan(profile, tuple(self.artifacts), (), 0), None, None, "plan"
+        problems: list[str] = []
+        checked: list[str] = []
+        with stop_on_signals():
+            try:
+                stale = stale_cache_message(paths.cache_dir(), paths.runs_dir())
+                if stale:
+                    say(f"WARNING: {stale}")
+                plan, placed = plan_study(
+                    self.artifacts,
+                    profile,
+                    self.execution,
+                    jobs=jobs,
+                    calibration=self.calibration,
+                    **plan_options,
+                )
+                local = LocalExecutor(placed.workers, threads=placed.threads, progress=progress)
+                where = paths.destination(profile, placed.device)
+                if plan.fast_dev_run:
+                    say(fast_dev_header(plan))
+                elif not where.tracked:
+                    say(f"{profile} on {placed.device}: {where.note()}")
+                say(placed.line)
+                say(
+                    f"plan: {len(plan.runs)} unique runs, {len(plan.stored)} stored, "
+                    + (f"{len(plan.diverged)} recorded as diverged, " if plan.diverged else "")
+                    + f"{len(plan.missing)} to train (estimate {estimate(plan, placed.workers)})"
+                )
+                if plan.left_out:
+                    say(f"left out: {', '.join(f'{a} ({why})' for a, why in plan.left_out.items())}")
+                checked, problems = preflight(plan)
+                for line in checked:
+                    say(line)
+                if problems:
+                    raise _Stop()
+                step = self.finished("plan", "prepare")
+                self.prepare(plan, progress)
+                step = self.finished("prepare", "train")
+                done["train"] = (trainer or local).submit(
+                    [r.run for r in plan.missing], desc=f"train ({profile})"
+                )
+                step = self.finished("train", "notebooks")
+                done["notebooks"] = execute.run_notebooks(plan, local, self.nb_dir, out_dir, force)
+                step = self.finished("notebooks", "plots")
+                done["plots"] = execute.run_plots(plan, local, self.nb_dir, out_dir, done["notebooks"], force)
+                step = self.finished("plots", "report")
+                if report:
+                    from dmllab.pipeline.report import build_report
+
+                    built = build_report(profile, results=where.results, figures=where.figures)
+                self.finished("report", "")
+            except Interrupted as stop:
+                stopped = stop.signum
+                if step in done:
+                    done[step] = list(stop.finished)
+            except _Stop:
+                pass
+        return StudyResult(
+            plan,
+            tuple(done["train"]),
+            tuple(done["notebooks"]),
+            tuple(done["plots"]),
+            built,
+            time.perf_counter() - self.start,
+            self.phase_s,
+            stopped,
+            tuple(problems),
+            tuple(checked),
+        )
 
 
 class _Stop(Exception):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -97,12 +97,22 @@ def ensure_pretrained_smallcnn(
     return path
 
 
+def _trunk_of(cfg: ExperimentConfig) -> tuple[int, int] | None:
+    m = cfg.model
+    if m.backbone.name != "smallcnn" or not m.pretrained or m.weights_path is not None:
+        return None
+    return trunk(m.backbone.kw)
+
+
+def dependencies(cfgs: Iterable[ExperimentConfig]) -> list[tuple[int, int]]:
+    """The pre-trained SmallCNN trunks, ``(width, draw)`` sorted, that ``cfgs`` start from and that are not
+    prepared yet: what a study pre-trains before its training phase."""
+    needed = {t for t in map(_trunk_of, cfgs) if t is not None}
+    return sorted(t for t in needed if not is_fresh(*t))
+
+
 def prepare(cfg: ExperimentConfig, *, progress: bool = True) -> None:
     """Prepare what ``cfg`` reads and does not build itself: the pre-trained SmallCNN of its width and draw when
     it starts from one (``pretrained=True`` without a ``weights_path``). A no-op when it is there."""
-    m = cfg.model
-    if m.backbone.name != "smallcnn" or not m.pretrained or m.weights_path is not None:
-        return
-    width, draw = trunk(m.backbone.kw)
-    if not is_fresh(width, draw):
+    for width, draw in dependencies([cfg]):
         ensure_pretrained_smallcnn(width=width, progress=progress, seed=draw)

@@ -15,6 +15,7 @@ import torch
 
 from dmllab import data, metrics
 from dmllab.experiments import Lookup, Run, figures, kit, registry
+from dmllab.experiments.execution import Execution
 from dmllab.experiments.lookup import dataset_root, place, planned_runs
 from dmllab.metrics import deform
 from dmllab.pipeline.plan import make_plan
@@ -112,7 +113,7 @@ def test_rows_look_up_only_the_runs_the_study_plans(artifact, profile, store_env
     root = str(store_env / "data")
     params = artifact.params(profile, data_root=root)
     assert params.device == "cuda"
-    plan = make_plan([artifact], profile, device=params.device, data_root=root)
+    plan = make_plan([artifact], profile, Execution(device=params.device, data_root=root))
     planned = {r.run.key for r in plan.runs}
     if not planned:
         pytest.skip("no training runs on this profile")
@@ -210,11 +211,7 @@ def test_a_fast_dev_studys_notebooks_look_up_the_runs_it_trains(profile, store_e
         plan = make_plan(
             [artifact],
             profile,
-            device="cuda",
-            data_root=root,
-            fast_dev_run=2,
-            pretrained=False,
-            check_counts=False,
+            Execution(device="cuda", data_root=root, fast_dev_run=2, pretrained=False, check_counts=False),
         )
         planned = {r.run.key for r in plan.runs}
         assert all(r.run.config.run.fast_dev_run == 2 for r in plan.runs)

@@ -174,7 +174,11 @@ def test_heated_softmax_logits():
 def test_a_wrapper_nests_the_spec_of_what_it_wraps():
     from dmllab.spec import Spec
 
-    spec = Spec("input_mixup", {"alpha": 0.3}, wraps=Spec("proxy_synthesis", {"alpha": 0.4}, wraps=Spec("proxy_anchor", {"alpha": 16.0})))
+    spec = Spec(
+        "input_mixup",
+        {"alpha": 0.3},
+        wraps=Spec("proxy_synthesis", {"alpha": 0.4}, wraps=Spec("proxy_anchor", {"alpha": 16.0})),
+    )
     loss = L.build_loss(spec, num_classes=C, embedding_dim=D)
     # three alphas, each its own component's: mixup's Beta shape, PS's Beta shape, Proxy Anchor's scale
     assert (loss.alpha, loss.base.alpha, loss.base.base.alpha) == (0.3, 0.4, 16.0)

@@ -10,6 +10,7 @@ import nbformat
 import pytest
 
 from dmllab.experiments import registry
+from dmllab.experiments.execution import Execution
 from dmllab.pipeline import browser, outcome, study
 from dmllab.pipeline.plan import make_plan
 from dmllab.pipeline.template import make_notebook, notebooks_dir
@@ -55,9 +56,9 @@ def test_committed_clean_and_generated(path):
 def smoke_study(smoke_env, tmp_path_factory):
     return study.run_study(
         "smoke",
+        Execution(device="cpu"),
         only=STUDIED,
         jobs=2,
-        device="cpu",
         progress=False,
         executed_dir=tmp_path_factory.mktemp("executed"),
         say=lambda s: None,
@@ -117,12 +118,12 @@ def test_notebooks_show_their_figures_and_steps(smoke_study):
 
 
 def test_rerun_trains_nothing_and_skips_unchanged_notebooks(smoke_study, tmp_path):
-    plan = make_plan(registry.select(STUDIED), "smoke", device="cpu")
+    plan = make_plan(registry.select(STUDIED), "smoke", Execution(device="cpu"))
     assert plan.missing == []
     again = study.run_study(
         "smoke",
+        Execution(device="cpu"),
         only="two_moons",
-        device="cpu",
         progress=False,
         report=False,
         executed_dir=smoke_study.notebooks[0].output and Path(smoke_study.notebooks[0].output).parent,

@@ -9,6 +9,7 @@ import torch
 
 from dmllab.experiments import registry
 from dmllab.experiments.artifact import TIERS
+from dmllab.experiments.execution import Execution
 from dmllab.pipeline import budget, cost, jobs, placement
 from dmllab.pipeline.cost import Calibration, Price, Unpriced
 from dmllab.pipeline.plan import make_plan
@@ -80,7 +81,7 @@ def test_a_paper_plan_limited_to_cub_plans_cub_runs_only(store_env):
     arts = registry.select(
         "pnpp_table3_6_sota,pnpp_table12_13_normsoftmax,pa_fig1_convergence,pnpp_fig3_two_moons"
     )
-    plan = make_plan(arts, "paper", device="cpu", datasets="cub")
+    plan = make_plan(arts, "paper", Execution(device="cpu"), datasets="cub")
     assert {r.run.config.dataset for r in plan.runs} == {"cub"}
     assert plan.left_out == {"pa_fig1_convergence": "needs cars (not in --datasets)"}
     assert [a.id for a in plan.artifacts] == [
@@ -91,7 +92,7 @@ def test_a_paper_plan_limited_to_cub_plans_cub_runs_only(store_env):
     assert plan.parameters(registry.get("pnpp_table3_6_sota"))["datasets"] == [
         "cub"
     ]  # what the notebook gets
-    full = make_plan(arts[:1], "paper", device="cpu")
+    full = make_plan(arts[:1], "paper", Execution(device="cpu"))
     assert len(plan.runs) < len(full.runs) and {r.run.config.dataset for r in full.runs} == {
         "cub",
         "cars",
@@ -105,7 +106,7 @@ def test_a_paper_plan_limited_to_cub_plans_cub_runs_only(store_env):
 def test_a_budget_keeps_the_most_important_artifacts_that_fit(store_env):
     cal = cost.load_calibration(cost.DEFAULT_CALIBRATION)
     arts = registry.select("pnpp_table3_6_sota,pnpp_fig4c_proxy_lr,pnpp_appd_googlenet,pnpp_fig3_two_moons")
-    everything = make_plan(arts, "paper", device="cpu", datasets="cub", calibration=cal)
+    everything = make_plan(arts, "paper", Execution(device="cpu"), datasets="cub", calibration=cal)
     headline = sum(r.price.hours for r in everything.runs if "pnpp_table3_6_sota" in r.artifacts)
     # what pnpp_fig4c_proxy_lr adds to the headline table's runs
     sweep = sum(r.price.hours for r in everything.runs if r.artifacts == ("pnpp_fig4c_proxy_lr",))
@@ -114,7 +115,7 @@ def test_a_budget_keeps_the_most_important_artifacts_that_fit(store_env):
     plan = make_plan(
         arts,
         "paper",
-        device="cpu",
+        Execution(device="cpu"),
         datasets="cub",
         calibration=cal,
         max_gpu_hours=hours["pnpp_table3_6_sota"] + 0.1,
@@ -129,16 +130,21 @@ def test_a_budget_keeps_the_most_important_artifacts_that_fit(store_env):
     text = format_plan(plan)
     assert "GPU-hours on NVIDIA H100 80GB HBM3" in text and "taken in the papers' order of importance" in text
     with pytest.raises(ValueError, match="--max-gpu-hours"):
-        make_plan(arts, "paper", device="cpu", max_gpu_hours=1.0)  # no calibration: no budget
+        make_plan(arts, "paper", Execution(device="cpu"), max_gpu_hours=1.0)  # no calibration: no budget
 
 
 def test_a_fast_dev_run_leaves_out_what_the_real_study_would(store_env):
     cal = cost.load_calibration(cost.DEFAULT_CALIBRATION)
     arts = registry.select("pnpp_table12_13_normsoftmax,pnpp_fig4c_proxy_lr")
-    real = make_plan(arts, "paper", device="cpu", datasets="cub", calibration=cal)
+    real = make_plan(arts, "paper", Execution(device="cpu"), datasets="cub", calibration=cal)
     first = sum(r.price.hours for r in real.runs if "pnpp_table12_13_normsoftmax" in r.artifacts)
     fast = make_plan(
-        arts, "paper", device="cpu", datasets="cub", calibration=cal, max_gpu_hours=first, fast_dev_run=2
+        arts,
+        "paper",
+        Execution(device="cpu", fast_dev_run=2),
+        datasets="cub",
+        calibration=cal,
+        max_gpu_hours=first,
     )
     assert [a.id for a in fast.artifacts] == [
         "pnpp_table12_13_normsoftmax"
@@ -150,8 +156,10 @@ def test_every_line_of_the_plan_fits_120_columns(store_env):
     cal = cost.load_calibration(cost.DEFAULT_CALIBRATION)
     arts = registry.select("pnpp_table3_6_sota,ps_table4_mlrc,pa_fig1_convergence,heated_table1_2_variants")
     for plan in (
-        make_plan(registry.select(None), "quick", device="cpu", calibration=cal),
-        make_plan(arts, "paper", device="cpu", calibration=cal, datasets="cub,sop", max_gpu_hours=300),
+        make_plan(registry.select(None), "quick", Execution(device="cpu"), calibration=cal),
+        make_plan(
+            arts, "paper", Execution(device="cpu"), calibration=cal, datasets="cub,sop", max_gpu_hours=300
+        ),
     ):
         text = format_plan(plan, jobs=16, limit=400)
         assert max(len(line) for line in text.splitlines()) <= WIDTH == 120
@@ -196,7 +204,9 @@ def gpu_machine(monkeypatch):
 def test_auto_on_a_gpu_machine_picks_the_faster_of_the_cpu_pool_and_gpu_workers(store_env, gpu_machine):
     arts = registry.select("pnpp_table3_6_sota")  # 5 seeds x its quick configs
     measured = Calibration("gpu.csv", "a GPU", quick_run_s={1: 19.2})
-    plan, where = placement.plan_study(arts, "quick", device=None, jobs="auto", calibration=measured)
+    plan, where = placement.plan_study(
+        arts, "quick", Execution(device="auto"), jobs="auto", calibration=measured
+    )
     assert (where.device, where.workers, where.threads) == ("cpu", 16, 1)
     assert {r.run.config.run.device for r in plan.runs} == {"cpu"}  # the committed runs' keys
     assert (
@@ -205,7 +215,7 @@ def test_auto_on_a_gpu_machine_picks_the_faster_of_the_cpu_pool_and_gpu_workers(
     )
     assert plan.placement == where.line and where.line in " ".join(format_plan(plan).split())  # wrapped
     fast = Calibration("gpu.csv", "a GPU", quick_run_s={1: 19.2, 2: 10.0, 8: 0.5})  # 8 workers: 0.5 s per run
-    plan, where = placement.plan_study(arts, "quick", device=None, jobs="auto", calibration=fast)
+    plan, where = placement.plan_study(arts, "quick", Execution(device="auto"), jobs="auto", calibration=fast)
     assert (where.device, where.workers, where.threads) == ("cuda", 8, 2)
     assert {r.run.config.run.device for r in plan.runs} == {"cuda"}
     from dmllab.pipeline.plan_text import duration
@@ -214,11 +224,15 @@ def test_auto_on_a_gpu_machine_picks_the_faster_of_the_cpu_pool_and_gpu_workers(
         f"8 GPU worker(s) on cuda (a GPU): about {duration(len(plan.missing) * 0.5)}" in where.line
         and "the CPU pool of 16 workers" in where.line
     )
-    forced = placement.plan_study(arts, "quick", device="cuda", jobs="auto", calibration=measured)[1]
+    forced = placement.plan_study(arts, "quick", Execution(device="cuda"), jobs="auto", calibration=measured)[
+        1
+    ]
     assert (forced.device, forced.workers, forced.threads) == ("cuda", 1, 16)
-    shared = placement.plan_study(arts, "quick", device="cuda", jobs="4", calibration=measured)[1]
+    shared = placement.plan_study(arts, "quick", Execution(device="cuda"), jobs="4", calibration=measured)[1]
     assert (shared.workers, shared.threads) == (4, 4) and "(not measured)" in shared.line
-    cpu = placement.plan_study(arts, "quick", device="cpu", jobs="auto", calibration=fast)[1]
+    cpu = placement.plan_study(arts, "quick", Execution(device="cpu"), jobs="auto", calibration=fast)[1]
     assert (cpu.device, cpu.workers) == ("cpu", 16) and "(--device cpu)" in cpu.line
-    paper = placement.plan_study(arts, "paper", device=None, jobs="auto", calibration=measured)[1]
+    paper = placement.plan_study(arts, "paper", Execution(device="auto"), jobs="auto", calibration=measured)[
+        1
+    ]
     assert paper.device == "cuda"  # no CPU rate for the paper profile

@@ -9,6 +9,7 @@ import math
 
 import pytest
 
+from dmllab.experiments.execution import Execution
 from dmllab.pipeline import cost
 from dmllab.pipeline.cost import Calibration, Price, Unpriced, Workload
 from dmllab.training import presets
@@ -184,7 +185,7 @@ def test_the_paper_study_is_priced_from_5_5_g_training_images():
     from dmllab.experiments import registry
     from dmllab.pipeline.plan import make_plan
 
-    plan = make_plan(registry.select("pnpp_table3_6_sota,ps_table4_mlrc"), "paper", device="cpu")
+    plan = make_plan(registry.select("pnpp_table3_6_sota,ps_table4_mlrc"), "paper", Execution(device="cpu"))
     works = [cost.workload(r.run.config) for r in plan.runs]
     assert all(isinstance(w, Workload) for w in works)
     cal = cost.load_calibration(cost.DEFAULT_CALIBRATION)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from dmllab.experiments import Artifact, Figure, Run
+from dmllab.experiments.execution import Execution
 from dmllab.pipeline import jobs, slurm
 from dmllab.pipeline.jobs import JobResult, train_run
 from dmllab.pipeline.outcome import StudyResult, format_summary
@@ -117,10 +118,10 @@ def test_diverged_run_is_an_outcome_planned_as_decided(store_env, monkeypatch):
 
     monkeypatch.setattr(store_mod, "run_protocol", diverge)
     a = _artifact("pnpp_table90_a", {"full": {}})
-    plan = make_plan([a], "smoke", device="cpu")
+    plan = make_plan([a], "smoke", Execution(device="cpu"))
     res = train_run(plan.missing[0].run)
     assert res.status == "diverged" and "epoch 1, step 3" in res.error
-    again = make_plan([a], "smoke", device="cpu")
+    again = make_plan([a], "smoke", Execution(device="cpu"))
     assert [r.diverged for r in again.runs] == [True, False] and len(again.missing) == 1
     text = " ".join(format_plan(again).split())  # the plan wraps its lines at 120 columns
     assert "1 recorded as diverged (not retrained; --force does), 1 to train" in text

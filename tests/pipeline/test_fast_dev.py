@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from dmllab.experiments import registry
+from dmllab.experiments.execution import Execution
 from dmllab.pipeline import execute, fastdev, outcome, study
 from dmllab.pipeline.executors import LocalExecutor
 from dmllab.pipeline.jobs import JobResult
@@ -57,11 +58,8 @@ def test_missing_imagenet_weights_stop_the_study_before_training_with_one_line(s
     said = []
     result = study.run_study(
         "paper",
+        Execution(device="cpu", data_root=str(store_env / "D"), fast_dev_run=2, check_counts=False),
         only="pnpp_appd_googlenet",
-        device="cpu",
-        data_root=str(store_env / "D"),
-        fast_dev_run=2,
-        check_counts=False,
         progress=False,
         say=said.append,
     )
@@ -94,11 +92,8 @@ def test_a_missing_dataset_folder_says_how_one_root_serves_several_datasets(stor
     _no_training(monkeypatch)
     result = study.run_study(
         "paper",
+        Execution(device="cpu", data_root=str(store_env / "D"), fast_dev_run=2, pretrained=False),
         only="pa_fig11_tsne",  # Cars196
-        device="cpu",
-        data_root=str(store_env / "D"),
-        fast_dev_run=2,
-        pretrained=False,
         progress=False,
         say=lambda s: None,
     )
@@ -111,11 +106,8 @@ def test_a_partial_copy_is_a_problem_unless_no_counts(store_env, monkeypatch):
     _no_training(monkeypatch)
     result = study.run_study(
         "paper",
+        Execution(device="cpu", data_root=str(store_env / "D"), fast_dev_run=2, pretrained=False),
         only="pnpp_appd_googlenet",
-        device="cpu",
-        data_root=str(store_env / "D"),
-        fast_dev_run=2,
-        pretrained=False,
         progress=False,
         say=lambda s: None,
     )
@@ -125,9 +117,9 @@ def test_a_partial_copy_is_a_problem_unless_no_counts(store_env, monkeypatch):
 
 def test_pretrained_none_is_for_fast_dev_runs_only(store_env):
     with pytest.raises(ValueError, match="--pretrained none is for checking a study"):
-        study.run_study("paper", pretrained=False, say=lambda s: None)
+        study.run_study("paper", Execution(pretrained=False), say=lambda s: None)
     with pytest.raises(ValueError, match="--fast-dev-run takes"):
-        study.run_study("paper", fast_dev_run=-1, say=lambda s: None)
+        study.run_study("paper", Execution(fast_dev_run=-1), say=lambda s: None)
     out = subprocess.run(
         [sys.executable, "-m", "dmllab.cli", "study", "--profile", "paper", "--pretrained", "none", "--plan"],
         capture_output=True,
@@ -143,7 +135,7 @@ def test_fast_dev_summary_per_artifact(store_env):
     """Runs trained of those needed, steps, the peak memory of a run (CUDA max allocated where measured, CPU RSS),
     time, whether the notebook found its runs, what was shrunk, and the verdict."""
     arts = registry.select("pnpp_appd_googlenet,pa_fig11_tsne")
-    plan = make_plan(arts, "paper", device="cpu", fast_dev_run=2, pretrained=False)
+    plan = make_plan(arts, "paper", Execution(device="cpu", fast_dev_run=2, pretrained=False))
     (g,) = [r for r in plan.runs if "pnpp_appd_googlenet" in r.artifacts]
     (p,) = [r for r in plan.runs if "pa_fig11_tsne" in r.artifacts]
     info = {
@@ -170,7 +162,7 @@ def test_fast_dev_summary_per_artifact(store_env):
     assert "DID NOT FIND its runs (1 failed to train)" in lines["pa_fig11_tsne"]
     assert "  cub train: batch 32 random images -> 5 random images (2 classes, 5 images)" in text
     assert "NOT READY" in text and "random initialisation (--pretrained none)" in text
-    one = make_plan(arts[:1], "paper", device="cpu", fast_dev_run=2)
+    one = make_plan(arts[:1], "paper", Execution(device="cpu", fast_dev_run=2))
     ready = fastdev.format_fast_dev(outcome.StudyResult(one, training[:1], notebooks[:1], (), None, 30.0))
     assert "READY: every run trained and every notebook found its runs" in ready
 
@@ -187,7 +179,10 @@ def test_quick_plan_on_a_gpu_estimates_from_gpu_times_only(store_env, monkeypatc
 
     _fake_cuda(monkeypatch)
     art = registry.get("pnpp_appd_googlenet")
-    cpu, gpu = make_plan([art], "quick", device="cpu"), make_plan([art], "quick", device="cuda")
+    cpu, gpu = (
+        make_plan([art], "quick", Execution(device="cpu")),
+        make_plan([art], "quick", Execution(device="cuda")),
+    )
     assert {r.run.key for r in cpu.runs}.isdisjoint(r.run.key for r in gpu.runs)
     assert all(r.run.config.run.device == "cuda" for r in gpu.runs)
     assert gpu.typical_s is None and gpu.estimate_s is None  # no calibration: no typical GPU run
@@ -203,17 +198,19 @@ def test_quick_plan_on_a_gpu_estimates_from_gpu_times_only(store_env, monkeypatc
         "wall_time_s": 7.0,
     }
     stored.joinpath("metrics.json").write_text(json.dumps(record))
-    assert make_plan([art], "quick", device="cuda").estimate_s is None
-    assert make_plan([art], "quick", device="cpu").estimate_s == pytest.approx(7.0 * len(cpu.runs))
+    assert make_plan([art], "quick", Execution(device="cuda")).estimate_s is None
+    assert make_plan([art], "quick", Execution(device="cpu")).estimate_s == pytest.approx(7.0 * len(cpu.runs))
     calibration = Calibration("gpu.csv", "a GPU", quick_run_s={1: 3.0})
-    typical = make_plan([art], "quick", device="cuda", calibration=calibration)
+    typical = make_plan([art], "quick", Execution(device="cuda"), calibration=calibration)
     assert typical.estimate_s == pytest.approx(3.0 * len(typical.runs))
     assert "the typical quick run on one cuda worker, measured in gpu.csv" in " ".join(
         estimate(typical, 1).split()
     )
     record["device"] = "cuda"
     stored.joinpath("metrics.json").write_text(json.dumps(record))
-    assert make_plan([art], "quick", device="cuda").estimate_s == pytest.approx(7.0 * len(cpu.runs))
+    assert make_plan([art], "quick", Execution(device="cuda")).estimate_s == pytest.approx(
+        7.0 * len(cpu.runs)
+    )
 
 
 def test_notebooks_on_a_gpu_get_the_device_and_a_fast_dev_runs_parameters(store_env, monkeypatch):
@@ -232,7 +229,7 @@ def test_notebooks_on_a_gpu_get_the_device_and_a_fast_dev_runs_parameters(store_
     monkeypatch.setattr(LocalExecutor, "map", fake_map)
     monkeypatch.setattr(execute, "ensure_kernel", lambda: "python3")
     art = registry.get("pa_table2_4_sota")
-    plan = make_plan([art], "quick", device="cuda", fast_dev_run=3, pretrained=False)
+    plan = make_plan([art], "quick", Execution(device="cuda", fast_dev_run=3, pretrained=False))
     (store_env / "out").mkdir()
     execute.run_notebooks(plan, LocalExecutor(1, progress=False), Path("nb"), store_env / "out", False)
     params = submitted["notebooks"]["pa_table2_4_sota"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dmllab.experiments import Artifact, Figure, Run
+from dmllab.experiments.execution import Execution
 from dmllab.pipeline.jobs import train_run
 from dmllab.pipeline.plan import make_plan
 from dmllab.pipeline.plan_text import duration, estimate, format_plan
@@ -42,7 +43,7 @@ def _artifact(aid: str, variants: dict[str, dict]) -> Artifact:
 def test_plan_deduplicates_by_run_key(store_env):
     a = _artifact("pnpp_table90_a", {"full": {}, "-fast": {"fast": False}})
     b = _artifact("pnpp_table91_b", {"full": {}})  # shares the "full" runs with a
-    plan = make_plan([a, b], "smoke", device="cpu")
+    plan = make_plan([a, b], "smoke", Execution(device="cpu"))
     assert plan.requested == 6 and len(plan.runs) == 4
     shared = [r for r in plan.runs if len(r.artifacts) == 2]
     assert len(shared) == 2 and all(r.artifacts == ("pnpp_table90_a", "pnpp_table91_b") for r in shared)
@@ -53,10 +54,10 @@ def test_plan_deduplicates_by_run_key(store_env):
 
 def test_plan_counts_stored_runs_and_estimates_from_their_wall_time(store_env):
     a = _artifact("pnpp_table90_a", {"full": {}})
-    plan = make_plan([a], "smoke", device="cpu")
+    plan = make_plan([a], "smoke", Execution(device="cpu"))
     results = [train_run(plan.missing[0].run)]
     assert results[0].status == "ok", results[0].error
-    again = make_plan([a], "smoke", device="cpu")
+    again = make_plan([a], "smoke", Execution(device="cpu"))
     assert sum(r.stored for r in again.runs) == 1 and len(again.missing) == 1
     assert again.estimate_s is not None and again.estimate_s > 0  # the stored run's wall time is the basis
 
@@ -80,17 +81,19 @@ def test_plan_estimates_from_the_same_profile_else_its_typical_run(store_env, mo
         rows=lambda p, lookup: [],
         figures=(Figure(lambda t: None),),
     )
-    smoke = make_plan([a], "smoke", device="cpu")
+    smoke = make_plan([a], "smoke", Execution(device="cpu"))
     assert smoke.estimate_s is None and smoke.typical_s is None  # TYPICAL_RUN_S["smoke"] is None
     assert train_run(smoke.missing[0].run).status == "ok"
-    quick = make_plan([a], "quick", device="cpu")
+    quick = make_plan([a], "quick", Execution(device="cpu"))
     assert len(quick.missing) == 2 and quick.typical_s == TYPICAL_RUN_S["quick"]
     assert quick.estimate_s == pytest.approx(2 * TYPICAL_RUN_S["quick"])
     text = " ".join(format_plan(quick, jobs=2).split())  # the plan wraps its lines at 120 columns
     assert f"no stored quick run yet: {duration(TYPICAL_RUN_S['quick'])} per run" in text
     monkeypatch.setitem(TYPICAL_RUN_S, "quick", None)
-    assert make_plan([a], "quick", device="cpu").estimate_s is None  # no basis at all
-    again = make_plan([a], "smoke", device="cpu")  # a stored smoke run: the basis, not a typical run
+    assert make_plan([a], "quick", Execution(device="cpu")).estimate_s is None  # no basis at all
+    again = make_plan(
+        [a], "smoke", Execution(device="cpu")
+    )  # a stored smoke run: the basis, not a typical run
     assert again.typical_s is None and again.estimate_s == pytest.approx(again.runs[0].wall_s)
 
 
@@ -105,6 +108,8 @@ def test_estimate_divides_by_the_workers_really_used(store_env):
         runs=lambda params: [Run(presets.get("proxynca++", "synthetic", "quick"), s) for s in params.seeds],
         figures=(Figure(lambda t: None),),
     )
-    plan = make_plan([a], "quick", device="cpu")  # 2 missing runs at the quick profile's typical time
+    plan = make_plan(
+        [a], "quick", Execution(device="cpu")
+    )  # 2 missing runs at the quick profile's typical time
     assert "with 2 workers" in estimate(plan, 8) and "with 8" not in estimate(plan, 8)
     assert "workers" not in estimate(plan, 1)

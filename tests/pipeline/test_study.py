@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from dmllab.experiments.execution import Execution
 from dmllab.pipeline import execute, study
 from dmllab.pipeline.executors import LocalExecutor
 from dmllab.pipeline.jobs import JobResult
@@ -40,9 +41,9 @@ def test_notebooks_start_longest_first_by_their_last_execution(store_env, tmp_pa
     monkeypatch.setattr(execute, "ensure_kernel", lambda: "python3")
     result = study.run_study(
         "smoke",
+        Execution(device="cpu"),
         only=",".join(ids),
         jobs=2,
-        device="cpu",
         progress=False,
         report=False,
         executed_dir=executed,

@@ -20,6 +20,7 @@ import pytest
 import slurm_cluster
 
 from dmllab.experiments import Run, registry
+from dmllab.experiments.execution import Execution
 from dmllab.pipeline.executors import LocalExecutor
 from dmllab.pipeline.plan import make_plan
 from dmllab.pipeline.slurm import SlurmOptions, resources
@@ -113,7 +114,7 @@ def test_a_smoke_study_on_slurm_trains_the_local_executors_runs_bit_for_bit(
 
     monkeypatch.setenv("DMLLAB_RESULTS", str(tmp_path / "local"))
     monkeypatch.setenv("DMLLAB_CACHE", env["DMLLAB_CACHE"])
-    plan = make_plan(registry.select("pnpp_table15_crop"), "smoke", device="cpu")
+    plan = make_plan(registry.select("pnpp_table15_crop"), "smoke", Execution(device="cpu"))
     assert [r.status for r in LocalExecutor(2, progress=False).submit([r.run for r in plan.missing])] == [
         "ok"
     ] * 4

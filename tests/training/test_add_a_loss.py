@@ -94,7 +94,9 @@ def test_it_can_be_wrapped_by_proxy_synthesis_and_tuned(new_loss):
     from dmllab.pipeline.tune import search_space
     from dmllab.spec import Spec
 
-    wrapped = build_loss(Spec("proxy_synthesis", wraps=Spec("margin_normsoftmax")), num_classes=4, embedding_dim=8)
+    wrapped = build_loss(
+        Spec("proxy_synthesis", wraps=Spec("margin_normsoftmax")), num_classes=4, embedding_dim=8
+    )
     assert isinstance(wrapped, ProxySynthesis) and isinstance(wrapped.base, new_loss.MarginNormSoftmax)
     space = search_space("margin_normsoftmax", "synthetic", "smoke")
     assert [d.name for d in space.dims][-1] == "loss_margin" and space.dims[-1].centre == 0.2
