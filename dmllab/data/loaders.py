@@ -281,11 +281,11 @@ class RunData:
             return Timed(src.batches(batches, gen), self.timings, len(batches))
         offset_gen = torch.Generator().manual_seed(epoch_seed(self.seed, stage, 0))
         offsets = torch.randint(src.views, (len(src),), generator=offset_gen)
-        views = (offsets + epoch) % src.views
+        views = ((offsets + epoch) % src.views).to(src.features.device)  # the epoch's view of every image
 
         def feature_batches() -> Any:
             for idx in batches:
-                idx = torch.as_tensor(idx, dtype=torch.long)
+                idx = torch.as_tensor(idx, dtype=torch.long).to(views.device, non_blocking=True)
                 yield src.batch(idx, views[idx])
 
         return Timed(feature_batches(), self.timings, len(batches))

@@ -305,7 +305,8 @@ class HeatedSoftmaxLoss(ProxyLoss):
         value = _check_positive_float("alpha", value)
         if self.learn_alpha:
             self.heat_factor.fill_(value / self.alpha_init)
-            factor = torch.tensor(value / self.alpha_init, dtype=self.heat_factor.dtype)  # as the buffer holds it
+            # the factor as the buffer holds it (float32): heated when that is not 1
+            factor = torch.tensor(value / self.alpha_init, dtype=self.heat_factor.dtype)
             self._heated = factor.item() != 1.0
         else:
             self._alpha = value

@@ -200,12 +200,8 @@ class Trainer:
 
     def val_values(self) -> list[float]:
         """The monitored validation value (``schedule.monitor``) of every validated schedule epoch of the stage."""
-        monitor = self.cfg.schedule.monitor
-        return [
-            schedules.monitored_value(r, monitor)
-            for r in self.state.rows
-            if not r["warmup"] and "val_R@1" in r
-        ]
+        rows = [r for r in self.state.rows if not r["warmup"] and "val_R@1" in r]
+        return [schedules.monitored_value(r, self.cfg.schedule.monitor) for r in rows]
 
     def lr_drop_epochs(self) -> list[int]:
         """Schedule epochs after which ReduceLROnPlateau dropped the lr, from the monitored validation history."""
@@ -263,9 +259,7 @@ class Trainer:
                                "lr": f"{self.optimizer.param_groups[0]['lr']:.2e}"}  # fmt: skip
                     if "val_R@1" in last:
                         postfix["val R@1"] = f"{100 * last['val_R@1']:.1f}"
-                    bar.set_postfix(
-                        postfix, refresh=False
-                    )  # shown at tqdm's own rate, not redrawn every step
+                    bar.set_postfix(postfix, refresh=False)  # drawn at tqdm's own rate, not every step
         if meter.count == 0:
             raise ValueError(f"no training batch in {plan.train_split!r} (fewer images than one batch?)")
         return meter.mean(at)
