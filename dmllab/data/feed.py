@@ -133,11 +133,12 @@ class EpochStream:
 
 class SplitCache:
     """Evaluation batches kept in host memory: :meth:`record` passes a loader's batches through and keeps them
-    when the whole split fits in ``budget`` bytes (pinned on CUDA); :meth:`batches` serves them again, ``batch_size``
-    at a time."""
+    when the whole split fits in ``budget`` bytes; :meth:`batches` serves them again, ``batch_size`` at a time.
+    The copy is pageable memory (a process that trains run after run does not accumulate gigabytes of page-locked
+    memory): its batches reach the device through a staged copy, once per evaluation."""
 
-    def __init__(self, budget: int = EVAL_CACHE_BYTES, pin: bool = False) -> None:
-        self.budget, self.pin = budget, pin
+    def __init__(self, budget: int = EVAL_CACHE_BYTES) -> None:
+        self.budget = budget
         self.splits: dict[Any, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def __contains__(self, key: Any) -> bool:
@@ -152,7 +153,7 @@ class SplitCache:
         filled = 0
         for x, y, *_ in batches:
             if filled == 0 and x.element_size() * x[0].numel() * size <= self.budget:
-                images = torch.empty((size, *x.shape[1:]), dtype=x.dtype, pin_memory=self.pin)
+                images = torch.empty((size, *x.shape[1:]), dtype=x.dtype)
                 labels = torch.empty((size,), dtype=torch.long)
             if images is not None and filled + len(x) <= size:
                 images[filled : filled + len(x)] = x

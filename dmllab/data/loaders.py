@@ -162,7 +162,7 @@ class RunData:
         self._sources: dict[tuple, Any] = {}
         self._persistent: dict[tuple, Any] = {}  # eval loaders kept between validations
         self._streams: dict[tuple, _Stream] = {}  # training iterators spanning epochs
-        self._eval_cache = SplitCache(pin=self.device.type == "cuda")
+        self._eval_cache = SplitCache()
 
     # ------------------------------------------------------------------------------------------ datasets
     def dataset(self, split: str, *, train: bool) -> Dataset:
