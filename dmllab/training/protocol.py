@@ -382,6 +382,7 @@ def run_protocol(
     n_train = len(trainer.data.dataset(last_split, train=False))
     every = max(1, n_train // TRAIN_SAMPLE)
     train_metrics = trainer.evaluate(last_split, metrics=("recall",), ks=(1,), every=every)
+    trainer.data.close()  # the test evaluation's loader workers
     phase["test"] += time.perf_counter() - t_test
     if final_model is not None:
         t_ckpt = time.perf_counter()

@@ -25,7 +25,7 @@ from dmllab.training import (
     presets,
     run,
 )
-from dmllab.training.protocol import stage_plans
+from dmllab.training.protocol import run_protocol, stage_plans
 
 #: The Python ways of reading a tensor's values on the host (on CUDA each waits for the device).
 CONVERSIONS = ("item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "__array__")
@@ -205,3 +205,15 @@ def test_loader_workers_end_with_their_stage(smoke_cfg, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         tr.fit()
     assert set(multiprocessing.active_children()) - before == set()
+    import dmllab.training.protocol as protocol
+
+    at_result = []
+    result = protocol.RunResult
+
+    def record(*args, **kwargs):  # the run's result is built while its trainer still exists
+        at_result.append(set(multiprocessing.active_children()) - before)
+        return result(*args, **kwargs)
+
+    monkeypatch.setattr(protocol, "RunResult", record)
+    run_protocol(cfg, progress=False)  # the test evaluation's loader workers end before the run returns
+    assert at_result == [set()]
