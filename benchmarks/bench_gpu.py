@@ -5,14 +5,16 @@ Everything it measures runs side by side and goes to ``--out`` (default ``result
 benchmark, setting, metric, value, unit, device, torch_version, command, timestamp). A model ``setting`` reads
 ``<backbone>_<crop>px_b<batch>_<fp32|bf16|fp16>`` (``dmllab.pipeline.cost.model_setting``).
 
-1. ``model_step``: images/s of the training step as the trainer runs it (``Trainer.train_epoch`` over batches
+1. ``model_step``: images/s of the training step as the trainer runs it (``Trainer.train_batches`` over batches
    already on the device: autocast, channels_last, the loss, gradient clipping, the scaler and the finiteness
    flags of its sync-free path), over ``--steps`` batches (default 50) after a warm-up epoch.
 2. ``embed``: images/s of the forward pass the evaluation runs (eval mode, no grad, autocast) at the eval batch.
-3. ``loader``: images/s of the paper profile's training loader alone (JPEG decode + crop + flip + normalise,
-   class-balanced batches, pinned memory) with 1 worker and with the package's ``data.num_workers=auto``, in total
-   and per worker, over ``--steps`` batches after the first, on a fake CUB-200-2011 written in the real layout at
-   CUB's image sizes with enough images per training class for epochs of ``--steps`` batches of the largest batch.
+3. ``loader``: images/s of the paper profile's training data path alone as the trainer reads it (workers: JPEG
+   decode + crop + flip to uint8, class-balanced batches, pinned memory; then the copy to the device and the
+   normalisation there, ``dmllab.data.feed.DevicePrefetcher``) with 1 worker and with the package's
+   ``data.num_workers=auto``, in total and per worker, over ``--steps`` batches after the first, on a fake
+   CUB-200-2011 written in the real layout at CUB's image sizes with enough images per training class for epochs of
+   ``--steps`` batches of the largest batch.
 4. ``end_to_end``: images/s of whole training epochs through the Trainer (loader, transfers, step, checks) on that
    fake CUB: epochs of at least ``--steps`` batches, after a warm-up epoch.
 5. ``evaluator``: dmllab's exact Recall@K at SOP size (60,502 x 512 and x 2048, leave-one-out) and In-Shop size
@@ -22,12 +24,18 @@ benchmark, setting, metric, value, unit, device, torch_version, command, timesta
    (setup, data, step, eval, test, checkpoint, cache_build: ``phase_<name>_s``).
 7. ``quick_workers``: W quick runs at once, each in its own process on the one device (``--gpu-workers``), warm
    caches: ``s_per_run`` = wall time / W, the throughput a study with W GPU workers gets.
+8. ``syncs`` (CUDA only): host syncs per training step on the trainer's sync-free path, counted with
+   ``torch.cuda.set_sync_debug_mode("warn")`` (the end-of-epoch read excluded): the model step of each setting
+   over device-resident batches, a paper-preset epoch through the data path (workers, prefetcher) and a quick
+   run's epoch (cached features on the device); then each setting's steps once more under
+   ``set_sync_debug_mode("error")`` (``error_mode_passed`` 1 or 0, the first sync's stack printed).
 
 The model settings are the four ResNet-50 ones below, or with ``--settings plan`` every (backbone, crop, batch,
 precision) the paper study's plan trains (what ``dmllab study --profile paper --plan`` lists as not priced).
 
     python benchmarks/bench_gpu.py                                   # everything (minutes on an H100)
     python benchmarks/bench_gpu.py --only model_step --only embed --settings plan
+    python benchmarks/bench_gpu.py --only syncs --out /tmp/syncs.csv              # zero host syncs per step?
     python benchmarks/bench_gpu.py --device cpu --smoke --out /tmp/gpu_smoke.csv   # checks the script on a CPU
 """
 
@@ -43,6 +51,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
+import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -59,7 +69,8 @@ COLUMNS = [
     "command",
     "timestamp",
 ]
-PARTS = ("model_step", "embed", "loader", "end_to_end", "evaluator", "quick_run", "quick_workers")
+PARTS = ("model_step", "embed", "loader", "end_to_end", "evaluator", "quick_run", "quick_workers", "syncs")
+FAKE_CUB_PARTS = {"model_step", "embed", "loader", "end_to_end", "syncs"}
 # (backbone, transform, batch size, run.amp): the paper's ResNet-50 at ProxyNCA++'s 256 px crops
 DEFAULT_SETTINGS = [("resnet50", "proxynca++", b, amp) for b in (32, 192) for amp in ("off", "bf16")]
 SMOKE_SETTINGS = [
@@ -139,6 +150,15 @@ def config(root: Path, device: str, setting: tuple[str, str, int, str], weights:
     return apply_overrides(presets.get("proxynca++", "cub", "paper"), overrides)
 
 
+def paper_config(root: Path, device: str, method: str, weights: str | None):
+    """``method``'s CUB paper preset as it is (backbone, batch, crops, precision) on the fake CUB."""
+    from dmllab.training import apply_overrides, presets
+
+    overrides = [f"data.root={root}", "data.dataset.check_counts=false", f"run.device={device}"]
+    overrides += [f"model.weights_path={weights}"] if weights else ["model.pretrained=false"]
+    return apply_overrides(presets.get(method, "cub", "paper"), overrides)
+
+
 def name(cfg) -> str:
     from dmllab.pipeline.cost import AMP_PRECISION, crop_size, model_setting
 
@@ -171,23 +191,33 @@ class Clock:
 
 
 def trainer(cfg):
+    """A trainer set up for ``cfg``'s first stage at its first schedule epoch (the backbone trains): (trainer, plan,
+    epoch)."""
     from dmllab.training import Trainer
     from dmllab.training.protocol import stage_plans
 
     tr = Trainer(cfg, progress=False)
     plan = stage_plans(cfg)[0]
     tr.setup(plan)
-    return tr, plan, plan.warmup_epochs + 1  # a schedule epoch: the backbone trains
+    epoch = plan.warmup_epochs + 1
+    tr.apply_schedule(plan, epoch)
+    return tr, plan, epoch
+
+
+def device_batch(tr, crop: int, batch: int):
+    """A random training batch ``(images, labels)`` on the trainer's device."""
+    import torch
+
+    x = torch.randn(batch, 3, crop, crop, device=tr.device)
+    return x, torch.arange(batch, device=tr.device) % TRAIN_CLASSES
 
 
 def step_rate(tr, plan, epoch: int, x, y, steps: int) -> float:
-    """Images/s of ``tr.train_epoch`` over ``steps`` copies of the device-resident batch ``(x, y)``: the trainer's
-    step without its loader."""
-    tr.train_loader = lambda plan, epoch: [(x, y)] * steps
-    tr._apply_schedule(plan, epoch)
-    tr.train_epoch(plan, epoch)  # warm-up: cuDNN autotuning, allocator
+    """Images/s of ``tr.train_batches`` over ``steps`` copies of the device-resident batch ``(x, y)``: the
+    trainer's step without its loader."""
+    tr.train_batches(plan, epoch, [(x, y)] * steps)  # warm-up: cuDNN autotuning, allocator
     with Clock(str(tr.device)) as clock:
-        tr.train_epoch(plan, epoch + 1)
+        tr.train_batches(plan, epoch + 1, [(x, y)] * steps)
     return steps * x.shape[0] / clock.s
 
 
@@ -224,8 +254,7 @@ def bench_model(add, cfgs, parts: set[str], steps: int) -> None:
             cfg.data.eval_batch_size,
         )
         if "model_step" in parts:
-            x = torch.randn(batch, 3, crop, crop, device=tr.device)
-            y = torch.arange(batch, device=tr.device) % TRAIN_CLASSES
+            x, y = device_batch(tr, crop, batch)
             add("model_step", setting, "images_per_s", step_rate(tr, plan, epoch, x, y, steps), "img/s")
         if "embed" in parts:
             x = torch.randn(eval_batch, 3, crop, crop, device=tr.device)
@@ -239,26 +268,39 @@ def bench_model(add, cfgs, parts: set[str], steps: int) -> None:
 def bench_loader(
     add, root: Path, device: str, transform: str, batches: list[int], steps: int, workers_auto: int
 ) -> None:
-    from dmllab.training import Trainer
+    from dmllab.data.loaders import RunData
     from dmllab.training.protocol import stage_plans
 
     for batch in batches:
         for workers in sorted({1, workers_auto}):
             cfg = config(root, device, ("resnet50", transform, batch, "off"), None, num_workers=workers)
-            tr = Trainer(cfg, progress=False)
-            it = iter(tr.train_loader(stage_plans(cfg)[0], 1))
-            next(it)  # workers started, first batch decoded
-            t0, n = time.perf_counter(), 0
-            for _ in range(steps):
-                try:
-                    images, _ = next(it)
-                except StopIteration:
-                    break
-                n += images.shape[0]
-            rate = n / (time.perf_counter() - t0)
+            plan = stage_plans(cfg)[0]
+            data = RunData(
+                cfg.data, seed=0, device=torch_device(device), channels_last=device.startswith("cuda")
+            )
+            shape = (cfg.data.batch_size, None)  # the sampler's own per_class
+            it = iter(data.train_batches(plan.name, plan.train_split, 1, shape))
+            next(it)  # workers started, first batch decoded and on the device
+            clock = Clock(device)
+            n = 0
+            with clock:
+                for _ in range(steps):
+                    try:
+                        images, _ = next(it)
+                    except StopIteration:
+                        break
+                    n += images.shape[0]
+            rate = n / clock.s
             add("loader", f"b{batch}_workers{workers}", "images_per_s", rate, "img/s")
             add("loader", f"b{batch}_workers{workers}", "images_per_s_per_worker", rate / workers, "img/s")
-            del it, tr
+            del it
+            data.close()
+
+
+def torch_device(device: str):
+    import torch
+
+    return torch.device(device)
 
 
 def bench_end_to_end(add, cfgs, limit: int = 0) -> None:
@@ -267,14 +309,86 @@ def bench_end_to_end(add, cfgs, limit: int = 0) -> None:
     for cfg in cfgs:
         cfg = cfg.replace("run.fast_dev_run", limit) if limit else cfg
         tr, plan, epoch = trainer(cfg)
-        tr._apply_schedule(plan, epoch)
         tr.train_epoch(plan, epoch)  # warm-up: cuDNN autotuning, workers
-        batches = len(tr.dataset(plan.train_split, train=True)) // cfg.data.batch_size
+        batches = len(tr.data.dataset(plan.train_split, train=True)) // cfg.data.batch_size
         batches = min(batches, limit) if limit else batches
         with Clock(cfg.run.device) as clock:
-            tr.train_epoch(plan, epoch + 1)
+            tr.train_epoch(plan, epoch + 1)  # the epoch that follows: the loader's iterator goes on
         add("end_to_end", name(cfg), "images_per_s", batches * cfg.data.batch_size / clock.s, "img/s")
         add("end_to_end", name(cfg), "batches_per_epoch", batches, "")
+        tr.data.close()
+        del tr
+
+
+def count_syncs(tr, plan, epoch: int, batches, mode: str = "warn") -> tuple[int, list[str]]:
+    """Host syncs while ``tr.train_batches(plan, epoch, batches)`` fetches and trains its batches, under
+    ``torch.cuda.set_sync_debug_mode(mode)`` (its end-of-epoch read excluded): the count and where the first
+    ones happened ("error": the first raises RuntimeError). Off CUDA (``--smoke`` on a CPU) nothing is counted."""
+    import torch
+
+    cuda = tr.device.type == "cuda"
+
+    def watched(it):
+        if cuda:
+            torch.cuda.set_sync_debug_mode(mode)
+        try:
+            yield from it
+        finally:
+            if cuda:
+                torch.cuda.set_sync_debug_mode("default")
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        tr.train_batches(plan, epoch, watched(batches))
+    syncs = [w for w in seen if "synchroniz" in str(w.message)]
+    return len(syncs), [f"{Path(w.filename).name}:{w.lineno}" for w in syncs[:5]]
+
+
+def report_syncs(add, setting: str, n: int, steps: int, where: list[str]) -> None:
+    add("syncs", setting, "host_syncs_per_step", n / max(1, steps), "")
+    if where:
+        print(f"    first syncs of {setting}: {', '.join(where)}", flush=True)
+
+
+#: The paper presets whose model step ``syncs`` checks besides the settings: ProxyNCA++ (fp16 with loss scaling),
+#: Proxy Synthesis (most of the paper study's runs), Proxy Anchor.
+SYNC_METHODS = ("proxynca++", "proxy_synthesis", "proxy_anchor")
+
+
+def bench_syncs(add, cfgs, root: Path, device: str, profile: str, steps: int, weights: str | None) -> None:
+    """``syncs``: the sync-free path's host syncs per step (module docstring; CUDA, else a check of the code)."""
+    from dmllab.pipeline.cost import crop_size
+    from dmllab.training import apply_overrides, presets
+    from dmllab.training.pretrain import prepare
+
+    if profile == "quick":
+        cfgs = [*cfgs, *(paper_config(root, device, m, weights) for m in SYNC_METHODS)]
+    for cfg in cfgs:  # the model step of each setting, batches already on the device
+        tr, plan, epoch = trainer(cfg)
+        x, y = device_batch(tr, crop_size(cfg.data.transform), cfg.data.batch_size)
+        tr.train_batches(plan, epoch, [(x, y)] * 3)  # warm-up: cuDNN autotuning, optimiser and scaler state
+        n, where = count_syncs(tr, plan, epoch + 1, [(x, y)] * steps)
+        report_syncs(add, f"{cfg.method}_{name(cfg)}", n, steps, where)
+        try:
+            count_syncs(tr, plan, epoch + 2, [(x, y)] * steps, mode="error")
+            passed = 1
+        except RuntimeError:
+            traceback.print_exc()
+            passed = 0
+        add("syncs", f"{cfg.method}_{name(cfg)}", "error_mode_passed", passed, "")
+        del tr
+    data_cfg = config(root, device, DEFAULT_SETTINGS[-1] if profile == "quick" else SMOKE_SETTINGS[0], weights,
+                      num_workers="auto")  # fmt: skip
+    quick = apply_overrides(presets.get("proxynca++", "synthetic", profile), [f"run.device={device}"])
+    prepare(quick, progress=False)
+    for cfg, setting in ((data_cfg, f"{name(data_cfg)}_data_path"), (quick, f"{profile}_run_epoch")):
+        tr, plan, epoch = trainer(cfg)  # whole epochs through the data path
+        tr.train_epoch(plan, epoch)  # warm-up: workers, caches, cuDNN
+        split = plan.train_split
+        batches = tr.data.train_batches(plan.name, split, epoch + 1, tr.batch_shape(split), tr.prefix())
+        n, where = count_syncs(tr, plan, epoch + 1, batches)
+        report_syncs(add, setting, n, batches.total or 1, where)
+        tr.data.close()
         del tr
 
 
@@ -463,9 +577,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("DMLLAB_RESULTS", str(work / "results"))
         os.environ.setdefault("DMLLAB_CACHE", str(work / "cache"))
         root = work / "CUB_200_2011"
-        if {"model_step", "embed", "loader", "end_to_end"} & set(parts) and not (
-            root / "images.txt"
-        ).is_file():
+        if FAKE_CUB_PARTS & set(parts) and not (root / "images.txt").is_file():
             t0 = time.perf_counter()
             make_fake_cub(root, per_class, size=(64, 48) if args.smoke else (500, 375))
             print(
@@ -493,6 +605,10 @@ def main(argv: list[str] | None = None) -> int:
         if "quick_workers" in parts:
             counts = [1, 2] if args.smoke else [int(w) for w in args.gpu_workers.split(",")]
             bench_quick_workers(add, args.device, counts, profile)
+        if "syncs" in parts and (args.device.startswith("cuda") or args.smoke):
+            bench_syncs(add, cfgs, root, args.device, profile, steps, args.weights)
+        elif "syncs" in parts:
+            print("syncs: CUDA only (torch.cuda.set_sync_debug_mode); skipped", flush=True)
     print(f"wrote {len(rows)} rows to {out}")
     return 0
 

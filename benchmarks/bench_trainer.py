@@ -61,7 +61,6 @@ def _hand_loop(model, loss_fn, optimizer, batches, clip: float | None) -> None:
 
 
 def bench_cpu(steps: int, reps: int) -> list[dict]:
-    from dmllab.data.loaders import Timed
     from dmllab.training import StagePlan, Trainer
     from dmllab.training.optim import build_optimizer, param_groups
 
@@ -70,23 +69,21 @@ def bench_cpu(steps: int, reps: int) -> list[dict]:
     plan = StagePlan("single", "train", None, 10**6, 0, "none")
     trainer.setup(plan)
     num_classes = trainer.loss.num_classes
-    batches = _batches(steps, cfg.data.batch_size, 56, num_classes)
-    # same batches every epoch, no data loading
-    trainer.data.train_batches = lambda *a, **k: Timed(batches, trainer.timings)
+    batches = _batches(steps, cfg.data.batch_size, 56, num_classes)  # the same every epoch, no data loading
 
     model = copy.deepcopy(trainer.model)
     loss_fn = copy.deepcopy(trainer.loss)
     optimizer = build_optimizer(param_groups(model, loss_fn, cfg.optim), cfg.optim)
     # warm up both paths (allocator, autograd graph caches)
-    trainer._apply_schedule(plan, 1)
-    trainer.train_epoch(plan, 1)
+    trainer.apply_schedule(plan, 1)
+    trainer.train_batches(plan, 1, batches)
     _hand_loop(model, loss_fn, optimizer, batches[:3], cfg.optim.grad_clip_value)
 
     n_img = steps * cfg.data.batch_size
     t_trainer, t_hand = [], []
     for rep in range(reps):
         t0 = time.perf_counter()
-        trainer.train_epoch(plan, rep + 2)
+        trainer.train_batches(plan, rep + 2, batches)
         t_trainer.append(n_img / (time.perf_counter() - t0))
         t0 = time.perf_counter()
         _hand_loop(model, loss_fn, optimizer, batches, cfg.optim.grad_clip_value)
@@ -109,7 +106,6 @@ def bench_cpu(steps: int, reps: int) -> list[dict]:
 
 
 def bench_gpu(steps: int, batch: int = 64) -> list[dict]:
-    from dmllab.data.loaders import Timed
     from dmllab.training import StagePlan, Trainer, apply_overrides, presets
 
     if not torch.cuda.is_available():
@@ -132,12 +128,11 @@ def bench_gpu(steps: int, batch: int = 64) -> list[dict]:
         plan = StagePlan("single", "train", None, 10**6, 0, "none")
         trainer.setup(plan)
         batches = _batches(steps, batch, 256, trainer.loss.num_classes)
-        trainer.data.train_batches = lambda *a, b=batches, t=trainer, **k: Timed(b, t.timings)
-        trainer._apply_schedule(plan, 1)
-        trainer.train_epoch(plan, 1)  # warm-up (cudnn autotune, allocator)
+        trainer.apply_schedule(plan, 1)
+        trainer.train_batches(plan, 1, batches)  # warm-up (cudnn autotune, allocator)
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        trainer.train_epoch(plan, 2)
+        trainer.train_batches(plan, 2, batches)
         torch.cuda.synchronize()
         ips = steps * batch / (time.perf_counter() - t0)
         rows.append(

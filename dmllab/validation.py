@@ -182,6 +182,7 @@ VALUE_RULES: dict[str, Rule] = {
     "run.ks": each(POSITIVE_INT),
     "run.nmi_l2": BOOL,
     "run.keep_best": BOOL,
+    "run.checkpoint_minutes": NON_NEGATIVE,
     # finetune
     "finetune.epochs": NON_NEGATIVE_INT,
     "finetune.alpha_factor": POSITIVE,

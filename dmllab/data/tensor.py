@@ -105,9 +105,10 @@ def images_tensor(dataset: Any) -> Tensor:
 
 def _normalise(x: Tensor) -> Tensor:
     """``(x / 255 - mean) / std`` as one in-place multiply-add on a float tensor (B, 3, h, w) the caller owns."""
-    std = torch.tensor(IMAGENET_STD, dtype=x.dtype, device=x.device).view(1, 3, 1, 1)
-    mean = torch.tensor(IMAGENET_MEAN, dtype=x.dtype, device=x.device).view(1, 3, 1, 1)
-    return x.mul_(1.0 / (255.0 * std)).add_(-mean / std)
+    std = torch.tensor(IMAGENET_STD, dtype=x.dtype).view(1, 3, 1, 1)
+    mean = torch.tensor(IMAGENET_MEAN, dtype=x.dtype).view(1, 3, 1, 1)
+    scale, shift = (t.to(x.device, non_blocking=True) for t in (1.0 / (255.0 * std), -mean / std))
+    return x.mul_(scale).add_(shift)
 
 
 def crop_boxes(
@@ -174,19 +175,40 @@ def augment_batch(
     # samples mirrored positions, so the flip costs nothing.
     x1, x2 = torch.where(flip, x2, x1), torch.where(flip, x1, x2)
     rois = torch.stack([torch.arange(b, dtype=x.dtype), x1, box[:, 1], x2, box[:, 1] + box[:, 3]], dim=1).to(
-        x.device
-    )  # (B, 5): batch index, x1, y1, x2, y2 in pixel-edge coordinates
+        x.device, non_blocking=True
+    )  # (B, 5): batch index, x1, y1, x2, y2 in pixel-edge coordinates (drawn on the host)
     out = roi_align(x, rois, output_size=spec.size, spatial_scale=1.0, sampling_ratio=2, aligned=True)
     return _normalise(out)  # (B, 3, size, size)
 
 
-class InMemoryImages:
+class _OnDevice:
+    """A source whose tensors may live on a device (:meth:`to`): ``labels`` stay on the host for the samplers, a
+    copy on the device serves the batches; indices are drawn on the host and copied without waiting."""
+
+    labels: Tensor
+
+    def _place(self, device: torch.device | str, *names: str) -> None:
+        for name in names:
+            setattr(self, name, getattr(self, name).to(device))
+        self._device_labels = self.labels.to(device)
+
+    def _indices(self, indices: Sequence[int] | Tensor, device: torch.device) -> Tensor:
+        return torch.as_tensor(indices, dtype=torch.long).to(device, non_blocking=True)
+
+    def _labels_of(self, idx: Tensor) -> Tensor:
+        return getattr(self, "_device_labels", self.labels)[idx]
+
+
+class InMemoryImages(_OnDevice):
     """A split's images as one uint8 tensor with batched augmentation (``data.in_memory``).
 
     Args:
         dataset: a dataset with ``images`` (N, S, S, 3) uint8 and ``labels``.
         preset: a transform preset from :data:`TENSOR_PRESETS`.
         train: the preset's train (random) or test geometry.
+
+    :meth:`to` moves the images to a device, where the batches are then augmented (the crops and flips are still
+    drawn on the host from the caller's generator: the same draws on every device).
     """
 
     def __init__(self, dataset: Any, preset: str, *, train: bool) -> None:
@@ -197,15 +219,20 @@ class InMemoryImages:
         self.preset = preset
         self.train = train
 
+    def to(self, device: torch.device | str) -> InMemoryImages:
+        """Keep the images (and a copy of the labels) on ``device``; returns self."""
+        self._place(device, "images")
+        return self
+
     def __len__(self) -> int:
         return len(self.labels)
 
     def batch(
         self, indices: Sequence[int] | Tensor, generator: torch.Generator | None = None
     ) -> tuple[Tensor, Tensor]:
-        idx = torch.as_tensor(indices, dtype=torch.long)
+        idx = self._indices(indices, self.images.device)
         x = augment_batch(self.images[idx], self.preset, train=self.train, generator=generator)
-        return x, self.labels[idx]
+        return x, self._labels_of(idx)
 
     def batches(
         self, batches: Sequence[Sequence[int]], generator: torch.Generator | None = None
@@ -294,8 +321,9 @@ def compute_features(
     return out
 
 
-class FeatureCache:
-    """Frozen-prefix features of a split (training views or the test view), computed once and stored on disk.
+class FeatureCache(_OnDevice):
+    """Frozen-prefix features of a split (training views or the test view), computed once and stored on disk;
+    :meth:`to` holds them on a device (a quick run on CUDA: no copy per batch).
 
     Args:
         prefix: the frozen blocks (in eval mode), (B, 3, s, s) -> (B, C, h, w).
@@ -364,14 +392,19 @@ class FeatureCache:
             features = _open_features(self.folder, (self.views, len(self.labels)), repair=False)
         self.features = features  # (V, N, C, h, w) float16, a read-only memory map
 
+    def to(self, device: torch.device | str) -> FeatureCache:
+        """Keep the features (and a copy of the labels) on ``device``; returns self."""
+        self._place(device, "features")
+        return self
+
     def __len__(self) -> int:
         return len(self.labels)
 
     def batch(self, indices: Sequence[int] | Tensor, views: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """float32 features (B, C, h, w) of ``indices`` (view ``views[i]``, default 0) and their labels."""
-        idx = torch.as_tensor(indices, dtype=torch.long)
-        v = torch.zeros_like(idx) if views is None else views
-        return self.features[v, idx].float(), self.labels[idx]
+        idx = self._indices(indices, self.features.device)
+        v = torch.zeros_like(idx) if views is None else self._indices(views, self.features.device)
+        return self.features[v, idx].float(), self._labels_of(idx)
 
     def ordered(self, batch_size: int, every: int = 1) -> Iterator[tuple[Tensor, Tensor]]:
         """The whole split in order (view 0; every ``every``-th image), ``batch_size`` at a time (evaluation)."""

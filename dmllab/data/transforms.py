@@ -6,6 +6,11 @@ small-image presets (``quick``, ``smoke``) run ``torchvision.transforms`` (v1) o
 choice for each at one torch thread (benchmarks/bench_data.py -> results/benchmarks/data.csv records decode +
 transform).
 
+``uint8=True`` (the trainer's DataLoader path): a v2 preset stops before its float conversion and returns the
+cropped uint8 tensor (3, S, S), a quarter of the bytes to collate, pin and copy; :func:`normalise_uint8` then
+makes the same float input of a whole batch, on the device (:class:`dmllab.data.feed.DevicePrefetcher`). The v1
+presets return their float tensor either way.
+
 ========================= ============================================== ==================================
 preset                    train                                          test
 ========================= ============================================== ==================================
@@ -51,19 +56,22 @@ def _module(backend: str) -> Any:
     return {"v1": v1, "v2": v2}[backend]
 
 
-def _compose(steps: list[Any], backend: str) -> Callable[[Any], Any]:
+def _compose(steps: list[Any], backend: str, uint8: bool = False) -> Callable[[Any], Any]:
     """RGB -> ``steps`` -> float tensor normalised with the ImageNet mean/std.
 
     ``v2``: the image becomes a uint8 tensor first and the geometry runs on it (antialiased resize on uint8
-    tensors is the fastest path for full-size photos); ``v1``: geometry on the PIL image, then ``ToTensor``
-    (the fastest for the small synthetic images, where v2's per-call overhead dominates).
+    tensors is the fastest path for full-size photos); ``uint8``: it stays uint8 (:func:`normalise_uint8` does
+    the rest). ``v1``: geometry on the PIL image, then ``ToTensor`` (the fastest for the small synthetic images,
+    where v2's per-call overhead dominates).
     """
     import torch
 
     T = _module(backend)
     if backend == "v2":
         head = [T.Lambda(_to_rgb), T.ToImage()]
-        tail = [T.ToDtype(torch.float32, scale=True), T.Normalize(IMAGENET_MEAN, IMAGENET_STD)]
+        tail = (
+            [] if uint8 else [T.ToDtype(torch.float32, scale=True), T.Normalize(IMAGENET_MEAN, IMAGENET_STD)]
+        )
     else:
         head, tail = [T.Lambda(_to_rgb)], [T.ToTensor(), T.Normalize(IMAGENET_MEAN, IMAGENET_STD)]
     return T.Compose([*head, *steps, *tail])
@@ -78,6 +86,7 @@ def _crop_preset(
     ratio: tuple[float, float] = (3 / 4, 4 / 3),
     train_resize: bool = False,
     backend: str = "v2",
+    uint8: bool = False,
 ) -> Callable[[Any], Any]:
     """Train: [Resize(resize)] + RandomResizedCrop(size, scale, ratio) + flip; test: Resize(resize) + CenterCrop(size)."""
     T = _module(backend)
@@ -90,66 +99,66 @@ def _crop_preset(
         ]
     else:
         steps = [T.Resize(resize, antialias=True), T.CenterCrop(size)]
-    return _compose(steps, backend)
+    return _compose(steps, backend, uint8)
 
 
 @TRANSFORMS.register("proxynca++")
-def proxynca_pp(train: bool) -> Callable[[Any], Any]:
+def proxynca_pp(train: bool, uint8: bool = False) -> Callable[[Any], Any]:
     """ProxyNCA++ (official code): 256 random-resized crops; test Resize(288) + CenterCrop(256)."""
-    return _crop_preset(train, size=256, resize=288)
+    return _crop_preset(train, size=256, resize=288, uint8=uint8)
 
 
 @TRANSFORMS.register("proxy_anchor")
-def proxy_anchor(train: bool) -> Callable[[Any], Any]:
+def proxy_anchor(train: bool, uint8: bool = False) -> Callable[[Any], Any]:
     """Proxy Anchor: 224 random-resized crops; test Resize(256) + CenterCrop(224)."""
-    return _crop_preset(train, size=224, resize=256)
+    return _crop_preset(train, size=224, resize=256, uint8=uint8)
 
 
 @TRANSFORMS.register("heated")
-def heated(train: bool) -> Callable[[Any], Any]:
+def heated(train: bool, uint8: bool = False) -> Callable[[Any], Any]:
     """Heated-up Softmax (Zhang et al. Sec. 5.1): "the input images are all resized to 256x256" (both sides, the
     aspect ratio is not kept), then a random 224x224 crop (no scale or aspect jitter) + horizontal flip for
     training; "one single center crop" (224) at test."""
     T = _module("v2")
     resize = T.Resize((256, 256), antialias=True)
     steps = [resize, T.RandomCrop(224), T.RandomHorizontalFlip()] if train else [resize, T.CenterCrop(224)]
-    return _compose(steps, "v2")
+    return _compose(steps, "v2", uint8)
 
 
 @TRANSFORMS.register("mlrc")
-def mlrc(train: bool) -> Callable[[Any], Any]:
+def mlrc(train: bool, uint8: bool = False) -> Callable[[Any], Any]:
     """MLRC protocol (Proxy Synthesis supplement): Resize(256) then 227 crops; test Resize(256) + CenterCrop(227)."""
-    return _crop_preset(train, size=227, resize=256, scale=(0.16, 1.0), train_resize=True)
+    return _crop_preset(train, size=227, resize=256, scale=(0.16, 1.0), train_resize=True, uint8=uint8)
 
 
 @TRANSFORMS.register("proxynca++227")
-def proxynca_pp_227(train: bool) -> Callable[[Any], Any]:
+def proxynca_pp_227(train: bool, uint8: bool = False) -> Callable[[Any], Any]:
     """ProxyNCA++ Table 15 (appendix C): 227 random-resized crops; test Resize(256) + CenterCrop(227)."""
-    return _crop_preset(train, size=227, resize=256)
+    return _crop_preset(train, size=227, resize=256, uint8=uint8)
 
 
 @TRANSFORMS.register("quick227")
-def quick_227(train: bool) -> Callable[[Any], Any]:
+def quick_227(train: bool, uint8: bool = False) -> Callable[[Any], Any]:
     """The quick profile's analogue of Table 15's 227 crops: 50 crops (56 x 227/256); test Resize(57) + CenterCrop(50)."""
     return _crop_preset(train, size=50, resize=57, scale=(0.35, 1.0), backend="v1")
 
 
 @TRANSFORMS.register("quick")
-def quick(train: bool) -> Callable[[Any], Any]:
+def quick(train: bool, uint8: bool = False) -> Callable[[Any], Any]:
     """Quick profile on the 64x64 offline benchmark: 56 crops (scale 0.35-1); test Resize(64) + CenterCrop(56)."""
     return _crop_preset(train, size=56, resize=64, scale=(0.35, 1.0), backend="v1")
 
 
 @TRANSFORMS.register("smoke")
-def smoke(train: bool) -> Callable[[Any], Any]:
+def smoke(train: bool, uint8: bool = False) -> Callable[[Any], Any]:
     """Smoke-test profile: 32 crops (scale 0.35-1); test Resize(36) + CenterCrop(32)."""
     return _crop_preset(train, size=32, resize=36, scale=(0.35, 1.0), backend="v1")
 
 
 @TRANSFORMS.register("none")
-def no_augmentation(train: bool) -> Callable[[Any], Any]:
+def no_augmentation(train: bool, uint8: bool = False) -> Callable[[Any], Any]:
     """No geometry: RGB tensor normalised with the ImageNet mean/std (same for train and test)."""
-    return _compose([], "v2")
+    return _compose([], "v2", uint8)
 
 
 class LazyTransform:
@@ -157,24 +166,43 @@ class LazyTransform:
     torchvision, and a dataset held in memory (``data.in_memory``) is augmented a batch at a time by
     :mod:`dmllab.data.tensor`, so its per-image transform is never called."""
 
-    def __init__(self, preset: str, train: bool) -> None:
+    def __init__(self, preset: str, train: bool, uint8: bool = False) -> None:
         TRANSFORMS.get(preset)  # an unknown preset raises now, listing the valid ones
-        self.preset, self.train = preset, train
+        self.preset, self.train, self.uint8 = preset, train, uint8
         self._fn: Callable[[Any], Any] | None = None
 
     def __call__(self, image: Any) -> Any:
         if self._fn is None:
-            self._fn = TRANSFORMS.get(self.preset)(self.train)
+            self._fn = TRANSFORMS.get(self.preset)(self.train, uint8=self.uint8)
         return self._fn(image)
 
     def __repr__(self) -> str:
-        return f"LazyTransform({self.preset!r}, train={self.train})"
+        return f"LazyTransform({self.preset!r}, train={self.train}, uint8={self.uint8})"
 
 
-def build_transforms(preset: str, train: bool, *, lazy: bool = False) -> Callable[[Any], Any]:
+def build_transforms(
+    preset: str, train: bool, *, lazy: bool = False, uint8: bool = False
+) -> Callable[[Any], Any]:
     """The train (``train=True``) or test transform of a preset; unknown presets raise listing the valid ones.
-    ``lazy``: a :class:`LazyTransform` (the same transform, built on its first call)."""
-    return LazyTransform(preset, train) if lazy else TRANSFORMS.get(preset)(train)
+    ``lazy``: a :class:`LazyTransform` (the same transform, built on its first call); ``uint8``: a v2 preset
+    returns its uint8 crop, to be finished by :func:`normalise_uint8` (module docstring)."""
+    return LazyTransform(preset, train, uint8) if lazy else TRANSFORMS.get(preset)(train, uint8=uint8)
+
+
+def normalise_uint8(images: Any) -> Any:
+    """uint8 images (..., 3, H, W) -> float32, exactly as a v2 preset's tail computes them (``ToDtype(float32,
+    scale=True)``: ``x * (1 / 255)``, then ``Normalize``: ``(x - mean) / std``); float input passes through (a v1
+    preset has normalised it already)."""
+    import torch
+
+    if images.is_floating_point():
+        return images
+    x = images.to(torch.float32).mul_(1.0 / 255)
+    shape = (3, 1, 1)
+    # built on the host and copied without waiting: no host sync on CUDA
+    mean = torch.tensor(IMAGENET_MEAN, dtype=x.dtype).view(shape).to(x.device, non_blocking=True)
+    std = torch.tensor(IMAGENET_STD, dtype=x.dtype).view(shape).to(x.device, non_blocking=True)
+    return x.sub_(mean).div_(std)
 
 
 def list_transforms() -> list[str]:

@@ -89,7 +89,7 @@ class Mixup(nn.Module):
     def draw(self, batch_size: int, device: torch.device) -> MixupDraw:
         """lambda ~ Beta(alpha, alpha) and a uniform random permutation of the batch."""
         lam = sample_beta(self.alpha, self.generator)
-        perm = torch.randperm(batch_size, generator=self.generator).to(device)
+        perm = torch.randperm(batch_size, generator=self.generator).to(device, non_blocking=True)
         return MixupDraw(lam, perm)
 
     def embed(self, model: nn.Module, images: torch.Tensor) -> tuple[torch.Tensor, MixupDraw]:

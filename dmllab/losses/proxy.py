@@ -287,6 +287,7 @@ class HeatedSoftmaxLoss(ProxyLoss):
             self.alpha_init = alpha
             self.alpha_param = nn.Parameter(torch.tensor(alpha))
             self.register_buffer("heat_factor", torch.tensor(1.0))
+            self._heated = False  # heat_factor != 1, kept on the host: no device read per step
         else:
             self._alpha = alpha
         self.normalize_weights = bool(normalize_weights)
@@ -304,15 +305,22 @@ class HeatedSoftmaxLoss(ProxyLoss):
         value = _check_positive_float("alpha", value)
         if self.learn_alpha:
             self.heat_factor.fill_(value / self.alpha_init)
+            # the factor as the buffer holds it (float32): heated when that is not 1
+            factor = torch.tensor(value / self.alpha_init, dtype=self.heat_factor.dtype)
+            self._heated = factor.item() != 1.0
         else:
             self._alpha = value
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        if self.learn_alpha:
+            self._heated = float(self.heat_factor) != 1.0
 
     def _scale(self) -> torch.Tensor | float:
         """alpha for the logits: the learnable parameter (detached once heated) times the heating factor."""
         if not self.learn_alpha:
             return self._alpha
-        heated = float(self.heat_factor) != 1.0
-        return (self.alpha_param.detach() if heated else self.alpha_param).float() * self.heat_factor
+        return (self.alpha_param.detach() if self._heated else self.alpha_param).float() * self.heat_factor
 
     def _logits(self, embeddings, proxies, bias):
         alpha = self._scale()

@@ -12,7 +12,10 @@ sorted position s in a class block [a, a + n) is paired with the sample at sorte
 circular order, so the partner always has a different label. Synthetic k uses anchor k mod B (batch order)
 and round r = k // B (different partners when mu > 1). For class-balanced batches (n images per class) this
 is the label-sorted batch rolled by n. A batch with a single class has no valid partner: synthesis is
-skipped and the base loss is computed on the real batch (``last_lam`` is then None).
+skipped and the base loss is computed on the real batch (``last_lam`` is then None). Inside
+:func:`dmllab.losses._validate.sync_free` that choice is made on the device: both losses are computed and
+``torch.where`` keeps one (the same value and gradients; a one-class batch then still draws its lambda and
+partners, so the draws after it differ from the eager path's, which skips them).
 
 Options (PS Tables 1-2):
 
@@ -50,7 +53,7 @@ from torch import nn
 
 from dmllab.validation import check_number
 
-from ._validate import check_batch
+from ._validate import check_batch, sync_free_checks
 from .proxy import ProxyLoss, _fp32_region
 
 __all__ = [
@@ -122,12 +125,12 @@ def synthesis_partners(
     batch_size = labels.shape[0]
     device = labels.device
     order = torch.argsort(labels, stable=True)  # sorted position -> batch index
-    _, counts = torch.unique_consecutive(labels[order], return_counts=True)
-    if counts.numel() < 2:
+    ordered = labels[order].contiguous()
+    # (B,) per sorted position: where its class block starts and how long it is (shapes fixed: no host sync)
+    block_start = torch.searchsorted(ordered, ordered, side="left")
+    block_size = torch.searchsorted(ordered, ordered, side="right") - block_start
+    if sync_free_checks() is None and bool(block_size[0] == batch_size):
         raise ValueError("proxy synthesis needs at least two classes in the batch")
-    starts = torch.cumsum(counts, 0) - counts
-    block = torch.repeat_interleave(torch.arange(counts.numel(), device=device), counts)  # (B,)
-    block_start, block_size = starts[block], counts[block]  # (B,) per sorted position
     rank = torch.empty_like(order)
     rank[order] = torch.arange(batch_size, device=device)  # batch index -> sorted position
 
@@ -135,11 +138,14 @@ def synthesis_partners(
     anchors = k % batch_size
     s = rank[anchors]  # (K,) sorted positions of the anchors
     a, n = block_start[s], block_size[s]
+    others = (batch_size - n).clamp_min(
+        1
+    )  # >= 1 but for a one-class batch, which only sync_free lets through
     if pairing == "sorted":
-        offset = (s - a + k // batch_size) % (batch_size - n)
+        offset = (s - a + k // batch_size) % others
     else:
-        u = torch.rand(num_synthetic, generator=generator, dtype=torch.float64).to(device)
-        offset = (u * (batch_size - n)).long().clamp_max(batch_size - n - 1)  # uniform in [0, B - n)
+        u = torch.rand(num_synthetic, generator=generator, dtype=torch.float64).to(device, non_blocking=True)
+        offset = (u * others).long().clamp_max(batch_size - n - 1)  # uniform in [0, B - n)
     partners = order[(a + n + offset) % batch_size]  # walks the complement of the anchor's class block
     return anchors, partners
 
@@ -298,10 +304,24 @@ class ProxySynthesis(nn.Module):
             embeddings, labels, num_classes=self.base.num_classes, embedding_dim=self.base.embedding_dim
         )
         num_synthetic = int(self.mu * embeddings.shape[0])
-        if num_synthetic == 0 or torch.unique(labels).numel() < 2 or self.composition == "M1":
-            # No different-class partner exists (or mu * B < 1, or M1): plain base loss on the real batch.
+        if (
+            num_synthetic == 0 or self.composition == "M1"
+        ):  # mu * B < 1, or M1: the base loss on the real batch
             self.last_lam, self.last_partners = None, None
             return self.base(embeddings, labels)
+        if sync_free_checks() is not None:  # the one-class case decided on the device (module docstring)
+            lo, hi = torch.aminmax(labels)
+            return torch.where(
+                lo != hi, self._synthesized(embeddings, labels, lam), self.base(embeddings, labels)
+            )
+        if torch.unique(labels).numel() < 2:  # no different-class partner exists: the base loss
+            self.last_lam, self.last_partners = None, None
+            return self.base(embeddings, labels)
+        return self._synthesized(embeddings, labels, lam)
+
+    def _synthesized(self, embeddings: torch.Tensor, labels: torch.Tensor, lam: float | None) -> torch.Tensor:
+        """The base loss on the real + synthetic batch (a batch of at least two classes)."""
+        num_synthetic = int(self.mu * embeddings.shape[0])
         lam = self.lam if lam is None else lam
         if lam is None:
             lam = sample_beta(self.alpha, self.generator)

@@ -19,6 +19,7 @@ Callbacks a config switches on are specs in ``cfg.callbacks`` (:data:`CALLBACKS`
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -181,14 +182,30 @@ class FastDevRun(Callback):
 
 
 class EpochCheckpoint(Callback):
-    """Writes the run's epoch checkpoint after every epoch (``save(trainer)`` builds and writes it), so an
-    interrupted run resumes at the next epoch; ``seconds`` sums the time spent writing."""
+    """Writes the run's epoch checkpoint (``save(trainer)`` builds and writes it) after an epoch when ``minutes``
+    have passed since the stage started or since the last checkpoint was written, and after the stage's last
+    epoch (``run.checkpoint_minutes``; 0: after every epoch).
 
-    def __init__(self, save: Callable[[Trainer], None]) -> None:
-        self.save = save
+    An interrupted run resumes after its last checkpointed epoch and trains the epochs after it again; every epoch
+    is reseeded from (seed, stage, epoch), so it draws the same batches and ends as an uninterrupted run would:
+    the interval bounds the work lost, never the result."""
+
+    def __init__(
+        self,
+        save: Callable[[Trainer], None],
+        minutes: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.save, self.seconds, self.clock = save, 60.0 * minutes, clock
+        self.last = clock()
+
+    def on_train_start(self, trainer: Trainer) -> None:
+        self.last = self.clock()
 
     def on_epoch_end(self, trainer: Trainer, epoch: int, row: dict) -> None:
-        self.save(trainer)
+        if epoch >= trainer.state.plan.total_epochs or self.clock() - self.last >= self.seconds:
+            self.save(trainer)
+            self.last = self.clock()
 
 
 #: The callbacks a config can switch on by name (``cfg.callbacks``).

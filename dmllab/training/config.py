@@ -221,6 +221,9 @@ class RunConfig:
     one schedule epoch per stage, N batches per evaluation, and the batch shrunk to fit a dataset smaller than
     one class-balanced batch (:class:`dmllab.training.callbacks.FastDevRun`). It is part of the run key: a fast
     dev run is never taken for a real one.
+    ``checkpoint_minutes``: the epoch checkpoint is written after an epoch when this many minutes have passed
+    since the stage started or since the last one was written, and after every stage's last epoch; 0 = after
+    every epoch (:class:`dmllab.training.callbacks.EpochCheckpoint`). Not part of the run key.
     """
 
     seed: int = field(default=0, metadata=NOT_IN_KEY)
@@ -236,6 +239,7 @@ class RunConfig:
     eval_every: int = 1
     keep_best: bool = False
     fast_dev_run: int = 0
+    checkpoint_minutes: float = field(default=10.0, metadata=NOT_IN_KEY)
 
 
 @dataclass(frozen=True)

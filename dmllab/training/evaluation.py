@@ -1,17 +1,91 @@
-"""Evaluating a run's embeddings: the checks that refuse untrustworthy embeddings and the metrics of ``cfg.run``.
+"""Evaluating a run: its training loss and the checks that refuse untrustworthy embeddings, and the metrics of
+``cfg.run``.
 
-:func:`evaluate_split` embeds a split (or a query and a gallery split) with a caller's ``embed`` function and
-computes ``cfg.run``'s metrics (:func:`dmllab.metrics.evaluate`): the trainer's validation and test use it, and so
-do ``dmllab evaluate`` and ``export``.
+:class:`EpochLoss` sums an epoch's training loss and checks it and the embeddings for NaN/inf, reading them on the
+host every step or, on the trainer's sync-free path, once at the end of the epoch. :func:`evaluate_split` embeds a
+split (or a query and a gallery split) with a caller's ``embed`` function and computes ``cfg.run``'s metrics
+(:func:`dmllab.metrics.evaluate`): the trainer's validation and test use it, and so do ``dmllab evaluate`` and
+``export``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from torch import nn
+
+from dmllab.losses._validate import DeviceChecks, sync_free
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The loss (or the embeddings feeding it) became NaN or inf; the message names stage, epoch and step."""
+
+    hint = "the training diverged: lower the learning rate (--set optim.lr=...) or keep gradient clipping on"
+
+
+class EpochLoss:
+    """The sum of an epoch's training losses, with the NaN/inf checks of the loss and of the embeddings.
+
+    Eager (``lazy=False``): every step reads the loss on the host (a step hook or a progress bar shows it) and
+    raises :class:`NonFiniteLossError` at the step that went wrong. Lazy: the sum and the checks stay on the
+    ``device``, the losses' own input checks with them (:func:`dmllab.losses._validate.sync_free`), and
+    :meth:`mean` reads them in one transfer at the end of the epoch: no host sync per step. A diverged epoch raises
+    :class:`NonFiniteLossError` there (the run store records the run as diverged); a label outside the loss's
+    classes raises ValueError.
+    """
+
+    def __init__(self, device: torch.device, *, lazy: bool) -> None:
+        self.lazy = lazy
+        self.total, self.count = 0.0, 0
+        self.checks = DeviceChecks() if lazy else None
+        self._bad = torch.zeros((), dtype=torch.bool, device=device)
+        self._sum = torch.zeros((), dtype=torch.float64, device=device)
+
+    def context(self) -> contextlib.AbstractContextManager:
+        """Where the steps' losses are computed: the losses' sync-free mode when lazy."""
+        return sync_free(self.checks) if self.lazy else contextlib.nullcontext()
+
+    def embeddings(self, emb: torch.Tensor, where: str) -> None:
+        if self.lazy:
+            self._bad |= ~torch.isfinite(emb).all()
+        elif not bool(torch.isfinite(emb).all()):
+            raise NonFiniteLossError(f"non-finite embeddings at {where}; the last good checkpoint is kept")
+
+    def add(self, loss: torch.Tensor, where: str) -> float:
+        """Count one step's loss; its value on the host, NaN when lazy (nothing reads it)."""
+        self.count += 1
+        loss = loss.detach()
+        if self.lazy:
+            self._bad |= ~torch.isfinite(loss)
+            self._sum += loss
+            return math.nan
+        value = float(loss)
+        if not math.isfinite(value):
+            raise NonFiniteLossError(
+                f"non-finite loss ({value}) at {where}; the last good checkpoint is kept"
+            )
+        self.total += value
+        return value
+
+    def mean(self, where: str) -> float:
+        """The epoch's mean loss (lazy: the one host read of the epoch, then the deferred checks)."""
+        if self.lazy:
+            flags = self.checks.flags(self._sum.device)
+            total, bad, nonfinite, bad_labels = torch.cat(
+                [torch.stack([self._sum, self._bad.double()]), flags]
+            ).tolist()
+            if bad or nonfinite:
+                raise NonFiniteLossError(
+                    f"non-finite loss or embeddings in {where}; the last good checkpoint is kept"
+                )
+            if bad_labels:
+                raise ValueError(f"a training batch of {where} had labels outside the loss's classes")
+            self.total = total
+        return self.total / self.count
 
 
 def resolve_amp(amp: str, device: torch.device) -> torch.dtype | None:

@@ -283,7 +283,8 @@ def run_protocol(
 
     Args:
         seed: overrides ``cfg.run.seed``.
-        checkpoint: epoch checkpoint file (written atomically after every epoch, resumed from if present).
+        checkpoint: epoch checkpoint file (written atomically as ``run.checkpoint_minutes`` says and after every
+            stage, resumed from if present).
         final_model: where to save the final model's and the loss's state dicts (``{"config", "model", "loss"}``,
             for ``dmllab evaluate`` / export and the artifacts that read learned proxies or scales).
         init_from: a fine-tune's start: the parent run's final model file (model and loss state dicts).
@@ -342,7 +343,9 @@ def run_protocol(
         phase["checkpoint"] += time.perf_counter() - t_ckpt
 
     # KeepBest observes an epoch before the checkpoint holds it; the caller's hooks see a checkpointed epoch
-    own = ([keep] if keep is not None else []) + [EpochCheckpoint(save_checkpoint)]
+    own = ([keep] if keep is not None else []) + [
+        EpochCheckpoint(save_checkpoint, cfg.run.checkpoint_minutes)
+    ]
     trainer = Trainer(cfg, hooks=(*own, *hooks), progress=progress, seed=seed, init_from=init_from)
 
     def run_stage(plan: StagePlan, before: list[dict]) -> list[dict]:
@@ -379,6 +382,7 @@ def run_protocol(
     n_train = len(trainer.data.dataset(last_split, train=False))
     every = max(1, n_train // TRAIN_SAMPLE)
     train_metrics = trainer.evaluate(last_split, metrics=("recall",), ks=(1,), every=every)
+    trainer.data.close()  # the test evaluation's loader workers
     phase["test"] += time.perf_counter() - t_test
     if final_model is not None:
         t_ckpt = time.perf_counter()

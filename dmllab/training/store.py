@@ -52,9 +52,9 @@ from dmllab.fileio import CorruptFileError, naming, set_aside, sha256_file, side
 from dmllab.locks import exclusive
 from dmllab.training.build import check
 from dmllab.training.config import ExperimentConfig, config_hash, parent_config
+from dmllab.training.evaluation import NonFiniteLossError
 from dmllab.training.pretrain import prepare
 from dmllab.training.protocol import RunResult, run_protocol
-from dmllab.training.trainer import NonFiniteLossError
 
 DIVERGED_FILE = "diverged.json"
 RECORD_FILE = "checksums.json"

@@ -14,7 +14,6 @@ and 2 threads give different, equally valid runs (provenance.json records ``torc
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from collections.abc import Iterable, Sequence
@@ -30,15 +29,18 @@ from dmllab.rng import epoch_seed, seed_everything
 from dmllab.training import build, schedules
 from dmllab.training.callbacks import FastDevRun
 from dmllab.training.config import ExperimentConfig
-from dmllab.training.evaluation import embed_batches, evaluate_split, precision_name, resolve_amp
+from dmllab.training.evaluation import (
+    EpochLoss,
+    NonFiniteLossError,
+    embed_batches,
+    evaluate_split,
+    precision_name,
+    resolve_amp,
+)
 from dmllab.training.optim import build_optimizer, check_all_params_in_groups, param_groups
 from dmllab.training.schedules import StagePlan
 
-
-class NonFiniteLossError(FloatingPointError):
-    """The loss (or the embeddings feeding it) became NaN or inf; the message names stage, epoch and step."""
-
-    hint = "the training diverged: lower the learning rate (--set optim.lr=...) or keep gradient clipping on"
+__all__ = ["NonFiniteLossError", "StageState", "Trainer"]
 
 
 @dataclass
@@ -95,6 +97,7 @@ class Trainer:
             limit=self.fast_dev.batches if self.fast_dev else None,
             progress=progress,
             timings=self.timings,
+            channels_last=self.channels_last,
         )
         self.model: nn.Module | None = None
         self.loss: nn.Module | None = None
@@ -128,8 +131,7 @@ class Trainer:
         if self.channels_last:
             self.model = self.model.to(memory_format=torch.channels_last)
         self.loss = build.build_loss(self.cfg, num_classes).to(self.device)
-        self.optimizer = build_optimizer(param_groups(self.model, self.loss, self.cfg.optim), self.cfg.optim)
-        check_all_params_in_groups(self.optimizer, [self.model, self.loss])
+        self.reset_optimizer()
         self.scaler = torch.amp.GradScaler("cuda") if self.amp_dtype == torch.float16 else None
         self._call("on_build")
         if self.init_from is not None:
@@ -159,7 +161,7 @@ class Trainer:
         return self.fast_dev.batch_shape(self.cfg.dataset, split, labels, d.batch_size, d.per_class)
 
     # ------------------------------------------------------------------------------------------ schedule
-    def _apply_schedule(self, plan: StagePlan, epoch: int) -> dict[str, float]:
+    def apply_schedule(self, plan: StagePlan, epoch: int) -> dict[str, float]:
         """Set group lrs and the backbone freezing (warm-up) for ``epoch``, after the ``on_epoch_start`` hooks
         (which may scale the lrs, ``lr_scale``); return the lrs."""
         sc = self.cfg.schedule
@@ -198,12 +200,8 @@ class Trainer:
 
     def val_values(self) -> list[float]:
         """The monitored validation value (``schedule.monitor``) of every validated schedule epoch of the stage."""
-        monitor = self.cfg.schedule.monitor
-        return [
-            schedules.monitored_value(r, monitor)
-            for r in self.state.rows
-            if not r["warmup"] and "val_R@1" in r
-        ]
+        rows = [r for r in self.state.rows if not r["warmup"] and "val_R@1" in r]
+        return [schedules.monitored_value(r, self.cfg.schedule.monitor) for r in rows]
 
     def lr_drop_epochs(self) -> list[int]:
         """Schedule epochs after which ReduceLROnPlateau dropped the lr, from the monitored validation history."""
@@ -220,66 +218,51 @@ class Trainer:
         )
 
     def train_epoch(self, plan: StagePlan, epoch: int) -> float:
-        """One pass over the epoch's batches; returns the mean loss. Raises NonFiniteLossError on NaN/inf."""
+        """One pass over the epoch's batches of the data path (:meth:`train_batches`); returns the mean loss."""
+        split = plan.train_split
+        batches = self.data.train_batches(
+            plan.name, split, epoch, self.batch_shape(split), self.prefix(), until=plan.total_epochs
+        )
+        return self.train_batches(plan, epoch, batches)
+
+    def train_batches(self, plan: StagePlan, epoch: int, batches: Iterable[Any]) -> float:
+        """Train on ``batches`` (``(inputs, labels)`` pairs, on any device) as epoch ``epoch`` of ``plan`` at the
+        lrs set (:meth:`apply_schedule`): forward, loss, backward, the step hooks, clipping, the optimiser step;
+        returns the mean loss. Raises NonFiniteLossError on NaN/inf (on the sync-free path, after the last
+        batch: :class:`dmllab.training.evaluation.EpochLoss`)."""
         from tqdm.auto import tqdm
 
         self.model.train()
         self.loss.train()
-        shape = self.batch_shape(plan.train_split)
-        batches = self.data.train_batches(plan.name, plan.train_split, epoch, shape, self.prefix())
         last = self.state.rows[-1] if self.state.rows else {}
-        bar = tqdm(batches, total=batches.total, desc=f"{plan.name} ep {epoch}/{plan.total_epochs}",
+        bar = tqdm(batches, total=getattr(batches, "total", None), desc=f"{plan.name} ep {epoch}/{plan.total_epochs}",
                    disable=not self.progress, leave=False, dynamic_ncols=True)  # fmt: skip
         sched_epoch = epoch - plan.warmup_epochs
+        at = f"stage {plan.name}, epoch {epoch} (schedule epoch {sched_epoch})"
         embedder = self.embedder()
-        lazy = self._sync_free_steps()
-        bad = torch.zeros((), dtype=torch.bool, device=self.device)
-        total_t = torch.zeros((), dtype=torch.float64, device=self.device)
-        total, count = 0.0, 0
-        for step, (images, labels) in enumerate(bar, start=1):
-            where = f"stage {plan.name}, epoch {epoch} (schedule epoch {sched_epoch}), step {step}"
-            t_step = time.perf_counter()
-            emb, draw, labels = self._embed(embedder, images, labels)
-            if lazy:  # read on the host once per epoch, below
-                bad |= ~torch.isfinite(emb).all()
-            elif not bool(torch.isfinite(emb).all()):
-                raise NonFiniteLossError(
-                    f"non-finite embeddings at {where}; the last good checkpoint is kept"
-                )
-            loss = self.loss(emb, labels) if draw is None else self.loss(emb, labels, draw)
-            if lazy:
-                bad |= ~torch.isfinite(loss.detach())
-                total_t += loss.detach()
-                value = math.nan  # not read on the host (no step hook sees it)
-            else:
-                value = float(loss.detach())
-                if not math.isfinite(value):
-                    raise NonFiniteLossError(
-                        f"non-finite loss ({value}) at {where}; the last good checkpoint is kept"
-                    )
-            info = dict(stage=plan.name, epoch=epoch, sched_epoch=sched_epoch, step=step, loss=value,
-                        batch_size=int(labels.shape[0]), embeddings=emb.detach())  # fmt: skip
-            self._update(loss, info)
-            self.timings["step"] += time.perf_counter() - t_step
-            self.steps += 1
-            total += value
-            count += 1
-            if self.progress:
-                lr = self.optimizer.param_groups[0]["lr"]
-                postfix = {"loss": f"{total / count:.4f}", "lr": f"{lr:.2e}"}
-                if "val_R@1" in last:
-                    postfix["val R@1"] = f"{100 * last['val_R@1']:.1f}"
-                bar.set_postfix(postfix, refresh=False)  # shown at tqdm's own rate, not redrawn every step
-        if count == 0:
+        meter = EpochLoss(self.device, lazy=self._sync_free_steps())
+        with meter.context():
+            for step, (images, labels) in enumerate(bar, start=1):
+                where = f"{at}, step {step}"
+                t_step = time.perf_counter()
+                emb, draw, labels = self._embed(embedder, images, labels)
+                meter.embeddings(emb, where)
+                loss = self.loss(emb, labels) if draw is None else self.loss(emb, labels, draw)
+                value = meter.add(loss, where)
+                info = dict(stage=plan.name, epoch=epoch, sched_epoch=sched_epoch, step=step, loss=value,
+                            batch_size=int(labels.shape[0]), embeddings=emb.detach())  # fmt: skip
+                self._update(loss, info)
+                self.timings["step"] += time.perf_counter() - t_step
+                self.steps += 1
+                if self.progress:
+                    postfix = {"loss": f"{meter.total / meter.count:.4f}",
+                               "lr": f"{self.optimizer.param_groups[0]['lr']:.2e}"}  # fmt: skip
+                    if "val_R@1" in last:
+                        postfix["val R@1"] = f"{100 * last['val_R@1']:.1f}"
+                    bar.set_postfix(postfix, refresh=False)  # drawn at tqdm's own rate, not every step
+        if meter.count == 0:
             raise ValueError(f"no training batch in {plan.train_split!r} (fewer images than one batch?)")
-        if lazy:
-            if bool(bad):
-                raise NonFiniteLossError(
-                    f"non-finite loss or embeddings in stage {plan.name}, epoch {epoch} (schedule epoch "
-                    f"{sched_epoch}); the last good checkpoint is kept"
-                )
-            total = float(total_t)
-        return total / count
+        return meter.mean(at)
 
     def _embed(self, embedder: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> tuple:
         """``(embeddings, draw, labels)`` of one batch moved to the device, embedded in the run's precision; a
@@ -344,14 +327,22 @@ class Trainer:
     def fit(self) -> list[dict]:
         """Run the remaining epochs of the set-up stage; returns the stage's history rows. After each epoch: the
         history row, then the ``on_epoch_end`` hooks (the epoch checkpoint among them)."""
-        from tqdm.auto import tqdm
-
         plan = self.state.plan
         if plan.scheduler == "plateau" and (plan.eval_split is None or self.cfg.run.eval_every != 1):
             raise ValueError(
                 "the plateau scheduler needs a validation split evaluated every epoch (run.eval_every=1)"
             )
         self._call("on_train_start")
+        try:
+            self._fit_epochs(plan)
+        finally:
+            self.data.close()  # the loader workers end with the stage, also when it fails
+        self._call("on_stage_end")
+        return self.state.rows
+
+    def _fit_epochs(self, plan: StagePlan) -> None:
+        from tqdm.auto import tqdm
+
         for epoch in range(self.state.epoch + 1, plan.total_epochs + 1):
             t0 = time.perf_counter()
             seed_everything(epoch_seed(self.seed, plan.name, epoch))
@@ -361,7 +352,7 @@ class Trainer:
                 and epoch == plan.warmup_epochs + 1
             ):
                 self.reset_optimizer()
-            lrs = self._apply_schedule(plan, epoch)
+            lrs = self.apply_schedule(plan, epoch)
             mean_loss = self.train_epoch(plan, epoch)
             sched_epoch = epoch - plan.warmup_epochs
             row: dict[str, Any] = {
@@ -387,9 +378,6 @@ class Trainer:
                 val_txt = f" val R@1 {100 * row['val_R@1']:.2f}" if "val_R@1" in row else ""
                 tqdm.write(f"[{plan.name}] epoch {epoch}/{plan.total_epochs} loss {mean_loss:.4f}{val_txt}")
             self._call("on_epoch_end", epoch, row)
-        self._call("on_stage_end")
-        self.data.close()
-        return self.state.rows
 
     def reset_optimizer(self) -> None:
         """Replace the optimiser by a fresh one over the same groups (empty Adam moments and step counts).
@@ -399,7 +387,8 @@ class Trainer:
         checkpointed (post-warm-up) optimiser state and never resets it again, since the reset is tied to the
         epoch number, not to the start of :meth:`fit`.
         """
-        self.optimizer = build_optimizer(param_groups(self.model, self.loss, self.cfg.optim), self.cfg.optim)
+        groups = param_groups(self.model, self.loss, self.cfg.optim)
+        self.optimizer = build_optimizer(groups, self.cfg.optim, fused=self.device.type == "cuda")
         check_all_params_in_groups(self.optimizer, [self.model, self.loss])
 
     # ------------------------------------------------------------------------------------------ state

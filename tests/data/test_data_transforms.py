@@ -79,3 +79,31 @@ def test_lazy_transform_is_the_same_transform() -> None:
         build_transforms(
             "imagenet", train=True, lazy=True
         )  # an unknown preset fails at once, not on first use
+
+
+V2_PRESETS = ["proxynca++", "proxy_anchor", "heated", "mlrc", "proxynca++227", "none"]
+
+
+@pytest.mark.parametrize("preset", V2_PRESETS)
+@pytest.mark.parametrize("train", [True, False])
+def test_uint8_crop_then_normalise_equals_the_float_preset(preset: str, train: bool) -> None:
+    """A full-size preset's uint8 crop (the DataLoader workers' output), normalised as a batch (on the device),
+    equals the preset's float output bit for bit, for the same random draws."""
+    from dmllab.data.transforms import normalise_uint8
+
+    img = _image(320, 250)
+    torch.manual_seed(3)
+    ref = build_transforms(preset, train)(img)
+    torch.manual_seed(3)
+    crop = build_transforms(preset, train, uint8=True)(img)
+    assert crop.dtype == torch.uint8 and crop.shape == ref.shape
+    batch = torch.stack([crop, crop])
+    assert torch.equal(normalise_uint8(batch)[1], ref)
+
+
+@pytest.mark.parametrize("preset", ["quick", "quick227", "smoke"])
+def test_pil_presets_stay_float_and_pass_through(preset: str) -> None:
+    from dmllab.data.transforms import normalise_uint8
+
+    out = build_transforms(preset, False, uint8=True)(_image(80, 70))
+    assert out.dtype == torch.float32 and normalise_uint8(out) is out

@@ -125,3 +125,20 @@ def test_feature_cache_is_reused_and_keyed(tmp_path):
     f, lab = test_view.batch([0, 4])
     ref = prefix(InMemoryImages(ds, "quick", train=False).batch([0, 4])[0])
     assert torch.allclose(f, ref, atol=1e-2, rtol=1e-2) and lab.tolist() == [0, 1]
+
+
+def test_sources_compute_on_their_device(tmp_path):
+    """``.to(device)`` keeps the images (features) and the batches' labels on the device: batches come out there,
+    augmented there (the meta device: shapes only), while the samplers' labels stay on the host."""
+    ds = _Tiny(6)
+    train = InMemoryImages(ds, "quick", train=True).to("meta")
+    x, y = train.batch([0, 2, 5], torch.Generator().manual_seed(0))
+    assert x.device.type == y.device.type == "meta" and x.shape == (3, 3, 56, 56)
+    assert train.labels.device.type == "cpu"
+    x, _ = next(InMemoryImages(ds, "quick", train=False).to("meta").ordered(4))
+    assert x.device.type == "meta" and x.shape == (4, 3, 56, 56)
+    model = SmallCNN(width=4).eval()
+    cache = FeatureCache(_prefix(model, 3), "d", ds, "quick", train=True, views=2, root=tmp_path).to("meta")
+    f, lab = cache.batch([1, 3], torch.tensor([1, 0]))
+    assert f.device.type == lab.device.type == "meta" and f.dtype == torch.float32 and f.shape[0] == 2
+    assert cache.labels.device.type == "cpu"

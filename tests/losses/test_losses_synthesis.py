@@ -186,3 +186,75 @@ def test_invalid_arguments():
     with pytest.raises(ValueError, match="lam"):
         ProxySynthesis(base)(emb, labels, lam=1.5)
     assert not math.isnan(ProxySynthesis(base)(emb, labels).item())
+
+
+def _naive_partners(labels, k, u=None):
+    """The module docstring's rule, one anchor at a time: anchor i = k mod B at sorted position s of its class
+    block [a, a + n) pairs with sorted position a + n + ((s - a + k // B) mod (B - n)) (mod B); with ``u``
+    (random pairing) the offset is floor(u_k (B - n)) instead."""
+    b = len(labels)
+    order = sorted(range(b), key=lambda i: (int(labels[i]), i))
+    rank = {i: s for s, i in enumerate(order)}
+    partners = []
+    for j in range(k):
+        s = rank[j % b]
+        same = [t for t in range(b) if int(labels[order[t]]) == int(labels[order[s]])]
+        a, n = same[0], len(same)
+        offset = (s - a + j // b) % (b - n) if u is None else min(int(u[j] * (b - n)), b - n - 1)
+        partners.append(order[(a + n + offset) % b])
+    return partners
+
+
+@pytest.mark.parametrize("pairing", ["sorted", "random"])
+def test_partners_follow_the_rule(pairing):
+    g = torch.Generator().manual_seed(1)
+    for _ in range(40):
+        b = int(torch.randint(2, 30, (1,), generator=g))
+        labels = torch.randint(0, 6, (b,), generator=g)
+        if labels.unique().numel() < 2:
+            continue
+        k = int(torch.randint(1, 3 * b, (1,), generator=g))
+        seed = int(torch.randint(0, 2**31, (1,), generator=g))
+        u = torch.rand(k, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).tolist()
+        anchors, partners = synthesis_partners(
+            labels, k, pairing=pairing, generator=torch.Generator().manual_seed(seed)
+        )
+        assert anchors.tolist() == [j % b for j in range(k)]
+        assert partners.tolist() == _naive_partners(labels, k, u if pairing == "random" else None)
+
+
+def _ps_value_and_grads(labels, *, sync_free_mode: bool, seed: int = 3):
+    from dmllab.losses._validate import DeviceChecks, sync_free
+
+    torch.manual_seed(0)
+    base = L.NormSoftmaxLoss(5, 8)
+    ps = ProxySynthesis(base, generator=torch.Generator().manual_seed(seed), pairing="random")
+    emb = torch.randn(len(labels), 8, requires_grad=True)
+    if sync_free_mode:
+        with sync_free(DeviceChecks()):
+            value = ps(emb, labels)
+    else:
+        value = ps(emb, labels)
+    value.backward()
+    return value.detach(), emb.grad, base.proxies.grad, base, emb
+
+
+def test_sync_free_synthesis_equals_the_eager_one():
+    """Inside sync_free the one-class branch is taken on the device (both losses computed, torch.where keeps
+    one): a batch of several classes gives the eager value and gradients exactly."""
+    labels = torch.tensor([0, 3, 3, 1, 0, 4, 1, 1])
+    eager = _ps_value_and_grads(labels, sync_free_mode=False)
+    free = _ps_value_and_grads(labels, sync_free_mode=True)
+    for a, b in zip(eager[:3], free[:3]):
+        assert torch.equal(a, b)
+
+
+def test_sync_free_one_class_batch_gives_the_base_loss():
+    labels = torch.full((6,), 2)
+    value, emb_grad, proxy_grad, base, emb = _ps_value_and_grads(labels, sync_free_mode=True)
+    emb2 = emb.detach().clone().requires_grad_(True)
+    base.proxies.grad = None
+    expected = base(emb2, labels)
+    expected.backward()
+    assert torch.equal(value, expected.detach())
+    assert torch.equal(emb_grad, emb2.grad) and torch.equal(proxy_grad, base.proxies.grad)

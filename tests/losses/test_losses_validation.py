@@ -92,3 +92,29 @@ def test_loss_from_proxies_checks_against_given_proxies():
 def test_bad_constructor_arguments(build, pattern):
     with pytest.raises(ValueError, match=pattern):
         build()
+
+
+def test_sync_free_turns_value_checks_into_flags():
+    """Inside sync_free NaN embeddings and labels out of range are flags read by the caller, not errors (a label
+    out of range then fails in the loss's own indexing: on the checks alone here); shape and dtype errors still
+    raise at once; outside the block the checks raise again."""
+    from dmllab.losses._validate import DeviceChecks, check_batch, sync_free
+
+    emb = torch.randn(4, D)
+    emb[1, 0] = float("nan")
+    labels = torch.tensor([0, 1, 2, 3])
+    for loss in _losses():
+        with sync_free(DeviceChecks()) as checks:
+            loss(emb, labels)
+        assert checks.flags(torch.device("cpu")).tolist() == [1.0, 0.0]
+        for bad in ([0, 1, 13, 2], [0, -1, 3, 2]):
+            with sync_free(DeviceChecks()) as checks:
+                check_batch(torch.randn(4, D), torch.tensor(bad), num_classes=C, embedding_dim=D)
+            assert checks.flags(torch.device("cpu")).tolist() == [0.0, 1.0]
+        with sync_free(DeviceChecks()) as checks:
+            loss(torch.randn(4, D), labels)
+        assert checks.flags(torch.device("cpu")).tolist() == [0.0, 0.0]
+        with sync_free(DeviceChecks()), pytest.raises(ValueError, match="dimension mismatch"):
+            loss(torch.randn(4, D + 1), labels)
+        with pytest.raises(ValueError, match="NaN or inf"):
+            loss(emb, labels)

@@ -353,7 +353,7 @@ def _trainer_lrs(cfg):
     trainer.setup(plan)
     out = []
     for epoch in range(1, plan.total_epochs + 1):
-        lrs = trainer._apply_schedule(plan, epoch)
+        lrs = trainer.apply_schedule(plan, epoch)
         out += [lrs["backbone"] / cfg.optim.lr, lrs["proxies"] / cfg.optim.lr_proxies]
     return out
 

@@ -314,7 +314,7 @@ def test_heated_paper_preset_is_the_released_loop():
     assert ln.schedule.epochs == 80 and ln.callbacks == ()
     released = [0.1 if e > 80 - 20 else 1.0 for e in range(80)]  # 0-based epoch e, lowered after e == 60
     released_alpha = [4.0 if e > 80 - 20 else 16.0 for e in range(80)]  # alpha = alpha * 0.25 there too
-    # the trainer's epoch start (Trainer._apply_schedule): the callback scales lr_scale and sets the loss's alpha
+    # the trainer's epoch start (Trainer.apply_schedule): the callback scales lr_scale and sets the loss's alpha
     (callback,) = build_callbacks(cfg)
     assert isinstance(callback, Heating)
     trainer = SimpleNamespace(loss=SimpleNamespace(alpha=16.0), lr_scale=1.0)

@@ -45,7 +45,9 @@ def test_two_stage_bookkeeping(smoke_cfg, scripted_val):
 
 
 def test_resume_after_crash_matches_uninterrupted_run(smoke_cfg, tmp_path):
-    cfg = apply_overrides(smoke_cfg, ["schedule.epochs=3", "schedule.warmup_epochs=1"])
+    cfg = apply_overrides(
+        smoke_cfg, ["schedule.epochs=3", "schedule.warmup_epochs=1", "run.checkpoint_minutes=0"]
+    )
     clean = run(cfg, seed=1, store=RunStore(tmp_path / "a"), progress=False)
 
     class Crash:
@@ -69,6 +71,51 @@ def test_resume_after_crash_matches_uninterrupted_run(smoke_cfg, tmp_path):
     assert resumed.metrics == clean.metrics
     strip = [{k: v for k, v in r.items() if k != "time_s"} for r in clean.history]
     assert [{k: v for k, v in r.items() if k != "time_s"} for r in resumed.history] == strip
+
+
+def test_checkpoints_follow_the_interval_and_every_stage_end(smoke_cfg, tmp_path):
+    """With the default interval (minutes) a short run writes its checkpoint at the end of each stage only: a
+    crash inside stage 2 resumes at stage 2's start, from stage 1's end, and ends as the uninterrupted run."""
+    from dmllab.training.callbacks import EpochCheckpoint
+
+    cfg = apply_overrides(smoke_cfg, ["schedule.epochs=3", "schedule.warmup_epochs=1"])
+    assert cfg.run.checkpoint_minutes == 10.0
+    clean = run(cfg, seed=1, store=RunStore(tmp_path / "a"), progress=False)
+    saved = []
+
+    class Crash:
+        def on_epoch_end(self, trainer, epoch, metrics):
+            if trainer.state.plan.name == "stage2" and epoch == 2:
+                raise KeyboardInterrupt("simulated crash")
+
+    class Count:
+        def __init__(self):
+            self.epochs = []
+
+        def on_epoch_end(self, trainer, epoch, metrics):
+            self.epochs.append((trainer.state.plan.name, epoch))
+
+    store = RunStore(tmp_path / "b")
+    with pytest.raises(KeyboardInterrupt):
+        run(cfg, seed=1, store=store, hooks=(Crash(),), progress=False)
+    count = Count()
+    resumed = run(cfg, seed=1, store=store, hooks=(count,), progress=False)
+    assert count.epochs[0] == ("stage2", 1)  # stage 1's end was the last checkpoint
+    assert resumed.metrics == clean.metrics
+
+    class Plan:
+        total_epochs = 5
+
+    class FakeTrainer:
+        state = type("S", (), {"plan": Plan})
+
+    now = [0.0]
+    hook = EpochCheckpoint(lambda tr: saved.append(now[0]), minutes=1.0, clock=lambda: now[0])
+    hook.on_train_start(FakeTrainer)
+    for epoch, t in enumerate([20.0, 50.0, 70.0, 100.0, 110.0], start=1):
+        now[0] = t
+        hook.on_epoch_end(FakeTrainer, epoch, {})
+    assert saved == [70.0, 110.0]  # 60 s after the start, then the stage's last epoch
 
 
 def test_same_seed_same_metrics_and_store_returns_cached(smoke_cfg, tmp_path):
@@ -246,7 +293,7 @@ def test_keep_best_survives_a_resume(smoke_cfg, tmp_path, monkeypatch):
             if epoch == 2 and not getattr(self, "resumed", False):
                 raise KeyboardInterrupt("simulated crash after epoch 2's checkpoint")
 
-    cfg = _single_with_val(smoke_cfg)
+    cfg = _single_with_val(smoke_cfg).replace("run.checkpoint_minutes", 0)  # a checkpoint after every epoch
     kw = dict(seed=0, progress=False, checkpoint=tmp_path / "last.pt", final_model=tmp_path / "final.pt")
     hook = SnapThenCrash()
     with pytest.raises(KeyboardInterrupt):

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from dmllab.data.loaders import RunData, _EpochBatches, _SeededSamples, resolve_num_workers
+from dmllab.data.feed import SeededSamples, sample_seeds
+from dmllab.data.loaders import RunData, resolve_num_workers
 from dmllab.metrics import CollapsedEmbeddingError, NonFiniteEmbeddingError
 from dmllab.training import RunStore, Trainer, apply_overrides, build, presets, run
 from dmllab.training.config import ConfigValueError, check_value, validate
@@ -80,11 +81,12 @@ def test_every_preset_is_valid():
 
 
 def test_auto_workers(monkeypatch):
-    monkeypatch.setattr("os.cpu_count", lambda: 2)
-    assert resolve_num_workers("auto") == 1 and resolve_num_workers(3) == 3
-    monkeypatch.setattr("os.cpu_count", lambda: 64)
-    assert resolve_num_workers("auto") == 8
-    monkeypatch.setattr("os.cpu_count", lambda: None)
+    """ "auto": the cores of the process's affinity minus 2 (the trainer and the pin-memory thread), at least 0."""
+    monkeypatch.setattr("dmllab.validation.usable_cores", lambda: 16)
+    assert resolve_num_workers("auto") == 14 and resolve_num_workers(3) == 3
+    monkeypatch.setattr("dmllab.validation.usable_cores", lambda: 2)
+    assert resolve_num_workers("auto") == 0
+    monkeypatch.setattr("dmllab.validation.usable_cores", lambda: 1)
     assert resolve_num_workers("auto") == 0
 
 
@@ -273,37 +275,64 @@ def test_seeded_samples_do_not_depend_on_order():
         def __getitem__(self, i):
             return i, torch.rand(()).item()
 
-    holder = _EpochBatches()
-    holder.set([[0, 1], [2, 3]], seed=7)
-    items = [it for batch in holder for it in batch]
-    assert len(holder) == 2 and len({s for _, s in items}) == 4
-    ds = _SeededSamples(Noisy())
+    items = [it for batch in sample_seeds([[0, 1], [2, 3]], seed=7) for it in batch]
+    assert len({s for _, s in items}) == 4
+    ds = SeededSamples(Noisy())
     forward = [ds[it] for it in items]
     backward = [ds[it] for it in reversed(items)][::-1]
     assert forward == backward
-    holder.set([[0, 1], [2, 3]], seed=8)
-    assert [ds[it] for b in holder for it in b] != forward
+    assert [ds[it] for b in sample_seeds([[0, 1], [2, 3]], seed=8) for it in b] != forward
 
 
-def _train_loader(tr, epoch):
-    """The DataLoader behind the trainer's training batches of ``epoch`` (kept across epochs: RunData's
-    persistent loader and its batch holder)."""
+def _epoch(tr, epoch):
+    """The images and labels of the trainer's training batches of ``epoch``, and the iterator serving them."""
     plan = tr.state.plan
-    tr.data.train_batches(plan.name, plan.train_split, epoch, tr.batch_shape(plan.train_split))
-    return tr.data._persistent[("train", plan.name, plan.train_split)][0]
+    batches = tr.data.train_batches(plan.name, plan.train_split, epoch, tr.batch_shape(plan.train_split))
+    out = [(x.clone(), y.clone()) for x, y in batches]
+    return out, tr.data._streams[(plan.name, plan.train_split)]
 
 
-def test_persistent_loader_is_kept_across_epochs(smoke_cfg, monkeypatch):
-    cfg = smoke_cfg.replace("data.num_workers", 1)
-    tr = Trainer(cfg, progress=False)
+def _persistent_trainer(cfg, monkeypatch):
+    """A trainer whose DataLoader path keeps its iterator across epochs, as on CUDA with workers."""
     monkeypatch.setattr(RunData, "_persistent_workers", lambda self: self.workers > 0)
+    tr = Trainer(cfg.replace("data.num_workers", 1), progress=False)
     tr.setup(presets_stage(cfg))
+    return tr
+
+
+def test_one_loader_iterator_spans_the_epochs_and_draws_what_a_fresh_one_draws(smoke_cfg, monkeypatch):
+    """Epoch 2 read from the iterator that served epoch 1 (its workers decoding across the boundary) has the
+    batches of an iterator started at epoch 2 (a resumed run): every sample is seeded by its epoch and position."""
+    tr = _persistent_trainer(smoke_cfg, monkeypatch)
     try:
-        a = _train_loader(tr, 1)
-        first = [list(b) for b in a.batch_sampler]
-        b = _train_loader(tr, 2)
-        assert a is b and a.persistent_workers and [list(x) for x in b.batch_sampler] != first
-        assert tr.data.eval_batches("val") is tr.data.eval_batches("val")
+        first, a = _epoch(tr, 1)
+        second, b = _epoch(tr, 2)
+        assert a is b and a.next_epoch == 3
+        assert not all(torch.equal(x, y) for (x, _), (y, _) in zip(first, second))
+    finally:
+        tr.data.close()
+    fresh = _persistent_trainer(smoke_cfg, monkeypatch)
+    try:
+        resumed, c = _epoch(fresh, 2)
+        assert c is not a and len(resumed) == len(second)
+        assert all(torch.equal(x, u) and torch.equal(y, v) for (x, y), (u, v) in zip(second, resumed))
+        again, d = _epoch(fresh, 2)  # not the epoch that follows: a new iterator, the same batches
+        assert d is not c and all(torch.equal(x, u) for (x, _), (u, _) in zip(again, resumed))
+    finally:
+        fresh.data.close()
+
+
+def test_evaluation_split_is_decoded_once(smoke_cfg, monkeypatch):
+    tr = _persistent_trainer(smoke_cfg, monkeypatch)
+    try:
+        first = [(x.clone(), y.clone()) for x, y in tr.data.eval_batches("val")]
+        assert "val" in tr.data._eval_cache
+        monkeypatch.setattr(
+            RunData, "dataset", lambda *a, **k: pytest.fail("the cached split was decoded again")
+        )
+        again = list(tr.data.eval_batches("val"))
+        assert len(again) == len(first)
+        assert all(torch.equal(x, u) and torch.equal(y, v) for (x, y), (u, v) in zip(first, again))
     finally:
         tr.data.close()
 
@@ -325,12 +354,11 @@ def test_loader_workers_fork_on_linux_even_in_a_spawned_study_worker(smoke_cfg, 
     before = multiprocessing.get_start_method(allow_none=True)
     multiprocessing.set_start_method("spawn", force=True)  # as in a study worker
     try:
-        cfg = smoke_cfg.replace("data.num_workers", 1)
-        tr = Trainer(cfg, progress=False)
-        monkeypatch.setattr(RunData, "_persistent_workers", lambda self: self.workers > 0)
-        tr.setup(presets_stage(cfg))
+        tr = _persistent_trainer(smoke_cfg, monkeypatch)
         try:
-            loaders = [_train_loader(tr, 1), tr.data.eval_batches("val")]
+            _, stream = _epoch(tr, 1)
+            list(tr.data.eval_batches("val"))
+            loaders = [stream.loader, tr.data._persistent[("eval", "val")]]
             assert all(x.multiprocessing_context.get_start_method() == "fork" for x in loaders)
         finally:
             tr.data.close()

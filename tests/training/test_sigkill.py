@@ -22,7 +22,9 @@ class Count:
     def on_epoch_end(self, trainer, epoch, metrics):
         print("EPOCH", trainer.state.plan.name, epoch, flush=True)
 
-cfg = apply_overrides(presets.get("proxynca++", "synthetic", "smoke"), ["schedule.epochs=3"])
+cfg = apply_overrides(
+    presets.get("proxynca++", "synthetic", "smoke"), ["schedule.epochs=3", "run.checkpoint_minutes=0"]
+)
 hooks = (Kill(),) if sys.argv[1] == "kill" else (Count(),)
 r = run(cfg, seed=5, store=RunStore(sys.argv[2]), hooks=hooks, progress=False)
 print("R@1", repr(r.metrics["R@1"]))

@@ -68,7 +68,7 @@ def test_warmup_freezes_the_backbone(smoke_cfg):
     before = [p.detach().clone() for p in trainer.model.backbone.parameters()]
     head_before = [p.detach().clone() for p in trainer.model.head.parameters()]
     # the warm-up epoch, then one schedule epoch, step by step
-    trainer._apply_schedule(plan, 1)
+    trainer.apply_schedule(plan, 1)
     trainer.train_epoch(plan, 1)
     warm = [s for s in rec.steps if s["epoch"] == 1]
     assert warm and all(not s["backbone_has_grad"] and not s["backbone_requires_grad"] for s in warm)
@@ -79,14 +79,17 @@ def test_warmup_freezes_the_backbone(smoke_cfg):
         torch.equal(a.detach(), b) for a, b in zip(after, before) if a.dim() > 1
     )  # conv weights frozen
     assert any(not torch.equal(a.detach(), b) for a, b in zip(trainer.model.head.parameters(), head_before))
-    trainer._apply_schedule(plan, 2)
+    trainer.apply_schedule(plan, 2)
     trainer.train_epoch(plan, 2)
     trained = [s for s in rec.steps if s["epoch"] == 2]
     assert all(s["backbone_has_grad"] and s["lr"]["backbone"] == cfg.optim.lr for s in trained)
 
 
 def test_nan_loss_names_epoch_and_step_and_keeps_checkpoint(smoke_cfg, tmp_path):
-    cfg = apply_overrides(smoke_cfg, ["run.two_stage=false", "schedule.scheduler=none", "schedule.epochs=3"])
+    cfg = apply_overrides(
+        smoke_cfg,
+        ["run.two_stage=false", "schedule.scheduler=none", "schedule.epochs=3", "run.checkpoint_minutes=0"],
+    )
 
     class Poison:
         def on_step_end(self, trainer, info):
@@ -132,7 +135,7 @@ def test_grad_clip_by_value_on_model_and_only_pa_proxies(method, proxies_clipped
         return step(*a, **kw)
 
     trainer.optimizer.step = recording_step
-    trainer._apply_schedule(plan, 1)
+    trainer.apply_schedule(plan, 1)
     trainer.train_epoch(plan, 1)
     assert seen and all(model_max <= 10.0 for model_max, _ in seen)
     if proxies_clipped:
@@ -194,6 +197,7 @@ def test_fresh_after_warmup_resume_is_exact(smoke_cfg, tmp_path, crash_epoch):
             "optim.fresh_after_warmup=true",
             "run.two_stage=false",
             "schedule.scheduler=none",
+            "run.checkpoint_minutes=0",  # a checkpoint after every epoch: the resume starts after the crash
         ],
     )
     clean = run(cfg, seed=1, store=RunStore(tmp_path / "a"), progress=False)

@@ -73,7 +73,7 @@ def paper_base(spec: DatasetSpec) -> ExperimentConfig:
             batch_size=spec.batch_size,
             sampler=class_balanced(spec.per_class),
             transform="proxynca++",
-            num_workers="auto",  # one per core minus one, at most 8 (config.resolve)
+            num_workers="auto",  # the usable cores minus 2 (dmllab.data.loaders.resolve_num_workers)
         ),
         model=ModelConfig(backbone=Spec("resnet50"), pretrained=True, embedding_dim=2048),
         loss=Spec("proxynca", {"temperature": 1 / 9, "prob": True}),
