@@ -64,6 +64,7 @@ FIELDS = [
     "wall_s",
     "study_s",
     "plan_s",
+    "prepare_s",
     "train_s",
     "notebooks_s",
     "plots_s",
@@ -219,6 +220,12 @@ def main() -> None:
     ap.add_argument("--out", default=str(REPO / "results" / "benchmarks" / "study.csv"))
     ap.add_argument("--reproduce-out", default=None, help="default: study_reproduce.csv next to --out")
     ap.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted --workdir ... --keep run: its stored runs are reused, so the first pass"
+        " is recorded as 'resumed' (its wall time covers only the remaining runs)",
+    )
+    ap.add_argument(
         "--compare-only",
         action="store_true",
         help="no study: compare the CSVs and figures of an earlier --workdir ... --keep with the committed ones",
@@ -235,7 +242,7 @@ def main() -> None:
         return
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="dmllab-study-"))
-    if work.exists() and any(work.iterdir()):
+    if work.exists() and any(work.iterdir()) and not args.resume:
         raise SystemExit(f"--workdir {work} is not empty; a fresh machine starts from empty folders")
     env = dict(
         os.environ,
@@ -246,7 +253,8 @@ def main() -> None:
     )
     try:
         rows = [
-            one_pass(name, env, args.profile, args.only, args.jobs) for name in ("from_empty", "unchanged")
+            one_pass(name, env, args.profile, args.only, args.jobs)
+            for name in ("resumed" if args.resume else "from_empty", "unchanged")
         ]
         out = write_csv(args.out, rows, FIELDS)
         repro = compare_csvs(work / "results", REPO / "results")
@@ -257,7 +265,7 @@ def main() -> None:
     for r in rows:
         print(
             f"{r['pass']}: {r['wall_s']:.0f} s ("
-            + ", ".join(f"{k[:-2]} {r[k]:.0f} s" for k in FIELDS[3:8])
+            + ", ".join(f"{k[:-2]} {r[k]:.0f} s" for k in FIELDS[3:9])
             + f"); {r['trained']} trained, {r['reused']} reused, {r['notebooks_run']} notebooks run"
         )
     print(f"-> {out}")
