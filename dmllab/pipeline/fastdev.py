@@ -65,7 +65,7 @@ def fast_dev_header(plan: Plan) -> str:
         f"fast dev run: results in {results}, run store in {paths.runs_dir()}, figures and report in {figures} "
         "(the committed results/ and figures/ are not touched)",
     ]
-    if plan.pretrained is False:
+    if plan.execution.pretrained is False:
         lines.append(
             "fast dev run: --pretrained none: every run from random initialisation (no ImageNet or pre-trained "
             "weights loaded)"
@@ -141,7 +141,7 @@ def format_fast_dev(result: Any) -> str:
             "shrunk to fit the data (the real batches need more classes or images than these splits hold):"
         )
         lines += [f"  {line}" for line in shrunk]
-    if plan.pretrained is False:
+    if plan.execution.pretrained is False:
         lines.append(
             "random initialisation (--pretrained none): the real study loads the pre-trained weights"
         )

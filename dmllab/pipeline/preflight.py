@@ -42,7 +42,7 @@ def preflight(plan: Plan) -> tuple[list[str], list[str]]:
             layout = (
                 " (a data root serving several datasets holds one folder per dataset, named as "
                 "`dmllab data fetch NAME D/NAME` makes them: D/cub, D/cars, D/sop, D/inshop)"
-                if plan.data_root is not None
+                if plan.execution.data_root is not None
                 else " (give the datasets' folder with --data-root)"
             )
             problems.append(f"data: {' '.join(str(err).split())}{layout}")

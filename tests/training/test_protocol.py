@@ -44,27 +44,36 @@ def test_two_stage_bookkeeping(smoke_cfg, scripted_val):
     assert set(result.metrics) == {"R@1", "R@2", "R@4"}
 
 
+class CrashAt:
+    """A hook that interrupts the run at the end of ``epoch`` of ``stage``, as a crash would."""
+
+    def __init__(self, stage: str, epoch: int):
+        self.stage, self.epoch = stage, epoch
+
+    def on_epoch_end(self, trainer, epoch, metrics):
+        if trainer.state.plan.name == self.stage and epoch == self.epoch:
+            raise KeyboardInterrupt("simulated crash")
+
+
+class Count:
+    """A hook that records the (stage, epoch) pairs actually trained."""
+
+    def __init__(self):
+        self.epochs = []
+
+    def on_epoch_end(self, trainer, epoch, metrics):
+        self.epochs.append((trainer.state.plan.name, epoch))
+
+
 def test_resume_after_crash_matches_uninterrupted_run(smoke_cfg, tmp_path):
     cfg = apply_overrides(
         smoke_cfg, ["schedule.epochs=3", "schedule.warmup_epochs=1", "run.checkpoint_minutes=0"]
     )
     clean = run(cfg, seed=1, store=RunStore(tmp_path / "a"), progress=False)
 
-    class Crash:
-        def on_epoch_end(self, trainer, epoch, metrics):
-            if trainer.state.plan.name == "stage1" and epoch == 2:
-                raise KeyboardInterrupt("simulated crash")
-
-    class Count:
-        def __init__(self):
-            self.epochs = []
-
-        def on_epoch_end(self, trainer, epoch, metrics):
-            self.epochs.append((trainer.state.plan.name, epoch))
-
     store = RunStore(tmp_path / "b")
     with pytest.raises(KeyboardInterrupt):
-        run(cfg, seed=1, store=store, hooks=(Crash(),), progress=False)
+        run(cfg, seed=1, store=store, hooks=(CrashAt("stage1", 2),), progress=False)
     count = Count()
     resumed = run(cfg, seed=1, store=store, hooks=(count,), progress=False)
     assert count.epochs[0] == ("stage1", 3)  # resumed at k + 1
@@ -83,21 +92,9 @@ def test_checkpoints_follow_the_interval_and_every_stage_end(smoke_cfg, tmp_path
     clean = run(cfg, seed=1, store=RunStore(tmp_path / "a"), progress=False)
     saved = []
 
-    class Crash:
-        def on_epoch_end(self, trainer, epoch, metrics):
-            if trainer.state.plan.name == "stage2" and epoch == 2:
-                raise KeyboardInterrupt("simulated crash")
-
-    class Count:
-        def __init__(self):
-            self.epochs = []
-
-        def on_epoch_end(self, trainer, epoch, metrics):
-            self.epochs.append((trainer.state.plan.name, epoch))
-
     store = RunStore(tmp_path / "b")
     with pytest.raises(KeyboardInterrupt):
-        run(cfg, seed=1, store=store, hooks=(Crash(),), progress=False)
+        run(cfg, seed=1, store=store, hooks=(CrashAt("stage2", 2),), progress=False)
     count = Count()
     resumed = run(cfg, seed=1, store=store, hooks=(count,), progress=False)
     assert count.epochs[0] == ("stage2", 1)  # stage 1's end was the last checkpoint
