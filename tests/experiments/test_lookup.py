@@ -197,7 +197,9 @@ def test_a_fast_dev_studys_notebooks_look_up_the_runs_it_trains(profile, store_e
     monkeypatch.setattr(figures, "tsne", _tsne)
     root = str(store_env / "data")
     for artifact in registry.select("pnpp_table3_6_sota,pa_table2_4_sota,heated_table1_2_variants,ps_table2"):
-        execution = Execution(device="cuda", data_root=root, fast_dev_run=2, pretrained=False, check_counts=False)
+        execution = Execution(
+            device="cuda", data_root=root, fast_dev_run=2, pretrained=False, check_counts=False
+        )
         params = artifact.params(profile, **execution_parameters(artifact, profile, execution))
         assert params.seeds == artifact.defaults(profile)["seeds"][:1]
         plan = make_plan([artifact], profile, execution)

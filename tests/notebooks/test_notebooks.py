@@ -77,7 +77,10 @@ def test_study_trains_then_notebooks_only_read(smoke_study):
         "plots_dmllab",
     }
     steps = smoke_study.phase_s
-    assert list(steps) == ["plan", "prepare", "train", "notebooks", "plots", "report"] and min(steps.values()) >= 0
+    assert (
+        list(steps) == ["plan", "prepare", "train", "notebooks", "plots", "report"]
+        and min(steps.values()) >= 0
+    )
     assert sum(steps.values()) <= smoke_study.wall_s <= sum(steps.values()) + 1.0
     assert steps["train"] >= max(r.wall_s for r in smoke_study.training)  # the pool's wall holds every run
     assert "steps: plan " in outcome.format_summary(smoke_study)
