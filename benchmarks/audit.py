@@ -19,7 +19,7 @@ Every case runs in a worker process (one dmllab import, restarted after a hang) 
 DMLLAB_FIGURES in a scratch folder. A full disk is a real one where a small tmpfs can be mounted (root), else the
 writes are made to fail with ENOSPC. Rows go to results/reliability/audit.csv (class, case, outcome, detail, seconds).
 
-    python benchmarks/audit.py                 # every case (about 10 minutes on 2 busy cores)
+    python benchmarks/audit.py                 # every case (under a minute on 2 idle cores)
     python benchmarks/audit.py --only locks    # one class
 """
 
@@ -1282,7 +1282,7 @@ def file_cases() -> list[Case]:
                     "--data-root",
                     str(root),
                 ]
-                return cli(argv, "--set data.check_counts=false")
+                return cli(argv, "--set data.dataset.check_counts=false")
             return cli(["data", "check", "cub", str(root), "--quiet"], "--no-counts", expect_rc=1)
 
         return Case("file errors", f"count check advice ({command})", run)

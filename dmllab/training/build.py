@@ -18,7 +18,7 @@ from torch import nn
 
 from dmllab.spec import Spec
 from dmllab.training import smallcnn_weights  # noqa: F401 - registers the SmallCNN's weights source
-from dmllab.training.callbacks import build_callbacks, check_callbacks
+from dmllab.training.callbacks import build_callbacks, check_callback_losses, check_callbacks
 from dmllab.training.config import ExperimentConfig, ModelConfig, validate
 
 
@@ -137,7 +137,7 @@ def check(cfg: ExperimentConfig) -> ExperimentConfig:
         ("loss", lambda: build_loss(cfg, num_classes=4)),
         ("model.pooling", lambda: build_pooling(cfg.model.pooling.name, **cfg.model.pooling.kw)),
         ("data.sampler", sampler),
-        ("callbacks", lambda: build_callbacks(cfg)),
+        ("callbacks", lambda: check_callback_losses(cfg)),
     ]
     for path, make in parts:
         try:

@@ -19,6 +19,7 @@ Callbacks a config switches on are specs in ``cfg.callbacks`` (:data:`CALLBACKS`
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Callable
 from typing import Any
@@ -26,7 +27,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from dmllab.losses import LOSSES
 from dmllab.registry import Registry
+from dmllab.spec import Spec
 from dmllab.training import schedules
 
 # Hooks receive the trainer (:class:`dmllab.training.trainer.Trainer`, which imports this module) and the
@@ -71,6 +74,15 @@ class Heating(Callback):
         self.lr_factor = check_number("callbacks.heating.lr_factor", lr_factor, low=0.0, low_open=True)
         self.base_alpha: float | None = None
 
+    def check_loss(self, loss: Spec) -> None:
+        """Raise ValueError when ``loss``'s innermost loss (under any wrappers) has no ``alpha`` scale to heat."""
+        leaf = loss.leaf
+        if "alpha" not in inspect.signature(LOSSES.get(leaf.name)).parameters:
+            raise ValueError(
+                f"callbacks.heating needs a loss with an 'alpha' scale; {leaf.name} has none (heating is "
+                "Heated-up Softmax's: method heated_softmax)"
+            )
+
     def check(self, *, epochs: int, two_stage: bool) -> None:
         """Raise ValueError when the heating cannot happen in a schedule of ``epochs`` epochs, or with the
         two-stage protocol (its stage 2 stops at the stage-1 best epoch, possibly before heating)."""
@@ -87,8 +99,9 @@ class Heating(Callback):
 
     @staticmethod
     def target(loss: torch.nn.Module) -> Any:
-        """The module whose ``alpha`` heats: the loss, under any wrappers (``.base``)."""
-        while not hasattr(loss, "alpha") and hasattr(loss, "base"):
+        """The module whose ``alpha`` heats: the innermost loss, under any wrappers (``.base``; a wrapper's own
+        ``alpha``, e.g. Proxy Synthesis' Beta parameter, is not a scale)."""
+        while hasattr(loss, "base"):
             loss = loss.base
         if not hasattr(loss, "alpha"):
             raise ValueError(
@@ -218,8 +231,18 @@ def build_callbacks(cfg: ExperimentConfig) -> list[Any]:
     return [CALLBACKS.get(spec.name)(**spec.kw) for spec in cfg.callbacks]
 
 
+def check_callback_losses(cfg: ExperimentConfig) -> list[Any]:
+    """The callbacks of ``cfg``, built; raise ValueError when one cannot act on ``cfg``'s loss (``check_loss``)."""
+    callbacks = build_callbacks(cfg)
+    for callback in callbacks:
+        if hasattr(callback, "check_loss"):
+            callback.check_loss(cfg.loss)
+    return callbacks
+
+
 def check_callbacks(cfg: ExperimentConfig, *, epochs: int, two_stage: bool) -> None:
-    """Raise ValueError when a callback's events cannot happen in a stage of ``epochs`` schedule epochs."""
-    for callback in build_callbacks(cfg):
+    """Raise ValueError when a callback cannot act on ``cfg``'s loss or its events cannot happen in a stage of
+    ``epochs`` schedule epochs."""
+    for callback in check_callback_losses(cfg):
         if hasattr(callback, "check"):
             callback.check(epochs=epochs, two_stage=two_stage)

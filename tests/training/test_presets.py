@@ -504,3 +504,24 @@ def test_ps_regularizer_option_and_input_mixup_drops_the_feature_cache(profile):
     validate(inp)
     with pytest.raises(ValueError, match="regularizer"):
         presets.get(ps, "synthetic", profile, regularizer="cutmix")
+
+
+def test_heating_is_refused_on_a_loss_without_a_scale_and_heats_the_innermost_loss():
+    """Heating multiplies the loss's ``alpha`` scale: a loss without one (ProxyNCA++) is refused when the config is
+    checked, naming the loss; under a wrapper, the wrapped loss's scale heats, never the wrapper's own ``alpha``
+    (Proxy Synthesis' Beta parameter)."""
+    from dmllab.losses import LOSSES
+    from dmllab.training import apply_overrides, build
+    from dmllab.training.callbacks import Heating
+    from dmllab.training.config import ConfigValueError
+
+    cfg = presets.get("proxynca++", "synthetic", "smoke")
+    with pytest.raises(
+        ConfigValueError, match="callbacks.heating needs a loss with an 'alpha' scale; proxynca has"
+    ):
+        build.check(apply_overrides(cfg, ["callbacks.heating.epoch=1"]))
+    heated = presets.get("heated_softmax", "synthetic", "smoke", heating="in_run")
+    assert build.check(heated) is heated
+    base = LOSSES.get("heated_softmax")(num_classes=4, embedding_dim=8, alpha=16.0)
+    wrapped = LOSSES.get("proxy_synthesis")(base, alpha=0.4)
+    assert Heating.target(wrapped) is base
