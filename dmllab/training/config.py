@@ -27,6 +27,7 @@ declare themselves with ``metadata=NOT_IN_KEY``. A change of the config's layout
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import inspect
 import json
@@ -336,8 +337,14 @@ def _check_keys(d: Mapping[str, Any], valid: Iterable[str], what: str) -> None:
         raise ValueError(f"unknown key(s) {unknown} in {what}; valid keys: {', '.join(sorted(valid))}")
 
 
+@functools.cache
+def _type_hints(cls: type) -> dict[str, Any]:
+    """``typing.get_type_hints`` of a config class (evaluated once: the string annotations never change)."""
+    return typing.get_type_hints(cls)
+
+
 def _is_spec_field(cls: type, name: str) -> bool:
-    return typing.get_type_hints(cls).get(name) is Spec
+    return _type_hints(cls).get(name) is Spec
 
 
 def _section_from_dict(cls: type, name: str, d: Mapping[str, Any]) -> Any:
@@ -615,7 +622,7 @@ def _set(cfg: ExperimentConfig, key: str, value: Any, *, coerce: bool) -> Experi
             if len(parts) != 2:
                 raise KeyError(key)
             if coerce and isinstance(value, str):
-                value = _coerce(value, typing.get_type_hints(cls)[name], key)
+                value = _coerce(value, _type_hints(cls)[name], key)
             value = freeze(value)
             choices = _CHOICES.get((head, name))
             if choices and value not in choices:
