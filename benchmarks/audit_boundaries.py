@@ -20,7 +20,6 @@ import tarfile
 import textwrap
 import threading
 import time
-import zipfile
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -41,52 +40,9 @@ from audit import (
     expect_value,
 )
 
-
 # ------------------------------------------------------------------------------------------- archives
-def _info(name: str, kind: bytes = tarfile.REGTYPE, link: str = "", size: int = 0) -> tarfile.TarInfo:
-    info = tarfile.TarInfo(name)
-    info.type, info.linkname, info.size = kind, link, size
-    info.mode = 0o755 if kind == tarfile.DIRTYPE else 0o644
-    return info
-
-
-def _tar(members: list[tuple[tarfile.TarInfo, bytes | None]]) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
-        for info, data in members:
-            if data is not None:
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-            else:
-                tar.addfile(info)  # a header only (links, devices, or a size that is only declared)
-    return buffer.getvalue()
-
-
-def _zip(entries: list[tuple[str, bytes, int | None]]) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as zf:
-        for name, body, mode in entries:
-            info = zipfile.ZipInfo(name)
-            if mode is not None:
-                info.external_attr = mode << 16
-            zf.writestr(info, body)
-    return buffer.getvalue()
-
-
-def _cve_chain(escape_to: str) -> list[tuple[tarfile.TarInfo, bytes | None]]:
-    """The published proof of concept of CVE-2025-4517: links through 247-character folder names until
-    ``os.path.realpath`` stops resolving, then a link to ``escape_to`` and a file written through it."""
-    comp, steps, path = "d" * 247, "abcdefghijklmnop", ""
-    members: list[tuple[tarfile.TarInfo, bytes | None]] = []
-    for step in steps:
-        members.append((_info(os.path.join(path, comp), tarfile.DIRTYPE), None))
-        members.append((_info(os.path.join(path, step), tarfile.SYMTYPE, comp), None))
-        path = os.path.join(path, comp)
-    linkpath = os.path.join("/".join(steps), "l" * 254)
-    members.append((_info(linkpath, tarfile.SYMTYPE, "../" * len(steps)), None))
-    members.append((_info("escape", tarfile.SYMTYPE, linkpath + "/" + escape_to), None))
-    members.append((_info("escape/pwned.txt"), b"outside\n"))
-    return members
+sys.path.insert(0, str(REPO / "tests" / "data"))  # the builders the fetch tests use
+from hostile_archives import cve_2025_4517, member, tar_members, zip_entries  # noqa: E402
 
 
 def _up_to(folder: Path, target: Path) -> str:
@@ -130,7 +86,7 @@ def _cub_tgz(members_of: Callable[[Path, Path], list]) -> Callable:
     def build(d: Path, data: Path, outside: Path):
         (outside.parent / "secret").write_text("secret\n")
         path = d / "CUB_200_2011.tgz"
-        path.write_bytes(_tar(members_of(data, outside)))
+        path.write_bytes(tar_members(members_of(data, outside)))
         return "cub", [path]
 
     return build
@@ -149,84 +105,84 @@ def security_cases() -> list[Case]:
     cases = [
         _fetch_case(
             "img.zip that is a tar with the CVE-2025-4517 chain (no checksum published)",
-            _inshop_zip(lambda d, data, out: _tar(_cve_chain(_up_to(data, out)))),
+            _inshop_zip(lambda d, data, out: tar_members(cve_2025_4517(_up_to(data, out)))),
             "img.zip",
             "tar",
         ),
         _fetch_case(
             "CUB tgz with the CVE-2025-4517 chain (--no-verify)",
-            _cub_tgz(lambda data, out: _cve_chain(_up_to(data, out))),
+            _cub_tgz(lambda data, out: cve_2025_4517(_up_to(data, out))),
             "symbolic link",
         ),
         _fetch_case(
             "CUB_200_2011 entry a link to ROOT's parent (--no-verify)",
-            _cub_tgz(lambda data, out: [(_info("CUB_200_2011", tarfile.SYMTYPE, ".."), None)]),
+            _cub_tgz(lambda data, out: [(member("CUB_200_2011", tarfile.SYMTYPE, ".."), None)]),
             "symbolic link",
         ),
         _fetch_case(
             "CUB_200_2011 entry a dangling link (--no-verify)",
-            _cub_tgz(lambda data, out: [(_info("CUB_200_2011", tarfile.SYMTYPE, "/nonexistent/x"), None)]),
+            _cub_tgz(lambda data, out: [(member("CUB_200_2011", tarfile.SYMTYPE, "/nonexistent/x"), None)]),
             "symbolic link",
         ),
         _fetch_case(
             "a link inside the dataset folder to outside ROOT (--no-verify)",
             _cub_tgz(
                 lambda data, out: [
-                    (_info("CUB_200_2011", tarfile.DIRTYPE), None),
-                    (_info("CUB_200_2011/images", tarfile.SYMTYPE, str(out)), None),
-                    (_info("CUB_200_2011/images/x.jpg"), b"x"),
+                    (member("CUB_200_2011", tarfile.DIRTYPE), None),
+                    (member("CUB_200_2011/images", tarfile.SYMTYPE, str(out)), None),
+                    (member("CUB_200_2011/images/x.jpg"), b"x"),
                 ]
             ),
             "symbolic link",
         ),
         _fetch_case(
             "a hard link to a file outside (--no-verify)",
-            _cub_tgz(lambda data, out: [(_info("CUB_200_2011/x", tarfile.LNKTYPE, "../../secret"), None)]),
+            _cub_tgz(lambda data, out: [(member("CUB_200_2011/x", tarfile.LNKTYPE, "../../secret"), None)]),
             "hard link",
         ),
         _fetch_case(
             "a tar member ../outside/x (--no-verify)",
-            _cub_tgz(lambda data, out: [(_info(f"../{out.name}/x.txt"), b"bad")]),
+            _cub_tgz(lambda data, out: [(member(f"../{out.name}/x.txt"), b"bad")]),
             "'..'",
         ),
         _fetch_case(
             "a tar member with an absolute name (--no-verify)",
-            _cub_tgz(lambda data, out: [(_info(str(out / "x.txt")), b"bad")]),
+            _cub_tgz(lambda data, out: [(member(str(out / "x.txt")), b"bad")]),
             "absolute",
         ),
         _fetch_case(
             "a tar FIFO member (--no-verify)",
-            _cub_tgz(lambda data, out: [(_info("CUB_200_2011/fifo", tarfile.FIFOTYPE), None)]),
+            _cub_tgz(lambda data, out: [(member("CUB_200_2011/fifo", tarfile.FIFOTYPE), None)]),
             "FIFO",
         ),
         _fetch_case(
             "a tar character device member (--no-verify)",
-            _cub_tgz(lambda data, out: [(_info("CUB_200_2011/null", tarfile.CHRTYPE), None)]),
+            _cub_tgz(lambda data, out: [(member("CUB_200_2011/null", tarfile.CHRTYPE), None)]),
             "character device",
         ),
         _fetch_case(
             "a tar member declaring 5 GiB, over CUB's bound (--no-verify)",
-            _cub_tgz(lambda data, out: [(_info("CUB_200_2011/big.bin", size=5 << 30), None)]),
+            _cub_tgz(lambda data, out: [(member("CUB_200_2011/big.bin", size=5 << 30), None)]),
             "decompression bomb",
         ),
         _fetch_case(
             "img.zip with a ../ member",
-            _inshop_zip(lambda d, data, out: _zip([(f"../{out.name}/x.txt", b"bad", None)])),
+            _inshop_zip(lambda d, data, out: zip_entries([(f"../{out.name}/x.txt", b"bad", None)])),
             "'..'",
         ),
         _fetch_case(
             "img.zip with an absolute member",
-            _inshop_zip(lambda d, data, out: _zip([(str(out / "x.txt"), b"bad", None)])),
+            _inshop_zip(lambda d, data, out: zip_entries([(str(out / "x.txt"), b"bad", None)])),
             "absolute",
         ),
         _fetch_case(
             "img.zip with a symlink entry",
-            _inshop_zip(lambda d, data, out: _zip([("img", str(out).encode(), stat.S_IFLNK | 0o777)])),
+            _inshop_zip(lambda d, data, out: zip_entries([("img", str(out).encode(), stat.S_IFLNK | 0o777)])),
             "symbolic link",
         ),
         _fetch_case(
             "img.zip with more entries than In-Shop's bound",
-            _inshop_zip(lambda d, data, out: _zip([(f"img/{i}", b"", None) for i in range(200_001)])),
+            _inshop_zip(lambda d, data, out: zip_entries([(f"img/{i}", b"", None) for i in range(200_001)])),
             "entries",
             "decompression bomb",
         ),

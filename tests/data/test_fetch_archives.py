@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy as copying
 import dataclasses
-import io
 import os
 import signal
 import socket
@@ -26,51 +25,11 @@ from pathlib import Path
 
 import pytest
 from data_layouts import make_cub, make_inshop
+from hostile_archives import cve_2025_4517, member, tar_members, zip_entries
 from test_fetch import run_cli, tar_gz, zip_of
 
 from dmllab.data.fetch import SOURCES, FetchError, LockHeldError, fetch_dataset, fetch_lock
 from dmllab.data.unpack import ArchiveFormatError, ArchiveTooLargeError, UnsafeArchiveError
-
-
-# ------------------------------------------------------------------------------------------- builders
-def _tar(members: list[tuple[tarfile.TarInfo, bytes | None]], mode: str = "w:gz") -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode=mode, format=tarfile.PAX_FORMAT) as tar:
-        for info, data in members:
-            if data is not None:
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-            else:
-                tar.addfile(info)
-    return buffer.getvalue()
-
-
-def _info(name: str, kind: bytes = tarfile.REGTYPE, link: str = "") -> tarfile.TarInfo:
-    info = tarfile.TarInfo(name)
-    info.type = kind
-    info.linkname = link
-    info.mode = 0o755 if kind == tarfile.DIRTYPE else 0o644
-    return info
-
-
-def _cve_2025_4517(escape_to: str) -> bytes:
-    """The published proof of concept of CVE-2025-4517 (PATH_MAX overflow of ``os.path.realpath`` in
-    ``tarfile``'s ``data`` filter): nested folders with 247-character names reached through one-letter links,
-    a link whose resolved path is too long to check, a link through it to ``escape_to``, and a file written
-    through that link."""
-    comp = "d" * 247
-    steps = "abcdefghijklmnop"
-    members: list[tuple[tarfile.TarInfo, bytes | None]] = []
-    path = ""
-    for step in steps:
-        members.append((_info(os.path.join(path, comp), tarfile.DIRTYPE), None))
-        members.append((_info(os.path.join(path, step), tarfile.SYMTYPE, comp), None))
-        path = os.path.join(path, comp)
-    linkpath = os.path.join("/".join(steps), "l" * 254)
-    members.append((_info(linkpath, tarfile.SYMTYPE, "../" * len(steps)), None))
-    members.append((_info("escape", tarfile.SYMTYPE, linkpath + "/" + escape_to), None))
-    members.append((_info("escape/pwned.txt"), b"outside\n"))
-    return _tar(members)
 
 
 @pytest.fixture
@@ -106,23 +65,23 @@ def _fetch_cub(given_bytes: bytes, tmp_path: Path, data: Path, **source_change):
 @pytest.mark.parametrize(
     ("members", "match"),
     [
-        ([(_info("CUB_200_2011", tarfile.SYMTYPE, "../outside"), None)], "is a symbolic link"),
-        ([(_info("CUB_200_2011", tarfile.SYMTYPE, "/nonexistent"), None)], "is a symbolic link"),
+        ([(member("CUB_200_2011", tarfile.SYMTYPE, "../outside"), None)], "is a symbolic link"),
+        ([(member("CUB_200_2011", tarfile.SYMTYPE, "/nonexistent"), None)], "is a symbolic link"),
         (
             [
-                (_info("CUB_200_2011", tarfile.DIRTYPE), None),
-                (_info("CUB_200_2011/images", tarfile.SYMTYPE, "../../outside"), None),
-                (_info("CUB_200_2011/images/x.jpg"), b"x"),
+                (member("CUB_200_2011", tarfile.DIRTYPE), None),
+                (member("CUB_200_2011/images", tarfile.SYMTYPE, "../../outside"), None),
+                (member("CUB_200_2011/images/x.jpg"), b"x"),
             ],
             "is a symbolic link",
         ),
-        ([(_info("CUB_200_2011/passwd", tarfile.LNKTYPE, "../outside/secret"), None)], "is a hard link"),
-        ([(_info("../outside/escaped.txt"), b"bad")], r"outside the folder .*\('\.\.'\)"),
-        ([(_info("CUB_200_2011/../../outside/escaped.txt"), b"bad")], r"\('\.\.'\)"),
-        ([(_info("/OUTSIDE/escaped.txt"), b"bad")], "absolute name"),
-        ([(_info("CUB_200_2011/fifo", tarfile.FIFOTYPE), None)], "is a FIFO"),
-        ([(_info("CUB_200_2011/null", tarfile.CHRTYPE), None)], "is a character device"),
-        ([(_info("CUB_200_2011/sda", tarfile.BLKTYPE), None)], "is a block device"),
+        ([(member("CUB_200_2011/passwd", tarfile.LNKTYPE, "../outside/secret"), None)], "is a hard link"),
+        ([(member("../outside/escaped.txt"), b"bad")], r"outside the folder .*\('\.\.'\)"),
+        ([(member("CUB_200_2011/../../outside/escaped.txt"), b"bad")], r"\('\.\.'\)"),
+        ([(member("/OUTSIDE/escaped.txt"), b"bad")], "absolute name"),
+        ([(member("CUB_200_2011/fifo", tarfile.FIFOTYPE), None)], "is a FIFO"),
+        ([(member("CUB_200_2011/null", tarfile.CHRTYPE), None)], "is a character device"),
+        ([(member("CUB_200_2011/sda", tarfile.BLKTYPE), None)], "is a block device"),
     ],
     ids=[
         "folder-link-out",
@@ -146,7 +105,7 @@ def test_a_tar_member_that_is_no_plain_file_or_folder_inside_is_refused(members,
         info.name = info.name.replace("/OUTSIDE", str(outside))
         fixed.append((info, body))
     with pytest.raises(UnsafeArchiveError, match=match) as err:
-        _fetch_cub(_tar(fixed), tmp_path, data)
+        _fetch_cub(tar_members(fixed), tmp_path, data)
     assert "CUB_200_2011.tgz" in str(err.value) and "\n" not in str(err.value)
     (outside / "secret").unlink()
     _assert_clean(data, outside, data / "cub")
@@ -155,25 +114,13 @@ def test_a_tar_member_that_is_no_plain_file_or_folder_inside_is_refused(members,
 def test_the_cve_2025_4517_chain_writes_nothing_outside(place, tmp_path):
     data, outside = place
     depth = len(Path(tmp_path / "data" / ".cub.fetch-x").parts)  # from inside the temporary folder
-    archive = _cve_2025_4517("../" * depth + str(outside).lstrip("/"))
+    archive = tar_members(cve_2025_4517("../" * depth + str(outside).lstrip("/")))
     with pytest.raises(UnsafeArchiveError, match="is a symbolic link"):
         _fetch_cub(archive, tmp_path, data)
     _assert_clean(data, outside, data / "cub")
 
 
 # ------------------------------------------------------------------------------------------ zip members
-def _zip(entries: list[tuple[str, bytes, int | None]]) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for name, body, mode in entries:
-            info = zipfile.ZipInfo(name)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            if mode is not None:
-                info.external_attr = mode << 16
-            zf.writestr(info, body)
-    return buffer.getvalue()
-
-
 def _fetch_inshop(images: bytes, tmp_path: Path, data: Path, partition: Path, **change):
     """In-Shop has no published checksum: no --no-verify is needed to reach the unpacking."""
     given = tmp_path / "img.zip"
@@ -211,7 +158,7 @@ def test_a_zip_member_outside_or_not_a_file_is_refused(entries, match, place, tm
     data, outside = place
     entries = [(n.replace("/OUTSIDE", str(outside)), b, m) for n, b, m in entries]
     with pytest.raises(UnsafeArchiveError, match=match):
-        _fetch_inshop(_zip(entries), tmp_path, data, partition)
+        _fetch_inshop(zip_entries(entries, zipfile.ZIP_DEFLATED), tmp_path, data, partition)
     _assert_clean(data, outside, data / "inshop")
 
 
@@ -254,15 +201,22 @@ def test_a_decompression_bomb_stops_at_the_bound(kind, place, tmp_path, partitio
             else [(f"img/{i}.jpg", b"x", None) for i in range(200)]
         )
         with pytest.raises(ArchiveTooLargeError, match=r"img\.zip .*decompression bomb") as err:
-            _fetch_inshop(_zip(entries), tmp_path, data, partition, max_bytes=1 << 20, max_entries=100)
+            _fetch_inshop(
+                zip_entries(entries, zipfile.ZIP_DEFLATED),
+                tmp_path,
+                data,
+                partition,
+                max_bytes=1 << 20,
+                max_entries=100,
+            )
     else:
         members = (
-            [(_info("CUB_200_2011/zeros.bin"), zeros)]
+            [(member("CUB_200_2011/zeros.bin"), zeros)]
             if kind == "tar bytes"
-            else [(_info(f"CUB_200_2011/{i}.jpg"), b"x") for i in range(200)]
+            else [(member(f"CUB_200_2011/{i}.jpg"), b"x") for i in range(200)]
         )
         with pytest.raises(ArchiveTooLargeError, match=r"CUB_200_2011\.tgz .*decompression bomb") as err:
-            _fetch_cub(_tar(members), tmp_path, data, max_bytes=1 << 20, max_entries=100)
+            _fetch_cub(tar_members(members), tmp_path, data, max_bytes=1 << 20, max_entries=100)
     assert ("entries" in str(err.value)) == kind.endswith("entries")
     _assert_clean(data, outside, data / "inshop" if kind.startswith("zip") else data / "cub")
 
