@@ -159,18 +159,21 @@ class Claim:
             (Benjamini-Hochberg).
         differs: one line, what differs from the paper in this comparison on a profile: a string for the quick
             and smoke profiles (the analogue), or ``{profile: line}``.
-        arms: the methods the claim compares, by their labels in the offline benchmark's "trains" rows (e.g.
-            ``"proxynca++"``, ``"proxy_synthesis:normsoftmax"``): on a profile where one of them does not train,
-            the claim is "not testable".
-        member_arms: ``{column: method label}`` of an effect with one column per member: a member whose method
-            does not train is left out of the intersection (and said so) instead of making the claim untestable.
+        arms: the methods the claim says are better (or equal), by their labels in the offline benchmark's
+            "trains" rows (e.g. ``"proxynca++"``, ``"proxy_synthesis:normsoftmax"``): on a profile where one of
+            them does not learn, the claim is "not testable" (docs/preregistration.md).
+        worse_arms: the methods the claim says are worse: never gated (one that does not learn is what the claim
+            says), shown in the claim's learning caveat.
+        member_arms: ``{column: method label}`` of an effect with one column per member, each a worse arm (a
+            baseline the claimed method beats): never gated, shown in the learning caveat.
         not_testable: ``{profile: why}``: profiles on which the paper's procedure cannot be kept, so the claim is
             "not testable" there whatever the rows say.
         kind: "verdict" (judged over seeds) or "check" (an analytic property of a toy: shown as a pass/fail check,
             not counted among the verdicts).
         key: a short identifier, unique within the artifact.
         training_fit: a regulariser's claim: the report shows each arm's training R@1 (``train_R@1``) beside the
-            effect, so a reader sees whether the model under- or over-fits.
+            effect, so a reader sees whether the model under- or over-fits; on a profile outside the papers'
+            regime (:func:`dmllab.experiments.gate.regime`) it is not testable (optimisation-limited).
     """
 
     text: str
@@ -182,6 +185,7 @@ class Claim:
     primary: bool = False
     differs: str | Mapping[str, str] = ""
     arms: tuple[str, ...] = ()
+    worse_arms: tuple[str, ...] = ()
     member_arms: Mapping[str, str] = field(default_factory=dict)
     not_testable: Mapping[str, str] = field(default_factory=dict)
     kind: str = "verdict"

@@ -133,9 +133,12 @@ def paper_vs_reproduced(artifact: Artifact, rows: pd.DataFrame, reference: pd.Da
 
 # ------------------------------------------------------------------------------------- claim effects
 
-# ``effect.attrs[ARMS]``: the run ids (``run_id``) each side of a comparison read, ``(better, worse)``; two claims
-# that read the same runs are one comparison (:func:`dmllab.experiments.multiplicity.claims_frame` counts it once).
+# ``effect.attrs[ARMS]``: the run ids (``run_id``) each side of a comparison read, ``(better, worse)``;
+# ``effect.attrs[READS]``: what else it read (the metric and each side's conditions, where the helpers know them).
+# Two claims that read the same runs, metric and conditions read the same comparison (the report shows them
+# together: :func:`dmllab.experiments.multiplicity.claims_frame`).
 ARMS = "arms"
+READS = "reads"
 
 
 def run_ids(rows: pd.DataFrame) -> frozenset[str]:
@@ -145,10 +148,21 @@ def run_ids(rows: pd.DataFrame) -> frozenset[str]:
     return frozenset(str(r) for r in rows["run_id"].dropna().unique())
 
 
-def with_arms(effect: Any, better: pd.DataFrame, worse: pd.DataFrame) -> Any:
-    """``effect`` with ``attrs[ARMS]`` = the run ids of the ``better`` and the ``worse`` rows it was read from."""
+def with_arms(effect: Any, better: pd.DataFrame, worse: pd.DataFrame, reads: tuple[Any, ...] = ()) -> Any:
+    """``effect`` with ``attrs[ARMS]`` = the run ids of the ``better`` and the ``worse`` rows it was read from, and
+    ``attrs[READS]`` = ``reads`` (the metric and conditions)."""
     effect.attrs[ARMS] = (run_ids(better), run_ids(worse))
+    effect.attrs[READS] = reads
     return effect
+
+
+def reads_of(effect: Any) -> tuple[Any, ...]:
+    """What an effect read beside its runs (:func:`with_arms`): ``()`` where unknown."""
+    return tuple(getattr(effect, "attrs", {}).get(READS) or ())
+
+
+def _condition(where: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((str(k), str(v)) for k, v in where.items()))
 
 
 def arms_of(effect: Any) -> tuple[frozenset[str], frozenset[str]]:
@@ -181,7 +195,7 @@ def paired(df: pd.DataFrame, metric: str, better: Mapping[str, Any], worse: Mapp
     side read in ``attrs`` (:func:`with_arms`)."""
     a, b = _select(df, metric, better), _select(df, metric, worse)
     diff = (a.groupby("seed")["value"].mean() - b.groupby("seed")["value"].mean()).dropna()
-    return with_arms(diff, a, b)
+    return with_arms(diff, a, b, ("paired", metric, _condition(better), _condition(worse)))
 
 
 def extremes(
@@ -197,7 +211,9 @@ def extremes(
     values = sorted(sel[col].unique())
     low, high = sel[sel[col] == values[0]], sel[sel[col] == values[-1]]
     return with_arms(
-        (diff if low_minus_high else -diff).dropna(), *((low, high) if low_minus_high else (high, low))
+        (diff if low_minus_high else -diff).dropna(),
+        *((low, high) if low_minus_high else (high, low)),
+        ("extremes", metric, by, low_minus_high, _condition(where)),
     )
 
 
@@ -214,6 +230,7 @@ def averaged(effects: Sequence[pd.Series]) -> pd.Series:
         frozenset().union(*(arms_of(e)[0] for e in effects)),
         frozenset().union(*(arms_of(e)[1] for e in effects)),
     )
+    mean.attrs[READS] = ("averaged", *(reads_of(e) for e in effects))
     return mean
 
 
@@ -226,4 +243,5 @@ def members(effects: Mapping[str, pd.Series]) -> pd.DataFrame:
     better = frozenset().union(*(arms_of(e)[0] for e in effects.values())) if effects else frozenset()
     worse = frozenset().union(*(arms_of(e)[1] for e in effects.values())) if effects else frozenset()
     frame.attrs[ARMS] = (better, worse)
+    frame.attrs[READS] = ("members", *((str(name), reads_of(e)) for name, e in effects.items()))
     return frame

@@ -1,10 +1,16 @@
-"""Whether the methods a claim compares train on a profile: the offline benchmark's validation gate.
+"""Whether the methods a claim compares learn on a profile (the offline benchmark's validation gate), how much
+relative to ProxyNCA++, and whether the profile is in the papers' regime (the rules: docs/preregistration.md).
 
 A method trains when the lower bound of the 95% t interval of its per-seed validation R@1 gain over the pre-trained
 network (its recipe trained on the training classes, the pre-trained network with the same pooling on the same draw)
-reaches the threshold (:class:`Gate`); the rows are ``offline_benchmark``'s :data:`GAIN_METRIC` rows
-(:func:`training_status`). A claim whose arms include a method that does not train is not testable there
-(:func:`testability`).
+is above :data:`THRESHOLD` (0: it learns) and no seed diverged (:class:`Gate`); the rows are ``offline_benchmark``'s
+:data:`GAIN_METRIC` rows (:func:`training_status`). A claim whose better (or equal) arms include a method that does
+not train is not testable there (:func:`testability`); an arm the claim says is worse (``Claim.worse_arms``) is
+never gated. :func:`learning` is the caveat every claim shows: each of its methods' gain over ProxyNCA++'s.
+
+:func:`regime` is ProxyNCA++'s training R@1 on a profile: below :data:`REGIME_TRAIN_R1` the profile's models do not
+fit their training classes, and a regulariser's claim (``Claim.training_fit``) is not testable there
+(optimisation-limited).
 """
 
 from __future__ import annotations
@@ -24,21 +30,31 @@ from dmllab.experiments.artifact import Claim
 # row per seed, with the ``param_threshold`` the 95% interval's lower bound must reach.
 STATUS_ARTIFACT = "offline_benchmark"
 GAIN_METRIC = "val_gain_over_pretrained"
+# Pre-registered (docs/preregistration.md): the gain's 95% lower bound must be above THRESHOLD, with at most
+# MAX_DIVERGED diverged seeds; the learning caveat is relative to REFERENCE_METHOD; the profile is in the papers'
+# regime when REFERENCE_METHOD's training R@1 (percent) reaches REGIME_TRAIN_R1.
+THRESHOLD = 0.0
+MAX_DIVERGED = 0
+REFERENCE_METHOD = "proxynca++"
+REGIME_TRAIN_R1 = 85.0
+# The committed quick runs' training R@1 the regime reads without a regime benchmark: ProxyNCA++'s test-split runs.
+REGIME_VARIANT, TRAIN_METRIC = "ProxyNCA++", "train_R@1"
 
 
 @dataclass(frozen=True)
 class Gate:
     """Whether a method trains on a profile: its per-seed validation gains' mean and 95% lower bound, the
-    threshold the lower bound must reach, the seeds."""
+    threshold the lower bound must be above, the seeds that did not diverge and those that did."""
 
     mean: float
     low: float
     threshold: float
     seeds: int
+    diverged: int = 0
 
     @property
     def trains(self) -> bool:
-        return self.low >= self.threshold
+        return self.low > self.threshold and self.diverged <= MAX_DIVERGED
 
 
 TrainingStatus = Mapping[str, Gate]
@@ -46,41 +62,44 @@ TrainingStatus = Mapping[str, Gate]
 
 def training_status(profile: str, results_dir: str | os.PathLike | None = None) -> dict[str, Gate]:
     """``{method label: Gate}`` from the offline benchmark's :data:`GAIN_METRIC` rows of ``profile`` in
-    ``<results>/offline_benchmark.csv``. Empty when the file or the rows are absent (the status is then
+    ``<results>/offline_benchmark.csv``, judged against :data:`THRESHOLD` (a ``param_threshold`` the rows may
+    still carry is an older rule's, not read). Empty when the file or the rows are absent (the status is then
     unknown)."""
+    rows = _status_rows(profile, results_dir)
+    if rows is None:
+        return {}
+    rows = rows[rows["metric"] == GAIN_METRIC]
+    return {str(label): from_gains(part["value"]) for label, part in rows.groupby("variant", sort=False)}
+
+
+def _status_rows(profile: str, results_dir: str | os.PathLike | None) -> Any:
+    """``profile``'s rows of ``<results>/offline_benchmark.csv``; None when the file is absent."""
     from dmllab import paths
     from dmllab.results import read_rows
 
     path = Path(results_dir if results_dir is not None else paths.results_dir()) / f"{STATUS_ARTIFACT}.csv"
     if not path.exists():
-        return {}
+        return None
     rows = read_rows(path)
-    if "param_threshold" not in rows.columns:
-        return {}
-    rows = rows[(rows["profile"] == profile) & (rows["metric"] == GAIN_METRIC)]
-    return {
-        str(label): from_gains(part["value"], float(part["param_threshold"].astype(float).iloc[0]))
-        for label, part in rows.groupby("variant", sort=False)
-    }
+    return rows[rows["profile"] == profile]
 
 
-def from_gains(gains: Any, threshold: float) -> Gate:
-    """A method's :class:`Gate` from its per-seed gains (a diverged seed's NaN counts as no gain: the method then
-    trains only if the other seeds clear the bar on their own)."""
-    values = [float(v) for v in gains if math.isfinite(float(v))]
+def from_gains(gains: Any, threshold: float = THRESHOLD) -> Gate:
+    """A method's :class:`Gate` from its per-seed gains; a diverged seed's gain is NaN (counted in
+    ``diverged``: more than :data:`MAX_DIVERGED` and the method does not train)."""
+    raw = [float(v) for v in gains]
+    values = [v for v in raw if math.isfinite(v)]
     iv = stats.interval(values) if values else None
     low = iv.low if iv is not None and iv.n >= stats.MIN_SEEDS else -math.inf
-    return Gate(iv.mean if iv else math.nan, low, threshold, len(values))
+    return Gate(iv.mean if iv else math.nan, low, threshold, len(values), len(raw) - len(values))
 
 
 def testability(claim: Claim, profile: str | None, status: TrainingStatus | None) -> tuple[bool, str]:
     """``(testable, why)``: not testable when ``claim.not_testable`` names ``profile`` or one of ``claim.arms``
-    does not train there (a method whose status is unknown is judged as if it trained: the report says once that
-    the status is unknown)."""
+    (the methods the claim says are better or equal; never its ``worse_arms``) does not train there (a method
+    whose status is unknown is judged as if it trained: the report says once that the status is unknown)."""
     if profile in claim.not_testable:
         return False, claim.not_testable[profile]
-    if not claim.arms:
-        return True, ""
     status = status or {}
     failing = [a for a in claim.arms if a in status and not status[a].trains]
     if failing:
@@ -90,7 +109,60 @@ def testability(claim: Claim, profile: str | None, status: TrainingStatus | None
 
 def fails(method: str, gate: Gate, profile: str | None) -> str:
     """Why ``method`` does not train on ``profile``, in one line."""
+    if gate.diverged > MAX_DIVERGED:
+        return f"{method} does not train on {profile} ({gate.diverged} seed(s) diverged)"
     return (
-        f"{method} does not train on {profile} (validation R@1 gain over the pre-trained network "
-        f"{gate.mean:+.1f}, 95% lower bound {gate.low:+.1f} below {gate.threshold:g})"
+        f"{method} does not learn on {profile} (validation R@1 gain over the pre-trained network "
+        f"{gate.mean:+.1f}, 95% lower bound {gate.low:+.1f}, not above {gate.threshold:g})"
     )
+
+
+def learning(claim: Claim, status: TrainingStatus | None) -> str:
+    """The caveat of ``claim``: how much each method it compares learns, as its mean validation gain over the
+    pre-trained network relative to :data:`REFERENCE_METHOD`'s (``""`` without the status or the reference)."""
+    status = status or {}
+    reference = status.get(REFERENCE_METHOD)
+    methods = [m for m in dict.fromkeys((*claim.arms, *claim.worse_arms, *claim.member_arms.values()))]
+    shown = [m for m in methods if m in status and m != REFERENCE_METHOD]
+    if reference is None or not shown or not reference.mean > 0:
+        return ""
+    ratios = ", ".join(f"{m} {status[m].mean / reference.mean:.2f}" for m in shown)
+    return f"learns relative to {REFERENCE_METHOD} (validation gain ratio): {ratios}"
+
+
+@dataclass(frozen=True)
+class Regime:
+    """ProxyNCA++'s training R@1 (percent) on a profile and where the number comes from."""
+
+    train_r1: float
+    source: str
+
+    @property
+    def fits(self) -> bool:
+        """Whether the profile is in the papers' regime (its models fit their training classes)."""
+        return self.train_r1 >= REGIME_TRAIN_R1
+
+    def why(self, profile: str | None) -> str:
+        return (
+            f"not testable on {profile}: optimisation-limited (train R@1 {self.train_r1:.1f} %, {self.source}; the "
+            f"papers' regime needs >= {REGIME_TRAIN_R1:g} %)"
+        )
+
+
+def regime(profile: str, results_dir: str | os.PathLike | None = None) -> Regime | None:
+    """ProxyNCA++'s mean training R@1 over the seeds on ``profile``: the committed runs' :data:`TRAIN_METRIC` of
+    the offline benchmark's ProxyNCA++ rows, labelled as such (None: no such rows, or the paper profile, whose
+    datasets are the papers' own)."""
+    rows = None if profile == "paper" else _status_rows(profile, results_dir)
+    if rows is None:
+        return None
+    train = rows[(rows["variant"] == REGIME_VARIANT) & (rows["metric"] == TRAIN_METRIC)]["value"].astype(
+        float
+    )
+    if train.empty:
+        return None
+    source = (
+        f"mean over {len(train)} seeds of the committed {profile} ProxyNCA++ runs' training R@1 in "
+        f"results/{STATUS_ARTIFACT}.csv, no regime benchmark committed"
+    )
+    return Regime(float(train.mean()), source)

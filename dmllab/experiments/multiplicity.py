@@ -1,14 +1,17 @@
-"""A profile's claims taken together, as a study would pre-register them: every claim judged
-(:mod:`dmllab.experiments.verdicts`), comparisons read twice counted once, and the p-values adjusted per paper.
+"""A profile's claims taken together, as docs/preregistration.md pre-registers them: every claim judged
+(:mod:`dmllab.experiments.verdicts`), every paper statement counted, and the p-values adjusted per paper.
 
-* **Counted once.** Two claims whose effects read the same runs (the run ids of both sides,
-  :func:`dmllab.experiments.compare.arms_of`) are one comparison: the first primary claim of the group (else the
-  first in the papers' order) is counted, the others are shown with it ("shared with") and left out of the counts
-  and of the adjustment.
+* **Counted.** One counted claim per statement of a paper: every verdict claim is counted. Claims whose effects
+  read the same comparison (the run ids of both sides, :func:`dmllab.experiments.compare.arms_of`, and the metric,
+  split and conditions, :func:`~dmllab.experiments.compare.reads_of`) are shown together ("shared with", a display
+  grouping that changes no count); claims whose rows carry no run id are never grouped.
 * **Families.** Within each paper the primary claims (``Claim.primary``: what an artifact exists to test) are
-  adjusted together by Holm's step-down method (family-wise error 5%), the paper's other claims by
-  Benjamini-Hochberg (false discovery rate q = 5%). Only tested claims enter a family: counted, testable, with a
-  p-value. The adjusted verdict says whether a raw yes / no survives (adjusted p < 0.05).
+  adjusted together by Holm's step-down method (family-wise error :data:`Q`), the paper's other claims by
+  Benjamini-Hochberg (false discovery rate :data:`Q`). Every tested claim enters its family with its decision
+  p-value (two-sided scale; yes, no, equivalent and "smaller than the paper" alike): testable, with a p-value.
+  The adjusted verdict is the raw one where its adjusted p-value is below :data:`Q`, else "inconclusive"; a claim
+  outside every family keeps its raw verdict (not testable; inconclusive without a p-value). The counts
+  (:func:`counts`) are the adjusted verdicts.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from dmllab.experiments.artifact import Artifact
 from dmllab.experiments.verdicts import (
     NOT_TESTABLE,
     VERDICTS,
+    Regime,
     TrainingStatus,
     assess,
     join_why,
@@ -33,7 +37,7 @@ from dmllab.experiments.verdicts import (
 if TYPE_CHECKING:
     import pandas as pd
 
-Q = 0.05  # Benjamini-Hochberg's false discovery rate, and Holm's family-wise level
+Q = 0.05  # Benjamini-Hochberg's false discovery rate and Holm's family-wise level (two-sided scale; pre-registered)
 PRIMARY, SECONDARY = "primary (Holm)", "secondary (BH)"
 TRAIN_METRIC = "train_R@1"
 
@@ -61,6 +65,7 @@ FRAME_COLUMNS = (
     "seeds for the paper's effect",
     "differs",
     "p",
+    "learning",
     "train better",
     "train worse",
     "runs",
@@ -86,10 +91,12 @@ def claims_frame(
     profile: str,
     status: TrainingStatus | None = None,
     reference: pd.DataFrame | None = None,
+    fit: Regime | None = None,
 ) -> pd.DataFrame:
     """Every claim of ``artifacts`` judged on ``rows[artifact id]`` (artifacts without rows are left out), one
-    line each (:data:`FRAME_COLUMNS`), counted once and adjusted per paper (module docstring). ``reference``: the
-    papers' printed cells (default :func:`dmllab.reference.load_reference`)."""
+    line each (:data:`FRAME_COLUMNS`), grouped for display and adjusted per paper (module docstring).
+    ``reference``: the papers' printed cells (default :func:`dmllab.reference.load_reference`); ``fit``: the
+    profile's regime (:func:`dmllab.experiments.gate.regime`; None: unknown)."""
     import pandas as pd
 
     if reference is None:
@@ -103,20 +110,22 @@ def claims_frame(
             continue
         gap = judged_without(artifact, frame, profile)  # datasets a --datasets study left out
         for claim in artifact.claims:
-            j = assess(claim, frame, profile, status, paper_effect(claim, artifact.paper, reference, profile))
+            j = assess(
+                claim, frame, profile, status, paper_effect(claim, artifact.paper, reference, profile), fit
+            )
             line = record(j, profile)
             line["paper says"] = line.pop("paper")
             if claim.kind == "verdict":
                 line["why"] = join_why(str(line["why"]), gap)
             better, worse = j.runs
-            fit = claim.training_fit
+            shows_fit = claim.training_fit
             out.append(
                 {"artifact": artifact.id, "paper": artifact.paper, "label": artifact.label, "key": claim.key}
                 | {"kind": claim.kind, "primary": claim.primary, **line, "yardstick": j.yardstick}
                 | {
-                    "train better": _train(frame, better) if fit else math.nan,
-                    "train worse": _train(frame, worse) if fit else math.nan,
-                    "runs": better | worse,
+                    "train better": _train(frame, better) if shows_fit else math.nan,
+                    "train worse": _train(frame, worse) if shows_fit else math.nan,
+                    "runs": (better, worse, j.reads) if (better or worse) and j.reads else (),
                     "shared with": "",
                     "counted": True,
                 }
@@ -125,7 +134,7 @@ def claims_frame(
     frame["adjusted p"] = math.nan
     if frame.empty:
         return frame
-    _count_once(frame)
+    _group(frame)
     _adjust(frame)
     return frame
 
@@ -134,33 +143,23 @@ def _name(frame: pd.DataFrame, i: int) -> str:
     return f"{frame.loc[i, 'artifact']}:{frame.loc[i, 'key']}"
 
 
-def _count_once(frame: pd.DataFrame) -> None:
-    """Mark the claims that read the same runs as another: all but the first primary claim of such a group (else
-    its first claim) are not ``counted`` (nor adjusted), and their ``shared with`` names the claim counted; the
-    counted claim's names the others."""
-    groups: dict[frozenset[str], list[int]] = {}
+def _group(frame: pd.DataFrame) -> None:
+    """Name, in ``shared with``, the other claims that read the same comparison as each claim (the same ``runs``:
+    run ids, metric, split and conditions); every verdict claim stays ``counted`` (one per paper statement)."""
+    groups: dict[tuple, list[int]] = {}
     for i, (kind, runs) in enumerate(zip(frame["kind"], frame["runs"])):
         if kind == "verdict" and runs:
             groups.setdefault(runs, []).append(i)
     for members in groups.values():
-        if len(members) < 2:
-            continue
-        first = next((i for i in members if frame.loc[i, "primary"]), members[0])
-        frame.loc[first, "shared with"] = ", ".join(_name(frame, j) for j in members if j != first)
-        for i in members:
-            if i != first:
-                frame.loc[i, "shared with"] = _name(frame, first)
-                frame.loc[i, "counted"] = False
+        for i in members if len(members) > 1 else ():
+            frame.loc[i, "shared with"] = ", ".join(_name(frame, j) for j in members if j != i)
 
 
 def _adjust(frame: pd.DataFrame) -> None:
-    """Holm over each paper's tested primary claims, Benjamini-Hochberg over its other tested claims."""
-    tested = (
-        frame["counted"]
-        & (frame["kind"] == "verdict")
-        & (frame["verdict"] != NOT_TESTABLE)
-        & frame["p"].notna()
-    )
+    """Holm over each paper's tested primary claims, Benjamini-Hochberg over its other tested claims; the
+    adjusted verdict of every verdict claim (module docstring)."""
+    verdict = frame["kind"] == "verdict"
+    tested = frame["counted"] & verdict & (frame["verdict"] != NOT_TESTABLE) & frame["p"].notna()
     for paper in frame["paper"].unique():
         for primary, family, adjust in (
             (True, PRIMARY, stats.holm),
@@ -171,16 +170,16 @@ def _adjust(frame: pd.DataFrame) -> None:
                 continue
             frame.loc[where, "family"] = family
             frame.loc[where, "adjusted p"] = adjust(frame.loc[where, "p"].astype(float).tolist())
+    frame.loc[verdict, "adjusted"] = frame.loc[verdict, "verdict"]
     for i in frame.index[frame["family"] != ""]:
-        raw = frame.loc[i, "verdict"]
-        if raw in ("yes", "no"):
-            frame.loc[i, "adjusted"] = raw if frame.loc[i, "adjusted p"] < Q else "inconclusive"
+        if not frame.loc[i, "adjusted p"] < Q:
+            frame.loc[i, "adjusted"] = "inconclusive"
 
 
 def counts(frame: pd.DataFrame, papers: Sequence[str]) -> pd.DataFrame:
-    """Per paper of ``papers`` (those with claims in ``frame``): the verdict classes counted once, the primary and
-    secondary claims tested with the yes / no that survive their adjustment, the shared claims, and the checks
-    passed out of the checks."""
+    """Per paper of ``papers`` (those with claims in ``frame``): the adjusted verdicts of the counted claims in
+    their classes, the primary and secondary claims tested with the yes / no that survive their adjustment, the
+    claims that read the same comparison as another (``shared``), and the checks passed out of the checks."""
     import pandas as pd
 
     out = []
@@ -191,14 +190,14 @@ def counts(frame: pd.DataFrame, papers: Sequence[str]) -> pd.DataFrame:
         verdicts = mine[(mine["kind"] == "verdict") & mine["counted"]]
         checks = mine[mine["kind"] == "check"]
         line: dict[str, object] = {"paper": paper}
-        line.update({v: int((verdicts["verdict"] == v).sum()) for v in VERDICTS})
+        line.update({v: int((verdicts["adjusted"] == v).sum()) for v in VERDICTS})
         for family, name in ((PRIMARY, "primary"), (SECONDARY, "secondary")):
             fam = verdicts[verdicts["family"] == family]
             line[name] = len(fam)
             line[f"{name} yes"] = int((fam["adjusted"] == "yes").sum())
             line[f"{name} no"] = int((fam["adjusted"] == "no").sum())
         line |= {
-            "shared": int((~mine["counted"]).sum()),
+            "shared": int((verdicts["shared with"] != "").sum()),
             "checks": len(checks),
             "checks passed": int((checks["verdict"] == "passes").sum()),
         }

@@ -11,8 +11,9 @@ own luck cancels). Its 95% interval is Student's t interval over those per-seed 
 Beside that raw verdict, :func:`p_value` gives the same test as a two-sided p-value (the one-sample t test of the
 per-seed effects against 0, with the interval's t distribution: ``p < 0.05`` exactly when the 95% interval excludes
 zero); :func:`holm` (Holm 1979, step-down) and :func:`benjamini_hochberg` (Benjamini and Hochberg 1995, step-up)
-adjust a family of p-values for multiplicity. :func:`equivalent` is the two one-sided tests (TOST, Schuirmann
-1987): the 90% interval inside ``(-delta, +delta)``. :func:`power` is the power of the two-sided t test from the
+adjust a family of p-values for multiplicity. :func:`one_sided_p` is the one-sided t test of the mean against a
+bound; :func:`equivalent` and :func:`tost_p` are the two one-sided tests (TOST, Schuirmann 1987) at
+:data:`ALPHA_PER_SIDE` per side: the 95% interval inside ``(-delta, +delta)``. :func:`power` is the power of the two-sided t test from the
 noncentral t distribution and :func:`seeds_needed` the fewest seeds that reach a target power.
 """
 
@@ -23,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 CONFIDENCE = 0.95
+ALPHA_PER_SIDE = (1.0 - CONFIDENCE) / 2.0  # every one-sided test (docs/preregistration.md): 0.025
 MIN_SEEDS = 2  # an interval needs two values
 
 
@@ -109,9 +111,38 @@ def p_value(effects: Sequence[float]) -> float:
     return float(min(1.0, 2.0 * t.sf(abs(iv.mean) / (sd / math.sqrt(iv.n)), iv.n - 1)))
 
 
-def equivalent(effects: Sequence[float], delta: float, level: float = 1.0 - CONFIDENCE) -> bool:
-    """Two one-sided tests at ``level`` (TOST): True when the ``1 - 2 level`` (90%) t interval of the mean of
-    ``effects`` lies inside ``(-delta, +delta)``, i.e. both ``H0: mean <= -delta`` and ``H0: mean >= delta`` are
+def one_sided_p(effects: Sequence[float], bound: float = 0.0, *, greater: bool = True) -> float:
+    """One-sided p-value of the one-sample t test of ``effects`` against ``bound``: of ``H0: mean <= bound``
+    (``greater``) or ``H0: mean >= bound``. NaN with fewer than :data:`MIN_SEEDS` effects; with zero spread, 0 when
+    the mean lies strictly on the alternative's side, else 1.
+
+    Raises:
+        ValueError: no effects, or a non-finite one.
+    """
+    iv = interval(effects)
+    if iv.n < MIN_SEEDS:
+        return math.nan
+    spread = sd(effects)
+    beyond = iv.mean - bound if greater else bound - iv.mean
+    if spread == 0.0:
+        return 0.0 if beyond > 0 else 1.0
+    from scipy.stats import t
+
+    return float(t.sf(beyond / (spread / math.sqrt(iv.n)), iv.n - 1))
+
+
+def tost_p(effects: Sequence[float], delta: float) -> float:
+    """The p-value of the two one-sided tests of equivalence within ``(-delta, +delta)``: the larger of the p-values
+    of ``H0: mean <= -delta`` and ``H0: mean >= delta`` (:func:`one_sided_p`); 1 for ``delta <= 0``, NaN with fewer
+    than :data:`MIN_SEEDS` effects."""
+    if not delta > 0:
+        return 1.0
+    return max(one_sided_p(effects, -delta, greater=True), one_sided_p(effects, delta, greater=False))
+
+
+def equivalent(effects: Sequence[float], delta: float, level: float = ALPHA_PER_SIDE) -> bool:
+    """Two one-sided tests at ``level`` per side (TOST): True when the ``1 - 2 level`` (95%) t interval of the mean
+    of ``effects`` lies inside ``(-delta, +delta)``, i.e. both ``H0: mean <= -delta`` and ``H0: mean >= delta`` are
     rejected at ``level``. False with fewer than :data:`MIN_SEEDS` effects or ``delta <= 0``."""
     iv = interval(effects, confidence=1.0 - 2.0 * level)
     if iv.n < MIN_SEEDS or not delta > 0:

@@ -1,33 +1,40 @@
 """The verdict layer: each claim of an artifact judged on one profile's rows (the whole profile's claims taken
-together, with multiplicity, are :mod:`dmllab.experiments.multiplicity`).
+together, with multiplicity, are :mod:`dmllab.experiments.multiplicity`). The rules are pre-registered in
+docs/preregistration.md.
 
-A claim's effect is measured once per seed (paired: both arms share the seed). With its two-sided 95% t interval
-``[low, high]`` over the seeds, the 90% interval of the two one-sided tests (TOST), the paper's printed effect ``E``
-(signed like the claim) and the profile's yardstick ``Y`` (``E`` on the paper profile; ``E / 2`` on smoke and quick,
-whose absolute R@1 points do not transfer to the paper's datasets), a claim of kind ``"verdict"`` is
+A claim's effect is measured once per seed (paired: both arms share the seed). Every test is one-sided at
+:data:`~dmllab.experiments.stats.ALPHA_PER_SIDE` (2.5%) per side, and every decision p-value is written on the
+two-sided scale (twice the one-sided p-value): with the two-sided 95% t interval ``[low, high]``, the margin
+``delta`` (:func:`~dmllab.experiments.yardstick.margin`: +-1 point for an effect in points, on every profile) and,
+on the paper profile only, the paper's printed effect ``E`` (signed like the claim), a claim of kind ``"verdict"``
+is
 
 * **no** when ``high < 0``: the opposite of the claim, beyond seed noise;
 * **yes** when ``low > 0``: the claimed sign, beyond seed noise;
-* **equivalent** when the 90% interval lies inside ``(-delta, +delta)`` (TOST at 5%): no effect worth the name,
-  with ``delta`` = 1 point on the paper profile for an effect in points of a percent metric (R@1, NMI, P@K,
-  MAP@R), else ``|E| / 2``; without a printed effect off the paper profile there is no equivalence margin;
-* **smaller than the paper** when the paper claims an effect (``E > 0``) and ``high < Y``: the effect may exist
-  but the interval excludes the paper's (on quick: half of it);
+* **equivalent** when the 95% interval lies inside ``(-delta, +delta)`` (TOST at 2.5% per side);
+* **smaller than the paper** (paper profile only) when the paper claims an effect (``E > 0``) and ``high < E``;
 * **inconclusive** otherwise, or with fewer than 2 seeds;
-* **not testable** when the paper's procedure cannot be kept on the profile (``claim.not_testable``) or a method it
-  compares (``claim.arms``) does not train there (:func:`training_status`). Its numbers are still shown.
+* **not testable** when the paper's procedure cannot be kept on the profile (``claim.not_testable``), a method the
+  claim says is better or equal (``claim.arms``) does not learn there (:func:`training_status`; the arms it says
+  are worse are never gated), or the claim is a regulariser's (``claim.training_fit``) on a profile outside the
+  papers' regime (:func:`dmllab.experiments.gate.regime`). Its numbers are still shown.
 
-The classes are tried in this order. A claim about every member of a set (the effect has one column per member)
-is an intersection-union test: **yes** only when every member's interval is above 0; **no**, **smaller** when one
-member's interval (at the Bonferroni level ``5% / K`` over the ``K`` members) lies below 0 / ``Y``; **equivalent**
-when every member is. Its shown effect is the member with the weakest t statistic; its p-value for the yes
-direction is the largest member's (the IUT p-value), for a "no" the smallest negative member's times ``K``.
+The classes are tried in this order; a claim that states an equivalence (``paper_says == "equivalent"``) is judged
+by equivalence only ("equivalent" or "inconclusive", never "yes" nor "no"). A claim about every member of a set
+(the effect has one column per member) is an intersection-union test: **yes** only when every member's interval is
+above 0; **no**, **smaller** when one member's test at the Bonferroni level ``alpha / K`` over the ``K`` members
+rejects; **equivalent** when every member is. Its p-value for yes and equivalent is the largest member's (the IUT
+p-value), for a "no" or "smaller" the member's times ``K``; an inconclusive claim's is the smallest of its yes, no
+and equivalence p-values. Each claim also carries its methods' learning relative to ProxyNCA++
+(:func:`dmllab.experiments.gate.learning`), a caveat and never a gate.
 
 Each claim carries the seeds a two-sided t test at 5% needs for 80% power (:func:`dmllab.experiments.stats.
-seeds_needed`, noncentral t) at the observed effect and at the yardstick ``Y``, with the observed per-seed sd.
+seeds_needed`, noncentral t) at the observed effect and at the yardstick (the paper's effect, half of it off the
+paper profile), with the observed per-seed sd.
 
 A claim of kind ``"check"`` is an analytic property of a toy: it **passes** when its effect is positive on every
-seed and **fails** otherwise; checks are shown apart and never counted among the verdicts.
+seed, **fails** otherwise, and **cannot decide** when the rows cannot measure it; checks are shown apart and never
+counted among the verdicts.
 """
 
 from __future__ import annotations
@@ -44,12 +51,21 @@ from dmllab.experiments.gate import (
     GAIN_METRIC,
     STATUS_ARTIFACT,
     Gate,
+    Regime,
     TrainingStatus,
-    fails,
+    learning,
+    regime,
     testability,
     training_status,
 )
-from dmllab.experiments.yardstick import PAPER_DELTA_POINTS, effect_of, margin, paper_effect, yardstick
+from dmllab.experiments.yardstick import (
+    DELTA_POINTS,
+    effect_of,
+    margin,
+    paper_effect,
+    smaller_bound,
+    yardstick,
+)
 
 __all__ = [
     "CHECKS",
@@ -60,14 +76,17 @@ __all__ = [
     "VERDICTS",
     "Gate",
     "Judgement",
+    "Regime",
     "TrainingStatus",
     "assess",
     "check_table",
     "judge",
-    "PAPER_DELTA_POINTS",
+    "DELTA_POINTS",
     "effect_of",
     "margin",
     "paper_effect",
+    "regime",
+    "smaller_bound",
     "yardstick",
     "seeds_cover",
     "testability",
@@ -110,7 +129,9 @@ class Judgement:
     p-value of the decision (two-sided t test; the IUT's for a set); ``paper`` the paper's effect and
     ``yardstick`` / ``delta`` what the effect is compared with; ``seeds_observed`` / ``seeds_paper`` the seeds
     a 5% two-sided t test needs for 80% power at the observed effect / at the yardstick (None: not reachable);
-    ``runs`` the run ids each side read (empty where unknown).
+    ``runs`` the run ids each side read (empty where unknown); ``reads`` what the effect read beside them (its
+    metric and conditions, :func:`dmllab.experiments.compare.reads_of`; empty where unknown); ``learning`` the
+    caveat of how much its methods learn relative to ProxyNCA++.
     """
 
     claim: Claim
@@ -126,6 +147,8 @@ class Judgement:
     seeds_observed: int | None = None
     seeds_paper: int | None = None
     runs: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
+    reads: tuple[Any, ...] = ()
+    learning: str = ""
 
 
 def _members(claim: Claim, rows: pd.DataFrame) -> tuple[dict[str, tuple[float, ...]], Any, str]:
@@ -165,32 +188,44 @@ def _tstat(effects: tuple[float, ...]) -> float:
     )
 
 
+def _two_sided(p: float) -> float:
+    """A one-sided p-value on the two-sided scale (the scale every decision p-value is written on)."""
+    return min(1.0, 2.0 * p)
+
+
 def _classify(
-    members: Mapping[str, tuple[float, ...]], yard: float, delta: float, equivalence: bool = False
+    members: Mapping[str, tuple[float, ...]], bound: float, delta: float, states_equivalence: bool = False
 ) -> tuple[str, str, float]:
-    """``(verdict, the member shown, decision p)`` of effects with at least 2 seeds each (module docstring);
-    ``equivalence``: a claim that states an equivalence is tested for it first."""
+    """``(verdict, the member shown, decision p on the two-sided scale)`` of effects with at least 2 seeds each
+    (module docstring); ``bound``: the paper's effect "smaller" tests against (NaN: not tested)."""
     k = len(members)
-    wide = {m: stats.interval(e, confidence=1.0 - LEVEL / k) for m, e in members.items()}
-    plain = {m: stats.interval(e) for m, e in members.items()}
-    ps = {m: stats.p_value(e) for m, e in members.items()}
+    p_yes = {m: _two_sided(stats.one_sided_p(e)) for m, e in members.items()}
+    p_no = {m: min(1.0, k * _two_sided(stats.one_sided_p(e, greater=False))) for m, e in members.items()}
+    p_eq = {m: _two_sided(stats.tost_p(e, delta)) for m, e in members.items()} if math.isfinite(delta) else {}
     weakest = min(members, key=lambda m: _tstat(members[m]))
-    if equivalence and math.isfinite(delta) and all(stats.equivalent(e, delta) for e in members.values()):
-        return "equivalent", max(members, key=lambda m: abs(plain[m].mean)), max(ps.values())
-    below = [m for m in members if wide[m].high < 0]
+    eq = max(p_eq.values()) if p_eq else math.nan
+    least_equal = max(p_eq, key=lambda m: p_eq[m]) if p_eq else weakest
+    if states_equivalence:
+        return ("equivalent" if eq < LEVEL else "inconclusive"), least_equal, eq
+    below = [m for m in members if p_no[m] < LEVEL]
     if below:
-        shown = min(below, key=lambda m: ps[m])
-        return "no", shown, min(1.0, k * ps[shown])
-    p_yes = max(ps.values()) if all(plain[m].mean > 0 for m in members) else 1.0
-    if all(plain[m].low > 0 for m in members):
-        return "yes", weakest, p_yes
-    if math.isfinite(delta) and all(stats.equivalent(e, delta) for e in members.values()):
-        return "equivalent", weakest, p_yes
-    if math.isfinite(yard) and yard > 0:
-        short = [m for m in members if wide[m].high < yard]
+        shown = min(below, key=lambda m: p_no[m])
+        return "no", shown, p_no[shown]
+    yes = max(p_yes.values())
+    if yes < LEVEL:
+        return "yes", weakest, yes
+    if eq < LEVEL:
+        return "equivalent", least_equal, eq
+    if math.isfinite(bound) and bound > 0:
+        p_short = {
+            m: min(1.0, k * _two_sided(stats.one_sided_p(e, bound, greater=False)))
+            for m, e in members.items()
+        }
+        short = [m for m in members if p_short[m] < LEVEL]
         if short:
-            return SMALLER, min(short, key=lambda m: wide[m].high), p_yes
-    return "inconclusive", weakest, p_yes
+            shown = min(short, key=lambda m: p_short[m])
+            return SMALLER, shown, p_short[shown]
+    return "inconclusive", weakest, min(p for p in (yes, min(p_no.values()), eq) if p == p)
 
 
 def join_why(*parts: str) -> str:
@@ -204,31 +239,23 @@ def assess(
     profile: str | None = None,
     status: TrainingStatus | None = None,
     paper: float = math.nan,
+    fit: Regime | None = None,
 ) -> Judgement:
     """Judge ``claim`` on ``rows`` of ``profile`` (the module docstring's classes); ``status`` is
     :func:`training_status` of the profile (``None``: unknown), ``paper`` the paper's effect
-    (:func:`paper_effect`; NaN: none printed)."""
+    (:func:`paper_effect`; NaN: none printed), ``fit`` the profile's :func:`regime` (None: unknown)."""
+    from dmllab.experiments.compare import reads_of
+
     members, effect, missing = _members(claim, rows)
     runs = arms_of(effect) if effect is not None else (frozenset(), frozenset())
     if claim.kind == "check":
         return _check(claim, members.get("", ()) if len(members) <= 1 else (), missing)
     testable, reason = testability(claim, profile, status)
-    left_out = [
-        m
-        for m, arm in claim.member_arms.items()
-        if m in members and arm in (status or {}) and not (status or {})[arm].trains
-    ]
-    if left_out and len(left_out) < len(members):
-        reason = join_why(
-            reason,
-            *(
-                fails(claim.member_arms[m], (status or {})[claim.member_arms[m]], profile) + f": {m} left out"
-                for m in left_out
-            ),
-        )
-        members = {m: e for m, e in members.items() if m not in left_out}
+    if claim.training_fit and fit is not None and not fit.fits and profile != "paper":
+        testable, reason = False, join_why(reason, fit.why(profile))
     yard, delta = yardstick(paper, profile), margin(claim, paper, profile)
     base = {"members": max(len(members), 1), "paper": paper, "yardstick": yard, "delta": delta, "runs": runs}
+    base |= {"reads": reads_of(effect) if effect is not None else (), "learning": learning(claim, status)}
     if not members:
         verdict = NOT_TESTABLE if not testable else "inconclusive"
         return Judgement(claim, verdict, join_why(missing, reason), None, math.nan, (), **base)
@@ -239,25 +266,30 @@ def assess(
         verdict = NOT_TESTABLE if not testable else "inconclusive"
         why = join_why(f"only {n} seed(s)", reason)
         return Judgement(claim, verdict, why, iv, math.nan, members[shown], **base)
-    verdict, shown, p = _classify(members, yard, delta, claim.paper_says == "equivalent")
+    bound = smaller_bound(paper, profile)
+    verdict, shown, p = _classify(members, bound, delta, claim.paper_says == "equivalent")
     effects = members[shown]
     iv, sd = stats.interval(effects), stats.sd(effects)
     need = stats.seeds_needed(iv.mean, sd, POWER, LEVEL)
     need_paper = stats.seeds_needed(yard, sd, POWER, LEVEL) if math.isfinite(yard) and yard > 0 else None
     if not testable:
         verdict = NOT_TESTABLE
-    why = join_why(_explain(verdict, yard, delta, len(members), shown, profile), reason)
+    why = join_why(_explain(verdict, bound, delta, len(members), shown, claim), reason)
     return Judgement(claim, verdict, why, iv, p, effects, **base, seeds_observed=need, seeds_paper=need_paper)
 
 
-def _explain(verdict: str, yard: float, delta: float, k: int, shown: str, profile: str | None) -> str:
+def _explain(verdict: str, bound: float, delta: float, k: int, shown: str, claim: Claim) -> str:
     """Why, in a few words."""
     member = f"weakest of {k}: {shown}" if k > 1 else ""
     if verdict == "equivalent":
-        return join_why(f"90% interval inside ±{delta:.3g}", member)
+        return join_why(f"95% interval inside ±{delta:.3g}", member)
     if verdict == SMALLER:
-        what = "the paper's effect" if profile == "paper" else "half the paper's effect"
-        return join_why(f"interval below {yard:+.3g}, {what}", member)
+        return join_why(f"interval below the paper's effect {bound:+.3g}", member)
+    if verdict == "inconclusive" and claim.paper_says == "equivalent":
+        margin_text = f"±{delta:.3g}" if math.isfinite(delta) else "a margin (none stated)"
+        return join_why(
+            f"a stated equivalence, judged by equivalence only: 95% interval not inside {margin_text}", member
+        )
     if verdict == "inconclusive" and k > 1:
         return join_why(f"not every member above 0 on its own, none below 0 at the 5%/{k} level", member)
     if verdict == "inconclusive":
@@ -324,6 +356,7 @@ VERDICT_COLUMNS = (
     "seeds for the paper's effect",
     "differs",
     "p",
+    "learning",
 )
 CHECK_COLUMNS = ("check", "measured", "lowest seed", "seeds", "unit", "result", "why")
 
@@ -346,6 +379,7 @@ def record(j: Judgement, profile: str | None) -> dict[str, object]:
         "seeds for the paper's effect": j.seeds_paper,
         "differs": j.claim.differs_on(profile) if profile else "",
         "p": j.p,
+        "learning": j.learning,
     }
 
 
@@ -355,6 +389,7 @@ def verdict_table(
     profile: str | None = None,
     status: TrainingStatus | None = None,
     reference: pd.DataFrame | None = None,
+    fit: Regime | None = None,
 ) -> pd.DataFrame:
     """One line per verdict claim (checks excluded: :func:`check_table`): the paper's answer and effect, the effect's
     mean and 95% t interval over seeds, the verdict and why, the seeds that would resolve it, what differs from the
@@ -367,7 +402,8 @@ def verdict_table(
     for c in artifact.claims:
         if c.kind == "verdict":
             line = record(
-                assess(c, rows, profile, status, paper_effect(c, artifact.paper, reference, profile)), profile
+                assess(c, rows, profile, status, paper_effect(c, artifact.paper, reference, profile), fit),
+                profile,
             )
             out.append({**line, "why": join_why(str(line["why"]), gap)})
     return pd.DataFrame(out, columns=list(VERDICT_COLUMNS))

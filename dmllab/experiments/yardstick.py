@@ -1,6 +1,8 @@
 """What a claim's effect is compared with: the paper's own effect (:func:`paper_effect`, from the printed cells of
-``results/reference/`` or a number the paper states), the yardstick "smaller than the paper" uses
-(:func:`yardstick`) and the equivalence margin (:func:`margin`). Definitions: :mod:`dmllab.experiments.verdicts`.
+``results/reference/`` or a number the paper states), the bound "smaller than the paper" tests on the profiles
+that test it (:func:`smaller_bound`), the yardstick the seeds-for-the-paper's-effect column is powered for
+(:func:`yardstick`) and the equivalence margin (:func:`margin`). The rules: docs/preregistration.md; definitions:
+:mod:`dmllab.experiments.verdicts`.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from dmllab.experiments.artifact import REFERENCE_PAPER, Claim, PaperEffect, Pri
 if TYPE_CHECKING:
     import pandas as pd
 
-# The equivalence margin on the paper profile for an effect in points of a percent metric.
-PAPER_DELTA_POINTS = 1.0
+# Pre-registered (docs/preregistration.md): the equivalence margin of an effect in points of a percent metric, on
+# every profile, and the profiles on which "smaller than the paper" is tested.
+DELTA_POINTS = 1.0
+SMALLER_PROFILES: tuple[str, ...] = ("paper",)
 
 
 def paper_effect(
@@ -61,16 +65,25 @@ def effect_of(
 
 
 def yardstick(effect: float, profile: str | None) -> float:
-    """What a claim's effect is compared with for "smaller than the paper": the paper's effect on the paper
+    """The effect the "seeds for the paper's effect" column is powered for: the paper's effect on the paper
     profile, half of it elsewhere (absolute points of the offline benchmark do not transfer)."""
     return effect if profile == "paper" else effect / 2.0
 
 
+def smaller_bound(effect: float, profile: str | None) -> float:
+    """The bound "smaller than the paper" tests the interval against: the paper's effect on the profiles of
+    :data:`SMALLER_PROFILES`; NaN (not tested) elsewhere."""
+    return effect if profile in SMALLER_PROFILES else math.nan
+
+
 def margin(claim: Claim, effect: float, profile: str | None) -> float:
-    """The equivalence margin ``delta`` of ``claim`` on ``profile`` (module docstring; the claim's own ``margin``
-    where it states an equivalence); NaN: none."""
+    """The equivalence margin ``delta`` of ``claim`` on ``profile``: the claim's own ``margin`` where it states
+    one; :data:`DELTA_POINTS` for an effect in points, on every profile; else half the paper's effect on the paper
+    profile; NaN (no equivalence test) otherwise."""
     if claim.margin is not None:
         return float(claim.margin)
-    if profile == "paper" and claim.unit.endswith("points"):
-        return PAPER_DELTA_POINTS
-    return abs(effect) / 2.0 if math.isfinite(effect) and effect != 0 else math.nan
+    if claim.unit.endswith("points"):
+        return DELTA_POINTS
+    if profile == "paper" and math.isfinite(effect) and effect != 0:
+        return abs(effect) / 2.0
+    return math.nan

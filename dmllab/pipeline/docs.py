@@ -90,11 +90,11 @@ def _checks(results: list[str]) -> str:
 
 def artifact_table(results: Path, profile: str = TABLE_PROFILE) -> str:
     """The README's artifact table: one row per artifact, grouped by paper in the registry's (the papers') order;
-    the verdicts (six classes) and checks are those of ``profile``'s rows in ``results/<id>.csv``
-    (:mod:`dmllab.experiments.verdicts`); the last line counts a comparison two artifacts share once."""
+    the adjusted verdicts (six classes, :mod:`dmllab.experiments.multiplicity`) and checks are those of
+    ``profile``'s rows in ``results/<id>.csv``; the last line totals them (one claim per paper statement)."""
     from dmllab.experiments.multiplicity import claims_frame
     from dmllab.experiments.registry import all_artifacts
-    from dmllab.experiments.verdicts import training_status
+    from dmllab.experiments.verdicts import regime, training_status
     from dmllab.results import read_artifact_rows
 
     artifacts = all_artifacts()
@@ -104,11 +104,13 @@ def artifact_table(results: Path, profile: str = TABLE_PROFILE) -> str:
     ]
     with _results_at(results):
         rows = {a.id: read_artifact_rows(a.id, profile) for a in artifacts}
-        frame = claims_frame(artifacts, rows, profile, training_status(profile, results))
+        frame = claims_frame(
+            artifacts, rows, profile, training_status(profile, results), None, regime(profile, results)
+        )
     shown_paper = None
     for art in artifacts:
         mine = frame[frame["artifact"] == art.id]
-        verdicts = mine.loc[mine["kind"] == "verdict", "verdict"].tolist()
+        verdicts = mine.loc[mine["kind"] == "verdict", "adjusted"].tolist()
         checks = _checks(mine.loc[mine["kind"] == "check", "verdict"].tolist())
         cell = "; ".join(filter(None, [verdict_counts(verdicts) if verdicts or not checks else "", checks]))
         if art.claims and mine.empty:
@@ -122,10 +124,9 @@ def artifact_table(results: Path, profile: str = TABLE_PROFILE) -> str:
     checks = _checks(frame.loc[frame["kind"] == "check", "verdict"].tolist())
     lines += [
         "",
-        f"{len(artifacts)} artifacts, {len(verdicts)} claims on the {profile} profile (claims that read the same runs "
-        f"counted once): {verdict_counts(verdicts['verdict'].tolist())}"
-        + (f"; {checks}" if checks else "")
-        + ".",
+        f"{len(artifacts)} artifacts, {len(verdicts)} claims on the {profile} profile (one per paper statement; "
+        f"verdicts after each paper's Holm / Benjamini-Hochberg adjustment, docs/preregistration.md): "
+        f"{verdict_counts(verdicts['adjusted'].tolist())}" + (f"; {checks}" if checks else "") + ".",
     ]
     return "\n".join(lines)
 

@@ -169,12 +169,13 @@ class ArtifactContext:
         (:func:`dmllab.experiments.verdicts.verdict_table`; whether a compared method trains comes from the offline
         benchmark's rows as they are now, and the adjustment for multiplicity needs every claim of the paper: the
         report, built last, is definitive)."""
-        from dmllab.experiments.verdicts import training_status, verdict_table
+        from dmllab.experiments.verdicts import regime, training_status, verdict_table
         from dmllab.reference import load_reference
 
         status = training_status(self.profile, self.destination.results)
+        fit = regime(self.profile, self.destination.results)
         return verdict_table(
-            self.artifact, self.read_results(), self.profile, status, load_reference()
+            self.artifact, self.read_results(), self.profile, status, load_reference(), fit
         ).set_index("claim")
 
     def checks(self) -> pd.DataFrame:

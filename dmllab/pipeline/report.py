@@ -236,7 +236,8 @@ def build_report(
     shown = {n: f[f["profile"] == profile] for n, f in frames.items()}
     done = [a for a in artifacts if a.id in shown and not shown[a.id].empty]
     status = verdicts.training_status(profile, results_dir) if profile else {}
-    frame = multiplicity.claims_frame(artifacts, shown, profile or "", status, reference)
+    fit = verdicts.regime(profile, results_dir) if profile else None
+    frame = multiplicity.claims_frame(artifacts, shown, profile or "", status, reference, fit)
     labels = {a.id: a.label for a in artifacts}
     papers = []
     for paper in PAPERS:
@@ -266,9 +267,10 @@ def build_report(
             "papers": papers,
             "profile_note": summary.PROFILE_NOTES.get(profile or "", ""),
             "trains": summary.trains_note(status, profile or ""),
+            "regime": summary.regime_note(fit, profile or ""),
             "power_note": summary.POWER_NOTE,
             "q": multiplicity.Q,
-            "delta": verdicts.PAPER_DELTA_POINTS,
+            "delta": verdicts.DELTA_POINTS,
         }
     )
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -48,10 +48,10 @@ def test_bad_effects_raise():
 
 
 def _two_one_sided(effects, delta):
-    """TOST from its definition: both one-sided t tests (mean > -delta, mean < +delta) reject at 5%."""
+    """TOST from its definition: both one-sided t tests (mean > -delta, mean < +delta) reject at 2.5% each."""
     above = sps.ttest_1samp(effects, -delta, alternative="greater").pvalue
     below = sps.ttest_1samp(effects, delta, alternative="less").pvalue
-    return above < 0.05 and below < 0.05
+    return above < 0.025 and below < 0.025
 
 
 def test_equivalence_is_the_two_one_sided_tests():
@@ -65,6 +65,26 @@ def test_equivalence_is_the_two_one_sided_tests():
         agree += stats.equivalent(effects, delta)
     assert 20 < agree < 280  # both outcomes occur: the comparison can fail
     assert not stats.equivalent([0.1], 5.0) and not stats.equivalent([0.1, 0.2], 0.0)
+
+
+def test_one_sided_and_tost_p_values_are_scipys():
+    rng = np.random.default_rng(4)
+    for _ in range(50):
+        n = int(rng.integers(2, 9))
+        effects = list(rng.normal(rng.uniform(-1.0, 1.0), rng.uniform(0.1, 1.0), size=n))
+        bound, delta = float(rng.uniform(-1, 1)), float(rng.uniform(0.2, 2.0))
+        greater = sps.ttest_1samp(effects, bound, alternative="greater").pvalue
+        less = sps.ttest_1samp(effects, bound, alternative="less").pvalue
+        assert stats.one_sided_p(effects, bound) == pytest.approx(greater)
+        assert stats.one_sided_p(effects, bound, greater=False) == pytest.approx(less)
+        tost = max(
+            sps.ttest_1samp(effects, -delta, alternative="greater").pvalue,
+            sps.ttest_1samp(effects, delta, alternative="less").pvalue,
+        )
+        assert stats.tost_p(effects, delta) == pytest.approx(tost)
+        assert (stats.tost_p(effects, delta) < stats.ALPHA_PER_SIDE) == stats.equivalent(effects, delta)
+    assert stats.one_sided_p([1.0, 1.0], 0.0) == 0.0 and stats.one_sided_p([1.0, 1.0], 2.0) == 1.0
+    assert math.isnan(stats.one_sided_p([1.0], 0.0)) and stats.tost_p([0.1, 0.2], 0.0) == 1.0
 
 
 def test_power_against_a_simulation():

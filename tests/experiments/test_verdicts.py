@@ -1,7 +1,7 @@
 """The verdict layer: the six classes against their definitions (yes / no / equivalent / smaller than the paper /
-inconclusive / not testable), intersection-union claims, the paper's effect from its printed cells, the validation
-gate, claims that read the same runs counted once, Holm over each paper's primary claims and Benjamini-Hochberg
-over the others, and what an interval covers."""
+inconclusive / not testable) under the pre-registered rules (docs/preregistration.md), intersection-union claims, the
+paper's effect from its printed cells, the validation gate, every statement counted, Holm over each paper's primary
+claims and Benjamini-Hochberg over the others (every class), and what an interval covers."""
 
 import math
 
@@ -84,35 +84,55 @@ def test_yes_and_no_are_the_interval_beyond_zero():
 
 def test_equivalent_is_tost_inside_the_margin():
     gaps = (0.1, -0.2, 0.05, 0.0, 0.15)
-    iv90 = stats.interval(gaps, confidence=0.90)
-    # quick: the margin is half the paper's effect
-    j = _verdict(gaps, paper=2.0)
-    assert j.delta == 1.0 and j.verdict == "equivalent"
-    assert -1.0 < iv90.low and iv90.high < 1.0
-    assert _verdict(gaps, paper=0.2).verdict == "inconclusive"  # margin 0.1 is too tight for that interval
-    assert _verdict(gaps).verdict == "inconclusive"  # quick without a paper effect: no margin
-    # paper profile: 1 point for an effect in points, whatever the paper's effect
-    assert _verdict(gaps, paper=0.2, profile="paper").delta == verdicts.PAPER_DELTA_POINTS
-    assert _verdict(gaps, paper=0.2, profile="paper").verdict == "equivalent"
+    iv95 = stats.interval(gaps)
+    assert -1.0 < iv95.low and iv95.high < 1.0
+    # +-1 point for an effect in points on every profile, whatever the paper's effect (pre-registered)
+    for profile in ("quick", "paper"):
+        for paper in (math.nan, 0.2, 20.0):
+            j = _verdict(gaps, paper=paper, profile=profile)
+            assert j.delta == verdicts.DELTA_POINTS == 1.0 and j.verdict == "equivalent", (profile, paper)
+    wide = (0.9, -0.9, 0.5, -0.6, 0.8)  # inside +-1 on average, but the 95% interval is not
+    assert stats.interval(wide).high > 1.0 and _verdict(wide).verdict == "inconclusive"
+    # TOST at 2.5% per side: the 95% interval, not the 90% one
+    edge = (0.4, 1.0, 0.2, 0.9, 0.5)
+    assert stats.interval(edge, confidence=0.90).high < 1.0 < stats.interval(edge).high
+    assert _verdict(edge, paper_says="equivalent").verdict == "inconclusive"
+    # another unit without a stated margin: no equivalence off the paper profile, half the paper's effect on it
+    other = Claim("A beats B", _beats("A"), unit="%")
+    rows = _rows({"A": gaps})
+    assert math.isnan(verdicts.assess(other, rows, "quick", None, 2.0).delta)
+    assert verdicts.assess(other, rows.assign(profile="paper"), "paper", None, 2.0).delta == 1.0
 
 
-def test_smaller_than_the_paper_is_the_interval_below_its_effect_or_half_of_it():
+def test_smaller_than_the_paper_is_tested_on_the_paper_profile_only():
     gaps = (-1.0, -2.0, 0.5)  # 95% interval about [-4.0, 2.3]: contains 0, leans below
-    iv, iv90 = stats.interval(gaps), stats.interval(gaps, confidence=0.90)
-    yard = iv.high + 0.1
-    assert iv90.low < -yard  # not equivalent within the same margin
-    assert _verdict(gaps, paper=2 * yard).verdict == verdicts.SMALLER  # quick: high < half the paper's effect
-    assert _verdict(gaps, paper=2 * (iv.high - 0.1)).verdict == "inconclusive"
-    assert _verdict(gaps, paper=yard, profile="paper").verdict == verdicts.SMALLER  # paper: high < its effect
+    iv = stats.interval(gaps)
+    assert (
+        _verdict(gaps, paper=iv.high + 0.1, profile="paper").verdict == verdicts.SMALLER
+    )  # high < its effect
     assert _verdict(gaps, paper=iv.high - 0.1, profile="paper").verdict == "inconclusive"
-    assert _verdict(gaps, paper=-2 * yard).verdict == "inconclusive"  # the paper says no effect: no yardstick
-    assert _verdict((4.0, 5.0, 4.5), paper=40.0).verdict == "yes"  # yes wins: the claimed sign holds
+    assert _verdict(gaps, paper=2 * (iv.high + 0.1)).verdict == "inconclusive"  # quick: dropped
+    assert _verdict(gaps, paper=-iv.high, profile="paper").verdict == "inconclusive"  # no effect claimed
+    assert _verdict((4.0, 5.0, 4.5), paper=40.0, profile="paper").verdict == "yes"  # the claimed sign wins
+    # its p-value: the one-sided test of mean >= the paper's effect, on the two-sided scale
+    j = _verdict(gaps, paper=iv.high + 0.1, profile="paper")
+    one_sided = sps.ttest_1samp(gaps, iv.high + 0.1, alternative="less").pvalue
+    assert j.p == pytest.approx(2 * one_sided) and j.p < 0.05
 
 
-def test_a_claim_that_states_an_equivalence_is_tested_for_it_first():
+def test_a_claim_that_states_an_equivalence_is_judged_by_equivalence_only():
     gaps = (0.3, 0.35, 0.32)  # significantly positive, but well inside 1 point
     assert _verdict(gaps).verdict == "yes"
-    assert _verdict(gaps, paper_says="equivalent", margin=1.0).verdict == "equivalent"
+    j = _verdict(gaps, paper_says="equivalent", margin=1.0)
+    tost = max(
+        sps.ttest_1samp(gaps, -1.0, alternative="greater").pvalue,
+        sps.ttest_1samp(gaps, 1.0, alternative="less").pvalue,
+    )
+    assert j.verdict == "equivalent" and j.p == pytest.approx(2 * tost)
+    far = (-5.0, -6.0, -5.5)  # clearly below 0: never "no" for a stated equivalence
+    assert _verdict(far).verdict == "no"
+    j = _verdict(far, paper_says="equivalent", margin=1.0)
+    assert j.verdict == "inconclusive" and "equivalence only" in j.why
 
 
 def test_power_columns_follow_the_noncentral_t():
@@ -173,11 +193,34 @@ def test_a_set_claim_is_no_when_a_member_is_below_zero_at_the_bonferroni_level()
     assert j.verdict == "no" and j.p == pytest.approx(min(1.0, 2 * sps.ttest_1samp(members_, 0.0).pvalue))
 
 
-def test_a_member_whose_method_does_not_train_is_left_out():
-    status = {"c": verdicts.Gate(2.0, 1.0, 10.0, 3), "b": verdicts.Gate(20.0, 15.0, 10.0, 3)}
-    claim = _set_claim(member_arms={"vs B": "b", "vs C": "c"})
-    j = verdicts.assess(claim, _three((10.0, 11.0, 9.0), (9.0, 11.5, 12.0)), "quick", status)
-    assert j.verdict == "yes" and j.members == 1 and "c does not train" in j.why and "vs C left out" in j.why
+def test_only_the_arms_a_claim_says_are_better_are_gated():
+    status = {
+        "c": verdicts.Gate(2.0, -1.0, 0.0, 3),
+        "b": verdicts.Gate(20.0, 15.0, 0.0, 3),
+        "proxynca++": verdicts.Gate(16.0, 12.0, 0.0, 3),
+    }
+    rows = _three((10.0, 11.0, 9.0), (1.0, 2.0, 1.5))
+    worse = _set_claim(member_arms={"vs B": "b", "vs C": "c"}, arms=("b",))
+    j = verdicts.assess(worse, rows, "quick", status)
+    assert j.verdict == "yes" and j.members == 2  # the baseline c does not learn: it is what the claim says
+    assert j.learning == "learns relative to proxynca++ (validation gain ratio): b 1.25, c 0.12"
+    worse_arm = Claim("A beats B", _beats("A"), arms=("b",), worse_arms=("c",))
+    assert verdicts.assess(worse_arm, rows, "quick", status).verdict == "yes"
+    better = Claim("A beats B", _beats("A"), arms=("c",), worse_arms=("b",))
+    j = verdicts.assess(better, rows, "quick", status)
+    assert j.verdict == "not testable" and "c does not learn on quick" in j.why
+
+
+def test_a_regularisers_claim_outside_the_papers_regime_is_not_testable():
+    rows = _rows({"A": (10.0, 11.0, 8.0)})
+    claim = Claim("A beats B", _beats("A"), training_fit=True)
+    low, high = verdicts.Regime(51.1, "measured here"), verdicts.Regime(90.0, "measured here")
+    j = verdicts.assess(claim, rows, "quick", None, math.nan, low)
+    assert j.verdict == "not testable" and "optimisation-limited (train R@1 51.1 %" in j.why
+    assert verdicts.assess(claim, rows, "quick", None, math.nan, high).verdict == "yes"
+    plain = Claim("A beats B", _beats("A"))
+    assert verdicts.assess(plain, rows, "quick", None, math.nan, low).verdict == "yes"
+    assert verdicts.assess(claim, rows.assign(profile="paper"), "paper", None, math.nan, low).verdict == "yes"
 
 
 # ------------------------------------------------------------------------------------------- the inputs
@@ -218,18 +261,28 @@ def _gate_csv(folder, gains: dict[str, tuple[tuple[float, ...], float]], profile
     pd.DataFrame(recs).to_csv(folder / "offline_benchmark.csv", index=False)
 
 
-def test_the_gate_is_the_lower_bound_of_the_validation_gain(tmp_path):
+def test_the_gate_asks_whether_the_lower_bound_is_above_zero(tmp_path):
     assert verdicts.training_status("quick", tmp_path) == {}  # no file: unknown
-    # mean above the threshold, but the lower bound below: does not train
-    _gate_csv(tmp_path, {"margin": ((9.0, 12.0, 10.5), 10.0), "pnpp": ((20.0, 21.0, 19.5), 10.0)})
+    # a threshold the rows still carry (an older rule's) is not read: the pre-registered bar is 0
+    _gate_csv(
+        tmp_path,
+        {
+            "margin": ((9.0, 12.0, 10.5), 10.0),
+            "flat": ((1.0, -2.0, 0.5), 10.0),
+            "pnpp": ((20.0, 21.0, 19.5), 10.0),
+            "diverged": ((20.0, float("nan"), 19.5), 10.0),
+        },
+    )
     status = verdicts.training_status("quick", tmp_path)
     iv = stats.interval([9.0, 12.0, 10.5])
     assert status["margin"].mean == pytest.approx(10.5) and status["margin"].low == pytest.approx(iv.low)
-    assert not status["margin"].trains and status["pnpp"].trains
+    assert status["margin"].threshold == 0.0 and status["margin"].trains and status["pnpp"].trains
+    assert not status["flat"].trains  # its lower bound is below 0
+    assert status["diverged"].diverged == 1 and not status["diverged"].trains  # no seed may diverge
     assert verdicts.training_status("paper", tmp_path) == {}
-    claim = Claim("A beats B", _beats("A"), arms=("pnpp", "margin"))
+    claim = Claim("A beats B", _beats("A"), arms=("pnpp", "diverged"))
     j = verdicts.assess(claim, _rows({"A": (10.0, 11.0, 8.0)}), "quick", status)
-    assert j.verdict == "not testable" and "margin does not train on quick" in j.why
+    assert j.verdict == "not testable" and "diverged does not train on quick (1 seed(s) diverged)" in j.why
 
 
 def test_seeds_cover_reads_the_run_keys():
@@ -267,27 +320,40 @@ def test_checks_are_apart_from_verdicts():
 # ------------------------------------------------------------------------------------- a whole profile
 
 
-def test_claims_reading_the_same_runs_are_counted_once():
+def test_every_statement_is_counted_and_the_same_comparison_is_shown_together():
     a = _artifact(
         "pnpp_table0_a",
         (
             Claim("A beats B", _beats("A"), key="a"),
             Claim("A beats B, primary", _beats("A"), key="a2", primary=True),
             Claim("C beats B", _beats("C"), key="c"),
+            Claim(
+                "A beats B in NMI", lambda df: paired(df, "NMI", {"variant": "A"}, {"variant": "B"}), key="n"
+            ),
         ),
     )
     b = _artifact("pnpp_fig0_b", (Claim("A beats B (as Fig. 0)", _beats("A"), key="b"),))
     rows = _rows({"A": (10.0, 11.0, 8.0), "C": (0.3, 0.5, 0.4)})
+    rows = pd.concat([rows, rows.assign(metric="NMI")], ignore_index=True)
     frame = multiplicity.claims_frame([a, b], {a.id: rows, b.id: rows}, "quick", reference=pd.DataFrame())
-    assert frame["counted"].tolist() == [False, True, True, False]  # the group's first primary claim counts
-    assert frame.loc[1, "shared with"] == "pnpp_table0_a:a, pnpp_fig0_b:b"
-    assert frame.loc[0, "shared with"] == frame.loc[3, "shared with"] == "pnpp_table0_a:a2"
-    assert frame["family"].tolist() == ["", multiplicity.PRIMARY, multiplicity.SECONDARY, ""]
-    # without run ids nothing is known to be shared
-    bare = multiplicity.claims_frame(
-        [b], {b.id: rows.drop(columns="run_id")}, "quick", reference=pd.DataFrame()
+    assert frame["counted"].all()  # one counted claim per statement
+    assert frame.loc[0, "shared with"] == "pnpp_table0_a:a2, pnpp_fig0_b:b"
+    assert frame.loc[4, "shared with"] == "pnpp_table0_a:a, pnpp_table0_a:a2"
+    assert frame.loc[2, "shared with"] == frame.loc[3, "shared with"] == ""  # other runs; the same runs, NMI
+    assert (
+        frame["family"].tolist()
+        == [multiplicity.SECONDARY, multiplicity.PRIMARY] + [multiplicity.SECONDARY] * 3
     )
-    assert bare["counted"].all()
+    line = multiplicity.counts(frame, ["pnpp"]).iloc[0]
+    assert line["yes"] + line["equivalent"] + line["inconclusive"] == 5 and line["shared"] == 3
+    # without run ids nothing is grouped
+    bare = multiplicity.claims_frame(
+        [b, a],
+        {b.id: rows.drop(columns="run_id"), a.id: rows.drop(columns="run_id")},
+        "quick",
+        reference=pd.DataFrame(),
+    )
+    assert (bare["shared with"] == "").all()
 
 
 def test_holm_over_each_papers_primary_claims_and_bh_over_the_rest():
@@ -314,7 +380,7 @@ def test_holm_over_each_papers_primary_claims_and_bh_over_the_rest():
         "quick",
         reference=pd.DataFrame(),
     )
-    p = {v: stats.p_value(g) for v, g in gaps.items()}
+    p = {v: stats.p_value(g) for v, g in gaps.items()}  # each a yes or an inconclusive leaning positive
     holm, bh = stats.holm([p["A"], p["C"]]), stats.benjamini_hochberg([p["D"], p["E"]])
     assert frame.loc[:1, "adjusted p"].tolist() == pytest.approx(holm)
     assert frame.loc[2:3, "adjusted p"].tolist() == pytest.approx(bh)
@@ -322,12 +388,30 @@ def test_holm_over_each_papers_primary_claims_and_bh_over_the_rest():
     assert frame.loc[5, "adjusted p"] == pytest.approx(p["E"])  # the other paper's family: alone
     for i in range(4):
         raw, adjusted = frame.loc[i, "verdict"], frame.loc[i, "adjusted"]
-        expected = raw if frame.loc[i, "adjusted p"] < 0.05 else "inconclusive"
-        assert adjusted == (expected if raw in ("yes", "no") else "")
+        assert adjusted == (raw if frame.loc[i, "adjusted p"] < 0.05 else "inconclusive")
+    assert frame.loc[4, "adjusted"] == "not testable"
     counts = multiplicity.counts(frame, ["pnpp", "heated"])
     assert counts["paper"].tolist() == ["pnpp", "heated"]
     line = counts.iloc[0]
     assert (line["primary"], line["secondary"], line["not testable"]) == (2, 2, 1)
+    # the counts are the adjusted verdicts
+    adjusted = frame.loc[frame["paper"] == "pnpp", "adjusted"]
+    assert [line[v] for v in verdicts.VERDICTS] == [int((adjusted == v).sum()) for v in verdicts.VERDICTS]
+
+
+def test_an_equivalence_joins_its_family():
+    gaps = {"A": (0.1, -0.2, 0.05, 0.0, 0.15), "C": (5.0, 6.0, 5.5, 4.0, 5.0)}
+    claims = (Claim("A", _beats("A"), key="a", unit="R@1 points"), Claim("C", _beats("C"), key="c"))
+    art = _artifact("pnpp_table0_eq", claims)
+    frame = multiplicity.claims_frame([art], {art.id: _rows(gaps)}, "quick", reference=pd.DataFrame())
+    assert frame["verdict"].tolist() == ["equivalent", "yes"]
+    tost = max(
+        sps.ttest_1samp(gaps["A"], -1.0, alternative="greater").pvalue,
+        sps.ttest_1samp(gaps["A"], 1.0, alternative="less").pvalue,
+    )
+    p = [2 * tost, sps.ttest_1samp(gaps["C"], 0.0).pvalue]
+    assert frame["p"].tolist() == pytest.approx(p)
+    assert frame["adjusted p"].tolist() == pytest.approx(stats.benjamini_hochberg(p))
 
 
 def test_a_study_without_claims_has_an_empty_frame():
