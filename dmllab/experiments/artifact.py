@@ -164,8 +164,10 @@ class Claim:
             them does not learn, the claim is "not testable" (docs/preregistration.md).
         worse_arms: the methods the claim says are worse: never gated (one that does not learn is what the claim
             says), shown in the claim's learning caveat.
-        member_arms: ``{column: method label}`` of an effect with one column per member, each a worse arm (a
-            baseline the claimed method beats): never gated, shown in the learning caveat.
+        member_arms: ``{member: method label}`` of an effect over members that the claim says are better (one
+            column per member, or a mean over members, :func:`dmllab.experiments.compare.averaged` with names): a
+            member whose method does not learn is left out of the set or the mean (and said so) instead of making
+            the claim untestable.
         not_testable: ``{profile: why}``: profiles on which the paper's procedure cannot be kept, so the claim is
             "not testable" there whatever the rows say.
         kind: "verdict" (judged over seeds) or "check" (an analytic property of a toy: shown as a pass/fail check,

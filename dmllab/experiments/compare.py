@@ -139,6 +139,7 @@ def paper_vs_reproduced(artifact: Artifact, rows: pd.DataFrame, reference: pd.Da
 # together: :func:`dmllab.experiments.multiplicity.claims_frame`).
 ARMS = "arms"
 READS = "reads"
+AVERAGE_OF = "average_of"
 
 
 def run_ids(rows: pd.DataFrame) -> frozenset[str]:
@@ -217,12 +218,14 @@ def extremes(
     )
 
 
-def averaged(effects: Sequence[pd.Series]) -> pd.Series:
+def averaged(effects: Sequence[pd.Series] | Mapping[str, pd.Series]) -> pd.Series:
     """The per-seed mean of several comparisons (on the seeds all have), with the runs of all of them in
-    ``attrs``; empty without comparisons."""
+    ``attrs``; empty without comparisons. Named comparisons (a mapping) are also kept, as ``attrs[AVERAGE_OF]``,
+    so that the verdict layer can leave a member out of the mean (``Claim.member_arms``)."""
     import pandas as pd
 
-    effects = [e for e in effects if len(e)]
+    named = dict(effects) if isinstance(effects, Mapping) else {}
+    effects = [e for e in (named.values() if named else effects) if len(e)]
     if not effects:
         return pd.Series(dtype=float)
     mean = pd.concat(effects, axis=1).dropna().mean(axis=1)
@@ -231,6 +234,8 @@ def averaged(effects: Sequence[pd.Series]) -> pd.Series:
         frozenset().union(*(arms_of(e)[1] for e in effects)),
     )
     mean.attrs[READS] = ("averaged", *(reads_of(e) for e in effects))
+    if named:
+        mean.attrs[AVERAGE_OF] = {k: e for k, e in named.items() if len(e)}
     return mean
 
 

@@ -27,7 +27,7 @@ from dmllab.experiments.artifact import Claim
 
 # The offline benchmark's rows that say whether a method trains on a profile: validation R@1 of the method's
 # default recipe trained on the training classes minus the pre-trained network's (same pooling, same draw), one
-# row per seed, with the ``param_threshold`` the 95% interval's lower bound must reach.
+# row per seed.
 STATUS_ARTIFACT = "offline_benchmark"
 GAIN_METRIC = "val_gain_over_pretrained"
 # Pre-registered (docs/preregistration.md): the gain's 95% lower bound must be above THRESHOLD, with at most

@@ -53,6 +53,7 @@ from dmllab.experiments.gate import (
     Gate,
     Regime,
     TrainingStatus,
+    fails,
     learning,
     regime,
     testability,
@@ -170,6 +171,41 @@ def _members(claim: Claim, rows: pd.DataFrame) -> tuple[dict[str, tuple[float, .
     return out, effect, ""
 
 
+def _leave_out(
+    claim: Claim,
+    effect: Any,
+    members: dict[str, tuple[float, ...]],
+    status: TrainingStatus | None,
+    profile: str | None,
+) -> tuple[dict[str, tuple[float, ...]], str, bool]:
+    """``(members, why, every member out)``: the members of ``claim.member_arms`` whose method does not learn
+    left out of the set (one column each) or of the mean (an effect averaged over named members,
+    :func:`dmllab.experiments.compare.averaged`)."""
+    import pandas as pd
+
+    from dmllab.experiments.compare import AVERAGE_OF
+
+    status = status or {}
+    out = {m for m, arm in claim.member_arms.items() if arm in status and not status[arm].trains}
+    average = getattr(effect, "attrs", {}).get(AVERAGE_OF) if effect is not None else None
+    pool = average if average else members
+    left = [m for m in pool if m in out]
+    if not left:
+        return members, "", False
+    why = join_why(
+        *(
+            fails(claim.member_arms[m], status[claim.member_arms[m]], profile) + f": {m} left out"
+            for m in left
+        )
+    )
+    if len(left) == len(pool):
+        return members, why, True
+    if average:
+        mean = pd.concat([e for m, e in average.items() if m not in out], axis=1).dropna().mean(axis=1)
+        return {"": tuple(float(v) for v in mean)}, why, False
+    return {m: e for m, e in members.items() if m not in out}, why, False
+
+
 def _check(claim: Claim, effects: tuple[float, ...], missing: str) -> Judgement:
     if not effects:
         return Judgement(claim, "cannot decide", missing, None, math.nan, ())
@@ -251,6 +287,8 @@ def assess(
     if claim.kind == "check":
         return _check(claim, members.get("", ()) if len(members) <= 1 else (), missing)
     testable, reason = testability(claim, profile, status)
+    members, left_out, every = _leave_out(claim, effect, members, status, profile)
+    testable, reason = testable and not every, join_why(reason, left_out)
     if claim.training_fit and fit is not None and not fit.fits and profile != "paper":
         testable, reason = False, join_why(reason, fit.why(profile))
     yard, delta = yardstick(paper, profile), margin(claim, paper, profile)

@@ -21,7 +21,7 @@ from dmllab.experiments import (
     stats,
     verdicts,
 )
-from dmllab.experiments.compare import members, paired
+from dmllab.experiments.compare import averaged, members, paired
 
 SEEDS = (0, 1, 2)
 
@@ -200,7 +200,7 @@ def test_only_the_arms_a_claim_says_are_better_are_gated():
         "proxynca++": verdicts.Gate(16.0, 12.0, 0.0, 3),
     }
     rows = _three((10.0, 11.0, 9.0), (1.0, 2.0, 1.5))
-    worse = _set_claim(member_arms={"vs B": "b", "vs C": "c"}, arms=("b",))
+    worse = _set_claim(worse_arms=("b", "c"))
     j = verdicts.assess(worse, rows, "quick", status)
     assert j.verdict == "yes" and j.members == 2  # the baseline c does not learn: it is what the claim says
     assert j.learning == "learns relative to proxynca++ (validation gain ratio): b 1.25, c 0.12"
@@ -209,6 +209,26 @@ def test_only_the_arms_a_claim_says_are_better_are_gated():
     better = Claim("A beats B", _beats("A"), arms=("c",), worse_arms=("b",))
     j = verdicts.assess(better, rows, "quick", status)
     assert j.verdict == "not testable" and "c does not learn on quick" in j.why
+
+
+def test_a_better_member_that_does_not_learn_is_left_out_of_the_set_or_the_mean():
+    status = {"c": verdicts.Gate(2.0, -1.0, 0.0, 3), "b": verdicts.Gate(20.0, 15.0, 0.0, 3)}
+    rows = _three((10.0, 11.0, 9.0), (9.0, 11.5, 12.0))  # A - C = 1, -0.5, -3
+    claim = _set_claim(member_arms={"vs B": "b", "vs C": "c"})
+    j = verdicts.assess(claim, rows, "quick", status)
+    assert j.verdict == "yes" and j.members == 1 and "c does not learn" in j.why and "vs C left out" in j.why
+    mean = Claim(
+        "A beats B and C on average",
+        lambda df: averaged({"vs B": _beats("A")(df), "vs C": _beats("A", "C")(df)}),
+        member_arms={"vs B": "b", "vs C": "c"},
+    )
+    j = verdicts.assess(mean, rows, "quick", status)
+    assert (
+        j.effects == pytest.approx((10.0, 11.0, 9.0)) and "vs C left out" in j.why
+    )  # the mean of vs B alone
+    assert verdicts.assess(mean, rows, "quick", {}).effects == pytest.approx((5.5, 5.25, 3.0))
+    gone = {"b": status["c"], "c": status["c"]}
+    assert verdicts.assess(mean, rows, "quick", gone).verdict == "not testable"
 
 
 def test_a_regularisers_claim_outside_the_papers_regime_is_not_testable():

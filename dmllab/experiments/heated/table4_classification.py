@@ -105,7 +105,8 @@ ARTIFACT = Artifact(
                 variant="HBN",
                 heated=True,
             ),
-            arms=(SM, BN),
+            arms=(BN,),
+            worse_arms=(SM,),
             not_testable={"paper": "dmllab's CUB/Cars readers have no same-class split: no runs"},
             paper_effect=printed(
                 cell("CUB200", "HBN", "cub", "Table 4"), cell("CUB200", "SM", "cub", "Table 4")

@@ -133,7 +133,8 @@ ARTIFACT = Artifact(
             differs=analogue.differs(
                 "ProxyNCA and ProxyNCA++ each with its own profile preset", "proxynca++"
             ),
-            arms=("proxynca++", "proxynca"),
+            arms=("proxynca++",),
+            worse_arms=("proxynca",),
             paper_effect=printed(_t3("ProxyNCA++ [R50, 2048]"), _t3("ProxyNCA [R50, 2048]")),
             primary=True,
             key="pnpp_vs_pnca_r1",
@@ -145,7 +146,8 @@ ARTIFACT = Artifact(
             differs=analogue.differs(
                 "ProxyNCA and ProxyNCA++ each with its own profile preset", "proxynca++"
             ),
-            arms=("proxynca++", "proxynca"),
+            arms=("proxynca++",),
+            worse_arms=("proxynca",),
             paper_effect=printed(_t3("ProxyNCA++ [R50, 2048]", "NMI"), _t3("ProxyNCA [R50, 2048]", "NMI")),
             key="pnpp_vs_pnca_nmi",
         ),

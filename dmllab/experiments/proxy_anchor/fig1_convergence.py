@@ -22,8 +22,8 @@ METHODS = {
 }
 PA = "Proxy Anchor"
 ARMS = ("proxy_anchor", "proxynca", "triplet_semihard", "multi_similarity")
-# Each baseline's method label: a baseline that does not train on a profile is left out of "beats every baseline".
-BASELINE_ARMS = {name: METHODS[name] for name in METHODS if name != PA}
+# Each baseline's method label: the arms "beats every baseline" says are worse (never gated, shown in the caveat).
+BASELINE_ARMS = tuple(METHODS[name] for name in METHODS if name != PA)
 _CURVES = (
     "validation R@1 on held-out classes after each epoch of one stage on train, each method with its own "
     "preset's batch (paper: test R@1, batch 150 for all)"
@@ -181,7 +181,7 @@ ARTIFACT = Artifact(
             unit="R@1 points",
             differs=differs(_CURVES, "cars"),
             arms=ARMS[:1],
-            member_arms=BASELINE_ARMS,
+            worse_arms=BASELINE_ARMS,
             primary=True,
             key="first_epoch",
         ),
@@ -191,7 +191,7 @@ ARTIFACT = Artifact(
             unit="R@1 points",
             differs=differs(_CURVES, "cars"),
             arms=ARMS[:1],
-            member_arms=BASELINE_ARMS,
+            worse_arms=BASELINE_ARMS,
             key="final",
         ),
         Claim(
@@ -204,7 +204,7 @@ ARTIFACT = Artifact(
                 "cars",
             ),
             arms=ARMS[:1],
-            member_arms=BASELINE_ARMS,
+            worse_arms=BASELINE_ARMS,
             key="wall_clock",
         ),
     ),

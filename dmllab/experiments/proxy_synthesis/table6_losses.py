@@ -159,7 +159,9 @@ _SAME_SETUP = "with and without PS in the profile's PS preset over the base (alp
 
 
 def _average_boost(df: Any) -> Any:
-    effects = [_ps_effect(b)(df) for b in ALL_BASES if C.label(b, True) in set(df["variant"])]
+    """PS's gain averaged over the losses trained, each loss a named member (a loss that does not learn on the
+    profile is left out of the mean: ``member_arms``)."""
+    effects = {b: _ps_effect(b)(df) for b in ALL_BASES if C.label(b, True) in set(df["variant"])}
     return averaged(effects) if effects else None
 
 
@@ -331,7 +333,7 @@ ARTIFACT = Artifact(
                 "normsoftmax",
                 "cub",
             ),
-            arms=tuple(C.arm(b) for b in QUICK_BASES),
+            member_arms={b: C.arm(b) for b in QUICK_BASES},
             paper_effect={"smoke": _t6(SMOKE_BASES), "quick": _t6(QUICK_BASES), "paper": _t6(ALL_BASES)},
             primary=True,
             training_fit=True,
