@@ -170,8 +170,8 @@ class Claim:
             the claim untestable.
         not_testable: ``{profile: why}``: profiles on which the paper's procedure cannot be kept, so the claim is
             "not testable" there whatever the rows say.
-        kind: "verdict" (judged over seeds) or "check" (an analytic property of a toy: shown as a pass/fail check,
-            not counted among the verdicts).
+        kind: "verdict" (judged over seeds) or "check" (an analytic property of a toy, or a design target of the
+            offline benchmark: shown as a pass/fail check, not counted among the verdicts).
         key: a short identifier, unique within the artifact.
         training_fit: a regulariser's claim: the report shows each arm's training R@1 (``train_R@1``) beside the
             effect, so a reader sees whether the model under- or over-fits; on a profile outside the papers'

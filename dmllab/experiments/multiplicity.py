@@ -188,7 +188,7 @@ def counts(frame: pd.DataFrame, papers: Sequence[str]) -> pd.DataFrame:
         if mine.empty:
             continue
         verdicts = mine[(mine["kind"] == "verdict") & mine["counted"]]
-        checks = mine[mine["kind"] == "check"]
+        checks = mine[(mine["kind"] == "check") & (mine["verdict"] != NOT_TESTABLE)]
         line: dict[str, object] = {"paper": paper}
         line.update({v: int((verdicts["adjusted"] == v).sum()) for v in VERDICTS})
         for family, name in ((PRIMARY, "primary"), (SECONDARY, "secondary")):

@@ -32,9 +32,10 @@ Each claim carries the seeds a two-sided t test at 5% needs for 80% power (:func
 seeds_needed`, noncentral t) at the observed effect and at the yardstick (the paper's effect, half of it off the
 paper profile), with the observed per-seed sd.
 
-A claim of kind ``"check"`` is an analytic property of a toy: it **passes** when its effect is positive on every
-seed, **fails** otherwise, and **cannot decide** when the rows cannot measure it; checks are shown apart and never
-counted among the verdicts.
+A claim of kind ``"check"`` is an analytic property of a toy (or a design target of the offline benchmark): it
+**passes** when its effect is positive on every seed, **fails** otherwise, **cannot decide** when the rows cannot
+measure it and is **not testable** on a profile its ``not_testable`` names (never a failed check); checks are shown
+apart and never counted among the verdicts.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ if TYPE_CHECKING:
 SMALLER = "smaller than the paper"
 NOT_TESTABLE = "not testable"
 VERDICTS: tuple[str, ...] = ("yes", "no", "equivalent", SMALLER, "inconclusive", NOT_TESTABLE)
-CHECKS: tuple[str, ...] = ("passes", "fails", "cannot decide")
+CHECKS: tuple[str, ...] = ("passes", "fails", "cannot decide", NOT_TESTABLE)
 LEVEL = 1.0 - stats.CONFIDENCE
 POWER = 0.8
 SEEDS_COVER = (
@@ -206,7 +207,9 @@ def _leave_out(
     return {m: e for m, e in members.items() if m not in out}, why, False
 
 
-def _check(claim: Claim, effects: tuple[float, ...], missing: str) -> Judgement:
+def _check(claim: Claim, effects: tuple[float, ...], missing: str, profile: str | None) -> Judgement:
+    if profile in claim.not_testable:  # shown, never a failed check
+        return Judgement(claim, NOT_TESTABLE, claim.not_testable[profile], None, math.nan, effects)
     if not effects:
         return Judgement(claim, "cannot decide", missing, None, math.nan, ())
     verdict = "passes" if min(effects) > 0 else "fails"
@@ -285,7 +288,7 @@ def assess(
     members, effect, missing = _members(claim, rows)
     runs = arms_of(effect) if effect is not None else (frozenset(), frozenset())
     if claim.kind == "check":
-        return _check(claim, members.get("", ()) if len(members) <= 1 else (), missing)
+        return _check(claim, members.get("", ()) if len(members) <= 1 else (), missing, profile)
     testable, reason = testability(claim, profile, status)
     members, left_out, every = _leave_out(claim, effect, members, status, profile)
     testable, reason = testable and not every, join_why(reason, left_out)
@@ -468,13 +471,21 @@ def check_table(artifact: Artifact, rows: pd.DataFrame, profile: str | None = No
 def seeds_cover(artifact: Artifact, rows: pd.DataFrame | None = None) -> str:
     """What an interval over the seeds of ``artifact`` covers, read from its rows' run ids where they have them:
     each seed on its own draw of the benchmark when no run key serves two seeds (:data:`DATA_SEEDS_COVER`), else one
-    draw (:data:`SEEDS_COVER`); a toy's seeds (:data:`TOY_SEEDS_COVER`)."""
+    draw (:data:`SEEDS_COVER`); rows without run ids (numbers derived from the runs) cover what the artifact's
+    ``data_seed`` on the rows' profile says; a toy's seeds (:data:`TOY_SEEDS_COVER`)."""
+    from dmllab.experiments.params import DATA_SEED, DEFAULT_DATA_SEED
+
     if not artifact.trains:
         return TOY_SEEDS_COVER
-    if rows is None or "run_id" not in rows.columns:
-        return SEEDS_COVER
-    ids = rows["run_id"].dropna().astype(str).str.rsplit("/seed", n=1, expand=True)
-    if ids.empty or ids.shape[1] < 2:
+    present = rows["run_id"].dropna().astype(str) if rows is not None and "run_id" in rows.columns else None
+    if present is None or present.empty:
+        profile = rows_profile(rows) if rows is not None else None
+        declared = artifact.parameters.get(profile or "", {}).get(
+            DATA_SEED, DEFAULT_DATA_SEED.get(profile or "")
+        )
+        return DATA_SEEDS_COVER if declared == "per_seed" else SEEDS_COVER
+    ids = present.str.rsplit("/seed", n=1, expand=True)
+    if ids.shape[1] < 2:
         return SEEDS_COVER
     seeds_per_key = ids.groupby(0)[1].nunique()
     several_seeds = ids[1].nunique() > 1

@@ -314,6 +314,17 @@ def test_seeds_cover_reads_the_run_keys():
     assert verdicts.seeds_cover(trains, drawn) == verdicts.DATA_SEEDS_COVER
     assert verdicts.seeds_cover(trains, fixed) == verdicts.SEEDS_COVER
     assert verdicts.seeds_cover(toy, drawn) == verdicts.TOY_SEEDS_COVER
+    # rows derived from the runs, without run ids: the artifact's data_seed on the rows' profile
+    derived = pd.DataFrame({"seed": [0, 1], "profile": ["quick", "quick"], "run_id": [None, None]})
+    assert verdicts.seeds_cover(trains, derived) == verdicts.DATA_SEEDS_COVER  # quick: per-seed draws
+    assert verdicts.seeds_cover(trains, derived.assign(profile="paper")) == verdicts.SEEDS_COVER  # one draw
+    fixed_quick = Artifact(
+        **{
+            **trains.__dict__,
+            "parameters": {**trains.parameters, "quick": {"seeds": [0, 1], "data_seed": "fixed"}},
+        }
+    )
+    assert verdicts.seeds_cover(fixed_quick, derived) == verdicts.SEEDS_COVER
 
 
 def test_checks_are_apart_from_verdicts():
@@ -324,12 +335,14 @@ def test_checks_are_apart_from_verdicts():
             Claim("property holds", _beats("A"), kind="check", unit="x"),
             Claim("property fails on a seed", _beats("C"), kind="check"),
             Claim("property without rows", _beats("Z"), kind="check"),
+            Claim("a limit", _beats("C"), kind="check", not_testable={"quick": "beyond the grid"}),
         ),
     )
     rows = _rows({"A": (10.0, 11.0, 8.0), "C": (1.0, -1.0, 2.0)})
     assert verdicts.verdict_table(art, rows)["claim"].tolist() == ["A beats B"]
     checks = verdicts.check_table(art, rows)
-    assert checks["result"].tolist() == ["passes", "fails", "cannot decide"]
+    assert checks["result"].tolist() == ["passes", "fails", "cannot decide", "not testable"]
+    assert checks.loc[3, "why"] == "beyond the grid" and checks.loc[3, "seeds"] == 3  # shown, not failed
     assert checks.loc[1, "why"] == "1 of 3 seed(s) fail"
     frame = multiplicity.claims_frame([art], {art.id: rows}, "quick", reference=pd.DataFrame())
     assert (frame.loc[frame["kind"] == "check", "adjusted p"].isna()).all()

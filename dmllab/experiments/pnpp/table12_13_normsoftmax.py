@@ -114,13 +114,14 @@ ARTIFACT = Artifact(
             key="ns_max",
         ),
         Claim(
-            "+fast alone helps NormSoftMax (R@1; the paper: no on CUB, 63.8 vs 64.4)",
-            lambda df: paired(df, "R@1", _v("NormSoftMax (+fast)"), _v("NormSoftMax")),
+            # the paper's statement, signed as the paper states it (a reproduced "yes" for "+fast helps" would be
+            # counted as if the paper's claim held)
+            "+fast alone does not help NormSoftMax: R@1 without it is higher (the paper, CUB: 64.4 vs 63.8 with it)",
+            lambda df: paired(df, "R@1", _v("NormSoftMax"), _v("NormSoftMax (+fast)")),
             unit="R@1 points",
-            paper_says="no",
             differs=analogue.differs(_fast, "normsoftmax"),
             arms=("normsoftmax",),
-            paper_effect=_t12("NormSoftMax (+fast)", "NormSoftMax"),
+            paper_effect=_t12("NormSoftMax", "NormSoftMax (+fast)"),
             key="ns_fast",
         ),
         Claim(
