@@ -150,3 +150,21 @@ def test_reference_keys_hit_printed_cells(artifact_id: str, profile: str) -> Non
     assert hits, f"{artifact_id} ({profile}): no row faces a printed cell"
     table = compare.paper_vs_reproduced(artifact, rows, ref)
     assert not math.isnan(table["paper"].iloc[0])
+
+
+@pytest.mark.parametrize("profile", ["quick", "paper"])
+def test_pa_batch_runs_fix_the_epochs_as_the_release_does(profile):
+    """Proxy Anchor's release (github.com/tjddus9597/Proxy-Anchor-CVPR2020 at 51db570, code/train.py) fixes the
+    epochs, not the iterations: ``--epochs`` default 60 (line 43), ``for epoch in range(0, args.nb_epochs)``
+    (line 264) over the whole loader (``for batch_idx, (x, y) in pbar``, line 291) and ``scheduler.step()`` once
+    per epoch (line 313; ``StepLR(step_size=args.lr_decay_step)`` in epochs, line 256), the lr unchanged with the
+    batch. So a larger batch takes fewer steps; Tables 5-6's runs differ in the batch size only."""
+    artifact = registry.get("pa_table5_6_batch")
+    runs = artifact.runs(artifact.params(profile, device="cpu"))
+    by_batch = {
+        r.config.data.batch_size: r.config for r in runs if r.config.dataset == runs[0].config.dataset
+    }
+    assert len(by_batch) >= 3
+    smallest = by_batch[min(by_batch)]
+    for batch, cfg in by_batch.items():
+        assert cfg.replace("data.batch_size", smallest.data.batch_size) == smallest, batch  # epochs, lr alike
