@@ -12,7 +12,7 @@ backbone, every ``every`` steps.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from torch import nn
@@ -30,11 +30,17 @@ def grad_norm(parameters: Iterable[nn.Parameter]) -> float:
     return total**0.5
 
 
+def entries(parameters: Iterable[nn.Parameter]) -> int:
+    """The number of entries of ``parameters`` (the size a norm sums over)."""
+    return sum(p.numel() for p in parameters)
+
+
 class GradientNormHook:
     """Trainer hook: every ``every`` steps (and the first step of each epoch) record gradient norms.
 
-    Records dicts ``{epoch, step, global_step, proxies, embedding, backbone}``; ``global_step`` counts all
-    steps seen by the hook (across epochs).
+    Records dicts ``{epoch, step, global_step, proxies, embedding, backbone, proxy_norm, proxies_entries,
+    embedding_entries}``; ``global_step`` counts all steps seen by the hook (across epochs); the entries are the
+    sizes the two norms sum over (a C x D proxy matrix against the embedding layer's weight and bias).
     """
 
     def __init__(self, every: int = 1) -> None:
@@ -57,6 +63,8 @@ class GradientNormHook:
                 "embedding": grad_norm(trainer.model.head.linear.parameters()),
                 "backbone": grad_norm(trainer.model.backbone.parameters()),
                 "proxy_norm": float(trainer.loss.proxies.detach().norm(dim=1).mean()),
+                "proxies_entries": trainer.loss.proxies.numel(),
+                "embedding_entries": entries(trainer.model.head.linear.parameters()),
             }
         )
 
@@ -65,8 +73,10 @@ def records_to_rows(
     records: Sequence[dict[str, float]], *, variant: str, seed: int, dataset: str, params: dict[str, Any]
 ) -> list[dict[str, Any]]:
     """Tidy rows per record: metrics ``grad_proxies``, ``grad_embedding``, ``grad_backbone``,
-    ``mean_proxy_norm`` and ``ratio_proxies_embedding`` (= grad_proxies / grad_embedding; NaN where the
-    embedding gradient is 0)."""
+    ``mean_proxy_norm``, ``ratio_proxies_embedding`` (= grad_proxies / grad_embedding; NaN where the embedding
+    gradient is 0) and, where the record has the entries each norm sums over, ``rms_ratio_proxies_embedding``
+    (the same ratio per entry: each norm over the square root of its entries, so that tensors of different sizes
+    compare)."""
     rows = []
     for r in records:
         ratio = r["proxies"] / r["embedding"] if r["embedding"] > 0 else float("nan")
@@ -77,6 +87,10 @@ def records_to_rows(
             "mean_proxy_norm": r["proxy_norm"],
             "ratio_proxies_embedding": ratio,
         }
+        if r.get("proxies_entries") and r.get("embedding_entries"):
+            values["rms_ratio_proxies_embedding"] = (
+                ratio * (r["embedding_entries"] / r["proxies_entries"]) ** 0.5
+            )
         for metric, value in values.items():
             rows.append(
                 {
@@ -103,6 +117,7 @@ def run_proxy_gradients(
     device: str = "cpu",
     epochs: int | None = None,
     data_root: str | None = None,
+    place: Callable[[Any, int], tuple[Any, str]] | None = None,
 ) -> list[dict[str, Any]]:
     """Train the ProxyNCA++ preset with +fast and -fast (single stage) and return the gradient-norm rows.
 
@@ -112,6 +127,9 @@ def run_proxy_gradients(
         dataset: preset dataset (the offline "synthetic" benchmark by default).
         epochs: override ``schedule.epochs`` (None: the preset's).
         data_root: the dataset root for real benchmarks (None keeps the preset's).
+        place: ``(config, seed) -> (placed config, run id)``: where the caller's study runs the seed (its draw of
+            the benchmark and that draw's pre-trained trunk, :meth:`dmllab.experiments.lookup.Lookup.place`); every
+            row carries the run id. None: the preset as it is (draw 0), rows without a run id.
 
     The runs are not taken from the run store: a stored run would skip the hook (it sees trained steps only).
     """
@@ -124,6 +142,7 @@ def run_proxy_gradients(
             cfg = cfg.replace("schedule.epochs", epochs)
         if data_root is not None:
             cfg = cfg.replace("data.root", data_root)
+        cfg, run_id = place(cfg, seed) if place is not None else (cfg, None)
         hook = GradientNormHook(every)
         result = run_single_stage(cfg, seed=seed, hooks=(hook,), progress=False)
         params = {
@@ -133,10 +152,10 @@ def run_proxy_gradients(
             "param_embedding_dim": cfg.model.embedding_dim,
             "param_every": every,
         }
-        rows += records_to_rows(hook.records, variant=variant, seed=seed, dataset=dataset, params=params)
+        mine = records_to_rows(hook.records, variant=variant, seed=seed, dataset=dataset, params=params)
         r1 = result.metrics.get("R@1")
         if r1 is not None:
-            rows.append(
+            mine.append(
                 {
                     "variant": variant,
                     "dataset": dataset,
@@ -147,4 +166,5 @@ def run_proxy_gradients(
                     **params,
                 }
             )
+        rows += [{**r, "run_id": run_id} for r in mine] if run_id is not None else mine
     return rows

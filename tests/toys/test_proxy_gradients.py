@@ -39,6 +39,7 @@ def test_hook_records_every_n_steps_and_first_step_of_epoch():
     assert r["proxies"] == pytest.approx(math.sqrt(18))
     assert r["embedding"] == pytest.approx(math.sqrt(4 * 3 + 3))
     assert r["backbone"] == pytest.approx(math.sqrt(5 * 4 + 4))
+    assert (r["proxies_entries"], r["embedding_entries"]) == (18, 15)
     with pytest.raises(ValueError, match="every must be >= 1"):
         pg.GradientNormHook(every=0)
 
@@ -59,9 +60,27 @@ def test_records_to_rows_ratio():
     by = {r["metric"]: r["value"] for r in rows}
     assert by["ratio_proxies_embedding"] == pytest.approx(5e-4)
     assert by["grad_backbone"] == 9.0 and all(r["param_global_step"] == 1 for r in rows)
+    assert "rms_ratio_proxies_embedding" not in by  # no entries recorded: no per-entry ratio
+    recs[0] |= {"proxies_entries": 100, "embedding_entries": 25}
+    by = {
+        r["metric"]: r["value"]
+        for r in pg.records_to_rows(recs, variant="-fast", seed=0, dataset="s", params={})
+    }
+    assert by["rms_ratio_proxies_embedding"] == pytest.approx((0.002 / 10) / (4.0 / 5))  # RMS over RMS
     recs[0]["embedding"] = 0.0
     rows = pg.records_to_rows(recs, variant="-fast", seed=0, dataset="synthetic", params={})
     assert math.isnan({r["metric"]: r["value"] for r in rows}["ratio_proxies_embedding"])
+
+
+def test_each_seed_runs_where_the_caller_places_it():
+    placed = []
+
+    def place(cfg, seed):
+        placed.append(seed)
+        return cfg, f"key{seed}/seed{seed}"
+
+    rows = pg.run_proxy_gradients("smoke", seed=3, every=50, epochs=1, place=place)
+    assert placed == [3, 3] and {r["run_id"] for r in rows} == {"key3/seed3"}
 
 
 def test_run_with_training_engine_smoke():

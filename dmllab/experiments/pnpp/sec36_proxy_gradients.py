@@ -6,15 +6,20 @@ import math
 from typing import Any
 
 from dmllab.experiments import analogue
-from dmllab.experiments.artifact import Artifact, Claim, Figure
+from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.lookup import Lookup
 from dmllab.experiments.params import Params
 
 
 def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
     """Two short trainings (+fast, -fast) per seed with the gradient-norm hook (not stored: the hook must see
-    every step)."""
+    every step), each seed placed as the study places its runs (``lookup.place``: seed k on draw k of the
+    benchmark with that draw's pre-trained trunk on quick), each row with its run's id."""
     from dmllab.toys import proxy_gradients
+
+    def place(cfg: Any, seed: int) -> tuple[Any, str]:
+        placed = lookup.place(Run(cfg, seed))
+        return placed.config, placed.key
 
     out: list[dict[str, Any]] = []
     for seed in params.seeds:
@@ -26,6 +31,7 @@ def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
             device=params.device,
             epochs=params["epochs"],
             data_root=params.data_root,
+            place=place,
         )
     return out
 
@@ -53,7 +59,10 @@ ARTIFACT = Artifact(
         'of proxies", hence fast proxies (+fast, a larger proxy learning rate). dmllab trains the '
         "ProxyNCA++ preset of the profile with +fast and -fast and records, with a trainer hook after "
         "each backward pass (before clipping and the optimiser step), the gradient norms of the proxies, "
-        "of the embedding layer (the head's Linear) and of the backbone. The quick profile uses the offline "
+        "of the embedding layer (the head's Linear) and of the backbone, and the ratio per entry as well (each "
+        "norm over the square root of the entries it sums over: the proxies are a C x D matrix). Seed k runs "
+        "where the study runs its seed k (on quick: draw k of the benchmark with its own pre-trained trunk), "
+        "each row with its run's id. The quick profile uses the offline "
         "synthetic benchmark (SmallCNN, 128-d) for a shortened run; the paper profile uses CUB with the "
         "paper's ResNet-50, 2048-d setting (needs `data_root`)."
     ),
