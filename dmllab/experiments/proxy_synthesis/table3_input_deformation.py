@@ -260,6 +260,7 @@ ARTIFACT = Artifact(
                 differs=_DIFFERS,
                 arms=(C.arm("normsoftmax"),),
                 paper_effect=printed_gain(k),
+                training_fit=True,
                 key=f"gain_{k}",
             )
             for k in ROW
@@ -271,6 +272,7 @@ ARTIFACT = Artifact(
             paper_says="not stated (the paper compares absolute R@1 only)",
             differs=_DIFFERS,
             arms=(C.arm("normsoftmax"),),
+            training_fit=True,
             key="relative_robustness",
         ),
     ),

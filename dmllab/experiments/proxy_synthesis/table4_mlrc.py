@@ -286,6 +286,7 @@ ARTIFACT = Artifact(
             arms=_ARMS,
             paper_effect=_ti("Concatenated (512-dim) MAP@R"),
             primary=True,
+            training_fit=True,
             key="folds_concat_map",
         ),
         Claim(
@@ -295,6 +296,7 @@ ARTIFACT = Artifact(
             differs=_MLRC_FOLDS,
             arms=_ARMS,
             paper_effect=_ti("Concatenated (512-dim) P@1"),
+            training_fit=True,
             key="folds_concat_p1",
         ),
         Claim(
@@ -304,6 +306,7 @@ ARTIFACT = Artifact(
             differs=_MLRC_FOLDS,
             arms=_ARMS,
             paper_effect=_ti("Separated (128-dim) MAP@R"),
+            training_fit=True,
             key="folds_separated_map",
         ),
     ),

@@ -350,6 +350,7 @@ ARTIFACT = Artifact(
                 "cub",
             ),
             arms=(C.arm("normsoftmax"),),
+            training_fit=True,
             key="gt_logit",
         ),
     ),
