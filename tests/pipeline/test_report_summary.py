@@ -112,14 +112,20 @@ def _frame():
     a = _artifact(
         "pnpp_table1",
         (
-            Claim("A beats B", beats("A"), key="ab", primary=True, paper_effect=12.0),
-            Claim("C beats B", beats("C"), not_testable={"quick": "no converged model"}, key="cb"),
-            Claim("B beats A", beats("B", "A"), key="ba"),
-            Claim("D beats B", beats("D"), key="db", paper_effect=4.0),
+            Claim("A beats B", beats("A"), key="ab", primary=True, paper_effect=12.0, unit="R@1 points"),
+            Claim(
+                "C beats B",
+                beats("C"),
+                not_testable={"quick": "no converged model"},
+                key="cb",
+                unit="R@1 points",
+            ),
+            Claim("B beats A", beats("B", "A"), key="ba", unit="R@1 points"),
+            Claim("D beats B", beats("D"), key="db", paper_effect=4.0, unit="R@1 points"),
             Claim("a property", beats("A"), kind="check", unit="x", key="p"),
         ),
     )
-    b = _artifact("pnpp_table2", (Claim("A beats B again", beats("A"), key="ab2"),))
+    b = _artifact("pnpp_table2", (Claim("A beats B again", beats("A"), key="ab2", unit="R@1 points"),))
     frame = multiplicity.claims_frame(
         [a, b], {a.id: _rows(), b.id: _rows()}, "quick", reference=pd.DataFrame()
     )
@@ -133,14 +139,14 @@ def test_claim_lines_show_every_class_and_the_paper_effect():
     assert lines["cb"]["verdict"] == "not testable" and "no converged model" in lines["cb"]["why"]
     assert lines["cb"]["effect"] == "+5"  # shown though not testable
     assert lines["ba"]["verdict"] == "no"
-    assert lines["db"]["verdict"] == "equivalent"  # +0.03 [-0.4, 0.5] inside +-2 (half the paper's 4)
-    assert "2 other claims read the same runs" == lines["ab"]["shared"] and not lines["ab2"]["counted"]
-    assert "Table 2 (ab2)" in lines["ab"]["shared_names"]
-    assert "counted with Table 1 (ab)" in lines["ab2"]["shared"]
+    assert lines["db"]["verdict"] == "equivalent"  # +0.03 [-0.48, 0.55] inside +-1 point (pre-registered)
+    assert lines["ab"]["shared"] == "1 other claim read the same comparison (runs, metric, condition)"
+    assert "Table 2 (ab2)" in lines["ab"]["shared_names"] and "Table 1 (ab)" in lines["ab2"]["shared_names"]
+    assert lines["ab2"]["counted"] and lines["ba"]["shared"] == ""  # "B beats A": the same runs, other sides
     assert [c["claim"] for c in summary.check_lines(frame)] == ["a property"]
     counts = summary.count_lines(frame)
-    # "B beats A" reads the runs of "A beats B" (primary): counted there, so its "no" is not counted
-    assert counts[0]["classes"] == [1, 0, 1, 0, 0, 1] and counts[-1]["paper"] == ""
+    # every statement counts, adjusted: ab, ab2 yes; ba no; db equivalent (BH keeps it); cb not testable
+    assert counts[0]["classes"] == [2, 1, 1, 0, 0, 1] and counts[-1]["paper"] == ""
 
 
 def test_forest_rows_sit_at_their_effects():
@@ -151,7 +157,7 @@ def test_forest_rows_sit_at_their_effects():
     a = rows["A beats B"]
     assert a.x_low == a.x_mean == a.x_high < a.x_paper  # +10 on every seed, against the paper's +12
     assert panel.zero == pytest.approx(rows["D beats B"].x_mean, abs=2)  # an effect of 0.03 sits at 0
-    assert rows["B beats A"].x_high < panel.zero and rows["A beats B again"].counted is False
+    assert rows["B beats A"].x_high < panel.zero and rows["A beats B again"].counted
     assert a.colour != rows["B beats A"].colour != rows["D beats B"].colour
 
 
@@ -181,6 +187,7 @@ def test_the_template_escapes_what_it_shows():
             "papers": [],
             "profile_note": "",
             "trains": "",
+            "regime": "",
             "power_note": "",
             "q": 0.05,
             "delta": 1.0,
