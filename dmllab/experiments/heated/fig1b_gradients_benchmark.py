@@ -47,6 +47,7 @@ def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
                 alpha=r["param_alpha"],
                 train_alpha=float(run.config.loss.get("alpha")),
                 classifier=kind,
+                run_id=lookup.place(run).key,  # derived from this run: every row a check reads names its run
             )
     return out
 

@@ -65,6 +65,7 @@ def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str
                 dataset=run.config.dataset,
                 seed=run.seed,
                 classifier=kind,
+                run_id=lookup.place(run).key,  # derived from this run: every row a claim reads names its run
             )
             edges = np.quantile(norm[mask], np.linspace(0, 1, params["bins"] + 1))
             which = np.clip(np.searchsorted(edges, norm[mask], side="right") - 1, 0, params["bins"] - 1)

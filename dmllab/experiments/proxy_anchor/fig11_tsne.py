@@ -64,6 +64,7 @@ def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str
             variant=run.variant,
             dataset=run.config.dataset,
             seed=run.seed,
+            run_id=lookup.place(run).key,  # derived from this run: every row names its run
         )
         tables.append(t.assign(seed=run.seed))
     return out, {"tsne": pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()}

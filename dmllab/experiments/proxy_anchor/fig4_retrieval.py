@@ -53,6 +53,7 @@ def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str
             variant=run.variant,
             dataset=run.config.dataset,
             seed=run.seed,
+            run_id=lookup.place(run).key,  # derived from this run: every row a claim reads names its run
         )
         if run.seed == params.seeds[0]:
             rng = np.random.default_rng(params["query_seed"])
