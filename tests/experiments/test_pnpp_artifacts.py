@@ -127,3 +127,29 @@ def test_table1_paper_preset_equals_table1() -> None:
                 "value"
             ]
             assert float(printed.iloc[0]) == pytest.approx(value), (name, metric)
+
+
+def test_sec36_runs_each_seed_on_its_own_draw(monkeypatch):
+    """Seed k of the gradient-norm runs is placed on draw k on quick (not every seed on draw 0), with its key."""
+    from dmllab.experiments.kit import draw_in
+    from dmllab.experiments.lookup import Lookup
+    from dmllab.toys import proxy_gradients
+
+    seen = {}
+
+    def fake(profile, *, seed, place, **kw):
+        cfg, key = place(proxy_gradients_cfg(profile), seed)
+        seen[seed] = (draw_in(cfg), key)
+        return []
+
+    def proxy_gradients_cfg(profile):
+        from dmllab.training import presets
+
+        return presets.get(proxy_gradients.METHOD, "synthetic", profile)
+
+    monkeypatch.setattr(proxy_gradients, "run_proxy_gradients", fake)
+    art = registry.get("pnpp_sec36_proxy_gradients")
+    params = art.params("quick", device="cpu")
+    art.rows(params, Lookup(params))
+    assert {s: d for s, (d, _) in seen.items()} == {s: s for s in params.seeds}
+    assert len({key.split("/")[0] for _, key in seen.values()}) == len(params.seeds)

@@ -13,12 +13,17 @@ from dmllab.experiments.params import Params
 
 def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
     """Two short trainings (+fast, -fast) per seed with the gradient-norm hook (not stored: the hook must see
-    every step), each seed placed as the study places its runs (``lookup.place``: seed k on draw k of the
-    benchmark with that draw's pre-trained trunk on quick), each row with its run's id."""
+    every step), each seed placed as the study places its runs (``lookup.place`` on the draw the profile's
+    default ``data_seed`` gives it: on smoke and quick seed k on draw k of the benchmark with that draw's
+    pre-trained trunk; the artifact declares no stored runs, so it has no ``data_seed`` parameter of its own),
+    each row with its run's id."""
+    from dmllab.experiments.params import DEFAULT_DATA_SEED
     from dmllab.toys import proxy_gradients
 
+    per_seed = DEFAULT_DATA_SEED[params.profile] == "per_seed" and params["dataset"] == "synthetic"
+
     def place(cfg: Any, seed: int) -> tuple[Any, str]:
-        placed = lookup.place(Run(cfg, seed))
+        placed = lookup.place(Run(cfg, seed, draw=seed if per_seed else 0))
         return placed.config, placed.key
 
     out: list[dict[str, Any]] = []
