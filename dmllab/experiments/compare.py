@@ -134,8 +134,8 @@ def paper_vs_reproduced(artifact: Artifact, rows: pd.DataFrame, reference: pd.Da
 # ------------------------------------------------------------------------------------- claim effects
 
 # ``effect.attrs[ARMS]``: the run ids (``run_id``) each side of a comparison read, ``(better, worse)``;
-# ``effect.attrs[READS]``: what else it read (the metric and each side's conditions, where the helpers know them).
-# Two claims that read the same runs, metric and conditions read the same comparison (the report shows them
+# ``effect.attrs[READS]``: what else it read (the metric and each side's measured rows, where the helpers know them).
+# Two claims that read the same runs, metric and condition read the same comparison (the report shows them
 # together: :func:`dmllab.experiments.multiplicity.claims_frame`).
 ARMS = "arms"
 READS = "reads"
@@ -162,8 +162,13 @@ def reads_of(effect: Any) -> tuple[Any, ...]:
     return tuple(getattr(effect, "attrs", {}).get(READS) or ())
 
 
-def _condition(where: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((str(k), str(v)) for k, v in where.items()))
+def _condition(rows: pd.DataFrame) -> frozenset[tuple[str, float]]:
+    """What a side read, as measured: each row's run id and value. Two sides read the same runs under the same
+    condition (split, deformation, bin) exactly when they read the same values of the same runs (a filter the
+    caller applied before counts too; the labels an artifact gives its runs do not)."""
+    if "run_id" not in rows.columns:
+        return frozenset()
+    return frozenset((str(r), round(float(v), 9)) for r, v in zip(rows["run_id"], rows["value"]))
 
 
 def arms_of(effect: Any) -> tuple[frozenset[str], frozenset[str]]:
@@ -196,7 +201,7 @@ def paired(df: pd.DataFrame, metric: str, better: Mapping[str, Any], worse: Mapp
     side read in ``attrs`` (:func:`with_arms`)."""
     a, b = _select(df, metric, better), _select(df, metric, worse)
     diff = (a.groupby("seed")["value"].mean() - b.groupby("seed")["value"].mean()).dropna()
-    return with_arms(diff, a, b, ("paired", metric, _condition(better), _condition(worse)))
+    return with_arms(diff, a, b, ("paired", metric, _condition(a), _condition(b)))
 
 
 def extremes(
@@ -214,7 +219,7 @@ def extremes(
     return with_arms(
         (diff if low_minus_high else -diff).dropna(),
         *((low, high) if low_minus_high else (high, low)),
-        ("extremes", metric, by, low_minus_high, _condition(where)),
+        ("extremes", metric, by, low_minus_high, _condition(low), _condition(high)),
     )
 
 

@@ -122,7 +122,7 @@ def learning(claim: Claim, status: TrainingStatus | None) -> str:
     pre-trained network relative to :data:`REFERENCE_METHOD`'s (``""`` without the status or the reference)."""
     status = status or {}
     reference = status.get(REFERENCE_METHOD)
-    methods = [m for m in dict.fromkeys((*claim.arms, *claim.worse_arms, *claim.member_arms.values()))]
+    methods = list(dict.fromkeys((*claim.arms, *claim.worse_arms, *claim.member_arms.values())))
     shown = [m for m in methods if m in status and m != REFERENCE_METHOD]
     if reference is None or not shown or not reference.mean > 0:
         return ""

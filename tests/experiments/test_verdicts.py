@@ -453,3 +453,27 @@ def test_a_study_without_claims_has_an_empty_frame():
         [art], {art.id: _rows({"A": (1.0, 2.0, 3.0)})}, "quick", reference=pd.DataFrame()
     )
     assert frame.empty and multiplicity.counts(frame, ["pnpp"]).empty
+
+
+def test_the_same_comparison_is_the_same_measurement_of_the_same_runs():
+    """Claims on the same runs under different conditions (here a deformation the caller filters on first) are
+    not shown together; the same rows read by two artifacts are."""
+    clean = _rows({"A": (10.0, 11.0, 8.0)}).assign(param_deformation="none")
+    cut = clean.assign(param_deformation="cutout", value=clean["value"] - 1.0)
+    rows = pd.concat([clean, cut], ignore_index=True)
+
+    def under(deformation):
+        return lambda df: _beats("A")(df[df["param_deformation"] == deformation])
+
+    art = _artifact(
+        "pnpp_table0_cond",
+        (
+            Claim("A beats B", under("none"), key="none"),
+            Claim("A beats B under cutout", under("cutout"), key="cut"),
+        ),
+    )
+    other = _artifact("pnpp_fig0_cond", (Claim("A beats B (Fig. 0)", under("none"), key="fig"),))
+    frame = multiplicity.claims_frame(
+        [art, other], {art.id: rows, other.id: rows}, "quick", reference=pd.DataFrame()
+    )
+    assert frame["shared with"].tolist() == ["pnpp_fig0_cond:fig", "", "pnpp_table0_cond:none"]
