@@ -23,8 +23,7 @@ import torch
 from torch.nn import functional as F
 
 from dmllab.losses import LOSSES, ProxyLoss
-from dmllab.training.presets import METHODS, Method
-from dmllab.training.presets.methods import with_loss
+from dmllab.training.presets.methods import method, with_loss
 
 
 def margin_normsoftmax_logits(embeddings, proxies, *, temperature):
@@ -36,6 +35,7 @@ def margin_normsoftmax(embeddings, labels, proxies, *, temperature, margin):
     return F.cross_entropy(logits - margin / temperature * F.one_hot(labels, proxies.shape[0]), labels)
 
 
+@LOSSES.register("margin_normsoftmax")  # the registry line
 class MarginNormSoftmax(ProxyLoss):
     def __init__(self, num_classes, embedding_dim, *, temperature=0.1, margin=0.1, proxy_init="randn/8"):
         super().__init__(num_classes, embedding_dim, proxy_init=proxy_init)
@@ -50,10 +50,9 @@ class MarginNormSoftmax(ProxyLoss):
         return margin_normsoftmax_logits(embeddings, proxies, temperature=self.temperature)
 
 
-LOSSES.register("margin_normsoftmax", MarginNormSoftmax)  # the registry line
-METHODS.register("margin_normsoftmax", Method(  # the preset line
-    "margin_normsoftmax", lambda cfg, spec: with_loss(cfg, "margin_normsoftmax", margin=0.2), tuned=("margin", "its margin")
-))
+@method("margin_normsoftmax", tuned=("margin", "its margin"))  # the preset line
+def margin_normsoftmax_preset(cfg, spec):
+    return with_loss(cfg, "margin_normsoftmax", margin=0.2)
 '''
 
 
