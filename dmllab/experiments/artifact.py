@@ -255,6 +255,12 @@ class Artifact:
         parameter_help: one line per artifact parameter, shown in the parameters cell.
         not_reproduced: rows of the paper that dmllab cannot reproduce, with the reason (listed in the report).
         tier: one of :data:`TIERS`, how much the paper's argument rests on it (a budgeted study's order).
+        untuned: methods (preset labels) the artifact trains on a profile with tuned recipes without one, on
+            purpose; the study refuses any other untuned run (:func:`dmllab.pipeline.preflight.untuned_runs`).
+        benchmark_on_paper: the paper profile trains on the offline benchmark (a stand-in dataset) on purpose;
+            otherwise a paper profile naming one is an error here and such runs stop the study's preflight.
+
+    Every rule of a declaration is checked here, each failure one line naming the artifact.
     """
 
     id: str
@@ -272,6 +278,8 @@ class Artifact:
     parameter_help: Mapping[str, str] = field(default_factory=dict)
     not_reproduced: Mapping[str, str] = field(default_factory=dict)
     tier: str = "supporting"
+    untuned: tuple[str, ...] = ()
+    benchmark_on_paper: bool = False
 
     def __post_init__(self) -> None:
         if self.paper not in PAPERS:
@@ -304,6 +312,33 @@ class Artifact:
         claim_keys = [c.key for c in self.claims if c.key]
         if len(claim_keys) != len(set(claim_keys)):
             raise ValueError(f"artifact {self.id!r}: claim keys must be unique, got {claim_keys}")
+        self._check_runs()
+
+    def _check_runs(self) -> None:
+        """The rules on seeds and runs: claims are judged over at least 3 seeds on the quick profile; an artifact
+        without a figure trains one setting (one number per metric is a table row, not a one-bar chart); a paper
+        profile on the offline benchmark is declared (``benchmark_on_paper``)."""
+        if self.claims and len(self.defaults("quick")["seeds"]) < 3:
+            raise ValueError(
+                f"artifact {self.id!r}: its claims are judged over at least 3 seeds on the quick profile"
+            )
+        if not self.trains:
+            return
+        paper = self.parameters["paper"]
+        named = [paper.get("dataset"), *(paper.get("datasets") or [])]
+        stand_ins = sorted({d for d in named if isinstance(d, str) and d in STAND_IN_DATASET})
+        if stand_ins and not self.benchmark_on_paper:
+            raise ValueError(
+                f"artifact {self.id!r}: its paper profile trains on {', '.join(stand_ins)}, a stand-in of the "
+                "papers' datasets; name the paper's datasets there, or declare benchmark_on_paper=True"
+            )
+        if not self.figures:
+            settings = {run.key.split("/")[0] for run in self.runs(self.params("quick", device="cpu"))}
+            if len(settings) > 1:
+                raise ValueError(
+                    f"artifact {self.id!r}: without a figure it trains one setting, its quick runs have "
+                    f"{len(settings)}; give it a Figure or train one config"
+                )
 
     @property
     def name(self) -> str:  # the notebook stem

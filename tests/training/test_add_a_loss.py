@@ -99,3 +99,22 @@ def test_it_can_be_wrapped_by_proxy_synthesis_and_tuned(new_loss):
     assert isinstance(wrapped, ProxySynthesis) and isinstance(wrapped.base, new_loss.MarginNormSoftmax)
     space = search_space("margin_normsoftmax", "synthetic", "smoke")
     assert [d.name for d in space.dims][-1] == "loss_margin" and space.dims[-1].centre == 0.2
+
+
+def test_on_quick_it_runs_untuned_and_says_so_first(new_loss, monkeypatch, capsys):
+    """The new method has no tuned quick recipe: ``dmllab train`` says so on its first line, naming the command
+    that tunes it, while a tuned method's run starts with its description."""
+    import dmllab.training
+    from dmllab.cli import main
+    from dmllab.training.presets.tuned import untuned
+
+    def stop(*args, **kwargs):
+        raise ValueError("not trained in this test")
+
+    monkeypatch.setattr(dmllab.training, "run", stop)
+    for method, first in (("margin_normsoftmax", "UNTUNED: "), ("proxynca++", "proxynca++ ")):
+        assert main(["train", "--method", method, "--dataset", "synthetic", "--profile", "quick"]) == 2
+        assert capsys.readouterr().out.splitlines()[0].startswith(first)
+    line = untuned(presets.get("margin_normsoftmax", "synthetic", "quick"))
+    assert "`dmllab tune --profile quick --methods margin_normsoftmax`" in line
+    assert untuned(presets.get("margin_normsoftmax", "synthetic", "smoke")) is None  # smoke reads no recipes
