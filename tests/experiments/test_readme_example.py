@@ -68,7 +68,9 @@ def test_it_trains_derives_judges_and_draws_on_smoke(example, tmp_path, monkeypa
     df = pd.DataFrame(rows)
     assert tables == {} and set(df["seed"]) == {0, 1}
     effect = example.claims[0].effect(df)
-    r1 = {(r["seed"], round(float(r["param_temperature"]), 6)): r["value"] for r in rows if r["metric"] == "R@1"}
+    r1 = {
+        (r["seed"], round(float(r["param_temperature"]), 6)): r["value"] for r in rows if r["metric"] == "R@1"
+    }
     naive = {s: r1[(s, round(1 / 9, 6))] - r1[(s, 1.0)] for s in (0, 1)}  # R@1 at T = 1/9 minus at T = 1
     assert effect.to_dict() == pytest.approx(naive, abs=0, rel=1e-12)
     figure = example.figures[0].draw({"rows": df})
