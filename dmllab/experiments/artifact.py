@@ -26,6 +26,7 @@ from dmllab.experiments.params import (
     resolve_parameters,
 )
 from dmllab.profiles import PROFILES
+from dmllab.reference import PAPER_TABLE
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -33,29 +34,12 @@ if TYPE_CHECKING:
 
     from dmllab.training.config import ExperimentConfig
 
-# Papers in report order; "dmllab" holds the package's own artifacts (the offline benchmark).
-PAPERS: tuple[str, ...] = ("pnpp", "proxy_anchor", "heated", "proxy_synthesis", "dmllab")
-PAPER_TITLES: dict[str, str] = {
-    "pnpp": "ProxyNCA++ (Teh, DeVries, Taylor, ECCV 2020)",
-    "proxy_anchor": "Proxy Anchor Loss (Kim, Kim, Cho, Kwak, CVPR 2020)",
-    "heated": "Heated-up Softmax Embedding (Zhang, Lan, Wang, Chen, 2018)",
-    "proxy_synthesis": "Proxy Synthesis (Gu, Ko, Kim, AAAI 2021)",
-    "dmllab": "dmllab (this package)",
-}
-# ``paper`` as spelled in results/reference/*.csv.
-REFERENCE_PAPER: dict[str, str] = {
-    "pnpp": "pnpp",
-    "proxy_anchor": "proxy_anchor",
-    "heated": "heated_softmax",
-    "proxy_synthesis": "proxy_synthesis",
-}
-# Artifact ids start with the paper's prefix: ``<prefix>_<table|fig|sec|app><n>_<topic>`` (pnpp_fig3_two_moons).
-ID_PREFIX: dict[str, str] = {
-    "pnpp": "pnpp",
-    "proxy_anchor": "pa",
-    "heated": "heated",
-    "proxy_synthesis": "ps",
-}
+# Views of the one table of papers (dmllab.reference.PAPER_TABLE): keys in report order, titles, the spelling in
+# results/reference/*.csv, the artifact id prefixes.
+PAPERS: tuple[str, ...] = tuple(p.key for p in PAPER_TABLE)
+PAPER_TITLES: dict[str, str] = {p.key: p.title for p in PAPER_TABLE}
+REFERENCE_PAPER: dict[str, str] = {p.key: p.reference for p in PAPER_TABLE if p.reference}
+ID_PREFIX: dict[str, str] = {p.key: p.prefix for p in PAPER_TABLE if p.prefix}
 # How much a paper's argument rests on an artifact, most first: its headline results table, the ablations its claims
 # rest on, the supporting figures and sweeps, the appendix and supplement. A study under a GPU-hour budget trains
 # them in this order (dmllab.experiments.registry.by_importance).

@@ -76,3 +76,20 @@ def test_select_patterns():
 
 def test_notebooks_in_sync():
     assert stale_notebooks() == [], "regenerate with `dmllab notebooks`"
+
+
+def test_one_table_of_papers():
+    """Every paper's names come from dmllab.reference.PAPER_TABLE: its package holds its artifacts, its spelling
+    in results/reference is the one the reference CSVs use, and its prefix starts its artifacts' ids."""
+    from pathlib import Path
+
+    import dmllab.experiments
+    from dmllab.reference import PAPER_TABLE, REFERENCE_PAPERS, load_reference
+
+    assert PAPERS == tuple(p.key for p in PAPER_TABLE)
+    here = Path(dmllab.experiments.__file__).parent
+    assert all((here / p.package / "__init__.py").is_file() for p in PAPER_TABLE)
+    assert set(load_reference()["paper"]) == set(REFERENCE_PAPERS)
+    for artifact in ARTIFACTS:
+        paper = next(p for p in PAPER_TABLE if p.key == artifact.paper)
+        assert paper.prefix is None or artifact.id.startswith(f"{paper.prefix}_")
