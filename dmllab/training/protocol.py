@@ -63,12 +63,6 @@ class RunResult:
     precision: str | None = None  # the training's arithmetic (Trainer.precision)
     train_metrics: dict[str, float] = field(default_factory=dict)  # the final model on its training split
 
-    def history_frame(self):  # -> pandas.DataFrame
-        """The history as a pandas DataFrame."""
-        import pandas as pd
-
-        return pd.DataFrame(self.history)
-
 
 #: At most about this many images of the final training split are embedded for ``RunResult.train_metrics`` (every
 #: k-th image, so every class is seen).
