@@ -89,8 +89,8 @@ def _notebooks(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(subparsers: argparse._SubParsersAction) -> None:
-    """Register ``study``, ``report`` and ``notebooks`` on the ``dmllab`` parser."""
+def _add_study(subparsers: argparse._SubParsersAction) -> None:
+    """``dmllab study``."""
     study = subparsers.add_parser(
         "study",
         help="plan and train the artifacts' runs, run their notebooks, draw the figures, build the report",
@@ -188,6 +188,9 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     add_slurm_arguments(study, unit="run", time_min=240)
     study.set_defaults(func=_study)
 
+
+def _add_report_and_notebooks(subparsers: argparse._SubParsersAction) -> None:
+    """``dmllab report`` and ``dmllab notebooks``."""
     report = subparsers.add_parser(
         "report",
         help="build figures/report.html from results/",
@@ -213,6 +216,11 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     )
     notebooks.set_defaults(func=_notebooks)
 
+
+def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``study``, ``report``, ``notebooks`` and ``docs`` on the ``dmllab`` parser."""
     from dmllab.pipeline.docs import add_command as add_docs_command
 
+    _add_study(subparsers)
+    _add_report_and_notebooks(subparsers)
     add_docs_command(subparsers)
