@@ -19,6 +19,7 @@ def _study(args: argparse.Namespace) -> int:
     from dmllab.pipeline.outcome import format_summary
     from dmllab.pipeline.placement import plan_study
     from dmllab.pipeline.plan_text import format_plan
+    from dmllab.pipeline.preflight import benchmark_runs
     from dmllab.pipeline.study import run_study
 
     execution = Execution(
@@ -40,7 +41,10 @@ def _study(args: argparse.Namespace) -> int:
                 **selection,
             )
             print(format_plan(plan, jobs=placed.workers))
-        return 1 if plan.errors else 0
+        found, problems = benchmark_runs(plan)  # the paper plan says what it trains on the offline benchmark
+        for line in found + problems:
+            print(line)
+        return 1 if plan.errors or problems else 0
     result = run_study(
         args.profile,
         execution,

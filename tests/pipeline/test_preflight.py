@@ -93,3 +93,13 @@ def test_paper_runs_on_the_offline_benchmark_are_announced_or_refused(declared):
             f"benchmark: offline_copy trains {n} paper-profile runs on the offline benchmark"
         )
     assert benchmark_runs(_plan("quick", [artifact], configs)) == ([], [])
+
+
+def test_the_paper_plan_announces_its_runs_on_the_offline_benchmark(tmp_path, monkeypatch, capsys):
+    from dmllab.cli import main
+
+    for key in ("DMLLAB_RESULTS", "DMLLAB_CACHE", "DMLLAB_FIGURES"):
+        monkeypatch.setenv(key, str(tmp_path / key.lower()))
+    assert main(["study", "--profile", "paper", "--only", "offline_benchmark", "--plan"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last == "benchmark: offline_benchmark trains 5 runs on the offline benchmark (declared)"
