@@ -24,7 +24,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from audit import (
+from audit_kit import (
     BREACH,
     NAMED,
     REPO,

@@ -1,4 +1,5 @@
-"""The papers' own numbers, transcribed into ``results/reference/*.csv``.
+"""The papers dmllab reproduces (:data:`PAPER_TABLE`, the one table of their names) and their own numbers,
+transcribed into ``results/reference/*.csv``.
 
 Schema (one printed table cell per row): ``paper, artifact, row, column, dataset, metric, value, note``, with
 ``paper`` in :data:`REFERENCE_PAPERS`, ``artifact`` such as ``"Table 2"``, and ``value`` the number as printed
@@ -8,6 +9,7 @@ Schema (one printed table cell per row): ``paper, artifact, row, column, dataset
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,7 +28,49 @@ REFERENCE_COLUMNS: tuple[str, ...] = (
     "value",
     "note",
 )
-REFERENCE_PAPERS: tuple[str, ...] = ("pnpp", "proxy_anchor", "heated_softmax", "proxy_synthesis")
+
+
+@dataclass(frozen=True)
+class Paper:
+    """One paper: ``key`` (an artifact's ``paper``), its title, ``reference`` (its ``paper`` as spelled in
+    ``results/reference/*.csv``; None where it prints none), ``prefix`` (artifact ids read
+    ``<prefix>_<table|fig|sec|app><n>_<topic>``; None: no rule) and ``package`` (``dmllab/experiments/<package>/``
+    holds its artifacts)."""
+
+    key: str
+    title: str
+    reference: str | None
+    prefix: str | None
+    package: str
+
+
+#: The papers in report order; "dmllab" holds the package's own artifacts (the offline benchmark).
+PAPER_TABLE: tuple[Paper, ...] = (
+    Paper("pnpp", "ProxyNCA++ (Teh, DeVries, Taylor, ECCV 2020)", "pnpp", "pnpp", "pnpp"),
+    Paper(
+        "proxy_anchor",
+        "Proxy Anchor Loss (Kim, Kim, Cho, Kwak, CVPR 2020)",
+        "proxy_anchor",
+        "pa",
+        "proxy_anchor",
+    ),
+    Paper(
+        "heated",
+        "Heated-up Softmax Embedding (Zhang, Lan, Wang, Chen, 2018)",
+        "heated_softmax",
+        "heated",
+        "heated",
+    ),
+    Paper(
+        "proxy_synthesis",
+        "Proxy Synthesis (Gu, Ko, Kim, AAAI 2021)",
+        "proxy_synthesis",
+        "ps",
+        "proxy_synthesis",
+    ),
+    Paper("dmllab", "dmllab (this package)", None, None, "benchmark"),
+)
+REFERENCE_PAPERS: tuple[str, ...] = tuple(p.reference for p in PAPER_TABLE if p.reference)
 
 
 def reference_dir() -> Path:

@@ -24,7 +24,6 @@ import datetime as _dt
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -70,15 +69,17 @@ PARAM_PREFIX = "param_"
 REQUIRED_COLUMNS: tuple[str, ...] = ("experiment", "paper", "artifact", "profile", "metric", "value")
 _STRING_COLUMNS = tuple(c for c in CORE_COLUMNS + PROVENANCE_COLUMNS if c not in ("seed", "value"))
 
-# Distribution names of the packages recorded in the provenance columns.
-_VERSION_PACKAGES = {
-    "dmllab_version": "dmllab",
-    "torch_version": "torch",
-    "torchvision_version": "torchvision",
-    "numpy_version": "numpy",
-    "pml_version": "pytorch-metric-learning",
-    "sklearn_version": "scikit-learn",
-}
+# The packages the provenance records: (column, import name, distribution name). A stored run's record keeps the
+# first five by import name (dmllab.training.store.provenance), the rows of every CSV all six.
+_PACKAGES: tuple[tuple[str, str, str], ...] = (
+    ("dmllab_version", "dmllab", "dmllab"),
+    ("torch_version", "torch", "torch"),
+    ("torchvision_version", "torchvision", "torchvision"),
+    ("numpy_version", "numpy", "numpy"),
+    ("pml_version", "pytorch_metric_learning", "pytorch-metric-learning"),
+    ("sklearn_version", "sklearn", "scikit-learn"),
+)
+RUN_RECORD_PACKAGES: tuple[str, ...] = tuple(module for _, module, _ in _PACKAGES[:5])
 
 
 def columns_in_order(columns: Iterable[str]) -> list[str]:
@@ -100,12 +101,41 @@ def columns_in_order(columns: Iterable[str]) -> list[str]:
     return list(CORE_COLUMNS) + params + list(PROVENANCE_COLUMNS)
 
 
-@lru_cache(maxsize=1)
-def _version(distribution: str) -> str:
+def package_version(module: str) -> str | None:
+    """``module.__version__`` without importing the package when it is not imported yet (a quick run on cached
+    features never uses torchvision and should not pay for importing it): the package's ``version.py`` (where
+    torch-family wheels keep the full version, e.g. ``0.29.1+cu130``, which their distribution metadata lacks), else
+    the installed distribution's version; None when it is not installed. The one reader of versions: the CSV
+    columns (:func:`provenance`) and a stored run's record (:func:`package_versions`) agree."""
+    import importlib.util
+    import re
+    import sys
+
+    if module in sys.modules:
+        return getattr(sys.modules[module], "__version__", None)
+    spec = importlib.util.find_spec(module)
+    if spec is None:
+        return None
+    for folder in spec.submodule_search_locations or ():
+        path = Path(folder) / "version.py"
+        found = (
+            re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", path.read_text(), re.M)
+            if path.exists()
+            else None
+        )
+        if found:
+            return found.group(1)
+    distribution = next((d for _, m, d in _PACKAGES if m == module), module)
     try:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:
-        return "not installed"
+        return None
+
+
+def package_versions(modules: Iterable[str] = RUN_RECORD_PACKAGES) -> dict[str, str]:
+    """``{import name: version}`` of the installed ``modules`` (:func:`package_version`)."""
+    found = {m: package_version(m) for m in modules}
+    return {m: v for m, v in found.items() if v is not None}
 
 
 def provenance(device: str | None = None) -> dict[str, str]:
@@ -114,7 +144,7 @@ def provenance(device: str | None = None) -> dict[str, str]:
     ``config_hash`` and ``run_id`` are left empty; results that come from a stored training run fill them in.
     """
     prov = {"git_sha": git_sha() or "unknown"}
-    prov.update({col: _version(dist) for col, dist in _VERSION_PACKAGES.items()})
+    prov.update({col: package_version(module) or "not installed" for col, module, _ in _PACKAGES})
     prov["device"] = "" if device is None else str(device)
     prov["timestamp"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     prov["config_hash"] = ""
@@ -127,7 +157,7 @@ def run_provenance(record: Mapping[str, Any]) -> dict[str, str]:
     trained (``provenance.json``: git commit, package versions, UTC time); a column it does not record is left
     out (and filled from :func:`provenance` where the row is written)."""
     versions = {str(k).replace("-", "_"): v for k, v in (record.get("versions") or {}).items()}
-    out = {col: versions.get(dist.replace("-", "_")) for col, dist in _VERSION_PACKAGES.items()}
+    out = {col: versions.get(module) for col, module, _ in _PACKAGES}
     out["git_sha"] = record.get("git_sha")
     when = record.get("timestamp")
     out["timestamp"] = when[:-1] + "+00:00" if isinstance(when, str) and when.endswith("Z") else when

@@ -346,12 +346,6 @@ def check_parameter(name: str, value: Any) -> None:
             raise InvalidValueError(f"parameter {name} must hold finite numbers, got {value!r}")
 
 
-def check_parameters(values: Mapping[str, Any]) -> None:
-    """:func:`check_parameter` for every ``name -> value``."""
-    for name, value in values.items():
-        check_parameter(name, value)
-
-
 # ---------------------------------------------------------------------------------------------- environment
 #: dmllab's environment variables that hold a folder or a program: set, they must not be empty.
 PATH_VARIABLES = ("DMLLAB_CACHE", "DMLLAB_RESULTS", "DMLLAB_FIGURES", "DMLLAB_CHROMIUM")

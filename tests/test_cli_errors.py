@@ -175,3 +175,14 @@ def test_error_message_is_one_line_whatever_the_exception():
     assert msg == "first line second line"
     assert error_message(KeyError("unknown method 'x'")) == "unknown method 'x'"
     assert os.linesep not in error_message(OSError(errno.ENOSPC, "No space left on device"))
+
+
+def test_python_dash_m_dmllab_is_the_command_line():
+    """``python -m dmllab`` runs the same command line as the ``dmllab`` script."""
+    import subprocess
+
+    root = str(Path(dmllab.training.__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    out = subprocess.run([sys.executable, "-m", "dmllab", "--help"], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("usage: dmllab") and "study" in out.stdout

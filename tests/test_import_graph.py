@@ -1,5 +1,6 @@
 """dmllab is built in floors: a module imports only modules of its own floor or below (:data:`FLOORS`), and no
-module imports (directly or through others) a module that imports it.
+module imports (directly or through others) a module that imports it. The scripts of ``benchmarks/`` are the top
+floor: they import dmllab and each other (by bare name, as scripts run from their folder do), never in a circle.
 
 What counts, read statically from the source (``ast``), not by importing anything:
 
@@ -21,6 +22,7 @@ from pathlib import Path
 import dmllab
 
 ROOT = Path(dmllab.__file__).resolve().parent
+SCRIPTS = "benchmarks"  # the folder beside the package whose scripts import each other by bare name
 
 
 def _modules(root: Path = ROOT) -> dict[str, Path]:
@@ -30,6 +32,8 @@ def _modules(root: Path = ROOT) -> dict[str, Path]:
         if parts[-1] == "__init__":
             parts = parts[:-1]
         out[".".join(parts)] = path
+    for path in sorted((root.parent / SCRIPTS).glob("*.py")):
+        out[f"{SCRIPTS}.{path.stem}"] = path
     return out
 
 
@@ -56,8 +60,6 @@ FLOORS: dict[str, int] = {
     ),
     # 1: the components
     **dict.fromkeys(["dmllab.losses", "dmllab.models", "dmllab.metrics", "dmllab.data"], 1),
-    # the pin's check (python -m dmllab.numerics.fingerprint) runs a few steps of the SmallCNN: above the components
-    "dmllab.numerics.fingerprint": 2,
     # 2: training (configs, presets, the trainer, the run store)
     "dmllab.training": 2,
     # 3: the toy models and the figures
@@ -68,6 +70,9 @@ FLOORS: dict[str, int] = {
     "dmllab.pipeline": 5,
     # 6: the command line
     "dmllab.cli": 6,
+    "dmllab.__main__": 6,
+    # 7: the benchmark and audit scripts
+    SCRIPTS: 7,
 }
 
 
@@ -85,7 +90,9 @@ def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
     """``module -> the dmllab modules it imports`` (module docstring)."""
     modules = _modules(root)
 
-    def known(name: str) -> str | None:
+    def known(name: str, script: bool = False) -> str | None:
+        if script and f"{SCRIPTS}.{name}" in modules:  # a script's bare import of a script beside it
+            return f"{SCRIPTS}.{name}"
         while name and name not in modules:
             name = name.rpartition(".")[0]
         return name or None
@@ -94,11 +101,15 @@ def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
     for module, path in modules.items():
         tree = ast.parse(path.read_text(), str(path))
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        script = module.startswith(f"{SCRIPTS}.")
         for node in ast.walk(tree):
             targets = []
             if isinstance(node, ast.Import):
-                targets = [known(alias.name) for alias in node.names]
+                targets = [known(alias.name, script) for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
+                if script and node.level == 0 and f"{SCRIPTS}.{node.module}" in modules:
+                    graph[module].add(f"{SCRIPTS}.{node.module}")
+                    continue
                 base = node.module or ""
                 if node.level:
                     parts = package.split(".")[: len(package.split(".")) - node.level + 1]
@@ -107,7 +118,7 @@ def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
                     f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else known(base)
                     for alias in node.names
                 ]
-            graph[module] |= {t for t in targets if t and t.startswith("dmllab")}
+            graph[module] |= {t for t in targets if t and t.startswith(("dmllab", f"{SCRIPTS}."))}
     return graph
 
 
@@ -178,6 +189,10 @@ def test_the_checker_sees_function_level_and_relative_imports(tmp_path):
     assert "dmllab.experiments.lookup" in real["dmllab.pipeline.notebook"]
     assert "dmllab.training.store" in real["dmllab.experiments.lookup"]  # imported inside methods only
     assert floor_of("dmllab.training.presets.tuned") == 2 and floor_of("dmllab.cli") == 6
+    assert {"benchmarks.audit_kit", "benchmarks.audit_boundaries", "dmllab.cli"} <= real["benchmarks.audit"]
+    assert (
+        "dmllab.models.smallcnn" in real["dmllab.training.numerics_fingerprint"]
+    )  # the pin's check, above models
     # imports under TYPE_CHECKING and inside functions count
     pkg = tmp_path / "dmllab"
     (pkg / "pipeline").mkdir(parents=True)

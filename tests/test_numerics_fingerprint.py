@@ -1,8 +1,8 @@
 """The pin gives the committed bits (tests/numerics_fingerprints.json), and each pinned variable bites: unset, the
-library it pins computes other bits on a CPU where it has a wider path (dmllab.numerics.fingerprint).
+library it pins computes other bits on a CPU where it has a wider path (dmllab.training.numerics_fingerprint).
 
 Regenerate the record after a torch, numpy or OpenBLAS upgrade, on a machine whose numbers are the reference:
-``python -m dmllab.numerics.fingerprint --write tests/numerics_fingerprints.json``.
+``python -m dmllab.training.numerics_fingerprint --write tests/numerics_fingerprints.json``.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from dmllab.numerics import (
     is_x86,
     pinned_env,
 )
-from dmllab.numerics.fingerprint import compare, controlled_env, run_fingerprints
+from dmllab.training.numerics_fingerprint import compare, controlled_env, run_fingerprints
 
 RECORD = Path(__file__).with_name("numerics_fingerprints.json")
-REGENERATE = f"python -m dmllab.numerics.fingerprint --write {RECORD.relative_to(RECORD.parents[1])}"
+REGENERATE = f"python -m dmllab.training.numerics_fingerprint --write {RECORD.relative_to(RECORD.parents[1])}"
 # Which computations each pinned variable's library does (the prefix of their names in the record).
 LIBRARY = {
     "ATEN_CPU_CAPABILITY": "aten_",

@@ -38,6 +38,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -327,6 +328,210 @@ def _jitter(rng: np.random.Generator, value: float, sigma: float, n: int, rel: b
     return (value + rng.normal(0.0, sigma, n)).astype(np.float32)
 
 
+def _draw_individuals(sp: Species, n: int, rng: np.random.Generator) -> SimpleNamespace:
+    """Every per-image parameter of ``n`` images of species ``sp``, drawn from ``rng`` in a fixed order before any
+    per-pixel noise: pose and placement, individual variation of the parts, size and colour, and the scene."""
+    d = SimpleNamespace()
+    # --- per-image pose and placement -------------------------------------------------------------------
+    d.extent = rng.uniform(0.45, 0.85, n).astype(np.float32)  # object size as a fraction of the image side
+    # The bird's tight box spans about 1.5 object units and the image 2 units: box side ~ extent * image side.
+    d.scale = d.extent * 1.33
+    margin = 1.0 - 0.75 * d.extent
+    d.cx, d.cy = (
+        rng.uniform(-margin, margin).astype(np.float32),
+        rng.uniform(-margin, margin).astype(np.float32),
+    )
+    d.rot = rng.uniform(-0.35, 0.35, n).astype(np.float32)
+    d.flip = rng.uniform(size=n) < 0.5
+    # --- per-image individual variation (pose of the parts, size, colour) ------------------------------------
+    d.body_len = _jitter(rng, sp.body_len, 0.04, n, rel=True)
+    d.body_b = d.body_len * _jitter(rng, sp.body_aspect, 0.04, n, rel=True)
+    d.body_tilt = _jitter(rng, sp.body_tilt, 0.08, n)
+    d.head_angle = _jitter(rng, sp.head_angle, 0.15, n)
+    d.head_r = _jitter(rng, sp.head_radius, 0.05, n, rel=True)
+    d.beak_len = _jitter(rng, sp.beak_len, 0.08, n, rel=True)
+    d.beak_tilt = _jitter(rng, 0.0, 0.15, n)
+    d.tail_angle = _jitter(rng, sp.tail_angle, 0.12, n)
+    d.tail_len = _jitter(rng, sp.tail_len, 0.08, n, rel=True)
+    d.wing_angle = _jitter(rng, sp.wing_angle, 0.15, n)
+    d.hue_j = rng.normal(0.0, 0.012, (n, 7)).astype(np.float32)
+    d.val_j = rng.normal(0.0, 0.04, (n, 7)).astype(np.float32)
+    d.pattern_phase = rng.uniform(0, 2 * np.pi, (n, 2)).astype(np.float32)
+    d.pattern_angle = _jitter(rng, sp.pattern_angle, 0.1, n)
+    # --- scene -------------------------------------------------------------------------------------------------
+    d.occluded = rng.uniform(size=n) < 0.15
+    d.occ_dir = rng.uniform(0, 2 * np.pi, n)
+    d.occ_dist = rng.uniform(0.3, 0.9, n) * d.scale
+    d.occ_a, d.occ_b = rng.uniform(0.2, 0.45, n) * d.scale, rng.uniform(0.1, 0.3, n) * d.scale
+    d.occ_theta = rng.uniform(0, np.pi, n)
+    d.occ_col = _hsv_to_rgb(rng.uniform(0.15, 0.45, n), rng.uniform(0.2, 0.8, n), rng.uniform(0.15, 0.7, n))
+    d.brightness = rng.uniform(0.75, 1.25, n).astype(np.float32)
+    d.contrast = rng.uniform(0.8, 1.2, n).astype(np.float32)
+    d.cast = rng.uniform(0.92, 1.08, (n, 3)).astype(np.float32)
+    d.noise_sigma = rng.uniform(0.005, 0.05, n).astype(np.float32)
+    return d
+
+
+class _Bird:
+    """The painting of one batch of individuals in their object frame: ``obj`` (premultiplied colour, (n, S, S, 3))
+    and ``cover`` (its coverage, (n, S, S)), painted part by part, back to front (:func:`render_class`)."""
+
+    def __init__(self, sp: Species, d: SimpleNamespace, ux: np.ndarray, uy: np.ndarray, size: int) -> None:
+        n = len(d.extent)
+        self.sp, self.d, self.ux, self.uy, self.n = sp, d, ux, uy, n
+        self.pix = (2.0 / size) / d.scale  # one pixel in object units, (n,)
+        self.obj = np.zeros((n, size, size, 3), dtype=np.float32)
+        self.cover = np.zeros((n, size, size), dtype=np.float32)
+        self.pat_col = self.colour(sp.pattern_h, 0.6, sp.pattern_v, 2)  # the pattern's colour, body and wing
+
+    def body_frame(self, px: np.ndarray, py: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Body-frame point -> object-frame point (the body is tilted by body_tilt)."""
+        ct, st = np.cos(self.d.body_tilt), np.sin(self.d.body_tilt)
+        return ct * px - st * py, st * px + ct * py
+
+    def colour(self, h: float, s_: float, v: float, j: int) -> np.ndarray:
+        d = self.d
+        return _hsv_to_rgb(h + d.hue_j[:, j], np.full(self.n, s_, np.float32), v + d.val_j[:, j])  # (n, 3)
+
+    def ellipse(self, x: Any, y: Any, a: Any, b: Any, theta: Any) -> np.ndarray:
+        return _ellipse_alpha(self.ux, self.uy, x, y, a, b, theta, self.pix)
+
+    def paint(self, col: np.ndarray, alpha: np.ndarray) -> None:
+        _over(self.obj, col, alpha)
+        self.cover = 1.0 - (1.0 - self.cover) * (1.0 - alpha)
+
+    def pattern(self, px: np.ndarray, py: np.ndarray, phase: np.ndarray) -> np.ndarray:
+        """Pattern coverage (n, H, W) in part coordinates; frequency in cycles per body length."""
+        sp, d = self.sp, self.d
+        k = 2 * np.pi * sp.pattern_freq / (2 * _col(d.body_len))
+        pa, pb = _col(np.cos(d.pattern_angle)), _col(np.sin(d.pattern_angle))
+        along, across = pa * px + pb * py, -pb * px + pa * py
+        if sp.pattern_type == 1:  # thin stripes
+            field = np.sin(k * along + _col(phase)) - 0.4
+        elif sp.pattern_type == 2:  # spots
+            field = np.sin(k * along + _col(phase)) * np.sin(k * across) - 0.45
+        elif sp.pattern_type == 3:  # broad bars
+            field = np.sin(0.5 * k * along + _col(phase)) + 0.1
+        else:
+            return np.zeros_like(px)
+        return np.clip(field * 4.0, 0.0, 1.0) * sp.pattern_contrast
+
+    def tail_and_body(self) -> np.ndarray:
+        """The tail (behind the body, pointing backwards), the body with its pattern and a breast patch; returns
+        the body's coverage."""
+        sp, d, n = self.sp, self.d, self.n
+        tail_dir = np.pi - d.tail_angle  # y down: positive tail_angle lifts the tail
+        tx, ty = self.body_frame(
+            (d.body_len * 0.8 + d.tail_len * 0.45) * np.cos(tail_dir), (d.body_b * 0.5) * np.sin(tail_dir)
+        )
+        tail_a = self.ellipse(tx, ty, d.tail_len * 0.55, np.full(n, sp.tail_width), tail_dir + d.body_tilt)
+        self.paint(self.colour(sp.tail_h, sp.tail_s, sp.tail_v, 0), tail_a)
+        body_a = self.ellipse(np.zeros(n), np.zeros(n), d.body_len, d.body_b, d.body_tilt)
+        ct, st = _col(np.cos(d.body_tilt)), _col(np.sin(d.body_tilt))
+        bx, by = ct * self.ux + st * self.uy, -st * self.ux + ct * self.uy  # body-frame coordinates
+        body_col = self.colour(sp.body_h, sp.body_s, sp.body_v, 1)
+        body_fill = (
+            body_col[:, None, None, :]
+            + self.pattern(bx, by, d.pattern_phase[:, 0])[..., None]
+            * (self.pat_col - body_col)[:, None, None, :]
+        )
+        self.paint(body_fill, body_a)
+        if sp.marking_type == 4:  # breast patch: lower front of the body
+            mx, my = self.body_frame(d.body_len * 0.45, d.body_b * 0.45)
+            mark = self.ellipse(mx, my, d.body_len * 0.4, d.body_b * 0.4, d.body_tilt) * body_a
+            self.paint(self.colour(sp.marking_h, sp.marking_s, sp.marking_v, 3), mark)
+        return body_a
+
+    def wing(self) -> None:
+        """The wing, on the body (its angle is the most variable part of the pose), with its pattern and bar."""
+        sp, d, ux, uy, pix = self.sp, self.d, self.ux, self.uy, self.pix
+        wx, wy = self.body_frame(sp.wing_offset * d.body_len, -0.15 * d.body_b)
+        wing_len, wing_wid = sp.wing_len * d.body_len, sp.wing_width * d.body_b
+        wing_dir = np.pi + d.wing_angle + d.body_tilt
+        wing_a = self.ellipse(wx, wy, wing_len, wing_wid, wing_dir)
+        wing_col = self.colour(sp.wing_h, sp.wing_s, sp.wing_v, 4)
+        wc, ws = _col(np.cos(wing_dir)), _col(np.sin(wing_dir))
+        w_along = wc * (ux - _col(wx)) + ws * (uy - _col(wy))
+        w_across = -ws * (ux - _col(wx)) + wc * (uy - _col(wy))
+        wing_fill = np.broadcast_to(wing_col[:, None, None, :], self.obj.shape)
+        if sp.pattern_on_wing:
+            wing_fill = (
+                wing_fill
+                + self.pattern(w_along, w_across, d.pattern_phase[:, 1])[..., None]
+                * (self.pat_col - wing_col)[:, None, None, :]
+            )
+        self.paint(wing_fill, wing_a)
+        if sp.marking_type == 3:  # wing bar across the wing
+            bar = np.clip(
+                0.5 - (np.abs(w_along - 0.1 * _col(wing_len)) - 0.12 * _col(wing_len)) / _col(pix), 0, 1
+            )
+            self.paint(self.colour(sp.marking_h, sp.marking_s, sp.marking_v, 3), bar * wing_a)
+
+    def head(self) -> None:
+        """Head, beak and eye, with an eye stripe or a crown."""
+        sp, d, n, ux, uy, pix = self.sp, self.d, self.n, self.ux, self.uy, self.pix
+        hdir = -d.head_angle  # y down: "up" is negative
+        head_r = d.head_r
+        hx, hy = self.body_frame(
+            d.body_len * 0.85 * np.cos(hdir) + head_r * 0.5 * np.cos(hdir),
+            d.body_b * 0.85 * np.sin(hdir) + head_r * 0.5 * np.sin(hdir),
+        )
+        beak_dir = d.body_tilt + 0.3 * hdir + d.beak_tilt
+        kx = hx + (head_r + d.beak_len * 0.4) * np.cos(beak_dir)
+        ky = hy + (head_r + d.beak_len * 0.4) * np.sin(beak_dir)
+        beak_a = self.ellipse(kx, ky, d.beak_len * 0.6, np.full(n, sp.beak_width), beak_dir)
+        self.paint(self.colour(sp.beak_h, 0.7, sp.beak_v, 5), beak_a)
+        head_a = self.ellipse(hx, hy, head_r, head_r, np.zeros(n))
+        self.paint(self.colour(sp.head_h, sp.head_s, sp.head_v, 6), head_a)
+        marking = self.colour(sp.marking_h, sp.marking_s, sp.marking_v, 3)
+        ex, ey = hx + head_r * 0.45 * np.cos(beak_dir - 0.5), hy + head_r * 0.45 * np.sin(beak_dir - 0.5)
+        if sp.marking_type == 1:  # eye stripe through the eye, along the beak
+            self.paint(marking, self.ellipse(ex, ey, head_r * 0.95, head_r * 0.22, beak_dir) * head_a)
+        elif sp.marking_type == 2:  # crown: the top of the head
+            up_x, up_y = np.cos(d.body_tilt - np.pi / 2), np.sin(d.body_tilt - np.pi / 2)
+            height = _col(up_x) * (ux - _col(hx)) + _col(up_y) * (uy - _col(hy))
+            self.paint(marking, np.clip(0.5 + (height - 0.3 * _col(head_r)) / _col(pix), 0, 1) * head_a)
+        eye = self.ellipse(ex, ey, head_r * 0.2, head_r * 0.2, np.zeros(n))
+        self.paint(np.tile(np.array([[0.05, 0.05, 0.05]], np.float32), (n, 1)), eye)
+
+
+def _tight_boxes(cover: np.ndarray, size: int) -> np.ndarray:
+    """The tight box ``(x, y, w, h)`` of each image's object (coverage above one half), (n, 4); zero where none."""
+    inside = cover > 0.5
+    cols_any, rows_any = inside.any(axis=1), inside.any(axis=2)  # (n, W), (n, H)
+    x0 = cols_any.argmax(axis=1)
+    x1 = size - cols_any[:, ::-1].argmax(axis=1)
+    y0 = rows_any.argmax(axis=1)
+    y1 = size - rows_any[:, ::-1].argmax(axis=1)
+    visible = cols_any.any(axis=1)
+    return np.stack([x0, y0, x1 - x0, y1 - y0], axis=1).astype(np.float32) * visible[:, None]
+
+
+def _composite(
+    bg: np.ndarray, bird: _Bird, d: SimpleNamespace, xs: np.ndarray, ys: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
+    """Scene, object, occluder (a leaf in front of part of the bird), lighting and sensor noise: uint8 images."""
+    n, size = len(d.extent), bg.shape[1]
+    img = bg * (1.0 - bird.cover[..., None]) + bird.obj
+    pix_img = np.full(n, 2.0 / size, np.float32)
+    occ = _ellipse_alpha(
+        xs,
+        ys,
+        d.cx + d.occ_dist * np.cos(d.occ_dir),
+        d.cy + d.occ_dist * np.sin(d.occ_dir),
+        d.occ_a,
+        d.occ_b,
+        d.occ_theta,
+        pix_img,
+    )
+    _over(img, d.occ_col, occ * _col(d.occluded))
+    img *= (d.brightness[:, None] * d.cast)[:, None, None, :]
+    mean = img.mean(axis=(1, 2, 3), keepdims=True)
+    img = (img - mean) * _col(d.contrast)[..., None] + mean
+    img += rng.normal(0.0, 1.0, img.shape).astype(np.float32) * _col(d.noise_sigma)[..., None]
+    return (np.clip(img, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+
+
 def render_class(
     species: Species, n: int, size: int, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -343,189 +548,22 @@ def render_class(
         ``(images, boxes)``: uint8 (n, size, size, 3) and float32 (n, 4) boxes ``(x, y, w, h)`` in pixels,
         the tight box of the whole object before occlusion (as CUB's boxes include occluded parts).
     """
-    sp = species
-    # --- per-image pose and placement -------------------------------------------------------------------
-    extent = rng.uniform(0.45, 0.85, n).astype(np.float32)  # object size as a fraction of the image side
-    # The bird's tight box spans about 1.5 object units and the image 2 units: box side ~ extent * image side.
-    scale = extent * 1.33
-    margin = 1.0 - 0.75 * extent
-    cx, cy = rng.uniform(-margin, margin).astype(np.float32), rng.uniform(-margin, margin).astype(np.float32)
-    rot = rng.uniform(-0.35, 0.35, n).astype(np.float32)
-    flip = rng.uniform(size=n) < 0.5
-    # --- per-image individual variation (pose of the parts, size, colour) ------------------------------------
-    body_len = _jitter(rng, sp.body_len, 0.04, n, rel=True)
-    body_b = body_len * _jitter(rng, sp.body_aspect, 0.04, n, rel=True)
-    body_tilt = _jitter(rng, sp.body_tilt, 0.08, n)
-    head_angle = _jitter(rng, sp.head_angle, 0.15, n)
-    head_r = _jitter(rng, sp.head_radius, 0.05, n, rel=True)
-    beak_len = _jitter(rng, sp.beak_len, 0.08, n, rel=True)
-    beak_tilt = _jitter(rng, 0.0, 0.15, n)
-    tail_angle = _jitter(rng, sp.tail_angle, 0.12, n)
-    tail_len = _jitter(rng, sp.tail_len, 0.08, n, rel=True)
-    wing_angle = _jitter(rng, sp.wing_angle, 0.15, n)
-    hue_j = rng.normal(0.0, 0.012, (n, 7)).astype(np.float32)
-    val_j = rng.normal(0.0, 0.04, (n, 7)).astype(np.float32)
-    pattern_phase = rng.uniform(0, 2 * np.pi, (n, 2)).astype(np.float32)
-    pattern_angle = _jitter(rng, sp.pattern_angle, 0.1, n)
-    # --- scene -------------------------------------------------------------------------------------------------
-    occluded = rng.uniform(size=n) < 0.15
-    occ_dir = rng.uniform(0, 2 * np.pi, n)
-    occ_dist = rng.uniform(0.3, 0.9, n) * scale
-    occ_a, occ_b = rng.uniform(0.2, 0.45, n) * scale, rng.uniform(0.1, 0.3, n) * scale
-    occ_theta = rng.uniform(0, np.pi, n)
-    occ_col = _hsv_to_rgb(rng.uniform(0.15, 0.45, n), rng.uniform(0.2, 0.8, n), rng.uniform(0.15, 0.7, n))
-    brightness = rng.uniform(0.75, 1.25, n).astype(np.float32)
-    contrast = rng.uniform(0.8, 1.2, n).astype(np.float32)
-    cast = rng.uniform(0.92, 1.08, (n, 3)).astype(np.float32)
-    noise_sigma = rng.uniform(0.005, 0.05, n).astype(np.float32)
-
+    d = _draw_individuals(species, n, rng)
     coords = (np.arange(size, dtype=np.float32) + 0.5) / size * 2.0 - 1.0
     xs, ys = coords[None, None, :], coords[None, :, None]  # image coordinates in [-1, 1], y down
     bg = _background(rng, n, xs, ys, size)
-
     # Object frame: undo translation, rotation and scale; mirror for flipped individuals.
-    c, s = _col(np.cos(rot)), _col(np.sin(rot))
-    dx, dy = xs - _col(cx), ys - _col(cy)
-    ux = (c * dx + s * dy) / _col(scale)
-    uy = (-s * dx + c * dy) / _col(scale)
-    ux = np.where(_col(flip) > 0, -ux, ux)
-    pix = (2.0 / size) / scale  # one pixel in object units, (n,)
-
-    def body_frame(px: np.ndarray, py: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Body-frame point -> object-frame point (the body is tilted by body_tilt)."""
-        ct, st = np.cos(body_tilt), np.sin(body_tilt)
-        return ct * px - st * py, st * px + ct * py
-
-    def colour(h: float, s_: float, v: float, j: int) -> np.ndarray:
-        return _hsv_to_rgb(h + hue_j[:, j], np.full(n, s_, np.float32), v + val_j[:, j])  # (n, 3)
-
-    obj = np.zeros((n, size, size, 3), dtype=np.float32)
-    cover = np.zeros((n, size, size), dtype=np.float32)
-
-    def paint(col: np.ndarray, alpha: np.ndarray) -> None:
-        nonlocal cover
-        _over(obj, col, alpha)
-        cover = 1.0 - (1.0 - cover) * (1.0 - alpha)
-
-    # Tail: behind the body, pointing backwards.
-    tail_dir = np.pi - tail_angle  # y down: positive tail_angle lifts the tail
-    tx, ty = body_frame(
-        (body_len * 0.8 + tail_len * 0.45) * np.cos(tail_dir), (body_b * 0.5) * np.sin(tail_dir)
-    )
-    tail_a = _ellipse_alpha(
-        ux, uy, tx, ty, tail_len * 0.55, np.full(n, sp.tail_width), tail_dir + body_tilt, pix
-    )
-    paint(colour(sp.tail_h, sp.tail_s, sp.tail_v, 0), tail_a)
-
-    # Body, with its pattern.
-    body_a = _ellipse_alpha(ux, uy, np.zeros(n), np.zeros(n), body_len, body_b, body_tilt, pix)
-    ct, st = _col(np.cos(body_tilt)), _col(np.sin(body_tilt))
-    bx, by = ct * ux + st * uy, -st * ux + ct * uy  # body-frame coordinates
-    body_col = colour(sp.body_h, sp.body_s, sp.body_v, 1)
-    pat_col = colour(sp.pattern_h, 0.6, sp.pattern_v, 2)
-
-    def pattern(px: np.ndarray, py: np.ndarray, phase: np.ndarray) -> np.ndarray:
-        """Pattern coverage (n, H, W) in part coordinates; frequency in cycles per body length."""
-        k = 2 * np.pi * sp.pattern_freq / (2 * _col(body_len))
-        pa, pb = _col(np.cos(pattern_angle)), _col(np.sin(pattern_angle))
-        along, across = pa * px + pb * py, -pb * px + pa * py
-        if sp.pattern_type == 1:  # thin stripes
-            field = np.sin(k * along + _col(phase)) - 0.4
-        elif sp.pattern_type == 2:  # spots
-            field = np.sin(k * along + _col(phase)) * np.sin(k * across) - 0.45
-        elif sp.pattern_type == 3:  # broad bars
-            field = np.sin(0.5 * k * along + _col(phase)) + 0.1
-        else:
-            return np.zeros_like(px)
-        return np.clip(field * 4.0, 0.0, 1.0) * sp.pattern_contrast
-
-    body_fill = (
-        body_col[:, None, None, :]
-        + pattern(bx, by, pattern_phase[:, 0])[..., None] * (pat_col - body_col)[:, None, None, :]
-    )
-    paint(body_fill, body_a)
-    if sp.marking_type == 4:  # breast patch: lower front of the body
-        mx, my = body_frame(body_len * 0.45, body_b * 0.45)
-        mark = _ellipse_alpha(ux, uy, mx, my, body_len * 0.4, body_b * 0.4, body_tilt, pix) * body_a
-        paint(colour(sp.marking_h, sp.marking_s, sp.marking_v, 3), mark)
-
-    # Wing: on the body, its angle is the most variable part of the pose.
-    wx, wy = body_frame(sp.wing_offset * body_len, -0.15 * body_b)
-    wing_len, wing_wid = sp.wing_len * body_len, sp.wing_width * body_b
-    wing_dir = np.pi + wing_angle + body_tilt
-    wing_a = _ellipse_alpha(ux, uy, wx, wy, wing_len, wing_wid, wing_dir, pix)
-    wing_col = colour(sp.wing_h, sp.wing_s, sp.wing_v, 4)
-    wc, ws = _col(np.cos(wing_dir)), _col(np.sin(wing_dir))
-    w_along = wc * (ux - _col(wx)) + ws * (uy - _col(wy))
-    w_across = -ws * (ux - _col(wx)) + wc * (uy - _col(wy))
-    wing_fill = np.broadcast_to(wing_col[:, None, None, :], obj.shape)
-    if sp.pattern_on_wing:
-        wing_fill = (
-            wing_fill
-            + pattern(w_along, w_across, pattern_phase[:, 1])[..., None]
-            * (pat_col - wing_col)[:, None, None, :]
-        )
-    paint(wing_fill, wing_a)
-    if sp.marking_type == 3:  # wing bar across the wing
-        bar = np.clip(
-            0.5 - (np.abs(w_along - 0.1 * _col(wing_len)) - 0.12 * _col(wing_len)) / _col(pix), 0, 1
-        )
-        paint(colour(sp.marking_h, sp.marking_s, sp.marking_v, 3), bar * wing_a)
-
-    # Head, beak and eye.
-    hdir = -head_angle  # y down: "up" is negative
-    hx, hy = body_frame(
-        body_len * 0.85 * np.cos(hdir) + head_r * 0.5 * np.cos(hdir),
-        body_b * 0.85 * np.sin(hdir) + head_r * 0.5 * np.sin(hdir),
-    )
-    beak_dir = body_tilt + 0.3 * hdir + beak_tilt
-    kx = hx + (head_r + beak_len * 0.4) * np.cos(beak_dir)
-    ky = hy + (head_r + beak_len * 0.4) * np.sin(beak_dir)
-    beak_a = _ellipse_alpha(ux, uy, kx, ky, beak_len * 0.6, np.full(n, sp.beak_width), beak_dir, pix)
-    paint(colour(sp.beak_h, 0.7, sp.beak_v, 5), beak_a)
-    head_a = _ellipse_alpha(ux, uy, hx, hy, head_r, head_r, np.zeros(n), pix)
-    paint(colour(sp.head_h, sp.head_s, sp.head_v, 6), head_a)
-    marking = colour(sp.marking_h, sp.marking_s, sp.marking_v, 3)
-    ex, ey = hx + head_r * 0.45 * np.cos(beak_dir - 0.5), hy + head_r * 0.45 * np.sin(beak_dir - 0.5)
-    if sp.marking_type == 1:  # eye stripe through the eye, along the beak
-        stripe = _ellipse_alpha(ux, uy, ex, ey, head_r * 0.95, head_r * 0.22, beak_dir, pix) * head_a
-        paint(marking, stripe)
-    elif sp.marking_type == 2:  # crown: the top of the head
-        up_x, up_y = np.cos(body_tilt - np.pi / 2), np.sin(body_tilt - np.pi / 2)
-        height = _col(up_x) * (ux - _col(hx)) + _col(up_y) * (uy - _col(hy))
-        paint(marking, np.clip(0.5 + (height - 0.3 * _col(head_r)) / _col(pix), 0, 1) * head_a)
-    eye = _ellipse_alpha(ux, uy, ex, ey, head_r * 0.2, head_r * 0.2, np.zeros(n), pix)
-    paint(np.tile(np.array([[0.05, 0.05, 0.05]], np.float32), (n, 1)), eye)
-
-    # Tight box of the whole object (before occlusion), like CUB's annotation.
-    inside = cover > 0.5
-    cols_any, rows_any = inside.any(axis=1), inside.any(axis=2)  # (n, W), (n, H)
-    x0 = cols_any.argmax(axis=1)
-    x1 = size - cols_any[:, ::-1].argmax(axis=1)
-    y0 = rows_any.argmax(axis=1)
-    y1 = size - rows_any[:, ::-1].argmax(axis=1)
-    visible = cols_any.any(axis=1)
-    boxes = np.stack([x0, y0, x1 - x0, y1 - y0], axis=1).astype(np.float32) * visible[:, None]
-
-    # Composite: scene, object, occluder (a leaf in front of part of the bird), lighting, sensor noise.
-    img = bg * (1.0 - cover[..., None]) + obj
-    pix_img = np.full(n, 2.0 / size, np.float32)
-    occ = _ellipse_alpha(
-        xs,
-        ys,
-        cx + occ_dist * np.cos(occ_dir),
-        cy + occ_dist * np.sin(occ_dir),
-        occ_a,
-        occ_b,
-        occ_theta,
-        pix_img,
-    )
-    _over(img, occ_col, occ * _col(occluded))
-    img *= (brightness[:, None] * cast)[:, None, None, :]
-    mean = img.mean(axis=(1, 2, 3), keepdims=True)
-    img = (img - mean) * _col(contrast)[..., None] + mean
-    img += rng.normal(0.0, 1.0, img.shape).astype(np.float32) * _col(noise_sigma)[..., None]
-    return (np.clip(img, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8), boxes
+    c, s = _col(np.cos(d.rot)), _col(np.sin(d.rot))
+    dx, dy = xs - _col(d.cx), ys - _col(d.cy)
+    ux = (c * dx + s * dy) / _col(d.scale)
+    uy = (-s * dx + c * dy) / _col(d.scale)
+    ux = np.where(_col(d.flip) > 0, -ux, ux)
+    bird = _Bird(species, d, ux, uy, size)
+    bird.tail_and_body()
+    bird.wing()
+    bird.head()
+    boxes = _tight_boxes(bird.cover, size)  # before occlusion, like CUB's annotation
+    return _composite(bg, bird, d, xs, ys, rng), boxes
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from dmllab.experiments.params import (
     resolve_parameters,
 )
 from dmllab.profiles import PROFILES
+from dmllab.reference import PAPER_TABLE
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -33,29 +34,12 @@ if TYPE_CHECKING:
 
     from dmllab.training.config import ExperimentConfig
 
-# Papers in report order; "dmllab" holds the package's own artifacts (the offline benchmark).
-PAPERS: tuple[str, ...] = ("pnpp", "proxy_anchor", "heated", "proxy_synthesis", "dmllab")
-PAPER_TITLES: dict[str, str] = {
-    "pnpp": "ProxyNCA++ (Teh, DeVries, Taylor, ECCV 2020)",
-    "proxy_anchor": "Proxy Anchor Loss (Kim, Kim, Cho, Kwak, CVPR 2020)",
-    "heated": "Heated-up Softmax Embedding (Zhang, Lan, Wang, Chen, 2018)",
-    "proxy_synthesis": "Proxy Synthesis (Gu, Ko, Kim, AAAI 2021)",
-    "dmllab": "dmllab (this package)",
-}
-# ``paper`` as spelled in results/reference/*.csv.
-REFERENCE_PAPER: dict[str, str] = {
-    "pnpp": "pnpp",
-    "proxy_anchor": "proxy_anchor",
-    "heated": "heated_softmax",
-    "proxy_synthesis": "proxy_synthesis",
-}
-# Artifact ids start with the paper's prefix: ``<prefix>_<table|fig|sec|app><n>_<topic>`` (pnpp_fig3_two_moons).
-ID_PREFIX: dict[str, str] = {
-    "pnpp": "pnpp",
-    "proxy_anchor": "pa",
-    "heated": "heated",
-    "proxy_synthesis": "ps",
-}
+# Views of the one table of papers (dmllab.reference.PAPER_TABLE): keys in report order, titles, the spelling in
+# results/reference/*.csv, the artifact id prefixes.
+PAPERS: tuple[str, ...] = tuple(p.key for p in PAPER_TABLE)
+PAPER_TITLES: dict[str, str] = {p.key: p.title for p in PAPER_TABLE}
+REFERENCE_PAPER: dict[str, str] = {p.key: p.reference for p in PAPER_TABLE if p.reference}
+ID_PREFIX: dict[str, str] = {p.key: p.prefix for p in PAPER_TABLE if p.prefix}
 # How much a paper's argument rests on an artifact, most first: its headline results table, the ablations its claims
 # rest on, the supporting figures and sweeps, the appendix and supplement. A study under a GPU-hour budget trains
 # them in this order (dmllab.experiments.registry.by_importance).
@@ -261,6 +245,12 @@ class Artifact:
         parameter_help: one line per artifact parameter, shown in the parameters cell.
         not_reproduced: rows of the paper that dmllab cannot reproduce, with the reason (listed in the report).
         tier: one of :data:`TIERS`, how much the paper's argument rests on it (a budgeted study's order).
+        untuned: methods (preset labels) the artifact trains on a profile with tuned recipes without one, on
+            purpose; the study refuses any other untuned run (:func:`dmllab.pipeline.preflight.untuned_runs`).
+        benchmark_on_paper: the paper profile trains on the offline benchmark (a stand-in dataset) on purpose;
+            otherwise a paper profile naming one is an error here and such runs stop the study's preflight.
+
+    Every rule of a declaration is checked here, each failure one line naming the artifact.
     """
 
     id: str
@@ -278,6 +268,8 @@ class Artifact:
     parameter_help: Mapping[str, str] = field(default_factory=dict)
     not_reproduced: Mapping[str, str] = field(default_factory=dict)
     tier: str = "supporting"
+    untuned: tuple[str, ...] = ()
+    benchmark_on_paper: bool = False
 
     def __post_init__(self) -> None:
         if self.paper not in PAPERS:
@@ -310,6 +302,33 @@ class Artifact:
         claim_keys = [c.key for c in self.claims if c.key]
         if len(claim_keys) != len(set(claim_keys)):
             raise ValueError(f"artifact {self.id!r}: claim keys must be unique, got {claim_keys}")
+        self._check_runs()
+
+    def _check_runs(self) -> None:
+        """The rules on seeds and runs: claims are judged over at least 3 seeds on the quick profile; an artifact
+        without a figure trains one setting (one number per metric is a table row, not a one-bar chart); a paper
+        profile on the offline benchmark is declared (``benchmark_on_paper``)."""
+        if self.claims and len(self.defaults("quick")["seeds"]) < 3:
+            raise ValueError(
+                f"artifact {self.id!r}: its claims are judged over at least 3 seeds on the quick profile"
+            )
+        if not self.trains:
+            return
+        paper = self.parameters["paper"]
+        named = [paper.get("dataset"), *(paper.get("datasets") or [])]
+        stand_ins = sorted({d for d in named if isinstance(d, str) and d in STAND_IN_DATASET})
+        if stand_ins and not self.benchmark_on_paper:
+            raise ValueError(
+                f"artifact {self.id!r}: its paper profile trains on {', '.join(stand_ins)}, a stand-in of the "
+                "papers' datasets; name the paper's datasets there, or declare benchmark_on_paper=True"
+            )
+        if not self.figures:
+            settings = {run.key.split("/")[0] for run in self.runs(self.params("quick", device="cpu"))}
+            if len(settings) > 1:
+                raise ValueError(
+                    f"artifact {self.id!r}: without a figure it trains one setting, its quick runs have "
+                    f"{len(settings)}; give it a Figure or train one config"
+                )
 
     @property
     def name(self) -> str:  # the notebook stem

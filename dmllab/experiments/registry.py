@@ -11,9 +11,10 @@ import re
 from functools import lru_cache
 
 from dmllab.experiments.artifact import PAPERS, TIERS, Artifact
+from dmllab.reference import PAPER_TABLE
 
-# The package under dmllab/experiments/ that holds each paper's artifacts ("dmllab": the offline benchmark).
-PACKAGES: dict[str, str] = {paper: paper for paper in PAPERS} | {"dmllab": "benchmark"}
+# The package under dmllab/experiments/ that holds each paper's artifacts (dmllab.reference.PAPER_TABLE).
+PACKAGES: dict[str, str] = {p.key: p.package for p in PAPER_TABLE}
 
 
 @lru_cache(maxsize=1)

@@ -236,11 +236,3 @@ def benjamini_hochberg(pvalues: Sequence[float]) -> list[float]:
         running = min(running, min(1.0, m * values[i] / (rank + 1)))
         adjusted[i] = running
     return adjusted
-
-
-def adjusted_verdict(mean: float, adjusted_p: float, level: float = 1.0 - CONFIDENCE) -> str:
-    """``yes`` / ``no`` when the adjusted p-value is below ``level`` (by the sign of ``mean``), else
-    ``inconclusive``."""
-    if not adjusted_p < level:  # NaN: not tested
-        return "inconclusive"
-    return "yes" if mean > 0 else "no"

@@ -4,8 +4,8 @@ Public names: the proxy losses (:class:`ProxyNCALoss`, :class:`NormSoftmaxLoss`,
 :class:`MarginSoftmaxLoss`, :class:`ProxyAnchorLoss`, :class:`HeatedSoftmaxLoss`, :class:`SoftTripleLoss`,
 :class:`VirtualSoftmaxLoss`), the wrapper :class:`ProxySynthesis`, the training-step regulariser
 :class:`Mixup` (input / manifold mixup), the pytorch-metric-learning pair baselines (:class:`MarginLoss`,
-:class:`TripletSemiHardLoss`, :class:`MultiSimilarityLoss`), the registry ``LOSSES`` and the factory
-:func:`build_loss` / :func:`list_losses`.
+:class:`TripletSemiHardLoss`, :class:`MultiSimilarityLoss`), the registry ``LOSSES`` (each loss registers itself where
+it is defined: ``@LOSSES.register("proxynca")`` on its class) and the factory :func:`build_loss` / :func:`list_losses`.
 
 Every registered factory takes ``(num_classes, embedding_dim, **kwargs)``, so a trainer can build any loss
 uniformly: ``build_loss("proxynca", num_classes=100, embedding_dim=2048, temperature=1/9)``,
@@ -15,15 +15,16 @@ temperature=1/23)`` (remaining keywords go to the base loss).
 
 from __future__ import annotations
 
+import importlib
 import inspect
-from functools import partial
+import pkgutil
 from typing import Any
 
 from torch import nn
 
-from ..registry import Registry
 from ..spec import Spec
 from . import functional
+from ._registry import LOSSES
 from .mixup import MIXUP_MODES, Mixup, input_mixup, manifold_mixup
 from .pair import MarginLoss, MultiSimilarityLoss, PairLoss, TripletSemiHardLoss
 from .proxy import (
@@ -65,32 +66,24 @@ __all__ = [
     "TripletSemiHardLoss",
     "build_loss",
     "functional",
+    "input_mixup",
     "is_wrapper",
     "list_losses",
+    "manifold_mixup",
     "sample_beta",
     "synthesis_partners",
     "synthesize",
 ]
 
-#: Every loss by name. A leaf's constructor takes ``(num_classes, embedding_dim, **kwargs)``; a wrapper's
-#: (``wraps = True``: Proxy Synthesis, the mixups) takes the built loss it wraps as ``base``.
-LOSSES: Registry = Registry("loss", supplied=("num_classes", "embedding_dim", "base", "generator"))
-LOSSES.register("proxynca", ProxyNCALoss)
-LOSSES.register("normsoftmax", NormSoftmaxLoss)
-LOSSES.register("softmax", SoftmaxLoss)
-LOSSES.register("margin_softmax", MarginSoftmaxLoss)
-for _preset in MARGIN_SOFTMAX_PRESETS:
-    LOSSES.register(_preset, partial(MarginSoftmaxLoss.from_preset, _preset))
-LOSSES.register("proxy_anchor", ProxyAnchorLoss)
-LOSSES.register("heated_softmax", HeatedSoftmaxLoss)
-LOSSES.register("softtriple", SoftTripleLoss)
-LOSSES.register("virtual_softmax", VirtualSoftmaxLoss)
-LOSSES.register("margin", MarginLoss)
-LOSSES.register("triplet_semihard", TripletSemiHardLoss)
-LOSSES.register("multi_similarity", MultiSimilarityLoss)
-LOSSES.register("proxy_synthesis", ProxySynthesis)
-LOSSES.register("input_mixup", input_mixup)
-LOSSES.register("manifold_mixup", manifold_mixup)
+
+def _import_all() -> None:
+    """Import every loss module of the package, so that a new one registers its losses with no line here."""
+    for info in pkgutil.iter_modules(__path__):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{info.name}")
+
+
+_import_all()
 
 
 def list_losses() -> list[str]:

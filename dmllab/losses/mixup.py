@@ -29,6 +29,7 @@ from torch import nn
 
 from dmllab.validation import check_number
 
+from ._registry import LOSSES
 from .functional import mixup_loss
 from .synthesis import sample_beta
 
@@ -112,11 +113,13 @@ class Mixup(nn.Module):
         return f"mode={self.mode}, alpha={self.alpha:g}"
 
 
+@LOSSES.register("input_mixup")
 def input_mixup(base: nn.Module, *, alpha: float = 0.5, generator: torch.Generator | None = None) -> Mixup:
     """Input Mixup around ``base`` (:class:`Mixup`)."""
     return Mixup(base, "input_mixup", alpha=alpha, generator=generator)
 
 
+@LOSSES.register("manifold_mixup")
 def manifold_mixup(base: nn.Module, *, alpha: float = 0.5, generator: torch.Generator | None = None) -> Mixup:
     """Manifold Mixup around ``base`` (:class:`Mixup`)."""
     return Mixup(base, "manifold_mixup", alpha=alpha, generator=generator)

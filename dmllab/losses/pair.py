@@ -24,6 +24,7 @@ from torch import nn
 
 from dmllab.validation import check_number
 
+from ._registry import LOSSES
 from ._validate import check_batch, check_positive_int
 from .proxy import _fp32_region
 
@@ -53,6 +54,7 @@ class PairLoss(nn.Module):
             return self.pml_loss(emb, labels, indices)
 
 
+@LOSSES.register("margin")
 class MarginLoss(PairLoss):
     """Margin loss with distance-weighted sampling (Wu et al. 2017); class-specific learnable beta."""
 
@@ -92,6 +94,7 @@ class MarginLoss(PairLoss):
         super().__init__(num_classes, embedding_dim, loss, miner)
 
 
+@LOSSES.register("triplet_semihard")
 class TripletSemiHardLoss(PairLoss):
     """Triplet margin loss (margin 0.2) on semi-hard triplets (FaceNet)."""
 
@@ -104,6 +107,7 @@ class TripletSemiHardLoss(PairLoss):
         super().__init__(num_classes, embedding_dim, loss, miner)
 
 
+@LOSSES.register("multi_similarity")
 class MultiSimilarityLoss(PairLoss):
     """Multi-Similarity loss with MS pair mining (Wang et al. 2019)."""
 

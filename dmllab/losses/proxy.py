@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from contextlib import AbstractContextManager
+from functools import partial
 
 import torch
 from torch import nn
@@ -30,6 +31,7 @@ from dmllab.validation import check_number
 
 from ..registry import Registry
 from . import functional as LF
+from ._registry import LOSSES
 from ._validate import check_batch, check_embeddings, check_positive_int
 
 __all__ = [
@@ -164,6 +166,7 @@ def _check_positive_float(name: str, value: float) -> float:
     return check_number(name, value, low=0.0, low_open=True)
 
 
+@LOSSES.register("proxynca")
 class ProxyNCALoss(ProxyLoss):
     """ProxyNCA++ (Eq. 6, ``prob=True``) or classic ProxyNCA (Eq. 3, ``prob=False``).
 
@@ -196,6 +199,7 @@ class ProxyNCALoss(ProxyLoss):
         return f"{super().extra_repr()}, temperature={self.temperature:g}, prob={self.prob}"
 
 
+@LOSSES.register("normsoftmax")
 class NormSoftmaxLoss(ProxyLoss):
     """NormSoftMax (ProxyNCA++ appendix Eq. 9): cross-entropy over cos(x, p) / T; default T = 1/2.
 
@@ -224,6 +228,7 @@ class NormSoftmaxLoss(ProxyLoss):
         return f"{super().extra_repr()}, temperature={self.temperature:g}"
 
 
+@LOSSES.register("softmax")
 class SoftmaxLoss(ProxyLoss):
     """The SM baseline: an unnormalised linear classifier with bias (``proxies`` are its weight rows).
 
@@ -247,6 +252,7 @@ class SoftmaxLoss(ProxyLoss):
         return LF.softmax_logits(embeddings, proxies, bias)
 
 
+@LOSSES.register("heated_softmax")
 class HeatedSoftmaxLoss(ProxyLoss):
     """Heated-up Softmax: logits alpha * <f, w_hat> + b on the embedding f as given by the model head.
 
@@ -338,6 +344,7 @@ class HeatedSoftmaxLoss(ProxyLoss):
         )
 
 
+@LOSSES.register("margin_softmax")
 class MarginSoftmaxLoss(ProxyLoss):
     """SphereFace / CosFace / ArcFace through the Proxy Synthesis supplement's Eq. 6.
 
@@ -385,6 +392,11 @@ class MarginSoftmaxLoss(ProxyLoss):
         return f"{super().extra_repr()}, scale={self.scale:g}, m1={self.m1:g}, m2={self.m2:g}, m3={self.m3:g}"
 
 
+for _preset in MARGIN_SOFTMAX_PRESETS:  # sphereface, cosface, arcface: MarginSoftmaxLoss with the PS values
+    LOSSES.register(_preset, partial(MarginSoftmaxLoss.from_preset, _preset))
+
+
+@LOSSES.register("proxy_anchor")
 class ProxyAnchorLoss(ProxyLoss):
     """Proxy Anchor (Eq. 4) on cosine similarity, alpha = 32, delta = 0.1, official-code averaging.
 

@@ -13,12 +13,14 @@ import torch
 from dmllab.validation import check_number
 
 from . import functional as LF
+from ._registry import LOSSES
 from ._validate import check_batch, check_positive_int
 from .proxy import ProxyLoss, _check_positive_float, _fp32_region
 
 __all__ = ["SoftTripleLoss"]
 
 
+@LOSSES.register("softtriple")
 class SoftTripleLoss(ProxyLoss):
     """SoftTriple (SoftTriple Eq. 10 + tau * Eq. 12) on cosine similarities; the paper's defaults.
 

@@ -53,6 +53,7 @@ from torch import nn
 
 from dmllab.validation import check_number
 
+from ._registry import LOSSES
 from ._validate import check_batch, sync_free_checks
 from .proxy import ProxyLoss, _fp32_region
 
@@ -215,6 +216,7 @@ def synthesize(
     )
 
 
+@LOSSES.register("proxy_synthesis")
 class ProxySynthesis(nn.Module):
     """Wrap a proxy loss with Proxy Synthesis (PS Eq. 4-5); defaults alpha = 0.4, mu = 1.0.
 

@@ -14,11 +14,13 @@ import torch
 from dmllab.validation import check_number
 
 from . import functional as LF
+from ._registry import LOSSES
 from .proxy import ProxyLoss
 
 __all__ = ["VirtualSoftmaxLoss"]
 
 
+@LOSSES.register("virtual_softmax")
 class VirtualSoftmaxLoss(ProxyLoss):
     """Softmax (linear classifier with bias, like :class:`~dmllab.losses.SoftmaxLoss`) + a virtual class.
 

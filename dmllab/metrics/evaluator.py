@@ -752,6 +752,56 @@ def retrieval_metrics(
         ``allow_collapsed``). ZeroEmbeddingError: an all-zero embedding with the cosine distance. ValueError:
         other invalid arguments.
     """
+    _check_options(distance, chunk_size, dtype, matmul, mlrc=mlrc, allow_collapsed=allow_collapsed)
+    ks = check_ks(ks)
+    query, query_labels, ref_in, ref_labels = _inputs(embeddings, labels, gallery, gallery_labels)
+    leave_one_out = ref_in is None
+    n_query = query.shape[0]
+    n_candidates = n_query - 1 if leave_one_out else ref_in.shape[0]
+    if n_candidates < 1:
+        raise ValueError("leave-one-out retrieval needs at least 2 embeddings")
+    if ks and ks[-1] > n_candidates:
+        warnings.warn(
+            f"Recall@{ks[-1]} asked with only {n_candidates} references per query: for K >= {n_candidates} "
+            "it is the fraction of queries with at least one positive",
+            stacklevel=2,
+        )
+    chunk = chunk_size if chunk_size is not None else _default_chunk(query.device)
+    with torch.no_grad():
+        query, ref = _prepare(query, ref_in, distance, dtype, allow_collapsed)
+        hits, n_with_pos, mlrc_values = _passes(
+            query,
+            ref,
+            query_labels,
+            ref_labels,
+            ks,
+            leave_one_out=leave_one_out,
+            mlrc=mlrc,
+            chunk=chunk,
+            matmul=matmul,
+            dtype=dtype,
+        )
+    p1, rp, mapr = mlrc_values
+    return RetrievalResult(
+        recall=_recall(hits, ks, n_query, n_with_pos, leave_one_out),
+        precision_at_1=p1,
+        r_precision=rp,
+        map_at_r=mapr,
+        num_queries=n_query,
+        num_queries_with_positive=n_with_pos,
+    )
+
+
+def _check_options(
+    distance: str,
+    chunk_size: int | None,
+    dtype: torch.dtype,
+    matmul: str,
+    *,
+    mlrc: bool,
+    allow_collapsed: bool,
+) -> None:
+    """Raise ValueError for an option of :func:`retrieval_metrics` it does not take."""
     if distance not in DISTANCES:
         raise ValueError(f"unknown distance {distance!r}; valid: {list(DISTANCES)}")
     if chunk_size is not None and (
@@ -765,14 +815,21 @@ def retrieval_metrics(
     for name, flag in (("mlrc", mlrc), ("allow_collapsed", allow_collapsed)):
         if not isinstance(flag, (bool, np.bool_)):
             raise ValueError(f"{name} must be True or False, got {flag!r}")
-    ks = check_ks(ks)
 
+
+def _inputs(
+    embeddings: Tensor | np.ndarray,
+    labels: Tensor | np.ndarray,
+    gallery: Tensor | np.ndarray | None,
+    gallery_labels: Tensor | np.ndarray | None,
+) -> tuple[Tensor, Tensor, Tensor | None, Tensor]:
+    """``(query, query labels, gallery or None, reference labels)`` checked, on the queries' device, labels as
+    int64 (the reference labels are the queries' own for leave-one-out)."""
     query = as_tensor(embeddings, "embeddings")
     query_labels = as_tensor(labels, "labels")
     check_embeddings_labels(query, query_labels, "query" if gallery is not None else "")
     device = query.device
-    leave_one_out = gallery is None
-    if leave_one_out:
+    if gallery is None:
         if gallery_labels is not None:
             raise ValueError("gallery_labels given without gallery")
         ref_in, ref_labels = None, query_labels
@@ -784,76 +841,84 @@ def retrieval_metrics(
         check_embeddings_labels(ref_in, ref_labels, "gallery")
         if ref_in.shape[1] != query.shape[1]:
             raise ValueError(f"query dim {query.shape[1]} != gallery dim {ref_in.shape[1]}")
-    query_labels = query_labels.to(device=device, dtype=torch.long)
-    ref_labels = ref_labels.to(dtype=torch.long)
-    n_query = query.shape[0]
-    n_ref = n_query if leave_one_out else ref_in.shape[0]
-    n_candidates = n_ref - 1 if leave_one_out else n_ref
-    if n_candidates < 1:
-        raise ValueError("leave-one-out retrieval needs at least 2 embeddings")
-    if ks and ks[-1] > n_candidates:
-        warnings.warn(
-            f"Recall@{ks[-1]} asked with only {n_candidates} references per query: for K >= {n_candidates} "
-            "it is the fraction of queries with at least one positive",
-            stacklevel=2,
+    return query, query_labels.to(device=device, dtype=torch.long), ref_in, ref_labels.to(dtype=torch.long)
+
+
+def _passes(
+    query: Tensor,
+    ref: Tensor,
+    query_labels: Tensor,
+    ref_labels: Tensor,
+    ks: Sequence[int],
+    *,
+    leave_one_out: bool,
+    mlrc: bool,
+    chunk: int,
+    matmul: str,
+    dtype: torch.dtype,
+) -> tuple[list[int], int, tuple[float | None, float | None, float | None]]:
+    """The evaluator's passes over the prepared embeddings (:func:`_prepare`; ``ref`` is ``query`` itself for
+    leave-one-out): the nearest positive of every query and its band of near ties, then the Recall@K counts (a
+    tiled band count, or the MLRC pass's full rows), near ties resolved exactly. Returns ``(hits per K, queries
+    with a positive, (P@1, RP, MAP@R))``."""
+    groups: list[Tensor | None] = []  # duplicate_groups(ref), computed on first use
+
+    def canon() -> Tensor | None:  # identical references get identical keys (exact ties)
+        if not groups:
+            groups.append(duplicate_groups(ref))
+        return groups[0]
+
+    q_sq64 = _sqnorms64(query)
+    r_sq64 = q_sq64 if leave_one_out else _sqnorms64(ref)
+    classes = _ClassIndex.build(ref_labels)
+    key0, idx0 = _nearest_positive(query, ref, q_sq64, r_sq64, query_labels, classes, leave_one_out)
+    has_pos = idx0 >= 0
+    n_with_pos = int(has_pos.sum())
+    tol = _tolerance(q_sq64, float(r_sq64.max()), query.shape[1], dtype)
+    lo = torch.where(has_pos, key0 - tol, -math.inf)  # (N,) float64 thresholds of the band rule
+    hi = torch.where(has_pos, key0 + tol, -math.inf)
+
+    def resolve(rows: Tensor) -> Tensor:
+        return _exact_ranks(rows, query, ref, r_sq64, query_labels, ref_labels, leave_one_out, canon())
+
+    mlrc_values: tuple[float | None, float | None, float | None] = (None, None, None)
+    if mlrc:
+        c_lo, c_hi, mlrc_values = _full_rows(
+            query,
+            ref,
+            q_sq64,
+            r_sq64,
+            lo,
+            hi,
+            query_labels,
+            classes,
+            n_with_pos,
+            leave_one_out=leave_one_out,
+            chunk=chunk,
+            want_recall=bool(ks),
+            canon=canon(),
         )
-    chunk = chunk_size if chunk_size is not None else _default_chunk(device)
+    elif ks:
+        c_lo, c_hi = _band_counts(
+            query,
+            ref,
+            q_sq64.to(query.dtype),
+            r_sq64.to(ref.dtype),
+            lo,
+            hi,
+            leave_one_out=leave_one_out,
+            block=chunk,
+            use_numpy=_use_numpy(query, matmul),
+        )
+    hits = _recall_hits(c_lo, c_hi, has_pos, ks, resolve).tolist() if ks else []
+    return hits, n_with_pos, mlrc_values
 
-    with torch.no_grad():
-        query, ref = _prepare(query, ref_in, distance, dtype, allow_collapsed)
-        groups: list[Tensor | None] = []  # duplicate_groups(ref), computed on first use
 
-        def canon() -> Tensor | None:  # identical references get identical keys (exact ties)
-            if not groups:
-                groups.append(duplicate_groups(ref))
-            return groups[0]
-
-        q_sq64 = _sqnorms64(query)
-        r_sq64 = q_sq64 if leave_one_out else _sqnorms64(ref)
-        classes = _ClassIndex.build(ref_labels)
-        key0, idx0 = _nearest_positive(query, ref, q_sq64, r_sq64, query_labels, classes, leave_one_out)
-        has_pos = idx0 >= 0
-        n_with_pos = int(has_pos.sum())
-        tol = _tolerance(q_sq64, float(r_sq64.max()), query.shape[1], dtype)
-        lo = torch.where(has_pos, key0 - tol, -math.inf)  # (N,) float64 thresholds of the band rule
-        hi = torch.where(has_pos, key0 + tol, -math.inf)
-
-        def resolve(rows: Tensor) -> Tensor:
-            return _exact_ranks(rows, query, ref, r_sq64, query_labels, ref_labels, leave_one_out, canon())
-
-        p1, rp, mapr = None, None, None
-        if mlrc:
-            c_lo, c_hi, (p1, rp, mapr) = _full_rows(
-                query,
-                ref,
-                q_sq64,
-                r_sq64,
-                lo,
-                hi,
-                query_labels,
-                classes,
-                n_with_pos,
-                leave_one_out=leave_one_out,
-                chunk=chunk,
-                want_recall=bool(ks),
-                canon=canon(),
-            )
-        elif ks:
-            c_lo, c_hi = _band_counts(
-                query,
-                ref,
-                q_sq64.to(query.dtype),
-                r_sq64.to(ref.dtype),
-                lo,
-                hi,
-                leave_one_out=leave_one_out,
-                block=chunk,
-                use_numpy=_use_numpy(query, matmul),
-            )
-        hits = _recall_hits(c_lo, c_hi, has_pos, ks, resolve).tolist() if ks else []
-
+def _recall(
+    hits: Sequence[int], ks: Sequence[int], n_query: int, n_with_pos: int, leave_one_out: bool
+) -> dict[int, float]:
+    """Recall@K from the hit counts, with a warning where queries have no positive (NaN when none has one)."""
     if n_with_pos == 0:
-        recall = {k: math.nan for k in ks}
         warnings.warn(
             f"no query has a positive reference (none of the {n_query} queries has a reference with its label): "
             "every metric is NaN; "
@@ -862,24 +927,16 @@ def retrieval_metrics(
                 if not leave_one_out
                 else "every class has a single sample"
             ),
-            stacklevel=2,
+            stacklevel=3,
         )
-    else:
-        recall = {k: float(h) / n_query for k, h in zip(ks, hits)}
-        if n_with_pos < n_query:
-            warnings.warn(
-                f"{n_query - n_with_pos} of {n_query} queries have no positive reference: they count as misses "
-                "in Recall@K and are left out of P@1, RP and MAP@R",
-                stacklevel=2,
-            )
-    return RetrievalResult(
-        recall=recall,
-        precision_at_1=p1,
-        r_precision=rp,
-        map_at_r=mapr,
-        num_queries=n_query,
-        num_queries_with_positive=n_with_pos,
-    )
+        return {k: math.nan for k in ks}
+    if n_with_pos < n_query:
+        warnings.warn(
+            f"{n_query - n_with_pos} of {n_query} queries have no positive reference: they count as misses "
+            "in Recall@K and are left out of P@1, RP and MAP@R",
+            stacklevel=3,
+        )
+    return {k: float(h) / n_query for k, h in zip(ks, hits)}
 
 
 def _full_rows(

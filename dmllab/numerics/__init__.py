@@ -26,8 +26,8 @@ count: :func:`dmllab.training.store.provenance`). Each library reads its variabl
 first; the CLI, the study's workers and the notebooks do that. A run warns when it came too late
 (:func:`late_pin_message`). ``DMLLAB_CPU_ISA=native`` leaves the choice to the machine (faster; its numbers are
 not comparable bit for bit with the committed ones). A variable the user set wins. No effect off x86-64 or on a
-GPU. :mod:`dmllab.numerics.fingerprint` hashes a fixed set of computations, the check that a machine gives the
-committed bits.
+GPU. :mod:`dmllab.training.numerics_fingerprint` hashes a fixed set of computations, the check that a machine gives
+the committed bits (it runs the SmallCNN, so it stands above the components, not here).
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ def _study(args: argparse.Namespace) -> int:
     from dmllab.pipeline.outcome import format_summary
     from dmllab.pipeline.placement import plan_study
     from dmllab.pipeline.plan_text import format_plan
+    from dmllab.pipeline.preflight import benchmark_runs
     from dmllab.pipeline.study import run_study
 
     execution = Execution(
@@ -40,7 +41,10 @@ def _study(args: argparse.Namespace) -> int:
                 **selection,
             )
             print(format_plan(plan, jobs=placed.workers))
-        return 1 if plan.errors else 0
+        found, problems = benchmark_runs(plan)  # the paper plan says what it trains on the offline benchmark
+        for line in found + problems:
+            print(line)
+        return 1 if plan.errors or problems else 0
     result = run_study(
         args.profile,
         execution,
@@ -89,8 +93,8 @@ def _notebooks(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(subparsers: argparse._SubParsersAction) -> None:
-    """Register ``study``, ``report`` and ``notebooks`` on the ``dmllab`` parser."""
+def _add_study(subparsers: argparse._SubParsersAction) -> None:
+    """``dmllab study``."""
     study = subparsers.add_parser(
         "study",
         help="plan and train the artifacts' runs, run their notebooks, draw the figures, build the report",
@@ -188,6 +192,9 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     add_slurm_arguments(study, unit="run", time_min=240)
     study.set_defaults(func=_study)
 
+
+def _add_report_and_notebooks(subparsers: argparse._SubParsersAction) -> None:
+    """``dmllab report`` and ``dmllab notebooks``."""
     report = subparsers.add_parser(
         "report",
         help="build figures/report.html from results/",
@@ -213,6 +220,11 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     )
     notebooks.set_defaults(func=_notebooks)
 
+
+def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``study``, ``report``, ``notebooks`` and ``docs`` on the ``dmllab`` parser."""
     from dmllab.pipeline.docs import add_command as add_docs_command
 
+    _add_study(subparsers)
+    _add_report_and_notebooks(subparsers)
     add_docs_command(subparsers)

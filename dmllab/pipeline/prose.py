@@ -88,17 +88,21 @@ def paragraphs(text: str, limit: int = PARAGRAPH_CHARS) -> list[str]:
     return out
 
 
-def inline_html(text: str) -> str:
-    """``text`` escaped for HTML, with the inline markdown descriptions use: ```code```, ``**bold**``,
-    ``*italic*``."""
-    import html
+_EMPHASIS = re.compile(r"\*\*(\S(?:.*?\S)?)\*\*|(?<![\w*])\*(\S(?:.*?\S)?)\*(?![\w*])")
 
-    out = []
+
+def inline_spans(text: str) -> list[tuple[str, str]]:
+    """``text`` as ``(kind, words)`` spans of the inline markdown descriptions use: ``"code"`` (```code```),
+    ``"b"`` (``**bold**``), ``"i"`` (``*italic*``) and ``"text"``; the report's template turns them into HTML."""
+    out: list[tuple[str, str]] = []
     for i, part in enumerate(re.split(r"`([^`]*)`", text)):
         if i % 2:
-            out.append(f"<code>{html.escape(part)}</code>")
+            out.append(("code", part))
             continue
-        part = html.escape(part)
-        part = re.sub(r"\*\*(\S(?:.*?\S)?)\*\*", r"<b>\1</b>", part)
-        out.append(re.sub(r"(?<![\w*])\*(\S(?:.*?\S)?)\*(?![\w*])", r"<i>\1</i>", part))
-    return "".join(out)
+        start = 0
+        for m in _EMPHASIS.finditer(part):
+            out += [("text", part[start : m.start()])] if m.start() > start else []
+            out.append(("b", m.group(1)) if m.group(1) is not None else ("i", m.group(2)))
+            start = m.end()
+        out += [("text", part[start:])] if start < len(part) else []
+    return out

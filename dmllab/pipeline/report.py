@@ -15,7 +15,6 @@ images are linked, not embedded, so it opens from ``figures/``.
 
 from __future__ import annotations
 
-import html
 import math
 import os
 from collections.abc import Sequence
@@ -29,7 +28,7 @@ from dmllab.experiments.compare import paper_vs_reproduced, summarise
 from dmllab.fileio import write_atomic
 from dmllab.pipeline import summary
 from dmllab.pipeline.forest import forest, legend
-from dmllab.pipeline.prose import inline_html, paragraphs
+from dmllab.pipeline.prose import human, inline_spans, paragraphs
 from dmllab.profiles import PROFILES
 
 if TYPE_CHECKING:
@@ -58,9 +57,27 @@ def _fmt(mean: float, std: float, n: int) -> str:
 MAX_TABLE_ROWS = 40
 
 
-def numbers_table(rows: pd.DataFrame, *, max_rows: int = MAX_TABLE_ROWS, csv_name: str = "the CSV") -> str:
-    """HTML pivot of the reproduced numbers: one line per variant/dataset/parameters (and device, where the rows
-    come from several), one column per metric.
+def _cell(value: Any) -> str:
+    """A table cell's text: empty for a missing value, a float as a person writes it (``1/9``, ``4e2``)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return human(value) if isinstance(value, float) else str(value)
+
+
+def _table(frame: pd.DataFrame, notes: Sequence[str] = ()) -> dict[str, Any]:
+    """What the template's table macro draws: ``notes`` above it, the column names, the rows' cells."""
+    return {
+        "notes": list(notes),
+        "columns": [str(c) for c in frame.columns],
+        "rows": [[_cell(v) for v in row] for row in frame.itertuples(index=False)],
+    }
+
+
+def numbers_table(
+    rows: pd.DataFrame, *, max_rows: int = MAX_TABLE_ROWS, csv_name: str = "the CSV"
+) -> dict[str, Any]:
+    """The pivot of the reproduced numbers (:func:`_table`): one line per variant/dataset/parameters (and device,
+    where the rows come from several), one column per metric.
 
     Parameters with one value over all rows are listed above the table instead of repeated in every line;
     tables longer than ``max_rows`` lines are cut (the CSV has them all).
@@ -70,7 +87,7 @@ def numbers_table(rows: pd.DataFrame, *, max_rows: int = MAX_TABLE_ROWS, csv_nam
     stats["cell"] = [_fmt(m, s, n) for m, s, n in zip(stats["mean"], stats["std"], stats["n"])]
     index = [c for c in stats.columns if c not in ("metric", "mean", "std", "n", "cell")]
     if not index:
-        return stats.set_index("metric")[["cell"]].T.to_html(index=False, border=0, escape=True)
+        return _table(stats.set_index("metric")[["cell"]].T)
     stats[index] = stats[index].astype(object).where(stats[index].notna(), "")
     constant = [c for c in index if stats[c].nunique() <= 1]
     varying = [c for c in index if c not in constant] or index[:1]
@@ -80,29 +97,31 @@ def numbers_table(rows: pd.DataFrame, *, max_rows: int = MAX_TABLE_ROWS, csv_nam
     table = stats.pivot_table(index=varying, columns="metric", values="cell", aggfunc="first", sort=False)
     table.columns.name = None
     table = table.reset_index().rename(columns=lambda c: c.removeprefix("param_"))
-    note = f"<p class='meta'>{html.escape(fixed)}</p>" if fixed else ""
+    notes = [fixed] if fixed else []
     if len(table) > max_rows:
-        note += f"<p class='meta'>first {max_rows} of {len(table)} lines; all in {html.escape(csv_name)}</p>"
+        notes.append(f"first {max_rows} of {len(table)} lines; all in {csv_name}")
         table = table.head(max_rows)
-    return (
-        note
-        + "<div class='scroll'>"
-        + table.to_html(index=False, border=0, escape=True, na_rep="")
-        + "</div>"
-    )
+    return _table(table, notes)
 
 
 def _num(v: float, fmt: str = ".4g") -> str:
     return "" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
 
 
-def reference_table(artifact: Artifact, rows: pd.DataFrame, reference: pd.DataFrame) -> str:
-    """Paper vs reproduced, as HTML (:func:`dmllab.experiments.compare.paper_vs_reproduced`)."""
+STAND_IN_NOTE = (
+    "The rows come from the offline benchmark: they face the paper's cells side by side, without a difference "
+    "(absolute numbers are not comparable); the figures draw the paper's differences between rows instead."
+)
+
+
+def reference_table(artifact: Artifact, rows: pd.DataFrame, reference: pd.DataFrame) -> dict[str, Any]:
+    """Paper vs reproduced (:func:`dmllab.experiments.compare.paper_vs_reproduced`, drawn as :func:`_table`), or
+    ``{"missing": why}`` where nothing faces a printed cell."""
     if artifact.reference is None:
-        return '<p class="missing">The paper prints no numbers for this artifact.</p>'
+        return {"missing": "The paper prints no numbers for this artifact."}
     table = paper_vs_reproduced(artifact, rows, reference)
     if table.empty:
-        return '<p class="missing">No reproduced row maps onto a printed cell of the paper.</p>'
+        return {"missing": "No reproduced row maps onto a printed cell of the paper."}
     stand_in = table["delta"].isna().all()
     shown = table.assign(
         paper=[
@@ -112,14 +131,7 @@ def reference_table(artifact: Artifact, rows: pd.DataFrame, reference: pd.DataFr
         reproduced=[_fmt(m, s, n) for m, s, n in zip(table["reproduced"], table["std"], table["seeds"])],
         delta=[_num(d, "+.3g") for d in table["delta"]],
     ).drop(columns=["paper +-", "std"] + (["delta", "within paper +-"] if stand_in else []))
-    note = (
-        "<p class='meta'>The rows come from the offline benchmark: they face the paper's cells side by side, "
-        "without a difference (absolute numbers are not comparable); the figures draw the paper's differences "
-        "between rows instead.</p>"
-        if stand_in
-        else ""
-    )
-    return note + "<div class='scroll'>" + shown.to_html(index=False, border=0, escape=True) + "</div>"
+    return _table(shown, [STAND_IN_NOTE] if stand_in else [])
 
 
 def _figures(a: Artifact, figures_dir: Path, out: Path) -> list[dict[str, str]]:
@@ -143,8 +155,6 @@ def _artifact(
     labels: dict[str, str],
 ) -> dict[str, Any]:
     """What the template shows of one artifact."""
-    from markupsafe import Markup
-
     from dmllab.experiments.registry import module_path
 
     mine = frame[frame["artifact"] == a.id] if len(frame) else frame
@@ -155,12 +165,12 @@ def _artifact(
         "title": a.title,
         "paper_title": PAPER_TITLES[a.paper],
         "module": module_path(a.id),
-        "paragraphs": [Markup(inline_html(par)) for par in paragraphs(a.description)],
+        "paragraphs": [inline_spans(par) for par in paragraphs(a.description)],
         "not_reproduced": list(a.not_reproduced.items()),
         "has_rows": has_rows,
         "figures": _figures(a, figures_dir, out) if has_rows else [],
-        "numbers": Markup(numbers_table(rows, csv_name=f"results/{a.id}.csv")) if has_rows else "",
-        "reference": Markup(reference_table(a, rows, reference)) if has_rows and a.reference else "",
+        "numbers": numbers_table(rows, csv_name=f"results/{a.id}.csv") if has_rows else None,
+        "reference": reference_table(a, rows, reference) if has_rows and a.reference else None,
         "differs": summary.differs_lines(a, profile) if has_rows else [],
         "cover": verdicts.seeds_cover(a, rows) if has_rows else "",
         "claims": summary.claim_lines(mine, labels) if len(mine) else [],

@@ -18,7 +18,8 @@ committed profile on the committed device (quick, cpu), else the git-ignored ``r
 A failing run or notebook is reported with its error and never stops the others. Ctrl-C or SIGTERM stops the
 study within seconds, workers and notebook kernels included, and the summary says what finished. Before training,
 the study checks once what every run to train needs (:func:`preflight`: the ImageNet weights in torchvision's cache,
-each real dataset's index files) and stops with one line per problem instead of failing every run alike.
+each real dataset's index files, every artifact's notebook, a tuned recipe for every quick method) and stops with one
+line per problem instead of failing every run alike.
 
 Where and how the study executes is one :class:`~dmllab.experiments.execution.Execution` (device, data root, fast
 dev run, pre-trained weights, count check, threads), built once by the command line: a fast dev run
@@ -184,7 +185,7 @@ class _Study:
                 )
                 if plan.left_out:
                     say(f"left out: {', '.join(f'{a} ({why})' for a, why in plan.left_out.items())}")
-                checked, problems = preflight(plan)
+                checked, problems = preflight(plan, self.nb_dir)
                 for line in checked:
                     say(line)
                 if problems:

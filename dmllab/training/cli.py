@@ -96,6 +96,7 @@ _MLRC_OPTIONS = tuple(_MLRC_DEFAULTS)
 
 def cmd_train(args: argparse.Namespace) -> int:
     from dmllab.training import RunStore, config_hash, presets, run
+    from dmllab.training.presets import tuned as tuned_recipes
 
     try:
         from dmllab.training.config import check_value
@@ -106,6 +107,9 @@ def cmd_train(args: argparse.Namespace) -> int:
             names = ", ".join("--" + n.replace("_", "-") for n in given)
             raise ValueError(f"{names} only act with --protocol mlrc; add it or drop them")
         cfg = _config_from_args(args)
+        untuned = tuned_recipes.untuned(cfg)
+        if untuned:  # the first line: the other methods of the profile run their tuned recipes
+            print(f"UNTUNED: {untuned}")
         if getattr(args, "protocol", "standard") == "mlrc":
             return _cmd_train_mlrc(args, cfg)
         if not args.quiet:

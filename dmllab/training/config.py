@@ -273,17 +273,34 @@ _SECTION_TYPES: dict[str, type] = {
     "run": RunConfig,
     "finetune": FinetuneConfig,
 }
-_CHOICES = {
-    ("optim", "name"): ("adam", "adamw", "sgd", "rmsprop"),
+# The values of a choice field the config owns; the other choice fields ask the component that owns the vocabulary
+# (:func:`_choices`).
+_OWN_CHOICES = {
     ("schedule", "scheduler"): ("plateau", "multistep", "step", "none"),
-    ("schedule", "monitor"): ("R@1", "hmean_r1", "hmean_nmi_r1"),
-    ("run", "device"): ("auto", "cpu", "cuda", "mps"),
     ("run", "amp"): ("auto", "off", "bf16", "fp16"),
     ("run", "channels_last"): ("auto", "on", "off"),
-    ("run", "distance"): ("euclidean", "cosine"),
-    ("run", "nmi_average"): ("geometric", "arithmetic", "min", "max"),
-    ("model", "norm_position"): ("pre", "post"),
 }
+
+
+@functools.lru_cache(maxsize=1)
+def _choices() -> dict[tuple[str, str], tuple[str, ...]]:
+    """``(section, field) -> valid values`` of every choice field: the config's own and its owners'."""
+    from dmllab.metrics.clustering import NMI_AVERAGES
+    from dmllab.metrics.evaluator import DISTANCES
+    from dmllab.models.heads import NORM_POSITIONS
+    from dmllab.profiles import DEVICES
+    from dmllab.training.optimizers import OPTIMIZERS
+    from dmllab.training.schedules import MONITORS
+
+    return {
+        **_OWN_CHOICES,
+        ("optim", "name"): tuple(OPTIMIZERS.names()),
+        ("schedule", "monitor"): MONITORS,
+        ("run", "device"): DEVICES,
+        ("run", "distance"): DISTANCES,
+        ("run", "nmi_average"): NMI_AVERAGES,
+        ("model", "norm_position"): NORM_POSITIONS,
+    }
 
 
 @dataclass(frozen=True)
@@ -624,7 +641,7 @@ def _set(cfg: ExperimentConfig, key: str, value: Any, *, coerce: bool) -> Experi
             if coerce and isinstance(value, str):
                 value = _coerce(value, _type_hints(cls)[name], key)
             value = freeze(value)
-            choices = _CHOICES.get((head, name))
+            choices = _choices().get((head, name))
             if choices and value not in choices:
                 raise ValueError(f"invalid value {value!r} for {key}; valid: {', '.join(choices)}")
             return dataclasses.replace(cfg, **{head: dataclasses.replace(sub, **{name: value})})
@@ -659,7 +676,6 @@ def apply_overrides(cfg: ExperimentConfig, overrides: Iterable[str]) -> Experime
 # ------------------------------------------------------------------------------------------------ validation
 # The rules live in dmllab.validation (one layer for every entry point); a component's keyword values are its
 # constructor's to check (dmllab.training.build.check).
-_RUN_METRICS = ("recall", "nmi", "precision_at_1", "r_precision", "map_at_r", "mlrc")
 
 
 def validate(cfg: ExperimentConfig) -> ExperimentConfig:
@@ -694,10 +710,12 @@ def validate(cfg: ExperimentConfig) -> ExperimentConfig:
             f"data.batch_size ({d.batch_size}) must be a multiple of data.sampler.per_class ({per_class}): a "
             "class-balanced batch holds batch_size // per_class classes of per_class images"
         )
-    unknown = sorted(set(cfg.run.metrics) - set(_RUN_METRICS))
+    from dmllab.metrics import METRICS
+
+    unknown = sorted(set(cfg.run.metrics) - set(METRICS))
     if not cfg.run.metrics or unknown:
         raise ConfigValueError(
-            f"run.metrics must be a non-empty list of {', '.join(_RUN_METRICS)}; got {cfg.run.metrics!r}"
+            f"run.metrics must be a non-empty list of {', '.join(METRICS)}; got {cfg.run.metrics!r}"
         )
     if cfg.run.keep_best and cfg.run.two_stage:
         raise ConfigValueError(

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from dmllab.training.config import OptimConfig
+from dmllab.training.optimizers import OPTIMIZERS
 
 GROUP_NAMES = ("backbone", "embedding", "proxies")
 
@@ -51,22 +52,14 @@ def param_groups(model: nn.Module, loss: nn.Module, cfg: OptimConfig) -> list[di
 
 
 def build_optimizer(groups: list[dict], cfg: OptimConfig, *, fused: bool = False) -> torch.optim.Optimizer:
-    """Adam / AdamW / SGD / RMSprop over ``groups`` with ``cfg``'s eps, weight decay and momentum.
-
-    ``fused`` (the trainer on CUDA): torch's single-kernel Adam, AdamW and SGD (RMSprop has none): fewer launches
-    per step, and a GradScaler hands them its overflow flag on the device instead of reading it on the host.
-    The fused kernels round differently from the per-tensor ones (CUDA runs only; the CPU keeps the latter)."""
-    wd = cfg.weight_decay
-    kw = {"fused": True} if fused else {}
-    if cfg.name == "adam":
-        return torch.optim.Adam(groups, lr=cfg.lr, eps=cfg.eps, weight_decay=wd, **kw)
-    if cfg.name == "adamw":
-        return torch.optim.AdamW(groups, lr=cfg.lr, eps=cfg.eps, weight_decay=wd, **kw)
-    if cfg.name == "sgd":
-        return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, weight_decay=wd, **kw)
-    if cfg.name == "rmsprop":
-        return torch.optim.RMSprop(groups, lr=cfg.lr, eps=cfg.eps, momentum=cfg.momentum, weight_decay=wd)
-    raise ValueError(f"unknown optimiser {cfg.name!r}; valid: adam, adamw, sgd, rmsprop")
+    """The optimiser ``cfg.name`` of :data:`~dmllab.training.optimizers.OPTIMIZERS` over ``groups`` with ``cfg``'s
+    eps, weight decay and momentum; ``fused``: torch's single-kernel variant where it has one (the trainer on
+    CUDA, :mod:`dmllab.training.optimizers`). An unknown name raises, listing the valid ones."""
+    try:
+        factory = OPTIMIZERS.get(cfg.name)
+    except KeyError as err:
+        raise ValueError(err.args[0]) from None
+    return factory(groups, cfg, fused)
 
 
 def check_all_params_in_groups(optimizer: torch.optim.Optimizer, modules: Iterable[nn.Module]) -> None:

@@ -63,12 +63,6 @@ class RunResult:
     precision: str | None = None  # the training's arithmetic (Trainer.precision)
     train_metrics: dict[str, float] = field(default_factory=dict)  # the final model on its training split
 
-    def history_frame(self):  # -> pandas.DataFrame
-        """The history as a pandas DataFrame."""
-        import pandas as pd
-
-        return pd.DataFrame(self.history)
-
 
 #: At most about this many images of the final training split are embedded for ``RunResult.train_metrics`` (every
 #: k-th image, so every class is seen).
@@ -300,111 +294,23 @@ def run_protocol(
             else "init_from is for a fine-tune (finetune.epochs > 0)"
         )
     seed = cfg.run.seed if seed is None else seed
-    t0 = time.perf_counter()
-    ckpt_path = Path(checkpoint) if checkpoint else None
-    saved = _resume_state(ckpt_path) if ckpt_path and ckpt_path.exists() else None
-    h = config_hash(cfg)
-    if saved is not None and (saved["config_hash"] != h or saved["seed"] != seed):
-        saved = None  # a checkpoint of another run: ignore it
-    history: list[dict] = []
-    elapsed = saved["elapsed_s"] if saved else 0.0
-    if saved is not None and progress:
-        st = saved["trainer"]
-        done = st.get("epoch", "?")
-        print(f"resuming from {ckpt_path} ({st['plan']['name']}, after epoch {done})", flush=True)
-    config = cfg  # what the final model file records; a fine-tune trains its training_config
-    cfg = training_config(cfg)
-    keep = KeepBest() if cfg.run.keep_best else None
-    if keep is not None:
-        if cfg.run.two_stage or stage_plans(cfg)[0].eval_split is None:
-            raise ValueError(
-                "run.keep_best needs a single stage that watches a validation split (data.train_split other "
-                f"than {cfg.data.trainval_split!r}, data.val_split set)"
-            )
-        if saved is not None:
-            keep.load_state_dict(saved.get("keep_best"))
-    phase = {"setup": 0.0, "checkpoint": 0.0, "test": 0.0}  # seconds; the trainer times data/step/eval
-    prior: list[dict] = []  # the finished stages' history rows, saved with each epoch checkpoint
-
-    def save_checkpoint(tr: Trainer) -> None:
-        if ckpt_path is None:
-            return
-        t_ckpt = time.perf_counter()
-        state = {
-            "config_hash": h,
-            "seed": seed,
-            "trainer": tr.state_dict(),
-            "history": list(prior),
-            "elapsed_s": elapsed + time.perf_counter() - t0,
-        }
-        if keep is not None:
-            state["keep_best"] = keep.state_dict()
-        save_atomic(state, ckpt_path)
-        phase["checkpoint"] += time.perf_counter() - t_ckpt
-
-    # KeepBest observes an epoch before the checkpoint holds it; the caller's hooks see a checkpointed epoch
-    own = ([keep] if keep is not None else []) + [
-        EpochCheckpoint(save_checkpoint, cfg.run.checkpoint_minutes)
-    ]
-    trainer = Trainer(cfg, hooks=(*own, *hooks), progress=progress, seed=seed, init_from=init_from)
-
-    def run_stage(plan: StagePlan, before: list[dict]) -> list[dict]:
-        t_setup = time.perf_counter()
-        trainer.setup(plan)
-        if saved is not None and saved["trainer"]["plan"]["name"] == plan.name:
-            trainer.load_state_dict(saved["trainer"])
-        phase["setup"] += time.perf_counter() - t_setup
-        prior[:] = before
-        return trainer.fit()
-
-    first = stage_plans(cfg)[0]
-    best, drops = None, []
-    # A checkpoint in stage 2 means stage 1 finished: its rows are the checkpoint's prior history.
-    if saved is not None and saved["trainer"]["plan"]["name"] == "stage2":
-        history = list(saved["history"])
-    else:
-        history = run_stage(first, [])
-    if cfg.run.two_stage:
-        best, drops = stage1_summary(cfg, history)
-        history = history + run_stage(stage2_plan(cfg, best, drops), history)
-    elif first.eval_split is not None:
-        drops = trainer.lr_drop_epochs() if cfg.schedule.scheduler == "plateau" else []
-    if keep is not None:
-        keep.restore(trainer)
-        best = keep.epoch
-    d = cfg.data
-    t_test = time.perf_counter()
-    if d.query_split is not None:
-        metrics = trainer.evaluate(query_split=d.query_split, gallery_split=d.gallery_split)
-    else:
-        metrics = trainer.evaluate(d.test_split)
-    last_split = stage2_plan(cfg, best, drops).train_split if cfg.run.two_stage else first.train_split
-    n_train = len(trainer.data.dataset(last_split, train=False))
-    every = max(1, n_train // TRAIN_SAMPLE)
-    train_metrics = trainer.evaluate(last_split, metrics=("recall",), ks=(1,), every=every)
-    trainer.data.close()  # the test evaluation's loader workers
-    phase["test"] += time.perf_counter() - t_test
+    run = _ProtocolRun(cfg, seed, Path(checkpoint) if checkpoint else None, hooks, progress, init_from)
+    history, best, drops = run.train()
+    metrics, train_metrics = run.test(best, drops)
     if final_model is not None:
-        t_ckpt = time.perf_counter()
-        # the loss's state too: learned proxies, scales (Heated-up's alpha) and classifier weights
-        final = {
-            "config": config.to_dict(),
-            "model": trainer.model.state_dict(),
-            "loss": trainer.loss.state_dict(),
-        }
-        save_atomic(final, Path(final_model))
-        phase["checkpoint"] += time.perf_counter() - t_ckpt
+        run.save_final(Path(final_model))
+    trainer = run.trainer
     return RunResult(
         metrics=metrics,
         history=history,
         best_epoch=best,
         lr_drop_epochs=list(drops),
-        wall_time_s=elapsed + time.perf_counter() - t0,
-        config_hash=h,
+        wall_time_s=run.elapsed + time.perf_counter() - run.t0,
+        config_hash=run.h,
         seed=seed,
         device=str(trainer.device),
         extra={
-            "timings": {**phase, **trainer.timings},
+            "timings": {**run.phase, **trainer.timings},
             **(
                 {"fast_dev": {"steps": trainer.steps, "shrunk": list(trainer.fast_dev.shrunk)}}
                 if trainer.fast_dev
@@ -414,6 +320,127 @@ def run_protocol(
         precision=trainer.precision,
         train_metrics=train_metrics,
     )
+
+
+class _ProtocolRun:
+    """One call of :func:`run_protocol`: the checkpoint it resumes from and writes (through the trainer's epoch
+    hook), its keep-best hook, its trainer, its stages and its test, and the seconds of its phases (the trainer
+    times data, steps and evaluation)."""
+
+    def __init__(
+        self,
+        cfg: ExperimentConfig,
+        seed: int,
+        ckpt_path: Path | None,
+        hooks: tuple,
+        progress: bool,
+        init_from: str | os.PathLike | None,
+    ) -> None:
+        self.seed, self.ckpt_path, self.t0 = seed, ckpt_path, time.perf_counter()
+        saved = _resume_state(ckpt_path) if ckpt_path and ckpt_path.exists() else None
+        self.h = config_hash(cfg)
+        if saved is not None and (saved["config_hash"] != self.h or saved["seed"] != seed):
+            saved = None  # a checkpoint of another run: ignore it
+        self.saved, self.elapsed = saved, saved["elapsed_s"] if saved else 0.0
+        if saved is not None and progress:
+            st = saved["trainer"]
+            print(
+                f"resuming from {ckpt_path} ({st['plan']['name']}, after epoch {st.get('epoch', '?')})",
+                flush=True,
+            )
+        self.config = cfg  # what the final model file records; a fine-tune trains its training_config
+        self.cfg = cfg = training_config(cfg)
+        self.keep = KeepBest() if cfg.run.keep_best else None
+        if self.keep is not None:
+            if cfg.run.two_stage or stage_plans(cfg)[0].eval_split is None:
+                raise ValueError(
+                    "run.keep_best needs a single stage that watches a validation split (data.train_split other "
+                    f"than {cfg.data.trainval_split!r}, data.val_split set)"
+                )
+            if saved is not None:
+                self.keep.load_state_dict(saved.get("keep_best"))
+        self.phase = {"setup": 0.0, "checkpoint": 0.0, "test": 0.0}  # seconds
+        self.prior: list[dict] = []  # the finished stages' history rows, saved with each epoch checkpoint
+        # KeepBest observes an epoch before the checkpoint holds it; the caller's hooks see a checkpointed epoch
+        own = ([self.keep] if self.keep is not None else []) + [
+            EpochCheckpoint(self.save_checkpoint, cfg.run.checkpoint_minutes)
+        ]
+        self.trainer = Trainer(cfg, hooks=(*own, *hooks), progress=progress, seed=seed, init_from=init_from)
+
+    def save_checkpoint(self, tr: Trainer) -> None:
+        if self.ckpt_path is None:
+            return
+        t_ckpt = time.perf_counter()
+        state = {
+            "config_hash": self.h,
+            "seed": self.seed,
+            "trainer": tr.state_dict(),
+            "history": list(self.prior),
+            "elapsed_s": self.elapsed + time.perf_counter() - self.t0,
+        }
+        if self.keep is not None:
+            state["keep_best"] = self.keep.state_dict()
+        save_atomic(state, self.ckpt_path)
+        self.phase["checkpoint"] += time.perf_counter() - t_ckpt
+
+    def run_stage(self, plan: StagePlan, before: list[dict]) -> list[dict]:
+        t_setup = time.perf_counter()
+        self.trainer.setup(plan)
+        if self.saved is not None and self.saved["trainer"]["plan"]["name"] == plan.name:
+            self.trainer.load_state_dict(self.saved["trainer"])
+        self.phase["setup"] += time.perf_counter() - t_setup
+        self.prior[:] = before
+        return self.trainer.fit()
+
+    def train(self) -> tuple[list[dict], int | None, list[int]]:
+        """The stages (stage 2 after stage 1 on the two-stage protocol): ``(history, best epoch, lr drops)``."""
+        cfg, saved = self.cfg, self.saved
+        self.first = first = stage_plans(cfg)[0]
+        best, drops = None, []
+        # A checkpoint in stage 2 means stage 1 finished: its rows are the checkpoint's prior history.
+        if saved is not None and saved["trainer"]["plan"]["name"] == "stage2":
+            history = list(saved["history"])
+        else:
+            history = self.run_stage(first, [])
+        if cfg.run.two_stage:
+            best, drops = stage1_summary(cfg, history)
+            history = history + self.run_stage(stage2_plan(cfg, best, drops), history)
+        elif first.eval_split is not None:
+            drops = self.trainer.lr_drop_epochs() if cfg.schedule.scheduler == "plateau" else []
+        if self.keep is not None:
+            self.keep.restore(self.trainer)
+            best = self.keep.epoch
+        return history, best, drops
+
+    def test(self, best: int | None, drops: list[int]) -> tuple[dict[str, float], dict[str, float]]:
+        """The final model's test metrics and its R@1 on (a sample of) its last training split."""
+        cfg, trainer, d = self.cfg, self.trainer, self.cfg.data
+        t_test = time.perf_counter()
+        if d.query_split is not None:
+            metrics = trainer.evaluate(query_split=d.query_split, gallery_split=d.gallery_split)
+        else:
+            metrics = trainer.evaluate(d.test_split)
+        last_split = (
+            stage2_plan(cfg, best, drops).train_split if cfg.run.two_stage else self.first.train_split
+        )
+        n_train = len(trainer.data.dataset(last_split, train=False))
+        every = max(1, n_train // TRAIN_SAMPLE)
+        train_metrics = trainer.evaluate(last_split, metrics=("recall",), ks=(1,), every=every)
+        trainer.data.close()  # the test evaluation's loader workers
+        self.phase["test"] += time.perf_counter() - t_test
+        return metrics, train_metrics
+
+    def save_final(self, path: Path) -> None:
+        """The final model's and the loss's state dicts (learned proxies, scales such as Heated-up's alpha,
+        classifier weights) with the config they were trained for."""
+        t_ckpt = time.perf_counter()
+        final = {
+            "config": self.config.to_dict(),
+            "model": self.trainer.model.state_dict(),
+            "loss": self.trainer.loss.state_dict(),
+        }
+        save_atomic(final, path)
+        self.phase["checkpoint"] += time.perf_counter() - t_ckpt
 
 
 def run_two_stage(cfg: ExperimentConfig, **kwargs: Any) -> RunResult:

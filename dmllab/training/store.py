@@ -76,59 +76,19 @@ class DivergedRunError(NonFiniteLossError):
         self.record = record or {}
 
 
-def _package_version(name: str) -> str | None:
-    """``name.__version__`` without importing the package when it is not imported yet (a quick run on
-    cached features never uses torchvision and should not pay for importing it): the package's ``version.py``
-    (where torch-family wheels keep the full version, e.g. ``0.29.1+cu130``), else the installed
-    distribution's version; None when it is not installed."""
-    import importlib.metadata
-    import importlib.util
-    import re
-    import sys
-
-    if name in sys.modules:
-        return getattr(sys.modules[name], "__version__", None)
-    spec = importlib.util.find_spec(name)
-    if spec is None:
-        return None
-    for folder in spec.submodule_search_locations or ():
-        path = Path(folder) / "version.py"
-        found = (
-            re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", path.read_text(), re.M)
-            if path.exists()
-            else None
-        )
-        if found:
-            return found.group(1)
-    try:
-        return importlib.metadata.version(name.replace("_", "-"))
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
 def provenance(
     device: str | None = None, wall_time_s: float | None = None, precision: str | None = None
 ) -> dict[str, Any]:
     """Git sha, package versions, device, the precision the run trained in (``Trainer.precision``), wall time,
     timestamp (UTC); deliberately no host name."""
-    import numpy
     import torch
 
-    import dmllab
     from dmllab.numerics import cpu_kernels
+    from dmllab.results import package_versions
 
-    versions = {
-        "dmllab": dmllab.__version__,
-        "torch": torch.__version__,
-        "torchvision": _package_version("torchvision"),
-    }
-    versions["numpy"] = numpy.__version__
-    pml = _package_version("pytorch_metric_learning")
-    if pml is not None:
-        versions["pytorch_metric_learning"] = pml
     return {
         "git_sha": paths.git_sha(),
-        "versions": versions,
+        "versions": package_versions(),  # the one reader of versions, as the CSV columns
         "python": platform.python_version(),
         "device": device,
         "precision": precision,

@@ -23,7 +23,7 @@ def _artifact(**kw) -> Artifact:
         description="Shows nothing.",
         parameters={
             "smoke": {"seeds": [0], "temperature": 1.0, "steps": 3},
-            "quick": {"seeds": [0, 1], "temperature": 0.1, "steps": 300},
+            "quick": {"seeds": [0, 1, 2], "temperature": 0.1, "steps": 300},  # claims: at least 3 seeds
             "paper": {"seeds": [0, 1, 2], "temperature": 0.1, "steps": 3000},
         },
         claims=(Claim("it works", lambda df: None),),
@@ -51,7 +51,7 @@ def test_defaults_fill_none_and_keep_given_values():
     )
     assert p.values == {
         "profile": "quick",
-        "seeds": [0, 1],
+        "seeds": [0, 1, 2],
         "device": "cpu",
         "data_root": None,
         "temperature": 0.1,

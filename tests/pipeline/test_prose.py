@@ -3,7 +3,7 @@
 import pytest
 
 from dmllab.experiments import registry
-from dmllab.pipeline.prose import PARAGRAPH_CHARS, human, inline_html, paragraphs
+from dmllab.pipeline.prose import PARAGRAPH_CHARS, human, inline_spans, paragraphs
 
 
 @pytest.mark.parametrize(
@@ -67,8 +67,14 @@ def test_every_description_reads_in_short_paragraphs():
         assert all(len(p) <= 2 * PARAGRAPH_CHARS for p in paras), (artifact.id, [len(p) for p in paras])
 
 
-def test_inline_html():
-    assert inline_html("a `x<y` and **b** and *c* < d") == (
-        "a <code>x&lt;y</code> and <b>b</b> and <i>c</i> &lt; d"
-    )
-    assert inline_html("2 * 3 * 4") == "2 * 3 * 4"
+def test_inline_spans():
+    assert inline_spans("a `x<y` and **b** and *c* < d") == [
+        ("text", "a "),
+        ("code", "x<y"),
+        ("text", " and "),
+        ("b", "b"),
+        ("text", " and "),
+        ("i", "c"),
+        ("text", " < d"),
+    ]
+    assert inline_spans("2 * 3 * 4") == [("text", "2 * 3 * 4")]

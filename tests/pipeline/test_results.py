@@ -232,3 +232,20 @@ def test_written_file_honours_the_umask(tmp_path):
         os.umask(old)
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_one_reader_of_versions_for_the_csv_columns_and_the_run_record():
+    """A row of a toy (results.provenance) and a row of a stored run (its record, read by run_provenance) name
+    the same versions: the modules' own (torch's ``+cu130`` included), not their distributions' metadata."""
+    import numpy
+    import torch
+
+    from dmllab.results import provenance, run_provenance
+    from dmllab.training.store import provenance as run_record
+
+    csv_row, from_run = provenance("cpu"), run_provenance(run_record("cpu"))
+    assert csv_row["torch_version"] == torch.__version__ and csv_row["numpy_version"] == numpy.__version__
+    assert {k: csv_row[k] for k in from_run if k.endswith("_version")} == {
+        k: v for k, v in from_run.items() if k.endswith("_version")
+    }
+    assert {"dmllab_version", "torch_version", "numpy_version"} <= set(from_run)

@@ -23,8 +23,7 @@ import torch
 from torch.nn import functional as F
 
 from dmllab.losses import LOSSES, ProxyLoss
-from dmllab.training.presets import METHODS, Method
-from dmllab.training.presets.methods import with_loss
+from dmllab.training.presets.methods import method, with_loss
 
 
 def margin_normsoftmax_logits(embeddings, proxies, *, temperature):
@@ -36,6 +35,7 @@ def margin_normsoftmax(embeddings, labels, proxies, *, temperature, margin):
     return F.cross_entropy(logits - margin / temperature * F.one_hot(labels, proxies.shape[0]), labels)
 
 
+@LOSSES.register("margin_normsoftmax")  # the registry line
 class MarginNormSoftmax(ProxyLoss):
     def __init__(self, num_classes, embedding_dim, *, temperature=0.1, margin=0.1, proxy_init="randn/8"):
         super().__init__(num_classes, embedding_dim, proxy_init=proxy_init)
@@ -50,10 +50,9 @@ class MarginNormSoftmax(ProxyLoss):
         return margin_normsoftmax_logits(embeddings, proxies, temperature=self.temperature)
 
 
-LOSSES.register("margin_normsoftmax", MarginNormSoftmax)  # the registry line
-METHODS.register("margin_normsoftmax", Method(  # the preset line
-    "margin_normsoftmax", lambda cfg, spec: with_loss(cfg, "margin_normsoftmax", margin=0.2), tuned=("margin", "its margin")
-))
+@method("margin_normsoftmax", tuned=("margin", "its margin"))  # the preset line
+def margin_normsoftmax_preset(cfg, spec):
+    return with_loss(cfg, "margin_normsoftmax", margin=0.2)
 '''
 
 
@@ -100,3 +99,22 @@ def test_it_can_be_wrapped_by_proxy_synthesis_and_tuned(new_loss):
     assert isinstance(wrapped, ProxySynthesis) and isinstance(wrapped.base, new_loss.MarginNormSoftmax)
     space = search_space("margin_normsoftmax", "synthetic", "smoke")
     assert [d.name for d in space.dims][-1] == "loss_margin" and space.dims[-1].centre == 0.2
+
+
+def test_on_quick_it_runs_untuned_and_says_so_first(new_loss, monkeypatch, capsys):
+    """The new method has no tuned quick recipe: ``dmllab train`` says so on its first line, naming the command
+    that tunes it, while a tuned method's run starts with its description."""
+    import dmllab.training
+    from dmllab.cli import main
+    from dmllab.training.presets.tuned import untuned
+
+    def stop(*args, **kwargs):
+        raise ValueError("not trained in this test")
+
+    monkeypatch.setattr(dmllab.training, "run", stop)
+    for method, first in (("margin_normsoftmax", "UNTUNED: "), ("proxynca++", "proxynca++ ")):
+        assert main(["train", "--method", method, "--dataset", "synthetic", "--profile", "quick"]) == 2
+        assert capsys.readouterr().out.splitlines()[0].startswith(first)
+    line = untuned(presets.get("margin_normsoftmax", "synthetic", "quick"))
+    assert "`dmllab tune --profile quick --methods margin_normsoftmax`" in line
+    assert untuned(presets.get("margin_normsoftmax", "synthetic", "smoke")) is None  # smoke reads no recipes

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -7,6 +8,7 @@ import sys
 import pytest
 
 from dmllab.training import ExperimentConfig, apply_overrides, config_hash, presets, valid_keys
+from dmllab.training.config import ConfigValueError, validate
 
 
 def test_hash_is_stable_across_processes():
@@ -68,7 +70,7 @@ def test_overrides_coerce_types():
         ("nosuch.lr=3", "unknown config key 'nosuch.lr'; valid keys: data.batch_size.*optim.lr,"),
         ("optim.lr=fast", "cannot parse"),
         ("run.two_stage=maybe", "bool"),
-        ("optim.name=lbfgs", "valid: adam, adamw, sgd, rmsprop"),
+        ("optim.name=lbfgs", "valid: adam, adamw, rmsprop, sgd"),
         ("optim.lr", "key=value"),
     ],
 )
@@ -120,3 +122,54 @@ def test_nmi_average_is_an_option_kept_out_of_the_key_at_its_default():
     assert got[cfg] == pytest.approx(want["geometric"]) and got[arith] == pytest.approx(want["arithmetic"])
     l2 = evaluate(torch.nn.functional.normalize(emb, dim=1), lab, metrics=("nmi",), nmi_average="arithmetic")
     assert got[arith.replace("run.nmi_l2", True)] == pytest.approx(l2["NMI"])
+
+
+def test_choice_fields_ask_the_owners_of_their_vocabularies():
+    """One home per vocabulary: the config's choice fields read the owners' tuples and the optimiser registry."""
+    from dmllab.metrics import METRICS
+    from dmllab.metrics.clustering import NMI_AVERAGES
+    from dmllab.metrics.evaluator import DISTANCES
+    from dmllab.models.heads import NORM_POSITIONS
+    from dmllab.profiles import DEVICES
+    from dmllab.training import config as C
+    from dmllab.training.optimizers import OPTIMIZERS
+    from dmllab.training.schedules import MONITORS
+
+    choices = C._choices()
+    owners = {
+        ("run", "device"): DEVICES,
+        ("schedule", "monitor"): MONITORS,
+        ("run", "distance"): DISTANCES,
+        ("run", "nmi_average"): NMI_AVERAGES,
+        ("model", "norm_position"): NORM_POSITIONS,
+    }
+    assert all(choices[key] is values for key, values in owners.items())
+    assert choices[("optim", "name")] == tuple(OPTIMIZERS.names()) == ("adam", "adamw", "rmsprop", "sgd")
+    with pytest.raises(
+        ConfigValueError, match="run.metrics must be a non-empty list of " + ", ".join(METRICS)
+    ):
+        validate(
+            dataclasses.replace(
+                ExperimentConfig(), run=dataclasses.replace(ExperimentConfig().run, metrics=("x",))
+            )
+        )
+
+
+@pytest.mark.parametrize("name", ["adam", "adamw", "sgd", "rmsprop"])
+def test_every_optimiser_of_the_registry_builds_with_the_section_values(name):
+    import torch
+
+    from dmllab.training.config import OptimConfig
+    from dmllab.training.optim import build_optimizer
+
+    o = OptimConfig(name=name, lr=0.01, eps=1e-3, momentum=0.5, weight_decay=1e-4)
+    opt = build_optimizer([{"params": [torch.nn.Parameter(torch.zeros(2))]}], o)
+    expected = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
+    assert type(opt) is expected.get(name, torch.optim.RMSprop)
+    d = opt.defaults
+    assert d["lr"] == 0.01 and d["weight_decay"] == 1e-4
+    assert d.get("eps", 1e-3) == 1e-3 and d.get("momentum", 0.5) == 0.5
+    with pytest.raises(
+        ValueError, match="unknown optimiser 'lbfgs'; valid optimiser names: adam, adamw, rmsprop, sgd"
+    ):
+        build_optimizer([], dataclasses.replace(o, name="lbfgs"))

@@ -12,6 +12,7 @@ from typing import Any
 
 from dmllab.experiments import kit
 from dmllab.experiments.artifact import Run
+from dmllab.experiments.compare import diff_at
 from dmllab.experiments.params import Params
 
 # The six enhancements in the paper's order (Sec. 3).
@@ -72,31 +73,6 @@ def datasets(params: Params) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------- sweep claims
-
-
-def _at_rows(df: Any, metric: str, param: str, value: float) -> Any:
-    import numpy as np
-    import pandas as pd
-
-    sel = df[df["metric"] == metric]
-    col = f"param_{param}"
-    if col not in sel.columns:
-        return sel.iloc[0:0]
-    return sel[np.isclose(pd.to_numeric(sel[col], errors="coerce"), value, rtol=1e-6, atol=0)]
-
-
-def at_value(df: Any, metric: str, param: str, value: float) -> Any:
-    """Per-seed ``metric`` where ``param_<param>`` is (numerically close to) ``value``."""
-    return _at_rows(df, metric, param, value).groupby("seed")["value"].mean()
-
-
-def diff_at(df: Any, metric: str, param: str, better: float, worse: float) -> Any:
-    """Per seed: ``metric`` at ``param = better`` minus at ``param = worse`` (paired on the seed), with the runs
-    each side read (:func:`dmllab.experiments.compare.with_arms`)."""
-    from dmllab.experiments.compare import with_arms
-
-    diff = (at_value(df, metric, param, better) - at_value(df, metric, param, worse)).dropna()
-    return with_arms(diff, _at_rows(df, metric, param, better), _at_rows(df, metric, param, worse))
 
 
 def sweep_runs(

@@ -12,18 +12,6 @@ from dmllab.experiments.lookup import Lookup
 from dmllab.experiments.params import Params
 
 
-def _median_ms(fn: Any, repeats: int) -> float:
-    import statistics
-
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
-
-
 def _side_by_side_ms(fns: dict[str, Any], repeats: int) -> dict[str, float]:
     """Median milliseconds of each of ``fns``, timed in turn within every repetition (after one warm-up call
     each), so that a drift of the machine's speed reaches all of them alike."""

@@ -12,8 +12,9 @@
 Layout: ``datasets.py`` (the :class:`DatasetSpec` table), ``profiles.py`` (the paper base; quick and smoke
 as overlays on a method's paper config), ``methods.py`` (:class:`Method`, shared helpers), and one module per
 method family: ``proxynca.py`` (ProxyNCA, ProxyNCA++, NormSoftmax of the ProxyNCA++ code base),
-``proxy_anchor.py``, ``heated.py``, ``proxy_synthesis.py``, ``pair.py``. A family module declares
-``METHODS``; every module of this package that does is registered here, so a new family is one new module.
+``proxy_anchor.py``, ``heated.py``, ``proxy_synthesis.py``, ``pair.py``. A family module registers its methods
+where it defines them (``@method(...)``, :data:`METHODS`); this package imports every module it holds, so a new
+family is one new module.
 
 Protocols: the ProxyNCA++ code base and the pair baselines use ProxyNCA++'s two-stage protocol; Proxy Anchor,
 Heated-up and Proxy Synthesis train a fixed schedule, as their papers do (``two_stage=True`` is an option).
@@ -35,14 +36,13 @@ import pkgutil
 from typing import Any
 
 from dmllab.profiles import PROFILES
-from dmllab.registry import Registry
 from dmllab.training import schedules
 from dmllab.training.callbacks import check_callbacks
 from dmllab.training.config import ExperimentConfig
 from dmllab.training.presets import tuned as tuned_recipes
 from dmllab.training.presets.datasets import DATASETS, DatasetSpec
 from dmllab.training.presets.heated import HEATED_VARIANTS
-from dmllab.training.presets.methods import Method, apply_overlay
+from dmllab.training.presets.methods import METHODS, Method, apply_overlay, method
 from dmllab.training.presets.profiles import PROFILE_OVERLAYS, paper_base
 from dmllab.training.presets.proxy_synthesis import PS_BASES
 
@@ -60,21 +60,18 @@ __all__ = [
     "list_datasets",
     "list_methods",
     "list_profiles",
+    "method",
     "method_options",
 ]
 
 
-def _discover() -> Registry[Method]:
-    """Every :class:`Method` in the ``METHODS`` of this package's modules (module names sorted)."""
-    registry: Registry[Method] = Registry("method")
+def _import_families() -> None:
+    """Import every module of this package, so that each family's methods register themselves (:func:`method`)."""
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        for method in getattr(module, "METHODS", ()):
-            registry.register(method.name, method)
-    return registry
+        importlib.import_module(f"{__name__}.{info.name}")
 
 
-METHODS: Registry[Method] = _discover()
+_import_families()
 
 
 def list_methods() -> list[str]:

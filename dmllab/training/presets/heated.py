@@ -67,7 +67,7 @@ from typing import Any
 from dmllab.spec import Spec
 from dmllab.training.config import ExperimentConfig, FinetuneConfig, OptimConfig, ScheduleConfig
 from dmllab.training.presets.datasets import DatasetSpec
-from dmllab.training.presets.methods import Method, fixed_schedule, with_loss
+from dmllab.training.presets.methods import fixed_schedule, method, with_loss
 from dmllab.training.presets.profiles import class_balanced
 
 HEATED_VARIANTS = ("SM", "LN", "BN", "HLN", "HBN")
@@ -78,11 +78,33 @@ ALPHA_FACTOR = 0.25  # Sec. 5.1: alpha 16 -> 4; deep_metric_learning_Inception.p
 LR_FACTOR = 0.1  # Sec. 5.1: "the learning rate will decrease to 1/10"
 
 
+# The small from-pretrained CNN: 10 x the paper's lr (dmllab choice).
+OVERLAYS = {profile: {"optim.lr": lambda cfg: 10 * cfg.optim.lr} for profile in ("quick", "smoke")}
+
+
+def _heat_by_finetune(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The compressed profiles heat by fine-tuning (module docstring): HLN/HBN default to ``heating="finetune"``."""
+    return {"heating": "finetune"} if str(options.get("variant", "HLN")).startswith("H") else {}
+
+
 def heated_epochs(parent_epochs: int, share: float = HEAT_SHARE) -> int:
     """The epochs at the heated temperature for a parent of ``parent_epochs`` epochs: ``ceil(share * epochs)``."""
     return max(1, math.ceil(share * parent_epochs))
 
 
+@method(
+    "heated_softmax",
+    OVERLAYS,
+    variant_option="variant",
+    default_variant="HLN",
+    profile_options={"quick": _heat_by_finetune, "smoke": _heat_by_finetune},
+    # HLN / HBN are arms of LN / BN (dmllab.training.presets.tuned.unit): tuned as those
+    tuned={
+        "SM": (None, "plain softmax (Heated-up Sec. 5.3, SM) has no hyper-parameter"),
+        "LN": ("alpha", "Heated-up Eq. 1's alpha = 1/T; Table 3 / Fig. 4 sweep it (16)"),
+        "BN": ("alpha", "Heated-up Eq. 1's alpha = 1/T; Table 3 / Fig. 4 sweep it (16)"),
+    },
+)
 def heated_softmax(
     cfg: ExperimentConfig,
     spec: DatasetSpec,
@@ -163,30 +185,3 @@ def heated_softmax(
         )
         cfg = replace(cfg, finetune=ft)
     return cfg
-
-
-# The small from-pretrained CNN: 10 x the paper's lr (dmllab choice).
-OVERLAYS = {profile: {"optim.lr": lambda cfg: 10 * cfg.optim.lr} for profile in ("quick", "smoke")}
-
-
-def _heat_by_finetune(options: Mapping[str, Any]) -> dict[str, Any]:
-    """The compressed profiles heat by fine-tuning (module docstring): HLN/HBN default to ``heating="finetune"``."""
-    return {"heating": "finetune"} if str(options.get("variant", "HLN")).startswith("H") else {}
-
-
-METHODS = (
-    Method(
-        "heated_softmax",
-        heated_softmax,
-        OVERLAYS,
-        variant_option="variant",
-        default_variant="HLN",
-        profile_options={"quick": _heat_by_finetune, "smoke": _heat_by_finetune},
-        # HLN / HBN are arms of LN / BN (dmllab.training.presets.tuned.unit): tuned as those
-        tuned={
-            "SM": (None, "plain softmax (Heated-up Sec. 5.3, SM) has no hyper-parameter"),
-            "LN": ("alpha", "Heated-up Eq. 1's alpha = 1/T; Table 3 / Fig. 4 sweep it (16)"),
-            "BN": ("alpha", "Heated-up Eq. 1's alpha = 1/T; Table 3 / Fig. 4 sweep it (16)"),
-        },
-    ),
-)

@@ -1,11 +1,12 @@
 """What a method family module declares, and the helpers the families share.
 
-A family module (``proxynca.py``, ``heated.py``, ...) defines ``METHODS``: a tuple of :class:`Method`. Each
+A family module (``proxynca.py``, ``heated.py``, ...) registers each of its methods where it defines the method's
+build function, with :func:`method` (``@method("proxynca++", OVERLAYS, tuned=(...))``) into :data:`METHODS`. Each
 method's ``build`` turns the paper base (:func:`dmllab.training.presets.profiles.paper_base`) into the method's
 ``paper`` config; the quick and smoke profiles are overlays on that config: first the profile's own (the
 scale: backbone, image size, embedding, batch, epochs), then the method's ``overlays[profile]``, a dict of
 ``"section.field"`` values for what the method sets differently at that scale (e.g. the small CNN's learning
-rates). The package discovers family modules by their ``METHODS``: a new family is one new module.
+rates). The package imports every module it holds, so a new family is one new module.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from dmllab.registry import Registry
 from dmllab.spec import Spec
 from dmllab.training.config import ExperimentConfig
 from dmllab.training.presets.datasets import DatasetSpec
@@ -77,6 +79,23 @@ class Method:
         """The keyword options of ``build`` (sorted)."""
         params = inspect.signature(self.build).parameters.values()
         return sorted(p.name for p in params if p.kind is p.KEYWORD_ONLY)
+
+
+#: Every preset method by name (:func:`method` registers them; :func:`dmllab.training.presets.get` reads them).
+METHODS: Registry[Method] = Registry("method")
+
+
+def method(
+    name: str, overlays: Mapping[str, Overlay] | None = None, **fields: Any
+) -> Callable[[Callable], Callable]:
+    """Register the decorated build function as the preset method ``name``: ``Method(name, build, overlays,
+    **fields)`` in :data:`METHODS` (a duplicate name raises). Returns the function unchanged."""
+
+    def add(build: Callable[..., ExperimentConfig]) -> Callable[..., ExperimentConfig]:
+        METHODS.register(name, Method(name, build, overlays or {}, **fields))
+        return build
+
+    return add
 
 
 def apply_overlay(cfg: ExperimentConfig, overlay: Overlay) -> ExperimentConfig:

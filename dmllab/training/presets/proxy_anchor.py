@@ -43,12 +43,22 @@ from dataclasses import replace
 from dmllab.spec import Spec
 from dmllab.training.config import ExperimentConfig, OptimConfig, ScheduleConfig
 from dmllab.training.presets.datasets import DatasetSpec
-from dmllab.training.presets.methods import Method, fixed_schedule, with_loss
+from dmllab.training.presets.methods import fixed_schedule, method, with_loss
 from dmllab.training.presets.profiles import class_balanced
 
 WARMUP_EPOCHS = 5  # README ResNet-50 commands: --warm 5
 EPOCHS = 60  # train.py default --epochs (warm-up included)
 BATCH_SIZE = 120  # README ResNet-50 commands: --batch-size 120
+
+
+# The small CNN at quick/smoke scale: lr 1e-3 (proxies x100), dmllab choice.
+OVERLAYS = {profile: {"optim.lr": 1e-3, "optim.lr_proxies": 1e-1} for profile in ("quick", "smoke")}
+
+TUNED = (
+    "alpha",
+    "Proxy Anchor Eq. 4's scale alpha; PA Sec. 5.4 / Fig. 6 studies alpha and delta (32, 0.1) and finds alpha the "
+    "sensitive one (below 16 R@1 drops)",
+)
 
 
 def released_step_milestones(*, total_epochs: int, warmup_epochs: int, step_size: int) -> tuple[int, ...]:
@@ -71,6 +81,7 @@ def released_step_milestones(*, total_epochs: int, warmup_epochs: int, step_size
     )
 
 
+@method("proxy_anchor", OVERLAYS, tuned=TUNED)
 def proxy_anchor(
     cfg: ExperimentConfig,
     spec: DatasetSpec,
@@ -122,14 +133,3 @@ def proxy_anchor(
     )
     cfg = fixed_schedule(cfg, spec, two_stage=two_stage)
     return with_loss(cfg, "proxy_anchor", alpha=alpha, delta=delta)
-
-
-# The small CNN at quick/smoke scale: lr 1e-3 (proxies x100), dmllab choice.
-OVERLAYS = {profile: {"optim.lr": 1e-3, "optim.lr_proxies": 1e-1} for profile in ("quick", "smoke")}
-
-TUNED = (
-    "alpha",
-    "Proxy Anchor Eq. 4's scale alpha; PA Sec. 5.4 / Fig. 6 studies alpha and delta (32, 0.1) and finds alpha the "
-    "sensitive one (below 16 R@1 drops)",
-)
-METHODS = (Method("proxy_anchor", proxy_anchor, OVERLAYS, tuned=TUNED),)

@@ -62,7 +62,7 @@ from dataclasses import replace
 from dmllab.spec import Spec
 from dmllab.training.config import ExperimentConfig, OptimConfig, ScheduleConfig
 from dmllab.training.presets.datasets import DatasetSpec
-from dmllab.training.presets.methods import Method, fixed_schedule, with_loss
+from dmllab.training.presets.methods import fixed_schedule, method, with_loss
 from dmllab.training.presets.profiles import class_balanced
 from dmllab.training.presets.proxy_anchor import proxy_anchor
 
@@ -86,6 +86,54 @@ RELEASED_EPOCHS = 130  # README: --epochs=130
 RELEASED_PROXY_INIT = "linear"  # loss/proxy_losses.py: init.kaiming_uniform_(self.proxy, a=math.sqrt(5))
 
 
+def _feature_views(cfg: ExperimentConfig) -> int:
+    """Input mixup mixes images: no cached frozen-block features (the profile's ``data.feature_views`` else)."""
+    return 0 if cfg.loss.find("input_mixup") is not None else cfg.data.feature_views
+
+
+# The small CNN at quick/smoke scale: lr 1e-3 (proxies x100), dmllab choice (the Proxy Anchor base too).
+SMALL_CNN_LRS = {"optim.lr": 1e-3, "optim.lr_proxies": 1e-1}
+# Every profile, after the profile's overlay: input mixup turns the feature cache off (module docstring).
+INPUT_MIXUP = {"data.feature_views": _feature_views}
+OVERLAYS = {
+    "smoke": {**SMALL_CNN_LRS, **INPUT_MIXUP},
+    "quick": {**SMALL_CNN_LRS, **INPUT_MIXUP},
+    "paper": INPUT_MIXUP,
+}
+
+# The PS supplement ("Conventional Evaluation") searches the base losses' hyper-parameters, then adds PS with
+# alpha 0.4, mu 1.0: a base is tuned without PS, whose on/off is the arm's switch.
+TUNED = {
+    "softmax": (None, "softmax has no hyper-parameter"),
+    "normsoftmax": (
+        "temperature",
+        "the PS release's Norm-softmax scale 23 (T = 1/23); the PS supplement searches the base losses' "
+        "hyper-parameters",
+    ),
+    "proxynca": ("temperature", "the PS release's Proxy-NCA scale 12 (T = 1/12)"),
+    "sphereface": (
+        "scale",
+        "PS supplement, Conventional Evaluation: the margin softmaxes' gamma and m are searched (gamma 30)",
+    ),
+    "cosface": ("scale", "as SphereFace (gamma 23)"),
+    "arcface": ("scale", "as SphereFace (gamma 23)"),
+    "softtriple": ("scale", "SoftTriple's scale lambda (Qian et al. 2019, 20)"),
+    "proxy_anchor": ("alpha", "as Proxy Anchor (32)"),
+    "virtual_softmax": (
+        None,
+        "Virtual Softmax (Chen et al. 2018) has no hyper-parameter (the cap 10 on its virtual logit is the PS "
+        "supplement D.4's guard)",
+    ),
+}
+
+
+@method(
+    "proxy_synthesis",
+    OVERLAYS,
+    variant_option="base",
+    default_variant="normsoftmax",
+    tuned=TUNED,
+)
 def proxy_synthesis(
     cfg: ExperimentConfig,
     spec: DatasetSpec,
@@ -172,54 +220,3 @@ def without_synthesis(cfg: ExperimentConfig) -> ExperimentConfig:
     for spec in reversed(specs[:-1]):
         loss = replace(spec, wraps=loss)
     return replace(cfg, loss=loss)
-
-
-def _feature_views(cfg: ExperimentConfig) -> int:
-    """Input mixup mixes images: no cached frozen-block features (the profile's ``data.feature_views`` else)."""
-    return 0 if cfg.loss.find("input_mixup") is not None else cfg.data.feature_views
-
-
-# The small CNN at quick/smoke scale: lr 1e-3 (proxies x100), dmllab choice (the Proxy Anchor base too).
-SMALL_CNN_LRS = {"optim.lr": 1e-3, "optim.lr_proxies": 1e-1}
-# Every profile, after the profile's overlay: input mixup turns the feature cache off (module docstring).
-INPUT_MIXUP = {"data.feature_views": _feature_views}
-OVERLAYS = {
-    "smoke": {**SMALL_CNN_LRS, **INPUT_MIXUP},
-    "quick": {**SMALL_CNN_LRS, **INPUT_MIXUP},
-    "paper": INPUT_MIXUP,
-}
-
-# The PS supplement ("Conventional Evaluation") searches the base losses' hyper-parameters, then adds PS with
-# alpha 0.4, mu 1.0: a base is tuned without PS, whose on/off is the arm's switch.
-TUNED = {
-    "softmax": (None, "softmax has no hyper-parameter"),
-    "normsoftmax": (
-        "temperature",
-        "the PS release's Norm-softmax scale 23 (T = 1/23); the PS supplement searches the base losses' "
-        "hyper-parameters",
-    ),
-    "proxynca": ("temperature", "the PS release's Proxy-NCA scale 12 (T = 1/12)"),
-    "sphereface": (
-        "scale",
-        "PS supplement, Conventional Evaluation: the margin softmaxes' gamma and m are searched (gamma 30)",
-    ),
-    "cosface": ("scale", "as SphereFace (gamma 23)"),
-    "arcface": ("scale", "as SphereFace (gamma 23)"),
-    "softtriple": ("scale", "SoftTriple's scale lambda (Qian et al. 2019, 20)"),
-    "proxy_anchor": ("alpha", "as Proxy Anchor (32)"),
-    "virtual_softmax": (
-        None,
-        "Virtual Softmax (Chen et al. 2018) has no hyper-parameter (the cap 10 on its virtual logit is the PS "
-        "supplement D.4's guard)",
-    ),
-}
-METHODS = (
-    Method(
-        "proxy_synthesis",
-        proxy_synthesis,
-        OVERLAYS,
-        variant_option="base",
-        default_variant="normsoftmax",
-        tuned=TUNED,
-    ),
-)

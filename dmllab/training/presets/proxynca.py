@@ -41,8 +41,20 @@ from dataclasses import replace
 from dmllab.spec import Spec
 from dmllab.training.config import ExperimentConfig
 from dmllab.training.presets.datasets import DatasetSpec
-from dmllab.training.presets.methods import Method, with_loss
+from dmllab.training.presets.methods import method, with_loss
 from dmllab.training.presets.profiles import class_balanced
+
+# quick and smoke keep the paper text's protocol choices (R@1 monitor, one optimiser, no stage-2 lag).
+_PAPER_TEXT = {"optim.fresh_after_warmup": False, "schedule.monitor": "R@1", "schedule.stage2_drop_lag": 0}
+OVERLAYS = {
+    "quick": {
+        # the base lr moves to the embedding head, the small CNN trunk gets 1.0 (module docstring)
+        "optim.lr_embedding": lambda cfg: cfg.optim.lr_embedding or cfg.optim.lr,
+        "optim.lr": 1.0,
+        **_PAPER_TEXT,
+    },
+    "smoke": _PAPER_TEXT,
+}
 
 
 def _authors_code(cfg: ExperimentConfig) -> ExperimentConfig:
@@ -84,6 +96,15 @@ def _proxynca_family(
     return _authors_code(cfg)
 
 
+@method(
+    "proxynca",
+    OVERLAYS,
+    tuned=(
+        None,
+        "classic ProxyNCA (Movshovitz-Attias et al. 2017; ProxyNCA++ Eq. 3, its Table 7 baseline) has no "
+        "temperature: T = 1; a temperature is ProxyNCA++'s +scale",
+    ),
+)
 def proxynca(
     cfg: ExperimentConfig,
     spec: DatasetSpec,
@@ -113,6 +134,11 @@ def proxynca(
     )
 
 
+@method(
+    "proxynca++",
+    OVERLAYS,
+    tuned=("temperature", "ProxyNCA++ Sec. 3.3 (+scale) and Fig. 4a sweep the temperature T (1/9)"),
+)
 def proxynca_pp(
     cfg: ExperimentConfig,
     spec: DatasetSpec,
@@ -142,6 +168,14 @@ def proxynca_pp(
     )
 
 
+@method(
+    "normsoftmax",
+    OVERLAYS,
+    tuned=(
+        "temperature",
+        "NormSoftmax's temperature (Zhai & Wu 2019); ProxyNCA++ Fig. 5 sweeps it (Table 12: 1/2)",
+    ),
+)
 def normsoftmax(
     cfg: ExperimentConfig,
     spec: DatasetSpec,
@@ -160,44 +194,3 @@ def normsoftmax(
         optim=replace(cfg.optim, lr_proxies=100 * cfg.optim.lr if fast else None),
     )
     return _authors_code(cfg)
-
-
-# quick and smoke keep the paper text's protocol choices (R@1 monitor, one optimiser, no stage-2 lag).
-_PAPER_TEXT = {"optim.fresh_after_warmup": False, "schedule.monitor": "R@1", "schedule.stage2_drop_lag": 0}
-OVERLAYS = {
-    "quick": {
-        # the base lr moves to the embedding head, the small CNN trunk gets 1.0 (module docstring)
-        "optim.lr_embedding": lambda cfg: cfg.optim.lr_embedding or cfg.optim.lr,
-        "optim.lr": 1.0,
-        **_PAPER_TEXT,
-    },
-    "smoke": _PAPER_TEXT,
-}
-
-METHODS = (
-    Method(
-        "proxynca",
-        proxynca,
-        OVERLAYS,
-        tuned=(
-            None,
-            "classic ProxyNCA (Movshovitz-Attias et al. 2017; ProxyNCA++ Eq. 3, its Table 7 baseline) has no "
-            "temperature: T = 1; a temperature is ProxyNCA++'s +scale",
-        ),
-    ),
-    Method(
-        "proxynca++",
-        proxynca_pp,
-        OVERLAYS,
-        tuned=("temperature", "ProxyNCA++ Sec. 3.3 (+scale) and Fig. 4a sweep the temperature T (1/9)"),
-    ),
-    Method(
-        "normsoftmax",
-        normsoftmax,
-        OVERLAYS,
-        tuned=(
-            "temperature",
-            "NormSoftmax's temperature (Zhai & Wu 2019); ProxyNCA++ Fig. 5 sweeps it (Table 12: 1/2)",
-        ),
-    ),
-)

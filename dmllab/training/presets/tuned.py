@@ -140,6 +140,21 @@ def apply(
     )
 
 
+def untuned(cfg: ExperimentConfig) -> str | None:
+    """One line when ``cfg`` runs on a profile whose presets read tuned recipes but its method has none (so it runs
+    its untuned preset while the other methods run theirs), naming the ``dmllab tune`` command that writes it;
+    None when it is tuned or its profile reads no recipes."""
+    if cfg.profile not in PROFILES:
+        return None
+    method = unit(cfg.method)
+    if (method, cfg.dataset) in recipes(cfg.profile):
+        return None
+    return (
+        f"{cfg.method} on {cfg.dataset} has no tuned {cfg.profile} recipe, so it runs its untuned preset; tune it "
+        f"with `dmllab tune --profile {cfg.profile} --methods {method}`"
+    )
+
+
 def tuned(
     cfg: ExperimentConfig,
     options: Mapping[str, object],

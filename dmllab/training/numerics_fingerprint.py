@@ -5,7 +5,7 @@ The computations (one thread, inputs from numpy's PCG64, which no pinned variabl
 (257 x 513 @ 513 x 129) and a ``Linear`` layer's forward and backward; a convolution's forward and backward
 (oneDNN); ATen's element-wise ops and reductions; numpy's loops and its OpenBLAS products; and a few SGD and Adam
 steps of the quick profile's SmallCNN (width 16, 56-pixel crops) with a proxy softmax head on a fixed batch.
-``python -m dmllab.numerics.fingerprint --check tests/numerics_fingerprints.json`` computes them in a fresh process
+``python -m dmllab.training.numerics_fingerprint --check tests/numerics_fingerprints.json`` computes them in a fresh process
 whose environment holds no library variable but the pin's (:func:`controlled_env`) and compares them with the
 committed record (tests/test_numerics_fingerprint.py does the same); ``--write PATH`` records them with the CPU,
 the kernels that ran and the versions that computed them (after a torch, numpy or OpenBLAS upgrade).
@@ -144,7 +144,7 @@ def run_fingerprints(env: Mapping[str, str]) -> dict[str, Any]:
     Raises:
         RuntimeError: the process failed; the message ends with its stderr.
     """
-    cmd = [sys.executable, "-m", "dmllab.numerics.fingerprint"]
+    cmd = [sys.executable, "-m", "dmllab.training.numerics_fingerprint"]
     out = subprocess.run(cmd, env=dict(env), capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({out.returncode}): {out.stderr.strip()[-2000:]}")
@@ -179,7 +179,9 @@ def compare(want: Mapping[str, str], got: Mapping[str, str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dmllab.numerics.fingerprint", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m dmllab.training.numerics_fingerprint", description=__doc__
+    )
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--write", type=Path, help="record a fresh pinned process's hashes in this JSON file")
     group.add_argument(
