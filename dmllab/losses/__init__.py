@@ -79,8 +79,8 @@ LOSSES.register("proxynca", ProxyNCALoss)
 LOSSES.register("normsoftmax", NormSoftmaxLoss)
 LOSSES.register("softmax", SoftmaxLoss)
 LOSSES.register("margin_softmax", MarginSoftmaxLoss)
-for _preset in MARGIN_SOFTMAX_PRESETS:
-    LOSSES.register(_preset, partial(MarginSoftmaxLoss.from_preset, _preset))
+for _preset, _values in MARGIN_SOFTMAX_PRESETS.items():  # the preset's values are its keywords' defaults
+    LOSSES.register(_preset, partial(MarginSoftmaxLoss, **_values))
 LOSSES.register("proxy_anchor", ProxyAnchorLoss)
 LOSSES.register("heated_softmax", HeatedSoftmaxLoss)
 LOSSES.register("softtriple", SoftTripleLoss)
