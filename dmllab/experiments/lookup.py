@@ -194,7 +194,12 @@ class Lookup:
 
         out: list[dict[str, Any]] = []
         for run in map(self.place, runs):
-            labels = {"variant": run.variant, "dataset": run.config.dataset, "seed": run.seed}
+            labels = {
+                "variant": run.variant,
+                "dataset": run.config.dataset,
+                "seed": run.seed,
+                "draw": run.draw,
+            }
             try:
                 result = self.result(run)
             except DivergedRunError:
