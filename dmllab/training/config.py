@@ -228,10 +228,11 @@ class RunConfig:
     ``checkpoint_minutes``: the epoch checkpoint is written after an epoch when this many minutes have passed
     since the stage started or since the last one was written, and after every stage's last epoch; 0 = after
     every epoch (:class:`dmllab.training.callbacks.EpochCheckpoint`). Not part of the run key.
-    ``threads``: the torch threads the run trains on (``torch.set_num_threads``, applied by whatever trains it:
-    :func:`dmllab.training.store.run`, the trunk's pre-training, :func:`run_threads`). CPU kernels reduce in a
-    thread-count-dependent order, so on the CPU 1 and 2 threads give different, equally valid runs: there it is
-    part of the run key (:func:`threads_matter`); on an accelerator it is not. The study places every CPU run on
+    ``threads``: the torch threads a CPU run trains on (``torch.set_num_threads``, applied by whatever trains it:
+    :func:`dmllab.training.store.run`, the trunk's pre-training, the untrained network's evaluation;
+    :func:`run_threads`). CPU kernels reduce in a thread-count-dependent order, so on the CPU 1 and 2 threads give
+    different, equally valid runs: there it is part of the run key (:func:`threads_matter`); on an accelerator it
+    is neither keyed nor applied (the executor's share of the cores). The study places every CPU run on
     one thread (:mod:`dmllab.pipeline.jobs`), an accelerator's workers on their share of the cores.
     """
 
@@ -448,12 +449,15 @@ def config_hash(cfg: ExperimentConfig, length: int = 16) -> str:
 
 @contextlib.contextmanager
 def run_threads(cfg: ExperimentConfig) -> Iterator[None]:
-    """Within the block torch runs on ``cfg.run.threads`` threads (``torch.set_num_threads``); the process's
-    count is restored after it. Everything that trains or evaluates a run holds it (:class:`RunConfig`)."""
+    """Within the block torch runs on ``cfg.run.threads`` threads (``torch.set_num_threads``) where they change the
+    run's numbers (:func:`threads_matter`; on an accelerator the process keeps the threads its executor gave it:
+    a worker's share of the cores, a SLURM job's CPUs); the process's count is restored after it. Everything that
+    trains or evaluates a run holds it (:class:`RunConfig`)."""
     import torch
 
     before = torch.get_num_threads()
-    torch.set_num_threads(int(cfg.run.threads))
+    if threads_matter(cfg):
+        torch.set_num_threads(int(cfg.run.threads))
     try:
         yield
     finally:

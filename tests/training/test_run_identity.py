@@ -133,6 +133,12 @@ def test_threads_are_in_the_key_on_the_cpu_only():
     assert config_hash(cfg) != config_hash(cfg.replace("run.threads", 2))
     gpu = cfg.replace("run.device", "cuda")
     assert config_hash(gpu) == config_hash(gpu.replace("run.threads", 2))
+    before = torch.get_num_threads()
+    with run_threads(gpu.replace("run.threads", before + 1)):  # not applied: the executor's share stays
+        assert torch.get_num_threads() == before
+    with run_threads(cfg.replace("run.threads", before + 1)):
+        assert torch.get_num_threads() == before + 1
+    assert torch.get_num_threads() == before
 
 
 @pytest.fixture
