@@ -15,6 +15,7 @@ import json
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from dmllab import paths
@@ -91,11 +92,51 @@ class Plan:
         the study's prepare step builds them once each before training."""
         return dependencies(r.run.config for r in self.missing)
 
+    def manifest(self) -> dict[str, Any]:
+        """The placed runs of this plan, as the study trains and reads them (:func:`write_manifest`): per run its
+        key, seed, draw, device, threads, whether it is stored, the artifacts that read it and its complete
+        config."""
+        from dmllab.training.config import complete
+
+        return {
+            "profile": self.profile,
+            "placement": self.placement,
+            "device": self.device,
+            "fast_dev_run": self.fast_dev_run,
+            "runs": [
+                {
+                    "key": r.run.key,
+                    "seed": r.run.seed,
+                    "draw": r.run.draw,
+                    "method": r.run.config.method,
+                    "dataset": r.run.config.dataset,
+                    "device": r.run.config.run.device,
+                    "threads": r.run.config.run.threads,
+                    "stored": r.stored,
+                    "diverged": r.diverged,
+                    "artifacts": list(r.artifacts),
+                    "config": complete(r.run.config).to_dict(),
+                }
+                for r in self.runs
+            ],
+        }
+
     @property
     def estimate_s(self) -> float | None:
         """Estimated training time of the missing runs (sum of estimates), None without a basis."""
         costs = [r.wall_s for r in self.missing]
         return None if any(c is None for c in costs) else float(sum(costs))
+
+
+def write_manifest(plan: Plan) -> Path:
+    """Write :meth:`Plan.manifest` to ``<run store>/manifests/study-<profile>-<device kind>.json`` (beside the
+    runs, never committed; rewritten by the next study of that profile and device) and return its path."""
+    from dmllab.fileio import write_atomic
+
+    path = paths.runs_dir() / "manifests" / f"study-{plan.profile}-{_kind(plan.device)}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, (json.dumps(plan.manifest(), indent=1, sort_keys=True) + "\n").encode("utf-8"))
+    return path
 
 
 def _kind(device: str) -> str:

@@ -282,3 +282,25 @@ def test_the_study_places_every_run_with_its_workers_threads():
     first = plan.runs[0].run
     assert notebook.execution.threads is None  # a notebook is given no thread count: its runs say theirs
     assert place(first, notebook).key == first.key
+
+
+def test_the_study_writes_a_manifest_of_its_placed_runs():
+    """Each placed run once, with its key, seed, draw, threads and its complete config, which keys it again."""
+    from dmllab.experiments import registry
+    from dmllab.experiments.execution import Execution
+    from dmllab.pipeline.placement import plan_study
+    from dmllab.pipeline.plan import write_manifest
+    from dmllab.training.store import run_key
+
+    plan, _ = plan_study(
+        registry.select("pnpp_fig4a_temperature"), "quick", Execution("cpu"), jobs=2, calibration=None
+    )
+    path = write_manifest(plan)
+    manifest = json.loads(path.read_text())
+    assert path.name == "study-quick-cpu.json" and manifest["placement"] == plan.placement
+    keys = [r["key"] for r in manifest["runs"]]
+    assert len(keys) == len(set(keys)) == len(plan.runs) == 30
+    for entry, planned in zip(manifest["runs"], plan.runs):
+        cfg = ExperimentConfig.from_dict(entry["config"])
+        assert f"{run_key(cfg)}/seed{entry['seed']}" == entry["key"] == planned.run.key
+        assert (entry["draw"], entry["threads"]) == (entry["seed"], 1)  # quick: seed k on draw k
