@@ -24,7 +24,7 @@ each real dataset's index files) and stops with one line per problem instead of 
 Where and how the study executes is one :class:`~dmllab.experiments.execution.Execution` (device, data root, fast
 dev run, pre-trained weights, count check, threads), built once by the command line: a fast dev run
 (``dmllab study --fast-dev-run``) checks a study in minutes before spending GPU hours (:mod:`dmllab.pipeline.fastdev`):
-every step as above, with fast dev runs, in scratch folders. ``seeds=N`` (``--seeds``) runs seeds 0..N-1 of every
+every step as above, with fast dev runs, in scratch folders. ``seeds`` (``--seeds``: a list, or N for 0..N-1) runs those seeds of every
 artifact that runs several seeds.
 """
 
@@ -70,7 +70,7 @@ def run_study(
     report: bool = True,
     force: bool = False,
     say: Callable[[str], None] = print,
-    seeds: int | None = None,
+    seeds: Any = None,
     datasets: str | None = None,
     max_gpu_hours: float | None = None,
     calibration: str | os.PathLike = DEFAULT_CALIBRATION,
