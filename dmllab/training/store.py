@@ -114,10 +114,14 @@ def _package_version(name: str) -> str | None:
 
 
 def provenance(
-    device: str | None = None, wall_time_s: float | None = None, precision: str | None = None
+    device: str | None = None,
+    wall_time_s: float | None = None,
+    precision: str | None = None,
+    threads: int | None = None,
 ) -> dict[str, Any]:
-    """Git sha, package versions, device, the precision the run trained in (``Trainer.precision``), wall time,
-    timestamp (UTC); deliberately no host name."""
+    """Git sha, package versions, device, the precision the run trained in (``Trainer.precision``), the torch
+    threads it trained on (``threads``; default: this process's now), wall time, timestamp (UTC); deliberately no
+    host name."""
     import numpy
     import torch
 
@@ -140,7 +144,7 @@ def provenance(
         "device": device,
         "precision": precision,
         # CPU kernels reduce in a thread-count-dependent order: identical metrics need the same thread count.
-        "torch_threads": torch.get_num_threads(),
+        "torch_threads": torch.get_num_threads() if threads is None else threads,
         **cpu_kernels(),  # cpu_isa, cpu_capability: other CPU kernels give other last bits (dmllab.numerics)
         "cuda": torch.version.cuda if torch.cuda.is_available() else None,
         "gpu": torch.cuda.get_device_name(0) if (device or "").startswith("cuda") else None,
@@ -358,7 +362,10 @@ class RunStore:
         }
         _write_json(tmp / "config.json", complete(cfg).to_dict())  # every keyword as the run was built
         _write_history(tmp / "history.csv", result.history)
-        _write_json(tmp / PROVENANCE_FILE, provenance(result.device, result.wall_time_s, result.precision))
+        threads = result.extra.get("torch_threads", cfg.run.threads)  # a result made elsewhere: its config's
+        _write_json(
+            tmp / PROVENANCE_FILE, provenance(result.device, result.wall_time_s, result.precision, threads)
+        )
         _write_json(tmp / "metrics.json", metrics)
         model = self.checkpoint_dir(cfg, result.seed) / "final.pt"
         record = {

@@ -149,8 +149,9 @@ def two_threads():
     torch.set_num_threads(before)
 
 
-def _result(cfg: ExperimentConfig) -> RunResult:
-    return RunResult({"R@1": 0.5}, [{"epoch": 1, "loss": 1.0}], 1, [], 1.0, config_hash(cfg), 0, "cpu")
+def _result(cfg: ExperimentConfig, **extra) -> RunResult:
+    history = [{"epoch": 1, "loss": 1.0}]
+    return RunResult({"R@1": 0.5}, history, 1, [], 1.0, config_hash(cfg), 0, "cpu", extra=extra)
 
 
 def test_the_store_trains_on_the_threads_its_key_says(monkeypatch, tmp_path, two_threads):
@@ -162,7 +163,7 @@ def test_the_store_trains_on_the_threads_its_key_says(monkeypatch, tmp_path, two
 
     def fake_protocol(cfg, seed, **kw):
         seen.append(torch.get_num_threads())
-        return _result(cfg)
+        return _result(cfg, torch_threads=torch.get_num_threads())  # as run_protocol records it
 
     monkeypatch.setattr(store_mod, "run_protocol", fake_protocol)
     monkeypatch.setattr(store_mod, "prepare", lambda cfg, progress: seen.append(torch.get_num_threads()))
@@ -185,17 +186,18 @@ def test_the_store_trains_on_the_threads_its_key_says(monkeypatch, tmp_path, two
     assert store.load(cfg, 0).metrics == result.metrics
 
 
-def test_a_run_stored_on_other_threads_is_refused(tmp_path, two_threads, capsys):
-    """A run written by a process on 2 threads under a config that says 1 is set aside, never served."""
+def test_a_run_stored_on_other_threads_is_refused(tmp_path, capsys):
+    """A run trained on 2 threads (run_protocol called in a notebook kernel) saved under a config that says 1 is
+    set aside, never served."""
     cfg = presets.get("proxynca++", "synthetic", "smoke").replace("run.seed", 0)
     store = RunStore(tmp_path / "runs")
-    store.save(cfg, 0, _result(cfg))  # provenance: this process's 2 threads
+    store.save(cfg, 0, _result(cfg, torch_threads=2))
     assert store.load(cfg, 0) is None
     err = capsys.readouterr().err
     assert "records 2 torch threads" in err and "run.threads=1" in err
-    with run_threads(cfg):
-        store.save(cfg, 0, _result(cfg))
+    store.save(cfg, 0, _result(cfg, torch_threads=1))
     assert store.load(cfg, 0) is not None
+    assert store.load(cfg.replace("run.threads", 2), 0) is None  # another key: not stored
 
 
 def test_the_trunk_is_pretrained_on_its_recipes_threads(monkeypatch, tmp_path, two_threads, capsys):
