@@ -3,12 +3,13 @@
 Every notebook and study writes its numbers here and every figure and report is made from these files, never
 from notebook outputs. Columns, in order::
 
-    experiment, paper, artifact, variant, dataset, profile, seed, metric, value,
+    experiment, paper, artifact, variant, dataset, profile, seed, draw, metric, value,
     param_* (free, sorted),
     git_sha, dmllab_version, torch_version, torchvision_version, numpy_version, pml_version, sklearn_version,
     device, timestamp, config_hash, run_id
 
-Retrieval metrics (R@K, NMI, MAP@R, ...) are stored in percent, as the papers print them.
+Retrieval metrics (R@K, NMI, MAP@R, ...) are stored in percent, as the papers print them. ``draw``: the draw of the
+offline benchmark the row's run trained on (empty for a row of no run).
 
 Writes are atomic (:func:`dmllab.fileio.write_atomic`: a temporary file in the same folder, flushed to disk and
 moved over the old one) while the lock ``<path>.lock`` is held (:func:`dmllab.locks.exclusive`), for the rows and
@@ -44,6 +45,7 @@ CORE_COLUMNS: tuple[str, ...] = (
     "dataset",
     "profile",
     "seed",
+    "draw",
     "metric",
     "value",
 )
@@ -67,7 +69,7 @@ PRODUCED_COLUMNS: tuple[str, ...] = tuple(
 PARAM_PREFIX = "param_"
 # Core columns every row must give; the others (variant, dataset, seed) may be left empty.
 REQUIRED_COLUMNS: tuple[str, ...] = ("experiment", "paper", "artifact", "profile", "metric", "value")
-_STRING_COLUMNS = tuple(c for c in CORE_COLUMNS + PROVENANCE_COLUMNS if c not in ("seed", "value"))
+_STRING_COLUMNS = tuple(c for c in CORE_COLUMNS + PROVENANCE_COLUMNS if c not in ("seed", "draw", "value"))
 
 # The packages the provenance records: (column, import name, distribution name). A stored run's record keeps the
 # first five by import name (dmllab.training.store.provenance), the rows of every CSV all six.
@@ -393,7 +395,7 @@ def read_rows(path: str | os.PathLike, *, duplicates: bool = False) -> pd.DataFr
         dtype={c: "string" for c in _STRING_COLUMNS},
         keep_default_na=True,
     )
-    for column, kind in (("seed", "Int64"), ("value", float)):
+    for column, kind in (("seed", "Int64"), ("draw", "Int64"), ("value", float)):
         if column in frame:
             try:
                 frame[column] = pd.to_numeric(frame[column], errors="raise").astype(kind)

@@ -176,6 +176,7 @@ VALUE_RULES: dict[str, Rule] = {
     "schedule.stage2_drop_lag": NON_NEGATIVE_INT,
     # run
     "run.seed": NON_NEGATIVE_INT,
+    "run.threads": POSITIVE_INT,
     "run.eval_every": POSITIVE_INT,
     "run.fast_dev_run": NON_NEGATIVE_INT,
     "run.two_stage": BOOL,

@@ -270,10 +270,21 @@ def dataset_fingerprint(dataset: Any) -> str:
 
 
 def feature_cache_key(
-    *, weights_digest: str, dataset_fp: str, preset: str, train: bool, views: int, seed: int, dtype: str
+    *,
+    weights_digest: str,
+    dataset_fp: str,
+    preset: str,
+    train: bool,
+    views: int,
+    seed: int,
+    dtype: str,
+    computed_on: str,
 ) -> str:
-    """The folder name of a cached feature set: a digest of everything that determines its contents."""
+    """The folder name of a cached feature set: a digest of everything that determines its contents, the device
+    kind it is computed on included, with the torch thread count on the CPU (``computed_on``: ``"cpu:1"``,
+    ``"cuda"``; :func:`computed_on`)."""
     key = {
+        "computed_on": computed_on,
         "version": FEATURE_CACHE_VERSION,
         "weights": weights_digest,
         "dataset": dataset_fp,
@@ -284,6 +295,13 @@ def feature_cache_key(
         "dtype": dtype,
     }
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def computed_on(device: torch.device | str) -> str:
+    """Where features computed now on ``device`` come from, as far as their bits go: the device kind, and on the CPU
+    the torch thread count (its kernels reduce in a thread-count-dependent order)."""
+    kind = torch.device(device).type
+    return f"cpu:{torch.get_num_threads()}" if kind == "cpu" else kind
 
 
 @torch.no_grad()
@@ -366,6 +384,7 @@ class FeatureCache(_OnDevice):
             views=views,
             seed=seed,
             dtype="float16",
+            computed_on=computed_on(device),
         )
         base = Path(root) if root is not None else cache_dir() / "features"
         self.folder = base / key

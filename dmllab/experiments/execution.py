@@ -27,7 +27,7 @@ class Execution:
         fast_dev_run: N > 0: every run is a fast dev run of N batches per epoch (``run.fast_dev_run``).
         pretrained: False: every run from random initialisation (fast dev runs only); None: as the presets say.
         check_counts: False: real datasets read without checking their canonical counts (a partial copy).
-        threads: torch threads of each run (None: the executor's rule, :mod:`dmllab.pipeline.jobs`).
+        threads: torch threads of each run (``run.threads``; None: as its config says, one on the CPU).
     """
 
     device: str = "auto"

@@ -125,14 +125,16 @@ def evaluate_network(cfg: Any, *, seed: int) -> dict[str, float]:
     off: the network is the same function without it."""
     from dmllab.rng import seed_everything
     from dmllab.training import Trainer, build
+    from dmllab.training.config import run_threads
     from dmllab.training.pretrain import prepare
 
     cfg = cfg.replace("data.feature_views", 0).replace("model.frozen_blocks", 0)
     prepare(cfg, progress=False)  # the pre-trained trunk it is built from
-    trainer = Trainer(cfg, progress=False, seed=seed)
-    seed_everything(seed)
-    trainer.model = build.build_model(cfg.model).to(trainer.device)
-    return trainer.evaluate(cfg.data.test_split)
+    with run_threads(cfg):  # the thread count of the run it stands for
+        trainer = Trainer(cfg, progress=False, seed=seed)
+        seed_everything(seed)
+        trainer.model = build.build_model(cfg.model).to(trainer.device)
+        return trainer.evaluate(cfg.data.test_split)
 
 
 def untrained_rows(

@@ -81,6 +81,8 @@ def place(run: Run, params: Params) -> Run:
     cfg = on_draw(run.config, draw)
     if cfg.run.device != ex.device:
         cfg = cfg.replace("run.device", ex.device)
+    if ex.threads is not None and cfg.run.threads != ex.threads:
+        cfg = cfg.replace("run.threads", ex.threads)
     root = dataset_root(ex.data_root, cfg.data.dataset.name)
     if root is not None and cfg.data.root != root:
         cfg = cfg.replace("data.root", root)
@@ -192,7 +194,12 @@ class Lookup:
 
         out: list[dict[str, Any]] = []
         for run in map(self.place, runs):
-            labels = {"variant": run.variant, "dataset": run.config.dataset, "seed": run.seed}
+            labels = {
+                "variant": run.variant,
+                "dataset": run.config.dataset,
+                "seed": run.seed,
+                "draw": run.draw,
+            }
             try:
                 result = self.result(run)
             except DivergedRunError:

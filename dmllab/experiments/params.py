@@ -16,7 +16,7 @@ from dmllab.validation import InvalidValueError, check_parameter
 # Parameters every notebook has; ``None`` means "the profile's default".
 STANDARD_PARAMETERS: tuple[str, ...] = ("profile", "seeds", "device", "data_root")
 # The seeds of a profile where an artifact declares none: five on quick and paper, two on smoke (which only checks
-# that every notebook runs). ``dmllab study --seeds N`` replaces them with 0..N-1.
+# that every notebook runs). ``dmllab study --seeds`` replaces them (a list, or N for 0..N-1).
 DEFAULT_SEEDS: dict[str, tuple[int, ...]] = {
     "smoke": (0, 1),
     "quick": (0, 1, 2, 3, 4),

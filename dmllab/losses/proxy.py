@@ -392,8 +392,8 @@ class MarginSoftmaxLoss(ProxyLoss):
         return f"{super().extra_repr()}, scale={self.scale:g}, m1={self.m1:g}, m2={self.m2:g}, m3={self.m3:g}"
 
 
-for _preset in MARGIN_SOFTMAX_PRESETS:  # sphereface, cosface, arcface: MarginSoftmaxLoss with the PS values
-    LOSSES.register(_preset, partial(MarginSoftmaxLoss.from_preset, _preset))
+for _preset, _values in MARGIN_SOFTMAX_PRESETS.items():  # sphereface, cosface, arcface: the PS values are
+    LOSSES.register(_preset, partial(MarginSoftmaxLoss, **_values))  # their keywords' defaults (in the key)
 
 
 @LOSSES.register("proxy_anchor")

@@ -177,10 +177,10 @@ def _add_study(subparsers: argparse._SubParsersAction) -> None:
     )
     study.add_argument(
         "--seeds",
-        type=int,
-        metavar="N",
-        help="seeds 0..N-1 (each on its own draw of the benchmark on smoke/quick) for every artifact that runs "
-        "several seeds, instead of the profile's (quick: 5); one-seed illustrations keep theirs",
+        metavar="SEEDS",
+        help="the seeds, a list such as 0,3,7 or a count N for 0..N-1 (each on its own draw of the benchmark on "
+        "smoke/quick), for every artifact that runs several seeds, instead of the profile's (quick: 5); one-seed "
+        "illustrations keep theirs",
     )
     study.add_argument("--device", help="auto | cpu | cuda | mps (default: auto)")
     study.add_argument("--no-progress", action="store_true", help="no progress bars")

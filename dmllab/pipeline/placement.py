@@ -88,13 +88,12 @@ def plan_study(
     resolved = resolve_device(requested)
     kind = resolved.split(":", 1)[0]
 
-    def on(dev: str) -> Plan:
-        return make_plan(artifacts, profile, execution.on(dev), calibration=calibration, **plan_options)
+    def on(dev: str, workers: int) -> Plan:  # every run placed with the threads its worker will run it on
+        where = execution.on(dev, threads_per_worker(dev, workers))
+        return make_plan(artifacts, profile, where, calibration=calibration, **plan_options)
 
     def placed(plan: Plan, where: Placement) -> tuple[Plan, Placement]:
-        return replace(
-            plan, placement=where.line, execution=plan.execution.on(where.device, where.threads)
-        ), where
+        return replace(plan, placement=where.line), where
 
     def cpu_pool(plan: Plan, why: str) -> tuple[Plan, Placement]:
         workers = resolve_jobs(jobs, "cpu")
@@ -102,14 +101,14 @@ def plan_study(
         return placed(plan, Placement("cpu", workers, threads_per_worker("cpu", workers), line))
 
     if kind == "cpu" or kind == "mps":
-        plan = on(resolved)
+        workers = resolve_jobs(jobs, resolved)
+        plan = on(resolved, workers)
         if kind == "cpu":
             return cpu_pool(plan, " (--device cpu)" if requested == "cpu" else "")
-        workers = resolve_jobs(jobs, resolved)
         line = f"placement: {workers} worker(s) on {resolved}"
         return placed(plan, Placement(resolved, workers, threads_per_worker(resolved, workers), line))
     workers = gpu_workers(jobs, profile, calibration)
-    gpu = on(resolved)
+    gpu = on(resolved, workers)
     gpu_s, caveat = _gpu_wall(gpu, workers, calibration)
     card = f" ({calibration.device})" if calibration is not None else ""
     gpu_text = f"{workers} GPU worker(s) on {resolved}{card}: " + (
@@ -117,8 +116,8 @@ def plan_study(
     )
     why = ""
     if requested == "auto" and jobs == "auto" and TYPICAL_RUN_S.get(profile) is not None:
-        cpu = on("cpu")
         cpu_workers = resolve_jobs("auto", "cpu")
+        cpu = on("cpu", cpu_workers)
         cpu_s = (
             None if cpu.estimate_s is None else cpu.estimate_s / max(1, min(cpu_workers, len(cpu.missing)))
         )

@@ -15,6 +15,7 @@ import json
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from dmllab import paths
@@ -49,7 +50,7 @@ class Plan:
     errors: Mapping[str, str] = field(default_factory=dict)  # artifact -> why its runs could not be listed
     typical_s: float | None = None  # the typical run (dmllab.profiles.typical_run_s) an estimate fell back to
     execution: Execution = Execution("cpu")  # where and how the runs execute (its device resolved)
-    seeds: int | None = None  # N: seeds 0..N-1 for every artifact with several seeds (--seeds)
+    seeds: tuple[int, ...] | None = None  # the seeds of every artifact with several seeds (--seeds)
     datasets: tuple[str, ...] | None = None  # --datasets: the real datasets available (None: all)
     max_gpu_hours: float | None = None  # --max-gpu-hours
     left_out: Mapping[str, str] = field(default_factory=dict)  # artifact -> why it is not in this plan
@@ -91,11 +92,51 @@ class Plan:
         the study's prepare step builds them once each before training."""
         return dependencies(r.run.config for r in self.missing)
 
+    def manifest(self) -> dict[str, Any]:
+        """The placed runs of this plan, as the study trains and reads them (:func:`write_manifest`): per run its
+        key, seed, draw, device, threads, whether it is stored, the artifacts that read it and its complete
+        config."""
+        from dmllab.training.config import complete
+
+        return {
+            "profile": self.profile,
+            "placement": self.placement,
+            "device": self.device,
+            "fast_dev_run": self.fast_dev_run,
+            "runs": [
+                {
+                    "key": r.run.key,
+                    "seed": r.run.seed,
+                    "draw": r.run.draw,
+                    "method": r.run.config.method,
+                    "dataset": r.run.config.dataset,
+                    "device": r.run.config.run.device,
+                    "threads": r.run.config.run.threads,
+                    "stored": r.stored,
+                    "diverged": r.diverged,
+                    "artifacts": list(r.artifacts),
+                    "config": complete(r.run.config).to_dict(),
+                }
+                for r in self.runs
+            ],
+        }
+
     @property
     def estimate_s(self) -> float | None:
         """Estimated training time of the missing runs (sum of estimates), None without a basis."""
         costs = [r.wall_s for r in self.missing]
         return None if any(c is None for c in costs) else float(sum(costs))
+
+
+def write_manifest(plan: Plan) -> Path:
+    """Write :meth:`Plan.manifest` to ``<run store>/manifests/study-<profile>-<device kind>.json`` (beside the
+    runs, never committed; rewritten by the next study of that profile and device) and return its path."""
+    from dmllab.fileio import write_atomic
+
+    path = paths.runs_dir() / "manifests" / f"study-{plan.profile}-{_kind(plan.device)}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, (json.dumps(plan.manifest(), indent=1, sort_keys=True) + "\n").encode("utf-8"))
+    return path
 
 
 def _kind(device: str) -> str:
@@ -116,11 +157,31 @@ def _stored_wall_times() -> dict[str, list[float]]:
     return out
 
 
-def check_seeds(seeds: int | None) -> None:
-    """Raise ValueError unless ``seeds`` (``--seeds``) is None or an integer of at least 2 (an interval needs
-    two seeds)."""
-    if seeds is not None and (isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 2):
-        raise ValueError(f"--seeds must be an integer >= 2 (an interval needs two seeds), got {seeds!r}")
+def check_seeds(seeds: Any) -> tuple[int, ...] | None:
+    """The seeds ``--seeds`` names, as a tuple (None: the profiles'): a list of seeds (``[0, 3, 7]``, or its text
+    ``"0,3,7"``) or a count N for the seeds 0..N-1 (``5``, ``"5"``).
+
+    Raises:
+        ValueError: fewer than two seeds (an interval needs two), a repeated or negative seed, or a non-integer.
+    """
+    if seeds is None:
+        return None
+    text = seeds if isinstance(seeds, str) else None
+    if text is not None:
+        parts = [p.strip() for p in text.split(",")]
+        if not all(p.isdigit() for p in parts):
+            raise ValueError(f"--seeds takes a count N or a list of seeds such as 0,3,7; got {text!r}")
+        seeds = int(parts[0]) if len(parts) == 1 else [int(p) for p in parts]
+    if isinstance(seeds, int) and not isinstance(seeds, bool):
+        seeds = list(range(seeds))
+    ok = isinstance(seeds, list | tuple) and all(
+        isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds
+    )
+    if not ok or len(seeds) < 2 or len(set(seeds)) != len(seeds):
+        raise ValueError(
+            f"--seeds must name at least two different seeds >= 0 (an interval needs two), got {text or seeds!r}"
+        )
+    return tuple(seeds)
 
 
 def execution_parameters(
@@ -128,26 +189,26 @@ def execution_parameters(
     profile: str,
     execution: Execution,
     *,
-    seeds: int | None = None,
+    seeds: Any = None,
     datasets: tuple[str, ...] | None = None,
 ) -> dict[str, Any]:
     """What the study sets on every execution of ``artifact`` (its runs' placement and its notebook's parameters,
-    beside ``profile`` and ``train_missing``): the ``execution``'s (:meth:`Execution.parameters`), with ``seeds`` N
-    (``--seeds``) the seeds 0..N-1 for every artifact whose profile runs several seeds (one-seed illustrations keep
+    beside ``profile`` and ``train_missing``): the ``execution``'s (:meth:`Execution.parameters`), with ``seeds``
+    (``--seeds``, :func:`check_seeds`: a list, or N for 0..N-1) those seeds for every artifact whose profile runs several seeds (one-seed illustrations keep
     theirs), for a fast dev run only the first of the artifact's seeds (the other seeds train the same configs),
     and with ``datasets`` (``--datasets``) the artifact's own ``datasets`` parameter cut to the available ones
     (:func:`dmllab.pipeline.budget.dataset_overrides`).
 
     Raises:
-        ValueError: ``seeds`` below 2 (an interval needs two seeds).
+        ValueError: fewer than two seeds (an interval needs two seeds), as :func:`check_seeds`.
     """
     values: dict[str, Any] = {
         **execution.parameters(),
         **budget.dataset_overrides(artifact, profile, datasets)[0],
     }
-    check_seeds(seeds)
+    seeds = check_seeds(seeds)
     if seeds is not None and len(artifact.defaults(profile)["seeds"]) > 1:
-        values["seeds"] = list(range(seeds))
+        values["seeds"] = list(seeds)
     if execution.fast_dev_run:
         first = values.get("seeds", artifact.defaults(profile)["seeds"])
         values["seeds"] = [first if isinstance(first, int) else first[0]]
@@ -159,7 +220,7 @@ def make_plan(
     profile: str,
     execution: Execution = Execution(),
     *,
-    seeds: int | None = None,
+    seeds: Any = None,
     datasets: Sequence[str] | str | None = None,
     max_gpu_hours: float | None = None,
     calibration: Calibration | None = None,
@@ -176,7 +237,7 @@ def make_plan(
 
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
-    check_seeds(seeds)
+    seeds = check_seeds(seeds)
     if max_gpu_hours is not None and (calibration is None or not max_gpu_hours >= 0):
         raise ValueError(f"--max-gpu-hours {max_gpu_hours}: needs a number >= 0 and a GPU calibration")
     available = budget.check_datasets(datasets)

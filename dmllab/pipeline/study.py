@@ -1,7 +1,8 @@
 """``dmllab study``: plan, train, notebooks, plots, report.
 
 1. **plan** (:mod:`dmllab.pipeline.plan`): the selected artifacts' runs, placed and de-duplicated, with what is
-   stored and an estimate (``--plan`` prints it and stops);
+   stored and an estimate (``--plan`` prints it and stops); the placed runs are written to the run store's
+   ``manifests/study-<profile>-<device>.json`` (:func:`~dmllab.pipeline.plan.write_manifest`);
    **prepare**: the pre-trained SmallCNN trunks the missing runs start from, built once each before training;
 2. **train** the missing runs on an executor (:mod:`dmllab.pipeline.executors`): ``local`` (a process pool,
    ``--jobs auto``: one worker per usable core on the CPU) or ``slurm`` (one submitit job per run);
@@ -24,7 +25,7 @@ line per problem instead of failing every run alike.
 Where and how the study executes is one :class:`~dmllab.experiments.execution.Execution` (device, data root, fast
 dev run, pre-trained weights, count check, threads), built once by the command line: a fast dev run
 (``dmllab study --fast-dev-run``) checks a study in minutes before spending GPU hours (:mod:`dmllab.pipeline.fastdev`):
-every step as above, with fast dev runs, in scratch folders. ``seeds=N`` (``--seeds``) runs seeds 0..N-1 of every
+every step as above, with fast dev runs, in scratch folders. ``seeds`` (``--seeds``: a list, or N for 0..N-1) runs those seeds of every
 artifact that runs several seeds.
 """
 
@@ -47,7 +48,7 @@ from dmllab.pipeline.fastdev import fast_dev_header, scratch_paths
 from dmllab.pipeline.jobs import Interrupted, JobResult, quiet, stop_on_signals
 from dmllab.pipeline.outcome import StudyResult
 from dmllab.pipeline.placement import plan_study
-from dmllab.pipeline.plan import Plan
+from dmllab.pipeline.plan import Plan, write_manifest
 from dmllab.pipeline.plan_text import estimate, trunks_text
 from dmllab.pipeline.preflight import preflight
 from dmllab.pipeline.slurm import SlurmExecutor, SlurmOptions
@@ -70,7 +71,7 @@ def run_study(
     report: bool = True,
     force: bool = False,
     say: Callable[[str], None] = print,
-    seeds: int | None = None,
+    seeds: Any = None,
     datasets: str | None = None,
     max_gpu_hours: float | None = None,
     calibration: str | os.PathLike = DEFAULT_CALIBRATION,
@@ -190,6 +191,7 @@ class _Study:
                     say(line)
                 if problems:
                     raise _Stop()
+                say(f"manifest of the placed runs: {write_manifest(plan)}")
                 step = self.finished("plan", "prepare")
                 self.prepare(plan, progress)
                 step = self.finished("prepare", "train")

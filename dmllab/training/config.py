@@ -20,12 +20,14 @@ is an error listing the valid ones, never silently dropped.
 
 :func:`config_hash` is the sha256 of the canonical JSON of the config's result-relevant fields plus
 :data:`SCHEMA_VERSION`; fields that cannot change a result (``data.root``, ``data.num_workers``, ``run.seed``)
-declare themselves with ``metadata=NOT_IN_KEY``. A change of the config's layout bumps the schema version
-(every run key changes once) instead of keeping lists of fields left out at their defaults.
+declare themselves with ``metadata=NOT_IN_KEY``. Every component spec enters the key complete, its constructor's
+defaults filled in (:func:`complete`): a changed default re-keys exactly the runs it changes. A change of the
+config's layout bumps the schema version (every run key changes once).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -33,7 +35,7 @@ import inspect
 import json
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -57,12 +59,13 @@ __all__ = [
     "is_finetune",
     "pairs",
     "parent_config",
+    "run_threads",
     "valid_keys",
     "validate",
 ]
 
 #: The layout version of :class:`ExperimentConfig`, part of every run key (:func:`config_hash`).
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: ``field(metadata=NOT_IN_KEY)``: a field that cannot change a result, left out of :func:`config_hash`.
 NOT_IN_KEY = {"key": False}
 
@@ -225,10 +228,17 @@ class RunConfig:
     ``checkpoint_minutes``: the epoch checkpoint is written after an epoch when this many minutes have passed
     since the stage started or since the last one was written, and after every stage's last epoch; 0 = after
     every epoch (:class:`dmllab.training.callbacks.EpochCheckpoint`). Not part of the run key.
+    ``threads``: the torch threads a CPU run trains on (``torch.set_num_threads``, applied by whatever trains it:
+    :func:`dmllab.training.store.run`, the trunk's pre-training, the untrained network's evaluation;
+    :func:`run_threads`). CPU kernels reduce in a thread-count-dependent order, so on the CPU 1 and 2 threads give
+    different, equally valid runs: there it is part of the run key (:func:`threads_matter`); on an accelerator it
+    is neither keyed nor applied (the executor's share of the cores). The study places every CPU run on
+    one thread (:mod:`dmllab.pipeline.jobs`), an accelerator's workers on their share of the cores.
     """
 
     seed: int = field(default=0, metadata=NOT_IN_KEY)
     device: str = "auto"
+    threads: int = 1
     amp: str = "auto"
     channels_last: str = "auto"
     two_stage: bool = True
@@ -380,21 +390,58 @@ def _to_jsonable(obj: Any) -> Any:
 
 
 def key_dict(cfg: ExperimentConfig) -> dict[str, Any]:
-    """The result-relevant content of ``cfg``: :meth:`~ExperimentConfig.to_dict` without the fields marked
-    :data:`NOT_IN_KEY` and without a component keyword given at its constructor's default (a config that spells a
-    default out builds the same objects as one that leaves it to the constructor), with :data:`SCHEMA_VERSION`."""
-    d = cfg.to_dict()
+    """The result-relevant content of ``cfg``: :meth:`~ExperimentConfig.to_dict` of :func:`complete` ``cfg`` (every
+    component keyword its constructor takes, its default filled in where not given, so that two spellings of one
+    configuration share a key and a changed default re-keys the runs it changes), without the fields marked
+    :data:`NOT_IN_KEY` and without ``run.threads`` off the CPU (:class:`RunConfig`), its numbers canonical
+    (:func:`_canonical`), with :data:`SCHEMA_VERSION`."""
+    d = complete(cfg).to_dict()
     for section in SECTIONS:
         for f in fields(_SECTION_TYPES[section]):
             if f.metadata.get("key", True) is False:
                 del d[section][f.name]
+    if not threads_matter(cfg):
+        del d["run"]["threads"]
+    return _canonical({"schema": SCHEMA_VERSION, **d})
+
+
+def complete(cfg: ExperimentConfig) -> ExperimentConfig:
+    """``cfg`` with every component spec complete: each keyword its constructor takes with a default
+    (:meth:`dmllab.registry.Registry.keywords`) set to that default where the spec does not give it. A component
+    whose constructor forwards any keyword (``**kwargs``) keeps the keywords it is given."""
     for path, spec in spec_paths(cfg).items():
         defaults = registry_of(path).keywords(spec.name)
-        node = _node(d, path)
-        node["kwargs"] = {
-            k: v for k, v in node["kwargs"].items() if k not in defaults or _to_jsonable(defaults[k]) != v
+        missing = {
+            k: freeze(v)
+            for k, v in defaults.items()
+            if k != "**" and k not in spec.kw and v is not inspect.Parameter.empty
         }
-    return {"schema": SCHEMA_VERSION, **d}
+        if not missing:
+            continue
+        full = spec.with_kw(**missing)
+        if path.startswith("callbacks."):
+            cfg = dataclasses.replace(cfg, callbacks=tuple(full if c is spec else c for c in cfg.callbacks))
+        else:
+            cfg = _set(cfg, path, full, coerce=False)
+    return cfg
+
+
+def threads_matter(cfg: ExperimentConfig) -> bool:
+    """Whether ``cfg``'s numbers depend on its torch thread count (``run.threads``, part of its key): on the CPU,
+    whose kernels reduce in a thread-count-dependent order; not on an accelerator."""
+    return str(cfg.run.device).split(":", 1)[0] in ("cpu", "auto")
+
+
+def _canonical(value: Any) -> Any:
+    """``value`` with numbers that compare equal spelled alike: a float with an integral value as that int
+    (``-0.0`` and ``0.0`` as ``0``, ``1.0`` as ``1``); bools stay bools; dicts and lists element by element."""
+    if isinstance(value, dict):
+        return {k: _canonical(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_canonical(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
 
 
 def _node(d: dict[str, Any], path: str) -> dict[str, Any]:
@@ -415,6 +462,23 @@ def config_hash(cfg: ExperimentConfig, length: int = 16) -> str:
     """
     text = json.dumps(key_dict(cfg), sort_keys=True, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
+
+
+@contextlib.contextmanager
+def run_threads(cfg: ExperimentConfig) -> Iterator[None]:
+    """Within the block torch runs on ``cfg.run.threads`` threads (``torch.set_num_threads``) where they change the
+    run's numbers (:func:`threads_matter`; on an accelerator the process keeps the threads its executor gave it:
+    a worker's share of the cores, a SLURM job's CPUs); the process's count is restored after it. Everything that
+    trains or evaluates a run holds it (:class:`RunConfig`)."""
+    import torch
+
+    before = torch.get_num_threads()
+    if threads_matter(cfg):
+        torch.set_num_threads(int(cfg.run.threads))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def is_finetune(cfg: ExperimentConfig) -> bool:

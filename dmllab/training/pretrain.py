@@ -22,7 +22,7 @@ from typing import Any
 
 from dmllab.fileio import first_use
 from dmllab.locks import exclusive
-from dmllab.training.config import ExperimentConfig
+from dmllab.training.config import ExperimentConfig, run_threads
 from dmllab.training.protocol import save_atomic
 from dmllab.training.smallcnn_weights import (
     is_fresh,
@@ -83,18 +83,33 @@ def ensure_pretrained_smallcnn(
         d, s = cfg.data, cfg.schedule
         what = f"pre-training the SmallCNN trunk (width {width}, {s.epochs} epochs, synthetic draw {seed}) into {path}"
         announce = _FirstUse(what, s.epochs, d.batch_size)
-        trainer = Trainer(cfg, progress=progress, seed=int(seed), hooks=(announce,))
-        trainer.setup(
-            StagePlan("pretrain", d.train_split, d.val_split, s.epochs, 0, s.scheduler, s.milestones)
-        )
-        rows = trainer.fit()
+        with run_threads(cfg):  # the recipe's thread count, part of its fingerprint
+            trainer = Trainer(cfg, progress=progress, seed=int(seed), hooks=(announce,))
+            trainer.setup(
+                StagePlan("pretrain", d.train_split, d.val_split, s.epochs, 0, s.scheduler, s.milestones)
+            )
+            rows = trainer.fit()
+            threads = torch_threads()
         wall = time.perf_counter() - t0
         save_atomic(trainer.model.backbone.state_dict(), path)  # with its checksum sidecar
-        meta = {"config_hash": h, "config": cfg.to_dict(), "wall_time_s": wall, "history": rows}
+        meta = {
+            "config_hash": h,
+            "config": cfg.to_dict(),
+            "torch_threads": threads,
+            "wall_time_s": wall,
+            "history": rows,
+        }
         tmp_meta = meta_path.with_name(f".{meta_path.name}.tmp-{os.getpid()}")
         tmp_meta.write_text(json.dumps(meta, indent=2))
         os.replace(tmp_meta, meta_path)
     return path
+
+
+def torch_threads() -> int:
+    """The torch threads this process runs on now."""
+    import torch
+
+    return torch.get_num_threads()
 
 
 def _trunk_of(cfg: ExperimentConfig) -> tuple[int, int] | None:

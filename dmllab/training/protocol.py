@@ -311,6 +311,7 @@ def run_protocol(
         device=str(trainer.device),
         extra={
             "timings": {**run.phase, **trainer.timings},
+            "torch_threads": torch.get_num_threads(),  # what it trained on (the store's provenance)
             **(
                 {"fast_dev": {"steps": trainer.steps, "shrunk": list(trainer.fast_dev.shrunk)}}
                 if trainer.fast_dev

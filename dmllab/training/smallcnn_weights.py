@@ -101,7 +101,9 @@ def pretrain_fingerprint(width: int = 16, *, image_size: int = 64, epochs: int =
 
 def is_fresh(width: int, seed: int, *, fingerprint: str | None = None, force: bool = False) -> bool:
     """Whether the pre-trained file of ``width`` and draw ``seed`` is there, intact, and of the recipe whose
-    ``fingerprint`` is given (default: the standard recipe's); a damaged file is set aside, saying so."""
+    ``fingerprint`` is given (default: the standard recipe's), pre-trained on the recipe's torch thread count
+    (``run.threads``, part of the fingerprint); a damaged file, or one made on another thread count, is set
+    aside, saying so."""
     path = weights_path(width, seed)
     meta_path = path.with_suffix(".json")
     if force or not (path.is_file() and meta_path.is_file()):
@@ -109,7 +111,16 @@ def is_fresh(width: int, seed: int, *, fingerprint: str | None = None, force: bo
     try:
         check_sidecar(path, "pre-trained weights")  # torch.load checks no CRC: a damaged file is rebuilt
         expected = fingerprint or pretrain_fingerprint(width, seed=seed)
-        return json.loads(meta_path.read_text()).get("config_hash") == expected
+        meta = json.loads(meta_path.read_text())
+        if meta.get("config_hash") != expected:
+            return False
+        threads = pretrain_config(width, seed=seed).run.threads
+        if meta.get("torch_threads") != threads:
+            raise CorruptFileError(
+                f"{meta_path} records {meta.get('torch_threads')} torch threads, but its recipe (and key) says "
+                f"{threads}: not served as that trunk"
+            )
+        return True
     except (CorruptFileError, ValueError) as err:
         set_aside(path, str(err), then="pre-training it again")
         return False

@@ -51,7 +51,14 @@ from dmllab import paths
 from dmllab.fileio import CorruptFileError, naming, set_aside, sha256_file, sidecar
 from dmllab.locks import exclusive
 from dmllab.training.build import check
-from dmllab.training.config import ExperimentConfig, config_hash, parent_config
+from dmllab.training.config import (
+    ExperimentConfig,
+    complete,
+    config_hash,
+    parent_config,
+    run_threads,
+    threads_matter,
+)
 from dmllab.training.evaluation import NonFiniteLossError
 from dmllab.training.pretrain import prepare
 from dmllab.training.protocol import RunResult, run_protocol
@@ -77,10 +84,14 @@ class DivergedRunError(NonFiniteLossError):
 
 
 def provenance(
-    device: str | None = None, wall_time_s: float | None = None, precision: str | None = None
+    device: str | None = None,
+    wall_time_s: float | None = None,
+    precision: str | None = None,
+    threads: int | None = None,
 ) -> dict[str, Any]:
-    """Git sha, package versions, device, the precision the run trained in (``Trainer.precision``), wall time,
-    timestamp (UTC); deliberately no host name."""
+    """Git sha, package versions, device, the precision the run trained in (``Trainer.precision``), the torch
+    threads it trained on (``threads``; default: this process's now), wall time, timestamp (UTC); deliberately no
+    host name."""
     import torch
 
     from dmllab.numerics import cpu_kernels
@@ -93,7 +104,7 @@ def provenance(
         "device": device,
         "precision": precision,
         # CPU kernels reduce in a thread-count-dependent order: identical metrics need the same thread count.
-        "torch_threads": torch.get_num_threads(),
+        "torch_threads": torch.get_num_threads() if threads is None else threads,
         **cpu_kernels(),  # cpu_isa, cpu_capability: other CPU kernels give other last bits (dmllab.numerics)
         "cuda": torch.version.cuda if torch.cuda.is_available() else None,
         "gpu": torch.cuda.get_device_name(0) if (device or "").startswith("cuda") else None,
@@ -309,9 +320,12 @@ class RunStore:
             "dataset": cfg.dataset,
             "profile": cfg.profile,
         }
-        _write_json(tmp / "config.json", cfg.to_dict())
+        _write_json(tmp / "config.json", complete(cfg).to_dict())  # every keyword as the run was built
         _write_history(tmp / "history.csv", result.history)
-        _write_json(tmp / PROVENANCE_FILE, provenance(result.device, result.wall_time_s, result.precision))
+        threads = result.extra.get("torch_threads", cfg.run.threads)  # a result made elsewhere: its config's
+        _write_json(
+            tmp / PROVENANCE_FILE, provenance(result.device, result.wall_time_s, result.precision, threads)
+        )
         _write_json(tmp / "metrics.json", metrics)
         model = self.checkpoint_dir(cfg, result.seed) / "final.pt"
         record = {
@@ -394,6 +408,7 @@ def verify_run_dir(
             f"config file {d / 'config.json'} does not match the run: its config hash is {stored_hash}, the run's "
             f"metrics.json records {metrics['config_hash']} (edited by hand?)"
         )
+    _check_threads(d, ExperimentConfig.from_dict(config))
     if record is not None and record.get("config_hash") != metrics["config_hash"]:
         raise CorruptRunError(f"{d / 'metrics.json'} and {d / RECORD_FILE} record different config hashes")
     if key is not None and d.parent.name != key:
@@ -406,6 +421,19 @@ def verify_run_dir(
     if seed is not None and (metrics["seed"] != seed or d.name != f"seed{seed}"):
         raise CorruptRunError(f"{d / 'metrics.json'} records seed {metrics['seed']}, not seed {seed}")
     return metrics, config, record
+
+
+def _check_threads(d: Path, cfg: ExperimentConfig) -> None:
+    """Refuse a stored run trained on another torch thread count than its config (and so its key) says, where the
+    count changes its numbers (:func:`~dmllab.training.config.threads_matter`); a run whose provenance records no
+    count is not checked."""
+    prov = _read_json(d / PROVENANCE_FILE, "provenance file") if (d / PROVENANCE_FILE).is_file() else {}
+    trained = prov.get("torch_threads") if isinstance(prov, dict) else None
+    if trained is not None and threads_matter(cfg) and trained != cfg.run.threads:
+        raise CorruptRunError(
+            f"{d / PROVENANCE_FILE} records {trained} torch threads, but the run's config (and key) says "
+            f"run.threads={cfg.run.threads}: not served as that run"
+        )
 
 
 def _seed_of(d: Path) -> int | None:
@@ -515,7 +543,7 @@ def run(
         stored = stored_outcome()
         if stored is not None:
             return stored
-    with store.lock(cfg, seed):
+    with store.lock(cfg, seed), run_threads(cfg):  # on the threads its key says (RunConfig.threads)
         if not force:  # stored meanwhile by the process that held the lock?
             stored = stored_outcome()
             if stored is not None:

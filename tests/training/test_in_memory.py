@@ -125,7 +125,10 @@ def test_cached_feature_run_never_imports_torchvision(smoke_cfg):
     cfg = smoke_cfg
     for k, v in overrides.items():
         cfg = cfg.replace(k, v)
-    run_protocol(cfg, seed=0, progress=False)  # builds the feature cache
+    from dmllab.training.config import run_threads
+
+    with run_threads(cfg):  # the feature cache of the run's thread count, as the store trains it
+        run_protocol(cfg, seed=0, progress=False)
     code = (
         "import json, sys\n"
         "from dmllab.training import presets\n"

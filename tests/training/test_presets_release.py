@@ -405,8 +405,9 @@ def test_heated_fine_tune_trains_its_parent_once_and_starts_from_its_weights(tmp
     # the fine-tune's final model: dmllab evaluate / export rebuild it from the stored config
     stored_cfg = json.loads((store.run_dir(child, 0) / "config.json").read_text())
     from dmllab.training import ExperimentConfig
+    from dmllab.training.config import complete
 
-    assert ExperimentConfig.from_dict(stored_cfg) == child.replace("run.seed", 0)
+    assert ExperimentConfig.from_dict(stored_cfg) == complete(child.replace("run.seed", 0))  # stored complete
     model = export.load_model(child, store.checkpoint_dir(child, 0) / "final.pt")
     emb, labels, _ = export.embed_split(model, child, child.data.test_split)
     assert emb.shape == (len(labels), child.model.embedding_dim) and torch.isfinite(emb).all()

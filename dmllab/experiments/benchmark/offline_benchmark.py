@@ -114,19 +114,19 @@ def _gate_values(params: Params, lookup: Lookup) -> dict[str, dict[int, tuple[fl
     """``label -> seed -> (validation R@1 of the gate run's final model, its run id)``; NaN for a diverged run."""
     from dmllab.training.store import DivergedRunError
 
-    out: dict[str, dict[int, tuple[float, str]]] = {}
+    out: dict[str, dict[int, tuple[float, Run]]] = {}
     for label in params["methods"]:
         for run in kit.seeds_runs(gate_config(label, params.profile), params, label):
             try:
                 val = _final_val(lookup.result(run))
             except DivergedRunError:
                 val = math.nan
-            out.setdefault(label, {})[run.seed] = (val, lookup.place(run).key)
+            out.setdefault(label, {})[run.seed] = (val, lookup.place(run))
     return out
 
 
 def _trains(
-    params: Params, lookup: Lookup, values: dict[str, dict[int, tuple[float, str]]]
+    params: Params, lookup: Lookup, values: dict[str, dict[int, tuple[float, Run]]]
 ) -> list[dict[str, Any]]:
     """Per method and seed: the validation R@1 of its gate run's final model (``values``) minus that of the
     pre-trained network with the same pooling on the same draw (the ProxyNCA++ preset's network as built, as
@@ -148,7 +148,7 @@ def _trains(
     out = list(reference)
     for label, by_seed in values.items():
         pool = pools[label]
-        for seed, (val, run_id) in by_seed.items():
+        for seed, (val, placed) in by_seed.items():
             out.append(
                 {
                     "variant": label,
@@ -159,7 +159,8 @@ def _trains(
                     "param_pool": pool,
                     "param_role": "trains",
                     "param_split": VALIDATION_SPLIT,
-                    "run_id": run_id,
+                    "draw": placed.draw,
+                    "run_id": placed.key,
                 }
             )
     return out

@@ -96,6 +96,7 @@ def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str
                     "param_bin": b,
                     "param_size_pct": round(100 * float((edges[b] + edges[b + 1]) / 2), 2),
                     "param_images": int(sel.sum()),
+                    "draw": lookup.place(run).draw,
                     "run_id": lookup.place(run).key,
                 }
             )

@@ -47,6 +47,7 @@ def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
                     lam=round(lam, 4),
                     split=split_name,
                     base=run.tag["base"],
+                    draw=run.draw,
                     run_id=run.key,
                 )
     return out

@@ -130,6 +130,7 @@ def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
                 dataset=run.config.dataset,
                 seed=run.seed,
                 deformation=name,
+                draw=run.draw,
                 run_id=run.key,
             )
     return out
