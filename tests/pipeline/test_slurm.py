@@ -153,7 +153,7 @@ def test_the_wait_collects_results_as_jobs_finish_and_ends_every_job(monkeypatch
             "1_3": ("CANCELLED", "") if clock.now > 30 else ("RUNNING", "None"),
             "1_4": ("PENDING", "JobArrayTaskLimit"),
         }
-        return {i: table[i] for i in ids if i in table}
+        return slurm_queue.Snapshot({i: table[i] for i in ids if i in table})
 
     said, order = [], []
     watch = Watch(
@@ -232,28 +232,231 @@ def test_a_job_trains_on_its_cpus_and_stops_when_cancelled(device, threads, monk
     assert seen == [threads, threads]
 
 
+def _fake_slurm(clock: Clock, calls: list, queue) -> callable:
+    """A ``slurm`` whose ``squeue`` prints ``queue(now)`` and whose ``scancel`` is recorded."""
+
+    def run(argv, **kw):
+        calls.append((round(clock.now), argv[0]))
+        return queue(clock.now) if argv[0] == "squeue" else ""
+
+    return run
+
+
 def test_copies_left_after_the_results_are_cancelled_by_the_studys_job_name(monkeypatch):
     """A requeued copy (PENDING) is cancelled at once; jobs that are all still RUNNING (a result just written)
     get the settling time to end by themselves first."""
     clock = Clock()
     monkeypatch.setattr(slurm_queue, "time", clock)
     calls = []
-
-    def fake(queue):
-        def run(argv, **kw):
-            calls.append((round(clock.now), argv[0], next(a for a in argv if a.startswith("--name="))))
-            return queue(clock.now) if argv[0] == "squeue" else ""
-
-        return run
-
-    monkeypatch.setattr(slurm_queue, "slurm", fake(lambda now: "1_2|PENDING\n1_3|RUNNING\n"))
+    monkeypatch.setattr(
+        slurm_queue,
+        "slurm",
+        _fake_slurm(clock, calls, lambda now: "" if now else "1_2|PENDING\n1_3|RUNNING\n"),
+    )
     assert slurm_queue.cancel_named("dmllab-x", settle_s=15) == ["1_2", "1_3"]
-    assert calls == [(0, "squeue", "--name=dmllab-x"), (0, "scancel", "--name=dmllab-x")]
+    assert calls[:2] == [(0, "squeue"), (0, "scancel")] and calls[2:] == [(1, "squeue")]
     calls.clear()
-    monkeypatch.setattr(slurm_queue, "slurm", fake(lambda now: "1_3|RUNNING\n" if now < 3 else ""))
-    assert slurm_queue.cancel_named("dmllab-x", settle_s=15) == [] and calls[-1][1] == "squeue"
-    calls.clear()
+    monkeypatch.setattr(
+        slurm_queue, "slurm", _fake_slurm(clock, calls, lambda now: "1_3|RUNNING\n" if now < 3 else "")
+    )
+    assert slurm_queue.cancel_named("dmllab-x", settle_s=15) == [] and {c[1] for c in calls} == {"squeue"}
     clock.now = 0.0
-    monkeypatch.setattr(slurm_queue, "slurm", fake(lambda now: "1_3|RUNNING\n"))
+    calls.clear()
+    monkeypatch.setattr(
+        slurm_queue, "slurm", _fake_slurm(clock, calls, lambda now: "1_3|RUNNING\n" if now < 16 else "")
+    )
     assert slurm_queue.cancel_named("dmllab-x", settle_s=15) == ["1_3"]
-    assert calls[-1][:2] == (15, "scancel")
+    assert (15, "scancel") in calls
+
+
+def test_a_completing_copy_is_cancelled_when_it_comes_back_requeued(monkeypatch):
+    """A job COMPLETING mid-requeue cannot be cancelled yet: the study waits, and cancels the PENDING copy it
+    becomes; a job that never leaves the queue is named after the wait."""
+    clock = Clock()
+    monkeypatch.setattr(slurm_queue, "time", clock)
+    calls, said = [], []
+
+    def queue(now):
+        if now < 5:
+            return "1_0|COMPLETING\n"
+        scancels = [t for t, what in calls if what == "scancel"]
+        return "" if scancels else "1_0|PENDING\n"  # the requeued copy, until it is cancelled
+
+    monkeypatch.setattr(slurm_queue, "slurm", _fake_slurm(clock, calls, queue))
+    assert slurm_queue.cancel_named("dmllab-x", say=said.append) == ["1_0"]
+    assert [t for t, what in calls if what == "scancel"] == [5]  # not while COMPLETING, at once when PENDING
+    assert said == ["slurm: waiting for 1 COMPLETING job(s) to end, to cancel any copy they requeue"]
+    clock.now = 0.0
+    monkeypatch.setattr(slurm_queue, "slurm", _fake_slurm(clock, [], lambda now: "1_0|PENDING\n"))
+    with pytest.raises(ValueError, match=r"jobs of dmllab-x still there 60 s after scancel: 1_0 \(PENDING\)"):
+        slurm_queue.cancel_named("dmllab-x", say=said.append)
+
+
+def test_a_partition_that_cannot_start_a_job_is_refused_before_submitting(monkeypatch):
+    """Its state, its nodes' states and its MaxTime, from sinfo (``%P|%c|%G|%a|%l|%N|%t``)."""
+    assert [slurm_queue._minutes(t) for t in ("infinite", "30:00", "2:00:00", "1-12:00:00", "45")] == [
+        None,
+        30,
+        120,
+        2160,
+        45,
+    ]
+    lines = (
+        "short|8|(null)|up|30:00|n1|idle\n"
+        "tiny|8|(null)|up|5:00|n1|idle\n"
+        "off*|8|(null)|down|infinite|n1|idle\n"
+        "sick|8|(null)|up|infinite|n2|down*\nsick|4|(null)|up|infinite|n3|drain\n"
+        "mixed|16|(null)|up|infinite|n2|down*\nmixed|4|(null)|up|infinite|n4|mix\n"
+    )
+    monkeypatch.setattr(slurm_queue, "slurm", lambda argv, **kw: lines)
+    assert partition("short") == Partition("short", 8, 0, "up", 30)
+    assert partition("mixed") == Partition("mixed", 4, 0, "up", None, ("n2 (down*)",))  # the usable node's
+    o = SlurmOptions(time_min=20)
+    slurm.fits(o, partition("short"))
+    with pytest.raises(
+        ValueError,
+        match=r"--time-min 240: SLURM partition 'short' allows at most 30 min .*"
+        r"give --time-min 30 or less",
+    ):
+        resources(SlurmOptions(), [SMOKE], partition("short"))
+    with pytest.raises(
+        ValueError, match=f"at most 5 min .* below the {slurm.MIN_TIME_MIN} min a requeued job"
+    ):
+        slurm.fits(o, partition("tiny"))
+    with pytest.raises(ValueError, match=r"SLURM partition 'off' is down \(sinfo\): it starts no job"):
+        slurm.fits(o, partition(None))
+    with pytest.raises(
+        ValueError,
+        match=r"no node of SLURM partition 'sick' takes jobs \(sinfo: n2 \(down\*\), "
+        r"n3 \(drain\)\)",
+    ):
+        slurm.fits(o, partition("sick"))
+    with pytest.raises(ValueError, match="--cpus-per-job 8: no node of partition 'mixed' has more than 4"):
+        resources(SlurmOptions(cpus_per_job=8), [SMOKE], partition("mixed"))
+
+
+def test_an_unreachable_controller_or_accounting_is_named_and_stops_no_job(monkeypatch):
+    """While squeue fails, the status lines say so and keep the last states; while sacct fails, a job squeue
+    no longer lists is not taken for gone; each is said once when it stops and once when it answers again."""
+    clock = Clock()
+    monkeypatch.setattr(slurm_queue, "time", clock)
+    jobs = [FakeJob("1_0", clock, result_at=400.0), FakeJob("1_1", clock, result_at=None)]
+    down_ctl = (
+        "`squeue -h` failed: slurm_load_jobs error: Unable to contact slurm controller (connect failure)"
+    )
+    down_acct = "`sacct -X` failed: sacct: error: Problem talking to the database: Connection refused"
+
+    def states(ids):
+        if 60 <= clock.now < 180:
+            return slurm_queue.Snapshot({}, {"controller": down_ctl})
+        if 180 <= clock.now < 300:  # 1_1 purged from squeue: only sacct would know it ended
+            return slurm_queue.Snapshot({"1_0": ("RUNNING", "None")}, {"accounting": down_acct})
+        table = (
+            {"1_0": ("RUNNING", "None")}
+            if clock.now < 60
+            else {"1_0": ("RUNNING", "None"), "1_1": ("CANCELLED", "")}
+        )
+        if clock.now < 60:
+            table["1_1"] = ("RUNNING", "None")
+        return slurm_queue.Snapshot({i: table[i] for i in ids if i in table})
+
+    said = []
+    watch = Watch(
+        jobs,
+        ["a", "b"],
+        states,
+        say=said.append,
+        done=lambda r: None,
+        status_every_s=60,
+        pending_warn_s=600,
+        vanished_s=30,
+    )
+    results = watch.run()
+    assert [r.status for r in results] == ["ok", "FAILED"]
+    assert results[1].error == "SLURM job 1_1 ended CANCELLED without a result"  # not "known neither"
+    warnings = [s for s in said if "does not answer" in s and "WARNING" in s]
+    assert (
+        len(warnings) == 2
+        and "the SLURM controller (slurmctld, asked by squeue) does not answer" in warnings[0]
+    )
+    assert "Unable to contact slurm controller" in warnings[0] and "accounting (slurmdbd" in warnings[1]
+    assert sum("answers again" in s for s in said) == 2
+    blind = [s for s in said if s.startswith("slurm: after") and "controller" in s]
+    assert blind and all("2 RUNNING" in s and "the states are the last ones seen" in s for s in blind)
+    assert any(s.startswith("slurm: after") and "accounting" in s and "does not answer" in s for s in said)
+
+
+def test_a_requeued_job_has_a_budget_and_copies_without_progress_count(monkeypatch):
+    """Each copy carries its budget to the next; two copies in a row without a new epoch checkpoint end the
+    run, as does one requeue more than --max-requeues; each says why and what to change."""
+    budget = slurm.Budget(max_requeues=3, time_min=30)
+    b = budget.next("9_1", progress=False, elapsed_s=60)  # preempted during set-up: one stall is allowed
+    assert (b.requeues, b.stalled) == (1, 1)
+    b = b.next("9_1", progress=True, elapsed_s=60)
+    assert (b.requeues, b.stalled) == (2, 0)
+    with pytest.raises(
+        slurm.RequeueBudgetSpent,
+        match=r"SLURM job 9_1 not requeued again: 2 copies in a row ran out of time before one more epoch .*"
+        r"--time-min \(now 30 min\)",
+    ):
+        b.next("9_1", progress=False, elapsed_s=25 * 60).next("9_1", progress=False, elapsed_s=25 * 60)
+    b = b.next("9_1", progress=True, elapsed_s=60)
+    with pytest.raises(
+        slurm.RequeueBudgetSpent, match=r"was preempted after 3 requeue\(s\) \(at most 3: --max-re"
+    ):
+        b.next("9_1", progress=True, elapsed_s=60)
+    # in the job: progress is an epoch checkpoint written by this copy
+    from dmllab.training.callbacks import EpochCheckpoint
+
+    pytest.importorskip("submitit")
+    monkeypatch.setattr(EpochCheckpoint, "written", 5)
+    job = slurm.TrainJob(slurm.Budget(max_requeues=3, time_min=30, requeues=1, stalled=1))
+    job._written = 5
+    with pytest.raises(slurm.RequeueBudgetSpent, match="2 copies in a row were preempted"):
+        job.checkpoint(SMOKE)
+    monkeypatch.setattr(EpochCheckpoint, "written", 6)
+    again = job.checkpoint(SMOKE)
+    assert again.function.budget == slurm.Budget(3, 30, 2, 0) and again.args == (SMOKE,)
+
+
+class FakeTrainer:
+    def __init__(self, total: int) -> None:
+        self.state = type("State", (), {"plan": type("Plan", (), {"total_epochs": total})()})()
+
+
+def test_the_signal_checkpoints_at_the_epochs_end_then_requeues(monkeypatch, restore_threads):
+    """USR2 (submitit's preemption / time-limit signal): the epoch checkpoint is written at the end of the
+    current epoch, whatever run.checkpoint_minutes says, then submitit's handler requeues; without an epoch end
+    it requeues after the wait, or at once at a second signal."""
+    from dmllab.training.callbacks import EpochCheckpoint
+
+    previous = signal.getsignal(signal.SIGUSR2)
+    requeued, saved = [], []
+    try:
+        signal.signal(signal.SIGUSR2, lambda *a: requeued.append(len(saved)))  # submitit's handler
+        slurm._checkpoint_first(wait_s=60)
+        ckpt = EpochCheckpoint(lambda tr: saved.append(1), minutes=10.0)
+        trainer = FakeTrainer(total=100)
+        ckpt.on_epoch_end(trainer, 1, {})
+        assert saved == [] and requeued == []  # 10 minutes not over
+        os.kill(os.getpid(), signal.SIGUSR2)
+        assert requeued == []  # waits for the epoch's end
+        ckpt.on_epoch_end(trainer, 2, {})
+        assert saved == [1] and requeued == [1]  # the checkpoint first, then the requeue
+        ckpt.on_epoch_end(trainer, 3, {})
+        assert saved == [1] and requeued == [1]  # one checkpoint per signal
+        slurm._checkpoint_first(wait_s=60)
+        os.kill(os.getpid(), signal.SIGUSR2)
+        os.kill(os.getpid(), signal.SIGUSR2)  # a second signal: no epoch end is waited for
+        assert requeued == [1, 1]
+        slurm._checkpoint_first(wait_s=0.2)
+        os.kill(os.getpid(), signal.SIGUSR2)
+        import time
+
+        deadline = time.monotonic() + 10
+        while len(requeued) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert requeued == [1, 1, 1]  # the wait ran out
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+        EpochCheckpoint._requests = []

@@ -24,7 +24,7 @@ from dmllab.experiments.execution import Execution
 from dmllab.pipeline.executors import LocalExecutor
 from dmllab.pipeline.plan import make_plan
 from dmllab.pipeline.slurm import SlurmOptions, resources
-from dmllab.pipeline.slurm_queue import ACTIVE, Partition, partition
+from dmllab.pipeline.slurm_queue import LIVE, Partition, partition
 
 REPO = Path(__file__).resolve().parents[2]
 #: Epochs of the runs of the cancel test: task 0 (cancelled while training) long, the others a few seconds.
@@ -50,7 +50,7 @@ def _squeue(env: dict[str, str], *args: str) -> list[list[str]]:
 
 
 def _active(env: dict[str, str]) -> list[list[str]]:
-    return _squeue(env, "-t", ACTIVE, "-o", "%i|%T|%j")
+    return _squeue(env, "-t", LIVE, "-o", "%i|%T|%j")
 
 
 def _wait(what: str, ok, timeout_s: float, proc: subprocess.Popen | None = None):
