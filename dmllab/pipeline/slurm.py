@@ -36,7 +36,6 @@ import secrets
 import shutil
 import signal
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
@@ -79,11 +78,20 @@ TIMEOUT_MARGIN_MIN = 10
 MIN_TIME_MIN = 2 * TIMEOUT_MARGIN_MIN
 
 
+#: Copies in a row that restart from the epoch the copy before them restarted from (no epoch checkpoint
+#: written in between) after which a run's job is not requeued again.
+MAX_STALLED = 2
+#: Seconds a signalled job waits for its epoch to end (the checkpoint at the signal) before it requeues from
+#: its last checkpoint anyway; the rest of :data:`SIGNAL_DELAY_S` is for the requeue.
+CHECKPOINT_WAIT_S = 60.0
+
+
 @dataclass(frozen=True)
 class SlurmOptions:
     """``--executor slurm`` settings: partition (None: the cluster's default), time limit per job, GPUs and CPUs
     per job (None: :func:`resources`), array jobs running at once, requeues of one run's job at most (preempted or
-    out of time: :class:`Budget`), where the submission folder goes (None:
+    out of time: :class:`Budget`), how long a signalled job waits for its epoch's end to checkpoint (0: it
+    requeues at once from its last checkpoint), where the submission folder goes (None:
     :func:`dmllab.paths.tmp_dir`), ``cluster`` ("local": submitit's local executor, the tests' stand-in; None:
     SLURM), and the wait: a status line every ``status_every_s``, a warning for a job PENDING longer than
     ``pending_warn_s``, a job that nothing knows for ``vanished_s`` a failure."""
@@ -94,6 +102,7 @@ class SlurmOptions:
     cpus_per_job: int | None = None
     array_parallelism: int = 32
     max_requeues: int = 10
+    checkpoint_wait_s: float = CHECKPOINT_WAIT_S
     folder: str | None = None
     cluster: str | None = None
     status_every_s: float = 60.0
@@ -150,7 +159,7 @@ def resources(options: SlurmOptions, runs: Sequence[Run], part: Partition) -> tu
 
 def fits(options: SlurmOptions, part: Partition) -> None:
     """Raises ValueError (one line naming the flag) where no job of ``options`` can start on ``part``: the
-    partition is not up, none of its nodes takes jobs (down, drained, not responding), or its ``MaxTime`` is
+    partition is not up, none of its nodes takes jobs (down, drained, failed), or its ``MaxTime`` is
     below ``--time-min`` (SLURM would keep the jobs PENDING, or cut them below submitit's signal delay)."""
     if part.state != "up":
         raise ValueError(
@@ -210,14 +219,6 @@ def job_cpus() -> int:
     return int(value) if value.isdigit() and int(value) > 0 else usable_cores()
 
 
-#: Copies in a row that restart from the epoch the copy before them restarted from (no epoch checkpoint
-#: written in between) after which a run's job is not requeued again.
-MAX_STALLED = 2
-#: Seconds a signalled job waits for its epoch to end (the checkpoint at the signal) before it requeues from
-#: its last checkpoint anyway; the rest of :data:`SIGNAL_DELAY_S` is for the requeue.
-CHECKPOINT_WAIT_S = 60.0
-
-
 class RequeueBudgetSpent(RuntimeError):
     """A run's job was preempted or ran out of time too often (:class:`Budget`): not requeued again."""
 
@@ -266,8 +267,8 @@ class TrainJob:
 
     submitit signals the job (USR2) :data:`SIGNAL_DELAY_S` seconds before its time limit, or when it is
     preempted; the job then writes its epoch checkpoint at the end of the current epoch
-    (:meth:`EpochCheckpoint.request`), not only every ``run.checkpoint_minutes``, and requeues (at once after
-    :data:`CHECKPOINT_WAIT_S` seconds, or at a second signal).
+    (:meth:`EpochCheckpoint.request`), not only every ``run.checkpoint_minutes``, and requeues (from its last
+    checkpoint after :data:`CHECKPOINT_WAIT_S` seconds without an epoch end).
 
     submitit requeues a job whose callable has a ``checkpoint`` method (``submitit/core/job_environment.py``,
     ``checkpoint_and_try_requeue``), the protocol of ``submitit.helpers.Checkpointable``; a plain class with that
@@ -324,17 +325,20 @@ def _on_cancel(job_id: str) -> None:
 
 def _checkpoint_first(wait_s: float) -> None:
     """submitit's USR2 handler (checkpoint and requeue) runs after the epoch checkpoint at the end of the
-    current epoch, or ``wait_s`` seconds after the signal (a second USR2), whichever comes first."""
+    current epoch, or ``wait_s`` seconds after the signal (SIGALRM), whichever comes first; once. A signal that
+    comes again meanwhile (``scancel --signal`` delivers it more than once) changes nothing."""
     from dmllab.training.callbacks import EpochCheckpoint
 
     requeue = signal.getsignal(signal.SIGUSR2)
-    if not callable(requeue):
+    if not callable(requeue) or wait_s <= 0:
         return
-    pending: list[threading.Timer] = []
+    state = {"asked": False, "done": False}
 
     def now(epoch: int | None = None) -> None:
-        for timer in pending:
-            timer.cancel()
+        if state["done"]:
+            return
+        state["done"] = True
+        signal.setitimer(signal.ITIMER_REAL, 0)
         if epoch is not None:
             print(
                 f"dmllab: epoch checkpoint written at the signal (epoch {epoch})", file=sys.stderr, flush=True
@@ -342,14 +346,11 @@ def _checkpoint_first(wait_s: float) -> None:
         requeue(signal.SIGUSR2, None)
 
     def on_usr2(signum: int, frame: Any) -> None:
-        if pending:  # the second signal: requeue from the last checkpoint
-            now()
-            return
-        timer = threading.Timer(wait_s, os.kill, (os.getpid(), signal.SIGUSR2))
-        timer.daemon = True
-        pending.append(timer)
-        EpochCheckpoint.request(now)
-        timer.start()
+        if not state["asked"]:
+            state["asked"] = True
+            signal.signal(signal.SIGALRM, lambda *_: now())
+            signal.setitimer(signal.ITIMER_REAL, wait_s)
+            EpochCheckpoint.request(now)
 
     signal.signal(signal.SIGUSR2, on_usr2)
 
@@ -456,7 +457,8 @@ class SlurmExecutor:
                 folder=str(folder / "%j"), cluster=cluster, slurm_max_num_timeout=o.max_requeues + 1
             )
             executor.update_parameters(**params)
-            jobs = executor.map_array(TrainJob(Budget(o.max_requeues, o.time_min)), list(runs))
+            job = TrainJob(Budget(o.max_requeues, o.time_min), o.checkpoint_wait_s)
+            jobs = executor.map_array(job, list(runs))
         except KeyboardInterrupt as err:  # Ctrl-C while sbatch ran: the array may exist
             self._cancel(cluster, name, [])
             raise Interrupted(getattr(err, "signum", signal.SIGINT)) from None

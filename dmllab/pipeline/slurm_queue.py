@@ -68,7 +68,7 @@ def slurm(argv: Sequence[str], *, timeout_s: float = 60) -> str:
 class Partition:
     """A SLURM partition as ``sinfo`` lists it: the most CPUs and GPUs one of its usable nodes has, its state
     (``up``, ``down``, ``drain``, ``inact``), its time limit per job in minutes (``MaxTime``; None: unlimited)
-    and its nodes that take no job (down, drained, failed, not responding: ``name (state)``)."""
+    and its nodes that take no job (down, drained, failed: ``name (state)``)."""
 
     name: str
     cpus: int
@@ -139,8 +139,8 @@ def partition(name: str | None) -> Partition:
 
 def _unusable(state: str) -> bool:
     """Whether a node in ``sinfo`` state ``state`` (``idle``, ``down*``, ``drng``) takes no new job: a state of
-    :data:`UNUSABLE_NODE`, or not responding (``*``)."""
-    return state.endswith("*") or state.rstrip("~#!%$@^-+").lower() in UNUSABLE_NODE
+    :data:`UNUSABLE_NODE` (a node only not responding for now, ``idle*``, may answer again)."""
+    return state.rstrip("*~#!%$@^-+").lower() in UNUSABLE_NODE
 
 
 def _expand(job_id: str) -> list[str]:
