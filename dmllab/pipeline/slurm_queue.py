@@ -212,7 +212,8 @@ def cancel_named(
     """``scancel`` every job named ``name`` in any state that has not ended, COMPLETING and requeued copies
     included, until ``squeue`` lists none (a COMPLETING job being requeued comes back PENDING: it is cancelled
     then), for at most ``wait_s`` seconds; returns the ids cancelled. With ``settle_s``, jobs that are all RUNNING
-    get that long to end by themselves first (a job whose result was just written is still RUNNING for a moment).
+    or COMPLETING get that long to end by themselves first (a job whose result was just written is still RUNNING
+    for a moment).
 
     Raises:
         ValueError: ``squeue`` or ``scancel`` failed, or jobs still there after ``wait_s`` (naming them).
@@ -222,14 +223,15 @@ def cancel_named(
         rows = _live(name)
         if not rows:
             return []
-        if time.monotonic() >= settle or any(state != "RUNNING" for _, state in rows):
+        if time.monotonic() >= settle or any(state not in ("RUNNING", "COMPLETING") for _, state in rows):
             break
         time.sleep(POLL_S)
     cancelled: list[str] = []
     deadline, told = time.monotonic() + wait_s, False
     while rows:
-        cancelled += [job_id for job_id, _ in rows if job_id not in cancelled]
-        if any(state != "COMPLETING" for _, state in rows):
+        live = [job_id for job_id, state in rows if state != "COMPLETING"]
+        cancelled += [job_id for job_id in live if job_id not in cancelled]
+        if live:
             with suppress(ValueError):  # "already completing": asked again below
                 slurm(["scancel", f"--name={name}"], timeout_s=30)
         elif not told:

@@ -85,10 +85,10 @@ def _preempt(env: dict[str, str], job_id: str) -> None:
         subprocess.run(["scancel", "--signal=USR2", job_id], env=env, capture_output=True, timeout=3)
 
 
-def _log(folder: Path, array: str, task: int) -> str:
-    """The stderr log of task ``task`` of job array ``array`` under the submission folders in ``folder`` ("" while
-    there is none)."""
-    logs = list(folder.glob(f"*/{array}_{task}/{array}_{task}_0_log.err"))
+def _log(folder: Path, job_id: str) -> str:
+    """The stderr log of job ``job_id`` (``12_3``: task 3 of array 12) under the submission folders in ``folder``
+    ("" while there is none)."""
+    logs = list(folder.glob(f"*/{job_id}/{job_id}_0_log.err"))
     with contextlib.suppress(OSError):
         return logs[0].read_text() if logs else ""
     return ""
@@ -213,7 +213,7 @@ def test_cancelled_tasks_fail_by_name_and_a_preempted_one_finishes(slurm, tmp_pa
         folder = tmp_path / "dmllab_results" / "tmp"
 
         def training(task: int) -> bool:
-            return "dmllab: training" in _log(folder, array, task)
+            return "dmllab: training" in _log(folder, f"{array}_{task}")
 
         _wait("tasks 0 and 1 training", lambda: training(0) and training(1), 90, proc)
         states = {r[0]: r[1] for r in _active(env)}
@@ -230,7 +230,7 @@ def test_cancelled_tasks_fail_by_name_and_a_preempted_one_finishes(slurm, tmp_pa
         ckpt = Path(env["DMLLAB_CACHE"]) / "checkpoints" / long_runs.long_runs(EPOCHS)[1].key / "last.pt"
         epoch = load_checkpoint(ckpt)["trainer"]["epoch"]
         assert 1 <= epoch < EPOCHS[1]
-        assert f"epoch checkpoint written at the signal (epoch {epoch})" in _log(folder, array, 1)
+        assert f"epoch checkpoint written at the signal (epoch {epoch})" in _log(folder, f"{array}_1")
         _release(env, f"{array}_1")
         out, _ = proc.communicate(timeout=300)
     finally:
@@ -273,16 +273,18 @@ def test_a_job_requeued_without_progress_ends_with_advice(slurm, tmp_path, queue
     proc = _driver(env, [400], 1, "0")
     folder = tmp_path / "dmllab_results" / "tmp"
     try:
-        array = _wait("the task queued", lambda: _active(env), 60, proc)[0][0].split("_")[0]
-        for copy in (1, 2):
-            started = "dmllab: training" + (", copy 2" if copy == 2 else "")
+        job = _wait("the job queued", lambda: _active(env), 60, proc)[0][0]  # one run: no array
+        for copy in (1, 2):  # each copy appends its "dmllab: training" line to the job's log
             _wait(
-                f"copy {copy} training", lambda started=started: started in _log(folder, array, 0), 90, proc
+                f"copy {copy} training",
+                lambda n=copy: _log(folder, job).count("dmllab: training") == n,
+                90,
+                proc,
             )
-            _preempt(env, f"{array}_0")
+            _preempt(env, job)
             if copy == 1:
-                _wait("the task requeued", lambda: _requeued(env, f"{array}_0"), 60, proc)
-                _release(env, f"{array}_0")
+                _wait("the job requeued", lambda: _requeued(env, job), 60, proc)
+                _release(env, job)
         out, _ = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
@@ -292,7 +294,7 @@ def test_a_job_requeued_without_progress_ends_with_advice(slurm, tmp_path, queue
         json.loads(line[len("RESULT ") :]) for line in out.splitlines() if line.startswith("RESULT ")
     ]
     assert result["status"] == "FAILED", out
-    assert f"SLURM job {array}_0 not requeued again: 2 copies in a row were preempted" in result["error"]
+    assert f"SLURM job {job} not requeued again: 2 copies in a row were preempted" in result["error"]
     assert "--time-min (now 20 min)" in result["error"]
     assert _active(env) == [] and not folder.exists()
 
@@ -307,7 +309,7 @@ def test_ctrl_c_cancels_a_copy_being_requeued(slurm, tmp_path, queue_empty):
         array = _wait("2 tasks queued", lambda: _active(env)[1:] and _active(env), 60, proc)[0][0].split("_")[
             0
         ]
-        _wait("task 0 training", lambda: "dmllab: training" in _log(folder, array, 0), 90, proc)
+        _wait("task 0 training", lambda: "dmllab: training" in _log(folder, f"{array}_0"), 90, proc)
         _preempt(env, f"{array}_0")
         _wait(
             "task 0 requeuing",
