@@ -385,3 +385,34 @@ def test_an_unreachable_controller_or_accounting_is_named(slurm, tmp_path, monke
     snap = slurm_states("dmllab-none", ["1_0"])
     assert snap.states == {} and set(snap.down) == {"controller"} and "squeue" in snap.down["controller"]
     assert "controller" in snap.down["controller"].lower(), snap.down  # squeue's own words
+
+
+def test_ctrl_c_cancels_every_job(slurm, tmp_path, queue_empty):
+    env = _env(slurm, tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, *STUDY, "--executor", "slurm"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        queued = _wait("the study's jobs queued", lambda: _active(env), 60, proc)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out
+    _wait("every job cancelled", lambda: _active(env) == [], 20)
+    array = queued[0][0].split("_")[0]
+    states = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j", array],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\n")
+    ended = [line.split("|")[1].split(" ")[0] for line in states if line]
+    assert ended and set(ended) <= {"CANCELLED", "COMPLETED"} and "CANCELLED" in ended, states
+    assert not (tmp_path / "dmllab_results" / "tmp").exists()  # the submission folder is gone
