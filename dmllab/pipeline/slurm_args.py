@@ -46,7 +46,8 @@ def add_slurm_arguments(parser: argparse.ArgumentParser, *, unit: str, time_min:
     slurm.add_argument(
         "--slurm-folder",
         help="where each submission's folder (pickles, sbatch script, logs) goes; it must be visible from the "
-        "nodes (default results/tmp/; removed when every job succeeded)",
+        "nodes (default results/tmp/; removed when the study's wait ends, the failures' logs moved to "
+        "results/logs/)",
     )
     slurm.add_argument(  # tests: submitit's local executor
         "--slurm-cluster", choices=("slurm", "local", "debug"), default=None, help=argparse.SUPPRESS
