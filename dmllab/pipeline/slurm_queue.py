@@ -344,7 +344,7 @@ class Watch:
                     ),
                 )
             elif label in ENDED and for_s >= RESULT_GRACE_S and not job.paths.result_pickle.exists():
-                self._finish(i, self._failure(i, f"ended {label} without a result"))
+                self._finish(i, self._failure(i, f"ended {label} without a result{_ADVICE.get(label, '')}"))
         late = [
             i
             for i in self._waiting()
@@ -391,6 +391,11 @@ class Watch:
         return line
 
 
+#: What to change for a job that ended in this state without a result.
+_ADVICE = {
+    "TIMEOUT": " (its time limit came before submitit could requeue it: give a longer --time-min)",
+    "OUT_OF_MEMORY": " (give more memory per job through the partition, or a smaller batch)",
+}
 #: What the wait cannot know while a source does not answer.
 _BLIND = {
     "controller": "no job state is known until it does (the jobs keep running)",

@@ -1,7 +1,9 @@
-"""``--executor slurm`` without a cluster: what ``sinfo`` and ``sacct`` print, read; what a job asks for; a refused
-submission leaves nothing; the wait (collects results as jobs finish, says where the jobs stand, warns of a long
-PENDING, ends a job nothing knows) on a fake clock; a job's torch threads and its reaction to ``scancel``. The same
-on a real SLURM: ``tests/slurm``."""
+"""``--executor slurm`` without a cluster: what ``sinfo`` and ``sacct`` print, read (a partition's state, nodes and
+MaxTime checked); what a job asks for; a refused submission leaves nothing; the wait (collects results as jobs
+finish, says where the jobs stand, warns of a long PENDING, ends a job nothing knows, names a controller or
+accounting that does not answer) on a fake clock; cancelling every state (a COMPLETING copy waited for); a job's
+torch threads, its reaction to ``scancel``, its checkpoint at the signal and its requeue budget; the failures'
+logs kept. The same on a real SLURM: ``tests/slurm``."""
 
 from __future__ import annotations
 
@@ -144,6 +146,7 @@ def test_the_wait_collects_results_as_jobs_finish_and_ends_every_job(monkeypatch
         FakeJob("1_2", clock, result_at=None),  # cancelled while PENDING: neither squeue nor sacct knows it
         FakeJob("1_3", clock, result_at=None),  # cancelled while RUNNING: ended CANCELLED, no result
         FakeJob("1_4", clock, result_at=700.0),  # PENDING behind the study's own array limit
+        FakeJob("1_5", clock, result_at=None),  # out of time
     ]
 
     def states(ids):
@@ -152,6 +155,7 @@ def test_the_wait_collects_results_as_jobs_finish_and_ends_every_job(monkeypatch
             "1_1": ("RUNNING", "None"),
             "1_3": ("CANCELLED", "") if clock.now > 30 else ("RUNNING", "None"),
             "1_4": ("PENDING", "JobArrayTaskLimit"),
+            "1_5": ("TIMEOUT", ""),
         }
         return slurm_queue.Snapshot({i: table[i] for i in ids if i in table})
 
@@ -167,8 +171,12 @@ def test_the_wait_collects_results_as_jobs_finish_and_ends_every_job(monkeypatch
         vanished_s=60,
     )
     results = watch.run()
-    assert [r.status for r in results] == ["ok", "ok", "FAILED", "FAILED", "ok"]
-    assert [name for name, _ in order] == ["1_1", "1_2", "1_3", "1_4", "1_0"]  # as they finish
+    assert [r.status for r in results] == ["ok", "ok", "FAILED", "FAILED", "ok", "FAILED"]
+    assert [name for name, _ in order] == ["1_1", "1_5", "1_2", "1_3", "1_4", "1_0"]  # as they finish
+    assert results[5].error.endswith(
+        "ended TIMEOUT without a result (its time limit came before submitit could "
+        "requeue it: give a longer --time-min)"
+    )
     at = dict(order)
     assert at["1_1"] <= 6 and 60 <= at["1_2"] <= 60 + slurm_queue.MAX_QUERY_S
     assert (
@@ -470,3 +478,30 @@ def test_the_signal_checkpoints_at_the_epochs_end_then_requeues(monkeypatch, res
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         EpochCheckpoint._requests = []
+
+
+def test_the_logs_of_failures_outlive_the_submission_folder(tmp_path, monkeypatch):
+    """The folder goes however the study ends; a failure's log (its .err and .out) moves to results/logs/ and the
+    result points there; a success's log, and a log outside the folder, stay as they are."""
+    monkeypatch.setenv("DMLLAB_RESULTS", str(tmp_path / "results"))
+    folder = tmp_path / "results" / "tmp" / "slurm-x"
+    for job in ("1_0", "1_1"):
+        (folder / job).mkdir(parents=True)
+        (folder / job / f"{job}_0_log.err").write_text(f"{job} err")
+        (folder / job / f"{job}_0_log.out").write_text(f"{job} out")
+    elsewhere = tmp_path / "other.log"
+    results = [
+        JobResult("a", "FAILED", 1.0, "boom", str(folder / "1_0" / "1_0_0_log.err")),
+        JobResult("b", "ok", 1.0, "", str(folder / "1_1" / "1_1_0_log.err")),
+        JobResult("c", "FAILED", 1.0, "boom", str(elsewhere)),
+        JobResult("d", "FAILED", 1.0, "never ran"),
+    ]
+    kept = slurm.keep_logs(results, folder, "x")
+    logs = tmp_path / "results" / "logs" / "slurm-x"
+    assert kept[0].output == str(logs / "1_0_0_log.err") and kept[1:] == results[1:]
+    assert (logs / "1_0_0_log.err").read_text() == "1_0 err" and (
+        logs / "1_0_0_log.out"
+    ).read_text() == "1_0 out"
+    assert sorted(p.name for p in logs.iterdir()) == ["1_0_0_log.err", "1_0_0_log.out"]
+    slurm._remove(folder, scratch=True)
+    assert not (tmp_path / "results" / "tmp").exists()

@@ -1,7 +1,10 @@
 """``--executor slurm`` on a real SLURM (the session's single-node cluster, :mod:`slurm_cluster`): a smoke study
-trains the local executor's runs, bit for bit; options no job could run with are one line before anything is
-submitted; a task cancelled while PENDING and one cancelled while RUNNING are named failures, never a wait; a
-preempted task requeues, resumes and finishes, and no copy outlives the study; Ctrl-C cancels every job."""
+trains the local executor's runs, bit for bit; options no job could run with, and partitions that start no job
+(MaxTime below --time-min, DOWN, a drained node), are one line before anything is submitted; a task cancelled
+while PENDING and one cancelled while RUNNING are named failures, never a wait; a preempted task checkpoints at
+the signal, requeues, resumes and finishes, and no copy outlives the study; copies that make no progress end the
+run with a named failure; Ctrl-C cancels every job, a copy being requeued included; an unreachable controller or
+accounting is named; no submission folder outlives its study."""
 
 from __future__ import annotations
 
