@@ -59,6 +59,7 @@ from dmllab.pipeline.slurm_queue import (
     Snapshot,
     Watch,
     cancel_named,
+    live,
     partition,
     slurm,
     slurm_states,
@@ -404,6 +405,27 @@ def keep_logs(results: Sequence[JobResult], folder: Path, stamp: str) -> list[Jo
     return kept
 
 
+#: Seconds after its creation a submission folder without any job left in the queue is taken for one whose
+#: study was killed (``kill -9``, a lost login node) and removed by the next study submitting there.
+STALE_S = 600.0
+
+
+def sweep(base: Path) -> list[Path]:
+    """Remove the submission folders in ``base`` of studies that did not end (killed): older than
+    :data:`STALE_S` with no job of their name (``dmllab-<stamp>``) left in the queue; returns them. Nothing is
+    removed while ``squeue`` does not answer."""
+    gone = []
+    for folder in sorted(base.glob("slurm-*")) if base.is_dir() else []:
+        try:
+            old = time.time() - folder.stat().st_mtime >= STALE_S
+            if old and folder.is_dir() and not folder.is_symlink() and not live(f"dmllab-{folder.name[6:]}"):
+                shutil.rmtree(folder, ignore_errors=True)
+                gone.append(folder)
+        except (OSError, ValueError):
+            break
+    return gone
+
+
 class SlurmExecutor:
     """One submitit job per run, as a job array (module docstring); ``say`` gets the status lines."""
 
@@ -437,6 +459,9 @@ class SlurmExecutor:
         name = f"dmllab-{stamp}"
         params, where = _parameters(o, runs, name, cluster)
         folder = Path(o.folder or paths.tmp_dir()) / f"slurm-{stamp}"
+        if cluster == "slurm":
+            for stale in sweep(folder.parent):
+                self.say(f"slurm: removed {stale} (its study did not end; none of its jobs is queued)")
         try:
             jobs = self._submit(runs, folder, cluster, name, params, where)
             return keep_logs(self._wait(runs, jobs, cluster, name, desc), folder, stamp)

@@ -199,7 +199,7 @@ def slurm_states(name: str, job_ids: Sequence[str]) -> Snapshot:
     return Snapshot({j: states[j] for j in job_ids if j in states}, down)
 
 
-def _live(name: str) -> list[tuple[str, str]]:
+def live(name: str) -> list[tuple[str, str]]:
     """``(job id, state)`` of every job named ``name`` that has not ended (:data:`LIVE`), array tasks one by
     one."""
     out = slurm(["squeue", "-h", "-r", f"--name={name}", "-t", LIVE, "-o", "%i|%T"], timeout_s=30)
@@ -220,7 +220,7 @@ def cancel_named(
     """
     settle = time.monotonic() + settle_s
     while True:
-        rows = _live(name)
+        rows = live(name)
         if not rows:
             return []
         if time.monotonic() >= settle or any(state not in ("RUNNING", "COMPLETING") for _, state in rows):
@@ -229,9 +229,9 @@ def cancel_named(
     cancelled: list[str] = []
     deadline, told = time.monotonic() + wait_s, False
     while rows:
-        live = [job_id for job_id, state in rows if state != "COMPLETING"]
-        cancelled += [job_id for job_id in live if job_id not in cancelled]
-        if live:
+        ending = [job_id for job_id, state in rows if state != "COMPLETING"]
+        cancelled += [job_id for job_id in ending if job_id not in cancelled]
+        if ending:
             with suppress(ValueError):  # "already completing": asked again below
                 slurm(["scancel", f"--name={name}"], timeout_s=30)
         elif not told:
@@ -244,7 +244,7 @@ def cancel_named(
                 f"`scancel --name={name}` again"
             )
         time.sleep(POLL_S)
-        rows = _live(name)
+        rows = live(name)
     return cancelled
 
 

@@ -505,3 +505,27 @@ def test_the_logs_of_failures_outlive_the_submission_folder(tmp_path, monkeypatc
     assert sorted(p.name for p in logs.iterdir()) == ["1_0_0_log.err", "1_0_0_log.out"]
     slurm._remove(folder, scratch=True)
     assert not (tmp_path / "results" / "tmp").exists()
+
+
+def test_the_folders_of_a_killed_study_are_removed_by_the_next(tmp_path, monkeypatch):
+    """A folder older than STALE_S whose jobs are all gone from the queue is a killed study's; a young one, one
+    with a job still queued, or any while squeue does not answer, is kept."""
+    base = tmp_path / "tmp"
+    time_ago = 2 * slurm.STALE_S
+    for stamp in ("dead", "queued", "young"):
+        (base / f"slurm-{stamp}" / "1_0").mkdir(parents=True)
+    for stamp in ("dead", "queued"):
+        folder = base / f"slurm-{stamp}"
+        stat_time = folder.stat().st_mtime - time_ago
+        os.utime(folder, (stat_time, stat_time))
+    monkeypatch.setattr(slurm, "live", lambda name: [("1_0", "PENDING")] if name == "dmllab-queued" else [])
+    assert slurm.sweep(base) == [base / "slurm-dead"]
+    assert sorted(p.name for p in base.iterdir()) == ["slurm-queued", "slurm-young"]
+
+    def unreachable(name):
+        raise ValueError("`squeue -h` failed: Unable to contact slurm controller")
+
+    os.utime(base / "slurm-young", (0, 0))
+    monkeypatch.setattr(slurm, "live", unreachable)
+    assert slurm.sweep(base) == [] and len(list(base.iterdir())) == 2
+    assert slurm.sweep(tmp_path / "none") == []
