@@ -1,30 +1,36 @@
 """``--executor slurm``: one SLURM job per run, through submitit, as a job array (as facebookresearch's
 DINO/MAE/DETR launchers do).
 
-Before submitting, :meth:`SlurmOptions.check` and :func:`partition` check the options (one line naming the flag):
-the partition exists (``sinfo``), a job's CPUs and GPUs fit one of its nodes (a job that fits none stays PENDING
-for ever), ``--time-min`` leaves submitit room to tell a preemption from a time-out. What a job asks for
+Before submitting, :meth:`SlurmOptions.check`, :func:`partition` and :func:`fits` check the options (one line
+naming the flag): the partition exists and is up (``sinfo``), one of its nodes takes jobs, its ``MaxTime`` is not
+below ``--time-min``, a job's CPUs and GPUs fit one of its usable nodes (a job that fits none stays PENDING for
+ever), ``--time-min`` leaves submitit room to tell a preemption from a time-out. What a job asks for
 (:func:`resources`): no GPU unless its profile needs one (:data:`dmllab.profiles.GPU_PROFILES`) or
 ``--gpus-per-job`` says so; one CPU for a CPU job (a CPU run uses one thread), :data:`GPU_JOB_CPUS` (at most a
 node's) for a GPU job, unless ``--cpus-per-job`` says so.
 
 The submission folder (submitit's pickles, the sbatch script, the jobs' logs) is
-``<results>/tmp/slurm-<stamp>/`` (:func:`dmllab.paths.tmp_dir`, or ``--slurm-folder``): removed when the
-submission fails or every run succeeds, kept with the failures' logs otherwise. Every job of a study carries the
-name ``dmllab-<stamp>``: Ctrl-C (:class:`~dmllab.pipeline.jobs.Interrupted`) cancels them all by that name, and
-when the study has every result it cancels any copy still queued (a job requeued after its result was written).
+``<results>/tmp/slurm-<stamp>/`` (:func:`dmllab.paths.tmp_dir`, or ``--slurm-folder``): removed when the study's
+wait ends, however it ends (the failures' logs moved to ``<results>/logs/slurm-<stamp>/``: :func:`keep_logs`).
+Every job of a study carries the name ``dmllab-<stamp>``: Ctrl-C (:class:`~dmllab.pipeline.jobs.Interrupted`)
+cancels them all by that name, in every state that has not ended (COMPLETING and requeued copies included:
+:func:`~dmllab.pipeline.slurm_queue.cancel_named`), and so does the end of the wait (a job requeued after its
+result was written).
 
 The wait (:class:`~dmllab.pipeline.slurm_queue.Watch`) collects results as jobs finish, prints job states at least
-every minute, warns of a job long PENDING and ends every job with its result or a named failure.
+every minute, warns of a job long PENDING, names a controller or accounting that does not answer, and ends every
+job with its result or a named failure.
 
 In the job (:class:`TrainJob`): torch threads from the job's CPUs (:func:`~dmllab.pipeline.jobs.threads_per_worker`,
 as a local worker), a ``scancel`` stops the run at once (submitit ignores SIGTERM so that a preempted job can
-requeue itself: the job asks ``sacct`` whether it was cancelled), and a preempted or timed-out job requeues itself
-and resumes from its last epoch checkpoint.
+requeue itself: the job asks ``sacct`` whether it was cancelled), and a preempted or timed-out job writes its epoch
+checkpoint at the end of the current epoch, requeues itself and resumes from it, while its :class:`Budget` lasts
+(``--max-requeues``; two copies in a row without a new checkpoint end it).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import shutil
@@ -50,8 +56,10 @@ from dmllab.pipeline.jobs import (
 from dmllab.pipeline.slurm_queue import (
     RESULT_GRACE_S,
     Partition,
+    Snapshot,
     Watch,
     cancel_named,
+    live,
     partition,
     slurm,
     slurm_states,
@@ -71,10 +79,20 @@ TIMEOUT_MARGIN_MIN = 10
 MIN_TIME_MIN = 2 * TIMEOUT_MARGIN_MIN
 
 
+#: Copies in a row that restart from the epoch the copy before them restarted from (no epoch checkpoint
+#: written in between) after which a run's job is not requeued again.
+MAX_STALLED = 2
+#: Seconds a signalled job waits for its epoch to end (the checkpoint at the signal) before it requeues from
+#: its last checkpoint anyway; the rest of :data:`SIGNAL_DELAY_S` is for the requeue.
+CHECKPOINT_WAIT_S = 60.0
+
+
 @dataclass(frozen=True)
 class SlurmOptions:
     """``--executor slurm`` settings: partition (None: the cluster's default), time limit per job, GPUs and CPUs
-    per job (None: :func:`resources`), array jobs running at once, where the submission folder goes (None:
+    per job (None: :func:`resources`), array jobs running at once, requeues of one run's job at most (preempted or
+    out of time: :class:`Budget`), how long a signalled job waits for its epoch's end to checkpoint (0: it
+    requeues at once from its last checkpoint), where the submission folder goes (None:
     :func:`dmllab.paths.tmp_dir`), ``cluster`` ("local": submitit's local executor, the tests' stand-in; None:
     SLURM), and the wait: a status line every ``status_every_s``, a warning for a job PENDING longer than
     ``pending_warn_s``, a job that nothing knows for ``vanished_s`` a failure."""
@@ -84,6 +102,8 @@ class SlurmOptions:
     gpus_per_job: int | None = None
     cpus_per_job: int | None = None
     array_parallelism: int = 32
+    max_requeues: int = 10
+    checkpoint_wait_s: float = CHECKPOINT_WAIT_S
     folder: str | None = None
     cluster: str | None = None
     status_every_s: float = 60.0
@@ -103,6 +123,7 @@ class SlurmOptions:
             ("--cpus-per-job", self.cpus_per_job, 1),
             ("--gpus-per-job", self.gpus_per_job, 0),
             ("--array-parallelism", self.array_parallelism, 1),
+            ("--max-requeues", self.max_requeues, 0),
         ):
             if value is not None and value < low:
                 raise ValueError(f"{flag} must be at least {low}, got {value}")
@@ -112,8 +133,10 @@ def resources(options: SlurmOptions, runs: Sequence[Run], part: Partition) -> tu
     """``(gpus, cpus)`` per job of ``runs`` on ``part`` (module docstring).
 
     Raises:
-        ValueError: more GPUs or CPUs than any node of the partition has (one line naming the flag).
+        ValueError: :func:`fits`, or more GPUs or CPUs than any usable node of the partition has (one line
+            naming the flag).
     """
+    fits(options, part)
     needs = sorted({r.config.profile for r in runs if r.config.profile in GPU_PROFILES})
     gpus = options.gpus_per_job if options.gpus_per_job is not None else (GPU_JOB_GPUS if needs else 0)
     if gpus > part.gpus:
@@ -133,6 +156,31 @@ def resources(options: SlurmOptions, runs: Sequence[Run], part: Partition) -> tu
             f"so the jobs would stay PENDING; give --cpus-per-job {part.cpus} or less"
         )
     return gpus, cpus
+
+
+def fits(options: SlurmOptions, part: Partition) -> None:
+    """Raises ValueError (one line naming the flag) where no job of ``options`` can start on ``part``: the
+    partition is not up, none of its nodes takes jobs (down, drained, failed), or its ``MaxTime`` is
+    below ``--time-min`` (SLURM would keep the jobs PENDING, or cut them below submitit's signal delay)."""
+    if part.state != "up":
+        raise ValueError(
+            f"SLURM partition {part.name!r} is {part.state} (sinfo): it starts no job; give another --partition"
+        )
+    if part.cpus == 0:
+        raise ValueError(
+            f"no node of SLURM partition {part.name!r} takes jobs (sinfo: {', '.join(part.unusable)}); give "
+            "another --partition"
+        )
+    if part.max_time_min is not None and part.max_time_min < options.time_min:
+        fix = (
+            f"give --time-min {part.max_time_min} or less"
+            if part.max_time_min >= MIN_TIME_MIN
+            else f"it is below the {MIN_TIME_MIN} min a requeued job needs; give another --partition"
+        )
+        raise ValueError(
+            f"--time-min {options.time_min}: SLURM partition {part.name!r} allows at most {part.max_time_min} "
+            f"min per job (MaxTime, sinfo); {fix}"
+        )
 
 
 # ----------------------------------------------------------------------------------------------- the job
@@ -172,39 +220,140 @@ def job_cpus() -> int:
     return int(value) if value.isdigit() and int(value) > 0 else usable_cores()
 
 
+class RequeueBudgetSpent(RuntimeError):
+    """A run's job was preempted or ran out of time too often (:class:`Budget`): not requeued again."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What a run's job may still do: requeues at most ``max_requeues`` (``--max-requeues``), copies without
+    progress at most :data:`MAX_STALLED` in a row; ``requeues`` and ``stalled`` count those so far (the copy
+    carries them to the next), ``time_min`` is the job's time limit (submitit's time-out test)."""
+
+    max_requeues: int = 10
+    time_min: int = 240
+    requeues: int = 0
+    stalled: int = 0
+
+    def next(self, job_id: str, progress: bool, elapsed_s: float) -> Budget:
+        """The budget of the next copy of a job that ran ``elapsed_s`` seconds and wrote an epoch checkpoint
+        (``progress``) or not.
+
+        Raises:
+            RequeueBudgetSpent: the budget is spent (one line: how often, why, what to change).
+        """
+        spent = Budget(
+            self.max_requeues, self.time_min, self.requeues + 1, 0 if progress else self.stalled + 1
+        )
+        limit = self.time_min * 60
+        late = elapsed_s >= min(0.8 * limit, limit - TIMEOUT_MARGIN_MIN * 60)  # submitit's time-out test
+        if spent.stalled >= MAX_STALLED:
+            why = "ran out of time" if late else "were preempted"
+            what = f"{spent.stalled} copies in a row {why} before one more epoch was checkpointed"
+        elif spent.requeues > self.max_requeues:
+            why = "ran out of time" if late else "was preempted"
+            what = f"it {why} after {self.requeues} requeue(s) (at most {self.max_requeues}: --max-requeues)"
+        else:
+            return spent
+        raise RequeueBudgetSpent(
+            f"SLURM job {job_id} not requeued again: {what}; its last epoch checkpoint is kept (the next study "
+            f"resumes from it); give a longer --time-min (now {self.time_min} min), a partition that preempts "
+            "less often, or a higher --max-requeues"
+        )
+
+
 class TrainJob:
     """The callable of one SLURM job: :func:`train_run` of its run (module docstring: threads, cancellation),
-    requeued when preempted or out of time.
+    requeued when preempted or out of time while its :class:`Budget` lasts.
+
+    submitit signals the job (USR2) :data:`SIGNAL_DELAY_S` seconds before its time limit, or when it is
+    preempted; the job then writes its epoch checkpoint at the end of the current epoch
+    (:meth:`EpochCheckpoint.request`), not only every ``run.checkpoint_minutes``, and requeues (from its last
+    checkpoint after :data:`CHECKPOINT_WAIT_S` seconds without an epoch end).
 
     submitit requeues a job whose callable has a ``checkpoint`` method (``submitit/core/job_environment.py``,
     ``checkpoint_and_try_requeue``), the protocol of ``submitit.helpers.Checkpointable``; a plain class with that
     method keeps submitit out of every ``dmllab study`` that does not use SLURM.
     """
 
+    def __init__(self, budget: Budget | None = None, wait_s: float = CHECKPOINT_WAIT_S) -> None:
+        self.budget = budget or Budget()
+        self.wait_s = wait_s
+        self._start, self._written = time.monotonic(), 0
+
     def __call__(self, run: Run) -> JobResult:
+        from dmllab.training.callbacks import EpochCheckpoint
+
+        self._start, self._written = time.monotonic(), EpochCheckpoint.written
         threads = threads_per_worker(run.config.run.device, 1, cores=job_cpus())
         set_threads(threads)
         job_id = _job_id()
         if job_id:
-            bypass = signal.getsignal(signal.SIGTERM)  # submitit's: a preempted job must live to requeue
-
-            def on_sigterm(signum: int, frame: Any) -> None:
-                if _cancelled(job_id):
-                    raise JobCancelled(
-                        f"SLURM job {job_id} was cancelled (scancel): the run stopped unfinished"
-                    )
-                if callable(bypass):
-                    bypass(signum, frame)
-
-            signal.signal(signal.SIGTERM, on_sigterm)
-        print(f"dmllab: training {run.key} with {threads} torch thread(s)", file=sys.stderr, flush=True)
+            _on_cancel(job_id)
+            _checkpoint_first(self.wait_s)
+        copy = f", copy {self.budget.requeues + 1}" if self.budget.requeues else ""
+        print(f"dmllab: training {run.key} with {threads} torch thread(s){copy}", file=sys.stderr, flush=True)
         return train_run(run)
 
     def checkpoint(self, run: Run) -> Any:
-        """The resubmission of this job (``submitit.helpers.DelayedSubmission`` of a fresh :class:`TrainJob`)."""
+        """The resubmission of this job (``submitit.helpers.DelayedSubmission`` of a fresh :class:`TrainJob`
+        with the next :class:`Budget`).
+
+        Raises:
+            RequeueBudgetSpent: the budget is spent (the job's result is then this failure).
+        """
         import submitit
 
-        return submitit.helpers.DelayedSubmission(TrainJob(), run)
+        from dmllab.training.callbacks import EpochCheckpoint
+
+        progress = EpochCheckpoint.written > self._written
+        budget = self.budget.next(_job_id() or "?", progress, time.monotonic() - self._start)
+        return submitit.helpers.DelayedSubmission(TrainJob(budget, self.wait_s), run)
+
+
+def _on_cancel(job_id: str) -> None:
+    """A SIGTERM of a cancelled job stops the run (:class:`JobCancelled`); any other goes to submitit's handler."""
+    bypass = signal.getsignal(signal.SIGTERM)  # submitit's: a preempted job must live to requeue
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        if _cancelled(job_id):
+            raise JobCancelled(f"SLURM job {job_id} was cancelled (scancel): the run stopped unfinished")
+        if callable(bypass):
+            bypass(signum, frame)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+
+def _checkpoint_first(wait_s: float) -> None:
+    """submitit's USR2 handler (checkpoint and requeue) runs after the epoch checkpoint at the end of the
+    current epoch, or ``wait_s`` seconds after the signal (SIGALRM), whichever comes first; once. A signal that
+    comes again meanwhile (``scancel --signal`` delivers it more than once) changes nothing."""
+    from dmllab.training.callbacks import EpochCheckpoint
+
+    requeue = signal.getsignal(signal.SIGUSR2)
+    if not callable(requeue) or wait_s <= 0:
+        return
+    state = {"asked": False, "done": False}
+
+    def now(epoch: int | None = None) -> None:
+        if state["done"]:
+            return
+        state["done"] = True
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        if epoch is not None:
+            print(
+                f"dmllab: epoch checkpoint written at the signal (epoch {epoch})", file=sys.stderr, flush=True
+            )
+        requeue(signal.SIGUSR2, None)
+
+    def on_usr2(signum: int, frame: Any) -> None:
+        if not state["asked"]:
+            state["asked"] = True
+            signal.signal(signal.SIGALRM, lambda *_: now())
+            signal.setitimer(signal.ITIMER_REAL, wait_s)
+            EpochCheckpoint.request(now)
+
+    signal.signal(signal.SIGUSR2, on_usr2)
 
 
 # ------------------------------------------------------------------------------------------ the executor
@@ -238,6 +387,45 @@ def _remove(folder: Path, scratch: bool) -> None:
             folder.parent.rmdir()
 
 
+def keep_logs(results: Sequence[JobResult], folder: Path, stamp: str) -> list[JobResult]:
+    """``results`` with the log of each failure (in the submission ``folder``, about to be removed) moved to
+    ``<results>/logs/slurm-<stamp>/`` (its ``.err`` and ``.out``), the result pointing there."""
+    kept = []
+    for res in results:
+        log = Path(res.output) if res.output else None
+        if res.status == "ok" or log is None or folder not in log.parents or not log.exists():
+            kept.append(res)
+            continue
+        target = paths.results_dir() / "logs" / f"slurm-{stamp}"
+        target.mkdir(parents=True, exist_ok=True)
+        for one in (log, log.with_suffix(".out")):
+            if one.is_file():
+                shutil.move(str(one), target / one.name)
+        kept.append(dataclasses.replace(res, output=str(target / log.name)))
+    return kept
+
+
+#: Seconds after its creation a submission folder without any job left in the queue is taken for one whose
+#: study was killed (``kill -9``, a lost login node) and removed by the next study submitting there.
+STALE_S = 600.0
+
+
+def sweep(base: Path) -> list[Path]:
+    """Remove the submission folders in ``base`` of studies that did not end (killed): older than
+    :data:`STALE_S` with no job of their name (``dmllab-<stamp>``) left in the queue; returns them. Nothing is
+    removed while ``squeue`` does not answer."""
+    gone = []
+    for folder in sorted(base.glob("slurm-*")) if base.is_dir() else []:
+        try:
+            old = time.time() - folder.stat().st_mtime >= STALE_S
+            if old and folder.is_dir() and not folder.is_symlink() and not live(f"dmllab-{folder.name[6:]}"):
+                shutil.rmtree(folder, ignore_errors=True)
+                gone.append(folder)
+        except (OSError, ValueError):
+            break
+    return gone
+
+
 class SlurmExecutor:
     """One submitit job per run, as a job array (module docstring); ``say`` gets the status lines."""
 
@@ -253,16 +441,15 @@ class SlurmExecutor:
         self.say = say
 
     def submit(self, runs: Sequence[Run], *, desc: str = "train (slurm)") -> list[JobResult]:
-        """Train ``runs``, one job each; returns one :class:`JobResult` per run, in order.
+        """Train ``runs``, one job each; returns one :class:`JobResult` per run, in order. However it ends, no
+        job of the submission is left in the queue and its folder is removed (the failures' logs kept:
+        :func:`keep_logs`).
 
         Raises:
             ValueError: an option no job can run with, or ``sbatch`` refused the jobs (one line; nothing left
                 behind).
             Interrupted: on Ctrl-C or SIGTERM, after cancelling every job, with the results collected so far.
         """
-        import submitit
-        from tqdm.auto import tqdm
-
         if not runs:
             return []
         o = self.options
@@ -272,34 +459,63 @@ class SlurmExecutor:
         name = f"dmllab-{stamp}"
         params, where = _parameters(o, runs, name, cluster)
         folder = Path(o.folder or paths.tmp_dir()) / f"slurm-{stamp}"
+        if cluster == "slurm":
+            for stale in sweep(folder.parent):
+                self.say(f"slurm: removed {stale} (its study did not end; none of its jobs is queued)")
         try:
-            executor = submitit.AutoExecutor(folder=str(folder / "%j"), cluster=cluster)
+            jobs = self._submit(runs, folder, cluster, name, params, where)
+            return keep_logs(self._wait(runs, jobs, cluster, name, desc), folder, stamp)
+        except Interrupted as stop:
+            raise Interrupted(stop.signum, keep_logs(stop.finished, folder, stamp)) from None
+        finally:
+            _remove(folder, o.folder is None)
+
+    def _submit(
+        self, runs: Sequence[Run], folder: Path, cluster: str, name: str, params: dict[str, Any], where: str
+    ) -> list[Any]:
+        """Submit the array; the submitit jobs."""
+        import submitit
+
+        o = self.options
+        try:
+            executor = submitit.AutoExecutor(
+                folder=str(folder / "%j"), cluster=cluster, slurm_max_num_timeout=o.max_requeues + 1
+            )
             executor.update_parameters(**params)
-            jobs = executor.map_array(TrainJob(), list(runs))
+            job = TrainJob(Budget(o.max_requeues, o.time_min), o.checkpoint_wait_s)
+            jobs = executor.map_array(job, list(runs))
         except KeyboardInterrupt as err:  # Ctrl-C while sbatch ran: the array may exist
             self._cancel(cluster, name, [])
-            _remove(folder, o.folder is None)
             raise Interrupted(getattr(err, "signum", signal.SIGINT)) from None
         except Exception as err:
-            _remove(folder, o.folder is None)
             text = " ".join(str(err).split()) or type(err).__name__
             raise ValueError(f"SLURM refused the jobs ({where}): {text}") from None
         self.say(
             f"slurm: {len(jobs)} run(s) submitted as {name} (job {jobs[0].job_id.split('_')[0]}; {where}); "
             f"logs in {folder}"
         )
+        return jobs
+
+    def _wait(
+        self, runs: Sequence[Run], jobs: list[Any], cluster: str, name: str, desc: str
+    ) -> list[JobResult]:
+        """The results of ``jobs`` (:class:`Watch`); every job of the submission cancelled afterwards, however
+        the wait ends."""
+        from tqdm.auto import tqdm
+
+        o = self.options
         bar = tqdm(total=len(jobs), desc=desc, unit="run", disable=not self.progress)
 
         def done(res: JobResult) -> None:
             bar.set_postfix_str(f"{res.name[:40]}: {res.status}")
             bar.update(1)
 
-        def states(job_ids: Sequence[str]) -> dict[str, tuple[str, str]] | None:
+        def states(job_ids: Sequence[str]) -> Snapshot:
             if cluster == "slurm":
                 return slurm_states(name, job_ids)
-            return {
-                j.job_id: ("COMPLETED" if j.done() else "RUNNING", "") for j in jobs if j.job_id in job_ids
-            }
+            return Snapshot(
+                {j.job_id: ("COMPLETED" if j.done() else "RUNNING", "") for j in jobs if j.job_id in job_ids}
+            )
 
         watch = Watch(
             jobs,
@@ -314,32 +530,34 @@ class SlurmExecutor:
         try:
             results = watch.run()
         except KeyboardInterrupt as err:
+            bar.close()
             self._cancel(cluster, name, jobs)
             signum = err.signum if isinstance(err, Interrupted) else signal.SIGINT
             raise Interrupted(signum, [watch.results[i] for i in sorted(watch.results)]) from None
-        finally:
+        except BaseException:
             bar.close()
+            self._cancel(cluster, name, jobs)
+            raise
+        bar.close()
         leftover = self._cancel(cluster, name, jobs, settle_s=RESULT_GRACE_S)
         if leftover:
             self.say(
                 f"slurm: cancelled {len(leftover)} job(s) still queued after their result: {' '.join(leftover)}"
             )
-        if all(r.status == "ok" for r in results):
-            _remove(folder, o.folder is None)
         return results
 
     def _say(self, bar: Any, line: str) -> None:
         with bar.external_write_mode():
             self.say(line)
 
-    @staticmethod
-    def _cancel(cluster: str, name: str, jobs: Sequence[Any], settle_s: float = 0.0) -> list[str]:
-        """Cancel every job of this submission still pending or running (:func:`cancel_named`); returns their
-        ids."""
+    def _cancel(self, cluster: str, name: str, jobs: Sequence[Any], settle_s: float = 0.0) -> list[str]:
+        """Cancel every job of this submission that has not ended (:func:`cancel_named`); returns their ids. A
+        cancellation that fails is said, naming the jobs' name, never raised."""
         if cluster == "slurm":
             try:
-                return cancel_named(name, settle_s)
-            except ValueError:
+                return cancel_named(name, settle_s, say=self.say)
+            except ValueError as err:
+                self.say(f"slurm: WARNING: could not cancel the jobs of {name}: {err}")
                 return []
         left = [j for j in jobs if not j.done()]
         for job in left:

@@ -37,9 +37,17 @@ def add_slurm_arguments(parser: argparse.ArgumentParser, *, unit: str, time_min:
     )
     slurm.add_argument("--array-parallelism", type=int, default=32, help=f"{unit}s at once (default 32)")
     slurm.add_argument(
+        "--max-requeues",
+        type=int,
+        default=10,
+        help=f"requeues of one {unit}'s job at most, preempted or out of time (default 10; two copies in a row "
+        "without a new epoch checkpoint also end it)",
+    )
+    slurm.add_argument(
         "--slurm-folder",
         help="where each submission's folder (pickles, sbatch script, logs) goes; it must be visible from the "
-        "nodes (default results/tmp/; removed when every job succeeded)",
+        "nodes (default results/tmp/; removed when the study's wait ends, the failures' logs moved to "
+        "results/logs/)",
     )
     slurm.add_argument(  # tests: submitit's local executor
         "--slurm-cluster", choices=("slurm", "local", "debug"), default=None, help=argparse.SUPPRESS
@@ -56,6 +64,7 @@ def slurm_options(args: argparse.Namespace) -> Any:
         gpus_per_job=args.gpus_per_job,
         cpus_per_job=args.cpus_per_job,
         array_parallelism=args.array_parallelism,
+        max_requeues=args.max_requeues,
         folder=args.slurm_folder,
         cluster=args.slurm_cluster,
     )

@@ -18,7 +18,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dmllab.pipeline.jobs import JobResult
@@ -30,8 +30,11 @@ ENDED = frozenset(
 )
 #: Reasons a job is PENDING by the study's own choice (``--array-parallelism``): no warning.
 THROTTLED = frozenset(("JobArrayTaskLimit",))
-#: Job states ``scancel`` still has something to stop in.
-ACTIVE = "PD,R,S,CF,RQ,RH,RF,RS,SE,ST,SI"
+#: Job states of a job that has not ended (``squeue -t``), COMPLETING (a copy being requeued) included.
+LIVE = "PD,R,CG,S,CF,RQ,RH,RF,RS,SE,ST,SI,SO,RD"
+#: Seconds the study waits for its cancelled jobs to leave the queue (COMPLETING ones, and the copies they
+#: requeue) before naming those left.
+CANCEL_WAIT_S = 60.0
 #: Seconds a result file may lag behind the state that says the job ended (a shared file system's caching).
 RESULT_GRACE_S = 15.0
 #: Seconds between two looks at the result files; the queue is asked from every 2 s up to every
@@ -63,16 +66,38 @@ def slurm(argv: Sequence[str], *, timeout_s: float = 60) -> str:
 
 @dataclass(frozen=True)
 class Partition:
-    """A SLURM partition as ``sinfo`` lists it: the most CPUs and GPUs one of its nodes has."""
+    """A SLURM partition as ``sinfo`` lists it: the most CPUs and GPUs one of its usable nodes has, its state
+    (``up``, ``down``, ``drain``, ``inact``), its time limit per job in minutes (``MaxTime``; None: unlimited)
+    and its nodes that take no job (down, drained, failed: ``name (state)``)."""
 
     name: str
     cpus: int
     gpus: int
+    state: str = "up"
+    max_time_min: int | None = None
+    unusable: tuple[str, ...] = ()
+
+
+#: ``sinfo`` node states (``%t``, without the flag suffix) of a node that takes no new job.
+UNUSABLE_NODE = frozenset(
+    ("down", "drain", "drng", "drained", "fail", "failg", "futr", "future", "inval", "maint")
+)
 
 
 def _gpus(gres: str) -> int:
     """GPUs in an ``sinfo`` GRES field: ``gpu:4``, ``gpu:a100:2(S:0-1),gpu:v100:2`` -> 4, ``(null)`` -> 0."""
     return sum(int(n) for n in re.findall(r"(?:^|,)gpu(?::[^:,(]+)?:(\d+)", gres))
+
+
+def _minutes(limit: str) -> int | None:
+    """An ``sinfo`` time limit in minutes: ``infinite`` -> None, ``30:00`` -> 30, ``2:00:00`` -> 120,
+    ``1-12:00:00`` -> 2160."""
+    if limit.strip().lower() in ("infinite", "unlimited", "n/a", ""):
+        return None
+    days, _, rest = limit.strip().rpartition("-")
+    parts = [int(p) for p in rest.split(":")]
+    h, m, sec = ([0, 0] + parts)[-3:] if len(parts) > 1 else (0, parts[0], 0)
+    return int(days or 0) * 1440 + h * 60 + m + sec // 60
 
 
 def partition(name: str | None) -> Partition:
@@ -81,13 +106,16 @@ def partition(name: str | None) -> Partition:
     Raises:
         ValueError: no such partition (naming the ones there are), no default partition, or no ``sinfo``.
     """
-    nodes: dict[str, list[tuple[int, int]]] = {}
+    nodes: dict[str, list[tuple[str, int, int, str]]] = {}
+    about: dict[str, tuple[str, int | None]] = {}
     default = None
-    for line in slurm(["sinfo", "-h", "-N", "-o", "%P|%c|%G"]).splitlines():
-        part, cpus, gres = (line.split("|") + ["", ""])[:3]
+    for line in slurm(["sinfo", "-h", "-N", "-o", "%P|%c|%G|%a|%l|%N|%t"]).splitlines():
+        part, cpus, gres, avail, limit, node, state = (line.split("|") + [""] * 6)[:7]
         if part.endswith("*"):
             part = default = part[:-1]
-        nodes.setdefault(part, []).append((int(cpus.strip().rstrip("+") or 0), _gpus(gres.strip())))
+        cpus_n = int(cpus.strip().rstrip("+") or 0)
+        nodes.setdefault(part, []).append((node.strip(), cpus_n, _gpus(gres.strip()), state.strip()))
+        about[part] = (avail.strip() or "up", _minutes(limit))
     known = ", ".join(sorted(nodes)) or "none"
     if name is None and default is None:
         raise ValueError(
@@ -96,7 +124,23 @@ def partition(name: str | None) -> Partition:
     name = name or default
     if name not in nodes:
         raise ValueError(f"SLURM partition {name!r} does not exist (sinfo lists: {known}); give --partition")
-    return Partition(name, max(c for c, _ in nodes[name]), max(g for _, g in nodes[name]))
+    usable = [n for n in nodes[name] if not _unusable(n[3])]
+    unusable = tuple(f"{n} ({st})" for n, _, _, st in nodes[name] if _unusable(st))
+    state, limit = about[name]
+    return Partition(
+        name,
+        max((c for _, c, _, _ in usable), default=0),
+        max((g for _, _, g, _ in usable), default=0),
+        state,
+        limit,
+        unusable,
+    )
+
+
+def _unusable(state: str) -> bool:
+    """Whether a node in ``sinfo`` state ``state`` (``idle``, ``down*``, ``drng``) takes no new job: a state of
+    :data:`UNUSABLE_NODE` (a node only not responding for now, ``idle*``, may answer again)."""
+    return state.rstrip("*~#!%$@^-+").lower() in UNUSABLE_NODE
 
 
 def _expand(job_id: str) -> list[str]:
@@ -111,54 +155,103 @@ def _expand(job_id: str) -> list[str]:
     return ids
 
 
-def slurm_states(name: str, job_ids: Sequence[str]) -> dict[str, tuple[str, str]] | None:
-    """``{job id: (state, reason)}`` of the jobs named ``name`` among ``job_ids`` (``12_3``: task 3 of array 12),
-    from ``squeue`` where it lists the job, else from ``sacct`` where that says it ended; a job neither knows is
-    absent. None where ``squeue`` cannot be asked (the controller unreachable): nothing is known."""
+@dataclass(frozen=True)
+class Snapshot:
+    """What SLURM says about a study's jobs at one moment: ``{job id: (state, reason)}`` of the jobs it knows,
+    and a line for each source that did not answer (``controller``: ``squeue``; ``accounting``: ``sacct``)."""
+
+    states: Mapping[str, tuple[str, str]]
+    down: Mapping[str, str] = field(default_factory=dict)
+
+
+#: What a source that does not answer is called in the status lines.
+SOURCES = {
+    "controller": "the SLURM controller (slurmctld, asked by squeue)",
+    "accounting": "SLURM's accounting (slurmdbd, asked by sacct)",
+}
+
+
+def slurm_states(name: str, job_ids: Sequence[str]) -> Snapshot:
+    """The states of the jobs named ``name`` among ``job_ids`` (``12_3``: task 3 of array 12), from ``squeue``
+    where it lists the job, else from ``sacct`` where that says it ended; a job neither knows is absent. A source
+    that fails (unreachable, timed out) is named in :attr:`Snapshot.down`; nothing is known without ``squeue``."""
+    down: dict[str, str] = {}
     try:
-        live = slurm(["squeue", "-h", "-r", "--states=all", f"--name={name}", "-o", "%i|%T|%r"])
-    except ValueError:
-        return None
+        live = slurm(["squeue", "-h", "-r", "--states=all", f"--name={name}", "-o", "%i|%T|%r"], timeout_s=30)
+    except ValueError as err:
+        return Snapshot({}, {"controller": str(err)})
     states: dict[str, tuple[str, str]] = {}
     for line in live.splitlines():
         job_id, state, reason = (line.split("|") + ["", ""])[:3]
         states[job_id.strip()] = (state.strip(), reason.strip())
     arrays = sorted({j.split("_")[0] for j in job_ids})
-    with suppress(ValueError):  # no accounting: squeue alone (finished jobs stay there for minutes)
-        for line in slurm(
-            ["sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j", ",".join(arrays)]
-        ).splitlines():
-            job_id, _, state = line.partition("|")
-            state = state.split(" ")[0]  # "CANCELLED by 0"
-            if state in ENDED:  # a pending range of an array may be stale: only squeue says what waits
-                for one in _expand(job_id.strip()):
-                    states.setdefault(one, (state, ""))
-    return {j: states[j] for j in job_ids if j in states}
+    try:
+        ended = slurm(["sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j", ",".join(arrays)], timeout_s=30)
+    except ValueError as err:  # squeue alone: finished jobs stay there for minutes
+        down["accounting"] = str(err)
+        ended = ""
+    for line in ended.splitlines():
+        job_id, _, state = line.partition("|")
+        state = state.split(" ")[0]  # "CANCELLED by 0"
+        if state in ENDED:  # a pending range of an array may be stale: only squeue says what waits
+            for one in _expand(job_id.strip()):
+                states.setdefault(one, (state, ""))
+    return Snapshot({j: states[j] for j in job_ids if j in states}, down)
 
 
-def cancel_named(name: str, settle_s: float = 0.0) -> list[str]:
-    """``scancel`` every job named ``name`` that is still pending or running; returns their ids (``squeue``).
-    With ``settle_s``, jobs that are all RUNNING get that long to end by themselves first (a job whose result was
-    just written is still RUNNING for a moment)."""
-    deadline = time.monotonic() + settle_s
+def live(name: str) -> list[tuple[str, str]]:
+    """``(job id, state)`` of every job named ``name`` that has not ended (:data:`LIVE`), array tasks one by
+    one."""
+    out = slurm(["squeue", "-h", "-r", f"--name={name}", "-t", LIVE, "-o", "%i|%T"], timeout_s=30)
+    return [tuple(ln.split("|")[:2]) for ln in out.split()]  # type: ignore[misc]
+
+
+def cancel_named(
+    name: str, settle_s: float = 0.0, wait_s: float = CANCEL_WAIT_S, say: Callable[[str], None] = print
+) -> list[str]:
+    """``scancel`` every job named ``name`` in any state that has not ended, COMPLETING and requeued copies
+    included, until ``squeue`` lists none (a COMPLETING job being requeued comes back PENDING: it is cancelled
+    then), for at most ``wait_s`` seconds; returns the ids cancelled. With ``settle_s``, jobs that are all RUNNING
+    or COMPLETING get that long to end by themselves first (a job whose result was just written is still RUNNING
+    for a moment).
+
+    Raises:
+        ValueError: ``squeue`` or ``scancel`` failed, or jobs still there after ``wait_s`` (naming them).
+    """
+    settle = time.monotonic() + settle_s
     while True:
-        rows = [
-            ln.split("|")
-            for ln in slurm(["squeue", "-h", "-r", f"--name={name}", "-t", ACTIVE, "-o", "%i|%T"]).split()
-        ]
+        rows = live(name)
         if not rows:
             return []
-        if time.monotonic() >= deadline or any(state != "RUNNING" for _, state in rows):
+        if time.monotonic() >= settle or any(state not in ("RUNNING", "COMPLETING") for _, state in rows):
             break
         time.sleep(POLL_S)
-    slurm(["scancel", f"--name={name}"])
-    return [job_id for job_id, _ in rows]
+    cancelled: list[str] = []
+    deadline, told = time.monotonic() + wait_s, False
+    while rows:
+        ending = [job_id for job_id, state in rows if state != "COMPLETING"]
+        cancelled += [job_id for job_id in ending if job_id not in cancelled]
+        if ending:
+            with suppress(ValueError):  # "already completing": asked again below
+                slurm(["scancel", f"--name={name}"], timeout_s=30)
+        elif not told:
+            say(f"slurm: waiting for {len(rows)} COMPLETING job(s) to end, to cancel any copy they requeue")
+            told = True
+        if time.monotonic() >= deadline:
+            left = " ".join(f"{j} ({st})" for j, st in rows)
+            raise ValueError(
+                f"SLURM jobs of {name} still there {wait_s:.0f} s after scancel: {left}; "
+                f"`scancel --name={name}` again"
+            )
+        time.sleep(POLL_S)
+        rows = live(name)
+    return cancelled
 
 
 class Watch:
     """Wait for submitit ``jobs`` (one per item of ``names``), collecting each result as its job finishes.
 
-    ``states(job_ids)`` says what the cluster knows (:func:`slurm_states`; None: nothing this time); ``say``
+    ``states(job_ids)`` says what the cluster knows (a :class:`Snapshot`, :func:`slurm_states`); ``say``
     gets a status line every ``status_every_s`` seconds and a warning for a job PENDING longer than
     ``pending_warn_s``; ``vanished_s`` bounds the wait for a job that nothing knows; ``done(result)`` is called
     for each result as it comes. :attr:`results` holds those collected so far (by index), also after an
@@ -169,7 +262,7 @@ class Watch:
         self,
         jobs: Sequence[Any],
         names: Sequence[str],
-        states: Callable[[Sequence[str]], Mapping[str, tuple[str, str]] | None],
+        states: Callable[[Sequence[str]], Snapshot],
         *,
         say: Callable[[str], None],
         done: Callable[[JobResult], None],
@@ -183,6 +276,7 @@ class Watch:
         self._since: dict[str, tuple[str, float]] = {}  # job id -> (state it is in, since when)
         self._warned: set[str] = set()
         self._last: dict[str, tuple[str, str] | None] = {}
+        self._down: dict[str, tuple[str, float]] = {}  # source -> (its error, since when)
 
     def run(self) -> list[JobResult]:
         start = time.monotonic()
@@ -210,11 +304,25 @@ class Watch:
         self.results[i] = result
         self.done(result)
 
+    def _sources(self, down: Mapping[str, str], now: float) -> None:
+        """Say once when a source stops answering and once when it answers again (:data:`SOURCES`)."""
+        for source, what in SOURCES.items():
+            if source in down and source not in self._down:
+                self._down[source] = (down[source], now)
+                self.say(f"slurm: WARNING: {what} does not answer ({down[source]}); {_BLIND[source]}")
+            elif source not in down and source in self._down:
+                since = self._down.pop(source)[1]
+                self.say(f"slurm: {what} answers again (after {_duration(now - since)})")
+            elif source in down:
+                self._down[source] = (down[source], self._down[source][1])
+
     def _query(self, now: float) -> bool:
         waiting = self._waiting()
-        known = self.states([self.jobs[i].job_id for i in waiting])
-        if known is None:
+        snapshot = self.states([self.jobs[i].job_id for i in waiting])
+        self._sources(snapshot.down, now)
+        if "controller" in snapshot.down:
             return False
+        known, blind = snapshot.states, "accounting" in snapshot.down
         changed = False
         for i in waiting:
             job = self.jobs[i]
@@ -226,7 +334,7 @@ class Watch:
                 self._since[job.job_id] = (label, now)
                 self._warned.discard(job.job_id)
             for_s = now - self._since[job.job_id][1]
-            if label == "UNKNOWN" and for_s >= self.vanished_s:
+            if label == "UNKNOWN" and for_s >= self.vanished_s and not blind:
                 self._finish(
                     i,
                     self._failure(
@@ -236,7 +344,7 @@ class Watch:
                     ),
                 )
             elif label in ENDED and for_s >= RESULT_GRACE_S and not job.paths.result_pickle.exists():
-                self._finish(i, self._failure(i, f"ended {label} without a result"))
+                self._finish(i, self._failure(i, f"ended {label} without a result{_ADVICE.get(label, '')}"))
         late = [
             i
             for i in self._waiting()
@@ -275,7 +383,24 @@ class Watch:
             f"{n} {state}" + (f" ({', '.join(sorted(why))})" if state == "PENDING" and why else "")
             for state, n in sorted(counts.items())
         ]
-        return f"slurm: after {elapsed_s / 60:.1f} min: {', '.join(parts)}"
+        line = f"slurm: after {elapsed_s / 60:.1f} min: {', '.join(parts)}"
+        for source, (error, _) in self._down.items():
+            line += f"; {SOURCES[source]} does not answer ({error})"
+        if "controller" in self._down:
+            line += ": the states are the last ones seen"
+        return line
+
+
+#: What to change for a job that ended in this state without a result.
+_ADVICE = {
+    "TIMEOUT": " (its time limit came before submitit could requeue it: give a longer --time-min)",
+    "OUT_OF_MEMORY": " (give more memory per job through the partition, or a smaller batch)",
+}
+#: What the wait cannot know while a source does not answer.
+_BLIND = {
+    "controller": "no job state is known until it does (the jobs keep running)",
+    "accounting": "a job that squeue no longer lists is not taken for gone until it does",
+}
 
 
 def _duration(seconds: float) -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -201,7 +201,14 @@ class EpochCheckpoint(Callback):
 
     An interrupted run resumes after its last checkpointed epoch and trains the epochs after it again; every epoch
     is reseeded from (seed, stage, epoch), so it draws the same batches and ends as an uninterrupted run would:
-    the interval bounds the work lost, never the result."""
+    the interval bounds the work lost, never the result.
+
+    :meth:`request` (process-wide: a SLURM job's preemption signal) makes the next epoch's end write the
+    checkpoint whatever the interval, then call what asked with the epoch; :attr:`written` counts the checkpoints this process
+    wrote (a requeued job's progress)."""
+
+    written: ClassVar[int] = 0
+    _requests: ClassVar[list[Callable[[int], None]]] = []
 
     def __init__(
         self,
@@ -212,13 +219,24 @@ class EpochCheckpoint(Callback):
         self.save, self.seconds, self.clock = save, 60.0 * minutes, clock
         self.last = clock()
 
+    @classmethod
+    def request(cls, then: Callable[[int], None]) -> None:
+        """Write the checkpoint at the end of the current epoch, then call ``then(epoch)`` (safe in a signal
+        handler)."""
+        cls._requests.append(then)
+
     def on_train_start(self, trainer: Trainer) -> None:
         self.last = self.clock()
 
     def on_epoch_end(self, trainer: Trainer, epoch: int, row: dict) -> None:
-        if epoch >= trainer.state.plan.total_epochs or self.clock() - self.last >= self.seconds:
+        asked = EpochCheckpoint._requests
+        if asked or epoch >= trainer.state.plan.total_epochs or self.clock() - self.last >= self.seconds:
             self.save(trainer)
+            EpochCheckpoint.written += 1
             self.last = self.clock()
+        EpochCheckpoint._requests = []
+        for then in asked:
+            then(epoch)
 
 
 #: The callbacks a config can switch on by name (``cfg.callbacks``).

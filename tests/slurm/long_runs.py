@@ -2,7 +2,9 @@
 :meth:`~dmllab.pipeline.slurm.SlurmExecutor.submit`), with short status, warning and vanishing times, and print each
 status line and then one ``RESULT {json}`` line per run (``INTERRUPTED`` on Ctrl-C).
 
-    python tests/slurm/long_runs.py EPOCHS,EPOCHS,... PARALLEL     # one run (seed 0, 1, ...) per EPOCHS
+    python tests/slurm/long_runs.py EPOCHS,EPOCHS,... PARALLEL [WAIT_S]  # one run (seed 0, 1, ...) per EPOCHS
+
+``WAIT_S``: how long a signalled job waits for its epoch's end to checkpoint (0: it requeues at once).
 """
 
 from __future__ import annotations
@@ -29,10 +31,12 @@ def long_runs(epochs: list[int]) -> list[Run]:
 
 def main(argv: list[str]) -> int:
     epochs, parallel = [int(n) for n in argv[0].split(",")], int(argv[1])
+    wait_s = float(argv[2]) if len(argv) > 2 else SlurmOptions.checkpoint_wait_s
     options = SlurmOptions(
         partition="debug",
         time_min=20,
         array_parallelism=parallel,
+        checkpoint_wait_s=wait_s,
         status_every_s=STATUS_EVERY_S,
         pending_warn_s=PENDING_WARN_S,
         vanished_s=VANISHED_S,

@@ -271,12 +271,26 @@ def _start(s: Path, env: dict[str, str], dbd_port: int, timeout_s: float) -> Non
     )
 
 
+def _ancestors() -> set[int]:
+    """This process and its ancestors: a shell that carries the :data:`MARKER` (``stop`` run from it) is not the
+    cluster's."""
+    pids, pid = set(), os.getpid()
+    while pid > 1 and pid not in pids:
+        pids.add(pid)
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            break
+    return pids
+
+
 def _marked(s: Path) -> list[int]:
     """Processes whose environment holds this cluster's :data:`MARKER` (its daemons, job steps and jobs)."""
     tag = f"{MARKER}={s}\0".encode()
+    mine = _ancestors()
     pids = []
     for proc in Path("/proc").iterdir():
-        if proc.name.isdigit() and int(proc.name) != os.getpid():
+        if proc.name.isdigit() and int(proc.name) not in mine:
             try:
                 if tag in (proc / "environ").read_bytes():
                     pids.append(int(proc.name))
