@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dmllab import paths, rowkeys
-from dmllab.fileio import naming, write_atomic
+from dmllab.fileio import naming, regular_file, write_atomic
 from dmllab.locks import exclusive
 from dmllab.paths import git_sha
 
@@ -194,12 +194,20 @@ def _write_csv(path: Path, frame: pd.DataFrame, **to_csv: Any) -> bool:
 
 
 def _update(path: str | os.PathLike, change: Callable[[pd.DataFrame | None], pd.DataFrame]) -> None:
-    """Apply ``change(existing frame or None) -> new frame`` to ``path`` under the lock, atomically."""
+    """Apply ``change(existing frame or None) -> new frame`` to ``path`` under the lock, atomically; the new file
+    replaces the old one only when it passes :func:`read_rows` (otherwise ValueError, and the old file stays)."""
     path = Path(path)
     with _locked(path):
         existing = read_rows(path, duplicates=True) if path.exists() else None
         frame = change(existing)
-        _write_csv(path, frame.reindex(columns=columns_in_order(frame.columns)))
+        text = frame.reindex(columns=columns_in_order(frame.columns)).to_csv(index=False, lineterminator="\n")
+        try:
+            parse_rows(text, path)
+        except ValueError as err:
+            raise ValueError(
+                f"not writing {path}: {_cut(str(err), 400)} (the file keeps its old rows)"
+            ) from None
+        write_atomic(path, text.encode("utf-8"))
 
 
 def write_rows(
@@ -328,21 +336,49 @@ def read_rows(path: str | os.PathLike, *, duplicates: bool = False) -> pd.DataFr
         FileNotFoundError: when ``path`` does not exist.
         ValueError: a malformed file, naming it and the line.
     """
+    path = Path(path)
+    try:
+        regular_file(path, "result file")
+    except FileNotFoundError as err:
+        raise FileNotFoundError(
+            err.strerror if os.path.islink(path) else f"no result file at {path}"
+        ) from None
+    size = path.stat().st_size
+    if size > MAX_CSV_BYTES:
+        raise ValueError(
+            f"result file {path} is {size / 2**20:,.0f} MiB; a result file is at most {MAX_CSV_BYTES >> 20} MiB"
+        )
+    with naming(path, "reading"):
+        data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(
+            f"result file {path} is not UTF-8 text (byte {err.start}: {data[err.start : err.start + 1]!r}); "
+            f"{_REWRITE}"
+        ) from None
+    return parse_rows(text, path, duplicates=duplicates)
+
+
+#: The size of the largest result file dmllab reads (a link to an endless device, a file grown by mistake).
+MAX_CSV_BYTES = 256 << 20
+_REWRITE = "run the experiment that writes it again (dmllab study --only <artifact>), or restore it from git"
+
+
+def _cut(text: str, limit: int = 200) -> str:
+    """``text`` cut to ``limit`` characters (a long value in an error message)."""
+    return text if len(text) <= limit else f"{text[: limit - 20]}... ({len(text):,} characters)"
+
+
+def parse_rows(text: str, path: str | os.PathLike, *, duplicates: bool = False) -> pd.DataFrame:
+    """The tidy CSV ``text`` (of the file ``path``, named in errors) as :func:`read_rows` reads it, with its
+    checks: the same function checks a file before a writer replaces one with it."""
     import csv
     import io
 
     import pandas as pd
 
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no result file at {path}")
-    rewrite = (
-        "run the experiment that writes it again (dmllab study --only <artifact>), or restore it from git"
-    )
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise ValueError(f"result file {path} is not UTF-8 text ({err}); {rewrite}") from None
+    rewrite = _REWRITE
     if not text.strip():
         raise ValueError(f"result file {path} is empty (not even a header); {rewrite}")
     if not text.endswith("\n"):
@@ -367,17 +403,20 @@ def read_rows(path: str | os.PathLike, *, duplicates: bool = False) -> pd.DataFr
         if column in frame:
             try:
                 frame[column] = pd.to_numeric(frame[column], errors="raise").astype(kind)
-            except (ValueError, TypeError) as err:
+            except (ValueError, TypeError, OverflowError) as err:
                 raise ValueError(
-                    f"result file {path}: column {column!r} holds a non-number ({err}); {rewrite}"
+                    f"result file {path}: column {column!r} holds a non-number or an integer beyond 64 bits ({err}); {rewrite}"
                 ) from None
+    _check_columns(frame, path)
+    check_plausible(frame, path)
     if not duplicates:
         _refuse_duplicates(frame, path, rewrite)
     return frame
 
 
 def _refuse_duplicates(frame: pd.DataFrame, path: Path, rewrite: str) -> None:
-    """Raise ValueError naming ``path`` and the first two lines that hold one measurement."""
+    """Raise ValueError naming ``path`` and the first two lines that hold one measurement, or one arm's seed
+    measured under two runs (two files' rows merged: the seed would count twice)."""
     pair = rowkeys.first_duplicate(frame, identity_columns(frame))
     if pair is not None:
         first, second = (i + 2 for i in pair)  # file lines: the header is line 1
@@ -385,6 +424,51 @@ def _refuse_duplicates(frame: pd.DataFrame, path: Path, rewrite: str) -> None:
             f"result file {path}: lines {first} and {second} hold the same measurement (same experiment, profile, "
             f"variant, dataset, seed, parameters, metric and run); a duplicated row would count as another seed; "
             f"{rewrite}"
+        )
+    arm = [c for c in identity_columns(frame) if c not in ("run_id", "config_hash")]
+    pair = rowkeys.first_duplicate(frame, arm) if "run_id" in frame else None
+    if pair is not None:
+        first, second = (i + 2 for i in pair)
+        raise ValueError(
+            f"result file {path}: lines {first} and {second} hold one measurement (same experiment, profile, "
+            f"variant, dataset, seed, parameters and metric) from two runs ({frame['run_id'].iloc[pair[0]]} and "
+            f"{frame['run_id'].iloc[pair[1]]}): rows of two result files merged; {rewrite}"
+        )
+
+
+def _check_columns(frame: pd.DataFrame, path: Path) -> None:
+    """Raise ValueError naming ``path`` and the required columns (:data:`REQUIRED_COLUMNS`) it lacks."""
+    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ValueError(
+            f"result file {path} lacks the column(s) {', '.join(missing)} (its header: "
+            f"{_cut(', '.join(map(str, frame.columns)))}); {_REWRITE}"
+        )
+
+
+def metric_range(metric: str) -> tuple[float, float] | None:
+    """The values ``metric`` can take in a result file: [0, 100] for a percentage (:data:`PERCENT_PREFIXES`: R@K,
+    NMI, MAP@R, accuracy), None for another metric (any finite number)."""
+    return (0.0, 100.0) if str(metric).startswith(PERCENT_PREFIXES) else None
+
+
+def check_plausible(frame: pd.DataFrame, path: str | os.PathLike, what: str = "result file") -> None:
+    """Raise ValueError naming ``path``, the line, the metric and the value of the first value that is infinite or
+    outside its metric's range (:func:`metric_range`). NaN passes: it is how a run that diverged is recorded."""
+    import numpy as np
+
+    values = frame["value"].to_numpy(dtype=float)
+    metrics = frame["metric"].astype(str).to_numpy()
+    bad = np.isinf(values)
+    percent = np.fromiter((m.startswith(PERCENT_PREFIXES) for m in metrics), bool, len(metrics))
+    with np.errstate(invalid="ignore"):
+        bad |= percent & ((values < 0) | (values > 100))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        where = "in [0, 100] (a percentage)" if percent[i] else "finite"
+        raise ValueError(
+            f"{what} {path}, line {i + 2}: {metrics[i]} = {values[i]!r} is not a plausible value (it must be "
+            f"{where}); {int(bad.sum())} such value(s) in all; {_REWRITE}"
         )
 
 

@@ -54,6 +54,7 @@ from dmllab.data.index import (
     read_rows,
 )
 from dmllab.data.manifest import MANIFEST, DatasetCacheError, read_manifest
+from dmllab.fileio import write_text_atomic
 from dmllab.validation import check_path
 
 Record = tuple[str, Hashable]  # (image path relative to the dataset root, original class id)
@@ -310,7 +311,7 @@ class CUB200(_ClassRangeDataset):
         for i, box in sorted(self._boxes_by_id.items()):
             s = scales.get(files.get(i, ""), 1.0)
             lines.append(" ".join([str(i), *(f"{v * s:.1f}" for v in box)]))
-        (dst_root / "bounding_boxes.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        write_text_atomic(dst_root / "bounding_boxes.txt", "\n".join(lines) + "\n")
 
 
 @DATASETS.register("cars")

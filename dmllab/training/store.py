@@ -40,6 +40,7 @@ import json
 import os
 import platform
 import shutil
+import tempfile
 import time
 import warnings
 from collections.abc import Iterator
@@ -48,7 +49,15 @@ from pathlib import Path
 from typing import Any
 
 from dmllab import paths
-from dmllab.fileio import CorruptFileError, naming, set_aside, sha256_file, sidecar
+from dmllab.fileio import (
+    CorruptFileError,
+    atomic_open,
+    naming,
+    set_aside,
+    sha256_file,
+    sidecar,
+    write_text_atomic,
+)
 from dmllab.locks import exclusive
 from dmllab.training.build import check
 from dmllab.training.config import ExperimentConfig, config_hash, parent_config
@@ -143,15 +152,14 @@ def provenance(
 
 
 def _write_json(path: Path, obj: Any) -> None:
-    with naming(path, "writing"):
-        path.write_text(json.dumps(obj, indent=2, sort_keys=True, allow_nan=True) + "\n")
+    write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True, allow_nan=True) + "\n")
 
 
 def _write_history(path: Path, rows: list[dict]) -> None:
     keys: list[str] = []
     for r in rows:
         keys += [k for k in r if k not in keys]
-    with naming(path, "writing"), path.open("w", newline="") as fh:
+    with atomic_open(path, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=keys)
         w.writeheader()
         w.writerows(rows)
@@ -315,17 +323,16 @@ class RunStore:
             "profile": cfg.profile,
             "provenance": provenance(cfg.run.device, wall_time_s),
         }
-        tmp = final / f".{DIVERGED_FILE}.tmp-{os.getpid()}"
-        _write_json(tmp, record)
-        os.replace(tmp, final / DIVERGED_FILE)
+        _write_json(final / DIVERGED_FILE, record)
         return final / DIVERGED_FILE
 
     def save(self, cfg: ExperimentConfig, seed: int, result: RunResult) -> Path:
         """Write the run folder atomically (temporary folder + rename) and return it."""
         final = self.run_dir(cfg, seed)
         final.parent.mkdir(parents=True, exist_ok=True)
-        tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
+        # a new folder of a random name: never one a link was planted at
+        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
+        tmp.chmod(0o755)  # mkdtemp makes it private; the store is shared like any other folder
         try:
             self._write_run(tmp, final, cfg, result)
         except BaseException:
@@ -334,7 +341,6 @@ class RunStore:
         return final
 
     def _write_run(self, tmp: Path, final: Path, cfg: ExperimentConfig, result: RunResult) -> None:
-        tmp.mkdir()
         metrics = {
             "metrics": result.metrics,
             "best_epoch": result.best_epoch,
