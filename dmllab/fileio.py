@@ -220,14 +220,19 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> bool:
     return write_atomic(path, text.encode("utf-8"))
 
 
-def regular_file(path: str | os.PathLike, what: str = "file") -> Path:
+class NotRegularFileError(OSError):
+    """A path dmllab reads is not a regular file (a FIFO, a device, a folder, a socket); the message names it."""
+
+
+def regular_file(path: str | os.PathLike, what: str = "file", why: str = "") -> Path:
     """``path`` when it is a regular file (a link to one counts); otherwise an OSError naming it and what it is
     (missing, a dangling link, a folder, a FIFO, a device, a socket), so that dmllab never blocks reading a FIFO or
-    reads an endless device.
+    reads an endless device. ``why`` ends the message of a path that is not a regular file (why a stream cannot
+    be read there, what to do).
 
     Raises:
         FileNotFoundError: ``path`` does not exist (or is a link to nothing: "a dangling link to <target>").
-        OSError: ``path`` is not a regular file.
+        NotRegularFileError: ``path`` is not a regular file.
     """
     path = Path(path)
     try:
@@ -236,14 +241,14 @@ def regular_file(path: str | os.PathLike, what: str = "file") -> Path:
         if os.path.islink(path):
             target = os.readlink(path)
             raise FileNotFoundError(
-                errno.ENOENT,
-                f"{what} {path} is a dangling link (to {target}, which does not exist)",
-                str(path),
+                f"{what} {path} is a dangling link (to {target}, which does not exist)"
             ) from None
-        raise FileNotFoundError(errno.ENOENT, f"no {what} at {path}", str(path)) from None
+        raise FileNotFoundError(f"{what} {path} does not exist") from None
     if not stat.S_ISREG(st.st_mode):
         kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
-        raise OSError(errno.EINVAL, f"{what} {path} is {kind}, not a regular file", str(path))
+        raise NotRegularFileError(
+            f"{what} {path} is {kind}, not a regular file" + (f"; {why}" if why else "")
+        )
     return path
 
 

@@ -68,6 +68,8 @@ PRODUCED_COLUMNS: tuple[str, ...] = tuple(
 PARAM_PREFIX = "param_"
 # Core columns every row must give; the others (variant, dataset, seed) may be left empty.
 REQUIRED_COLUMNS: tuple[str, ...] = ("experiment", "paper", "artifact", "profile", "metric", "value")
+# The columns a reader of a result file needs (the experiment and profile it selects by, the measurement).
+READ_COLUMNS: tuple[str, ...] = ("experiment", "profile", "seed", "metric", "value")
 _STRING_COLUMNS = tuple(c for c in CORE_COLUMNS + PROVENANCE_COLUMNS if c not in ("seed", "value"))
 
 # Distribution names of the packages recorded in the provenance columns.
@@ -341,7 +343,7 @@ def read_rows(path: str | os.PathLike, *, duplicates: bool = False) -> pd.DataFr
         regular_file(path, "result file")
     except FileNotFoundError as err:
         raise FileNotFoundError(
-            err.strerror if os.path.islink(path) else f"no result file at {path}"
+            str(err) if os.path.islink(path) else f"no result file at {path}"
         ) from None
     size = path.stat().st_size
     if size > MAX_CSV_BYTES:
@@ -408,6 +410,7 @@ def parse_rows(text: str, path: str | os.PathLike, *, duplicates: bool = False) 
                     f"result file {path}: column {column!r} holds a non-number or an integer beyond 64 bits ({err}); {rewrite}"
                 ) from None
     _check_columns(frame, path)
+    _check_parameters(frame, path)
     check_plausible(frame, path)
     if not duplicates:
         _refuse_duplicates(frame, path, rewrite)
@@ -437,13 +440,32 @@ def _refuse_duplicates(frame: pd.DataFrame, path: Path, rewrite: str) -> None:
 
 
 def _check_columns(frame: pd.DataFrame, path: Path) -> None:
-    """Raise ValueError naming ``path`` and the required columns (:data:`REQUIRED_COLUMNS`) it lacks."""
-    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
+    """Raise ValueError naming ``path`` and the columns every reader needs (:data:`READ_COLUMNS`) it lacks."""
+    missing = [c for c in READ_COLUMNS if c not in frame.columns]
     if missing:
         raise ValueError(
             f"result file {path} lacks the column(s) {', '.join(missing)} (its header: "
             f"{_cut(', '.join(map(str, frame.columns)))}); {_REWRITE}"
         )
+
+
+def _check_parameters(frame: pd.DataFrame, path: Path) -> None:
+    """Raise ValueError naming ``path``, the line, the column and the value of a ``param_*`` cell that is not a
+    number in a column of numbers: its row would match no comparison and be dropped from every claim."""
+    import pandas as pd
+
+    for column in (c for c in frame.columns if c.startswith(PARAM_PREFIX)):
+        if frame[column].dtype.kind in "biuf":
+            continue
+        cells = frame[column].dropna()
+        numbers = pd.to_numeric(cells, errors="coerce")
+        if numbers.notna().any() and numbers.isna().any():
+            line = int(cells.index[numbers.isna().to_numpy()][0]) + 2
+            value = str(cells[numbers.isna()].iloc[0])
+            raise ValueError(
+                f"result file {path}, line {line}: parameter {column} is {_cut(value, 60)!r}, not a number like "
+                f"the column's other values; {_REWRITE}"
+            )
 
 
 def metric_range(metric: str) -> tuple[float, float] | None:
@@ -467,7 +489,7 @@ def check_plausible(frame: pd.DataFrame, path: str | os.PathLike, what: str = "r
         i = int(np.flatnonzero(bad)[0])
         where = "in [0, 100] (a percentage)" if percent[i] else "finite"
         raise ValueError(
-            f"{what} {path}, line {i + 2}: {metrics[i]} = {values[i]!r} is not a plausible value (it must be "
+            f"{what} {path}, line {i + 2}: {metrics[i]} = {float(values[i])!r} is not a plausible value (it must be "
             f"{where}); {int(bad.sum())} such value(s) in all; {_REWRITE}"
         )
 

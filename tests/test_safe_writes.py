@@ -270,3 +270,18 @@ def test_the_study_refuses_an_edited_notebook_before_anything_runs(tmp_path, mon
     with pytest.raises(ValueError, match="parameters cell was edited"):
         execute.run_notebooks(plan, LocalExecutor(1), nb_dir, tmp_path / "executed", force=True)
     assert ran == []
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_weights_or_checkpoint_path_that_is_a_stream_says_why_not(tmp_path, kind):
+    from dmllab.models.weights import read_state_dict
+    from dmllab.training.checkpoint import load_checkpoint
+
+    path = Path("/dev/zero")
+    if kind == "fifo":
+        path = tmp_path / "weights.pth"
+        os.mkfifo(path)
+    with pytest.raises(fileio.NotRegularFileError, match="needs a file it can seek in"):
+        read_state_dict(path)  # never a hang on the FIFO, never "does not exist"
+    with pytest.raises(fileio.NotRegularFileError, match="read from a file it can seek in"):
+        load_checkpoint(path)

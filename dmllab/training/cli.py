@@ -33,6 +33,16 @@ def _config_from_args(args: argparse.Namespace):
     return apply_overrides(cfg, overrides)
 
 
+def _one_seed(args: argparse.Namespace, cfg: Any) -> None:
+    """One seed per run: ``--set run.seed=N`` that disagrees with ``--seed`` (0 unless given) raises ValueError,
+    instead of one of them being used silently."""
+    if any(o.split("=", 1)[0].strip() == "run.seed" for o in args.set or []) and cfg.run.seed != args.seed:
+        raise ValueError(
+            f"--seed {args.seed} and --set run.seed={cfg.run.seed} disagree: a run has one seed; give it once, "
+            "with --seed"
+        )
+
+
 def _print_metrics(metrics: dict[str, float]) -> None:
     print("  ".join(f"{k} {100 * v:.2f}" for k, v in metrics.items()))
 
@@ -106,6 +116,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             names = ", ".join("--" + n.replace("_", "-") for n in given)
             raise ValueError(f"{names} only act with --protocol mlrc; add it or drop them")
         cfg = _config_from_args(args)
+        _one_seed(args, cfg)
         if getattr(args, "protocol", "standard") == "mlrc":
             return _cmd_train_mlrc(args, cfg)
         if not args.quiet:

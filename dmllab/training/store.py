@@ -284,8 +284,7 @@ class RunStore:
             return None
         try:
             record = _read_json(path, "divergence record")
-            if not isinstance(record, dict) or record.get("config_hash") not in (None, config_hash(cfg)):
-                raise CorruptRunError(f"divergence record {path} belongs to another config")
+            check_divergence_record(record, path, key=self.key(cfg), cfg_hash=config_hash(cfg), seed=seed)
         except (CorruptRunError, OSError) as err:
             set_aside(path, str(err), then="the run will be trained again")
             return None
@@ -316,6 +315,7 @@ class RunStore:
         final.mkdir(parents=True, exist_ok=True)
         record = {
             "error": f"{type(error).__name__}: {error}",
+            "run_key": final.parent.name,
             "config_hash": config_hash(cfg),
             "seed": seed,
             "method": cfg.method,
@@ -394,7 +394,8 @@ def verify_run_dir(
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]:
     """Check a stored run folder and return its (metrics.json, config.json, checksums.json or None) contents.
 
-    Checks every file against ``checksums.json`` (when the run has one), that ``config.json`` has the config
+    Checks every file against ``checksums.json`` (a run without one, or whose record lacks an entry for one of its
+    files, its key, seed, config hash or final model, is refused: nothing unverified is believed), that ``config.json`` has the config
     hash recorded in ``metrics.json``, and, where given, the run ``key`` (the folder's parent), ``cfg_hash`` and
     ``seed`` asked for.
 
@@ -402,24 +403,32 @@ def verify_run_dir(
         CorruptRunError: naming the file that fails and how.
     """
     d = Path(run_dir)
-    record = None
-    if (d / RECORD_FILE).is_file():
-        record = _read_json(d / RECORD_FILE, "run record")
-        if not isinstance(record, dict) or not isinstance(record.get("files"), dict):
-            raise CorruptRunError(f"run record {d / RECORD_FILE} does not list the run's files")
-        for name, digest in record["files"].items():
-            f = d / name
-            if not f.is_file():
-                raise CorruptRunError(f"{f} is missing from the stored run")
-            if sha256_file(f) != digest:
-                raise CorruptRunError(
-                    f"{f} does not match its checksum in {d / RECORD_FILE} (edited or damaged)"
-                )
-        if record.get("run_key") != d.parent.name or record.get("seed") != _seed_of(d):
-            raise CorruptRunError(
-                f"{d / RECORD_FILE} records run {record.get('run_key')}/seed{record.get('seed')}, but the folder is "
-                f"{d.parent.name}/{d.name} (moved or copied by hand?)"
-            )
+    if not (d / RECORD_FILE).is_file():
+        raise CorruptRunError(
+            f"stored run {d} has no checksum record ({RECORD_FILE}): nothing in it is verified"
+        )
+    record = _read_json(d / RECORD_FILE, "run record")
+    if not isinstance(record, dict) or not isinstance(record.get("files"), dict):
+        raise CorruptRunError(f"run record {d / RECORD_FILE} does not list the run's files")
+    unlisted = [name for name in _RUN_FILES if name not in record["files"]] + [
+        k for k in ("run_key", "seed", "config_hash", "final_model") if k not in record
+    ]
+    if unlisted:
+        raise CorruptRunError(
+            f"run record {d / RECORD_FILE} is incomplete (no entry for {', '.join(unlisted)}): its run is not "
+            "verified"
+        )
+    for name, digest in record["files"].items():
+        f = d / name
+        if not f.is_file():
+            raise CorruptRunError(f"{f} is missing from the stored run")
+        if sha256_file(f) != digest:
+            raise CorruptRunError(f"{f} does not match its checksum in {d / RECORD_FILE} (edited or damaged)")
+    if record.get("run_key") != d.parent.name or record.get("seed") != _seed_of(d):
+        raise CorruptRunError(
+            f"{d / RECORD_FILE} records run {record.get('run_key')}/seed{record.get('seed')}, but the folder is "
+            f"{d.parent.name}/{d.name} (moved or copied by hand?)"
+        )
     metrics = _read_json(d / "metrics.json", "metrics file")
     if not isinstance(metrics, dict):
         raise CorruptRunError(
@@ -454,6 +463,19 @@ def verify_run_dir(
     return metrics, config, record
 
 
+def check_divergence_record(record: Any, path: Path, *, key: str, cfg_hash: str, seed: int) -> None:
+    """Raise CorruptRunError naming ``path`` unless the divergence record names the run it lies in: its run key,
+    config hash and seed (a record copied from another run, or one without them, is not believed)."""
+    if not isinstance(record, dict):
+        raise CorruptRunError(f"divergence record {path} holds a {type(record).__name__}, not a record")
+    named = (record.get("run_key"), record.get("config_hash"), record.get("seed"))
+    if named != (key, cfg_hash, seed):
+        raise CorruptRunError(
+            f"divergence record {path} names run {named[0]}/seed{named[2]} (config {named[1]}), not "
+            f"{key}/seed{seed} (config {cfg_hash}): copied from another run"
+        )
+
+
 def _seed_of(d: Path) -> int | None:
     return int(d.name[4:]) if d.name.startswith("seed") and d.name[4:].isdigit() else None
 
@@ -467,9 +489,15 @@ def verify_final_model(run_dir: str | os.PathLike, model: str | os.PathLike) -> 
     """
     record_file = Path(run_dir) / RECORD_FILE
     if not record_file.is_file():
-        return
+        raise CorruptRunError(
+            f"run {run_dir} has no checksum record ({record_file}): its final model is not verified"
+        )
     expected = _read_json(record_file, "run record").get("final_model")
-    if expected and sha256_file(model) != expected:
+    if not expected:
+        raise CorruptRunError(
+            f"final model {model} is not listed in {record_file} (the run recorded none): not served as this run's"
+        )
+    if sha256_file(model) != expected:
         raise CorruptRunError(
             f"final model {model} is not the one run {Path(run_dir).parent.name}/{Path(run_dir).name} wrote "
             f"(its sha256 differs from {record_file}): damaged or replaced"
