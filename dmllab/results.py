@@ -342,9 +342,7 @@ def read_rows(path: str | os.PathLike, *, duplicates: bool = False) -> pd.DataFr
     try:
         regular_file(path, "result file")
     except FileNotFoundError as err:
-        raise FileNotFoundError(
-            str(err) if os.path.islink(path) else f"no result file at {path}"
-        ) from None
+        raise FileNotFoundError(str(err) if os.path.islink(path) else f"no result file at {path}") from None
     size = path.stat().st_size
     if size > MAX_CSV_BYTES:
         raise ValueError(

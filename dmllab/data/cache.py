@@ -28,7 +28,7 @@ from PIL import Image
 
 from dmllab.data.base import DATASETS
 from dmllab.data.manifest import MANIFEST, DatasetCacheError, read_manifest
-from dmllab.fileio import atomic_open, write_text_atomic
+from dmllab.fileio import atomic_open, regular_file, write_text_atomic
 from dmllab.paths import cache_dir
 
 
@@ -49,7 +49,7 @@ def resized_size(width: int, height: int, shorter_side: int) -> tuple[tuple[int,
 def cache_image(src: Path, dst: Path, shorter_side: int = 288, quality: int = 95) -> float:
     """Write the resized copy of ``src`` to ``dst`` (atomic; skipped if it exists, which :func:`build_cache`
     allows only when resuming a copy of the same source) and return the scale factor."""
-    with Image.open(src) as img:
+    with Image.open(regular_file(src, "image file")) as img:  # a FIFO would block the copy forever
         size, scale = resized_size(img.width, img.height, shorter_side)
         if dst.exists():
             return scale

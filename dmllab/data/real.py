@@ -54,7 +54,7 @@ from dmllab.data.index import (
     read_rows,
 )
 from dmllab.data.manifest import MANIFEST, DatasetCacheError, read_manifest
-from dmllab.fileio import write_text_atomic
+from dmllab.fileio import NotRegularFileError, regular_file, write_text_atomic
 from dmllab.validation import check_path
 
 Record = tuple[str, Hashable]  # (image path relative to the dataset root, original class id)
@@ -63,10 +63,13 @@ Record = tuple[str, Hashable]  # (image path relative to the dataset root, origi
 def load_image(path: Path) -> Image.Image:
     """Decode an RGB image; a missing or undecodable file raises :class:`ImageLoadError` naming it."""
     try:
+        regular_file(path, "image file")  # a FIFO listed as an image would block the reader forever
         with Image.open(path) as img:
             return img.convert("RGB")  # convert() forces the full decode inside the try
     except FileNotFoundError:
         raise ImageLoadError(f"image file is missing: {path}") from None
+    except NotRegularFileError as err:
+        raise ImageLoadError(str(err)) from None
     except (OSError, ValueError, SyntaxError) as err:  # PIL raises these on truncated or corrupt data
         raise ImageLoadError(f"cannot decode image {path}: {err}") from err
 
