@@ -202,7 +202,7 @@ def rule_for_key(key: str) -> Rule | None:
     return VALUE_RULES.get(key)
 
 
-def _refuse_huge(name: str, value: Any) -> None:
+def refuse_huge(name: str, value: Any) -> None:
     """An integer beyond 64 bits (in ``value`` or one of its elements) named as such: it would surface as an
     OverflowError or torch's internal error far from where it was given."""
     for v in value if isinstance(value, list | tuple) else (value,):
@@ -220,7 +220,7 @@ def check_value(key: str, value: Any) -> None:
         ConfigValueError: naming the key, the value and what it must be.
     """
     rule = rule_for_key(key)
-    _refuse_huge(key, value)
+    refuse_huge(key, value)
     if rule is not None and not rule(value):
         raise ConfigValueError(f"{key} must be {rule.what}, got {value!r}")
     if isinstance(value, float) and math.isnan(value):
@@ -355,7 +355,7 @@ def check_parameter(name: str, value: Any) -> None:
         InvalidValueError: naming the parameter, the value and what it must be.
     """
     rule = rule_for_parameter(name)
-    _refuse_huge(f"parameter {name}", value)
+    refuse_huge(f"parameter {name}", value)
     if rule is not None:
         if not rule(value):
             raise InvalidValueError(f"parameter {name} must be {rule.what}, got {value!r}")

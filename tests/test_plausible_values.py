@@ -214,3 +214,12 @@ def test_a_claim_on_rows_without_its_column_says_which_column():
     claim = Claim("A beats B", lambda df: paired(df, "R@1", {"variant": "A"}, {"variant": "B"}))
     j = verdicts.assess(claim, rows, "quick", None)
     assert j.verdict == "inconclusive" and "the rows lack the column 'seed'" in j.why
+
+
+def test_a_components_keyword_beyond_64_bits_is_refused_where_it_is_set():
+    from dmllab.training import apply_overrides, presets
+
+    cfg = presets.get("proxynca++", "synthetic", "smoke")
+    with pytest.raises(InvalidValueError, match=r"data.dataset.num_classes is an integer of 64 bits"):
+        apply_overrides(cfg, [f"data.dataset.num_classes={2**63}"])
+    assert apply_overrides(cfg, ["data.dataset.num_classes=12"]).data.dataset.kw["num_classes"] == 12
