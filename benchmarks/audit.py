@@ -2147,6 +2147,33 @@ def message_cases() -> list[Case]:
 
     cases += [codec("result"), codec("index")]
 
+    def zip_name(ctx):
+        import struct
+        import zipfile
+
+        from dmllab.data.sources import Archive
+        from dmllab.data.unpack import unpack
+
+        d = ctx.folder()
+        path = d / "CUB_200_2011.zip"
+        with zipfile.ZipFile(path, "w") as z:
+            z.writestr("CUB/b.jpg", b"y")
+        raw = bytearray(path.read_bytes())
+        for at in (i for i in range(len(raw)) if raw.startswith(b"CUB/b.jpg", i)):
+            raw[at + 4] = 0xFF
+        for signature, offset in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):  # names flagged UTF-8
+            at = raw.find(signature)
+            while at != -1:
+                struct.pack_into(
+                    "<H", raw, at + offset, struct.unpack_from("<H", raw, at + offset)[0] | 0x800
+                )
+                at = raw.find(signature, at + 1)
+        path.write_bytes(bytes(raw))
+        archive = Archive(filename=path.name, url=None, md5=None, sha256=None, source="audit", place="")
+        return expect_error(lambda: unpack(archive, path, d / "staging"), str(path), "byte 4")
+
+    cases.append(Case("messages", "a zip member name that is not UTF-8", zip_name))
+
     def relative(name: str):
         def run(ctx):
             from dmllab.paths import resolve_folders

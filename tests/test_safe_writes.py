@@ -285,3 +285,13 @@ def test_a_weights_or_checkpoint_path_that_is_a_stream_says_why_not(tmp_path, ki
         read_state_dict(path)  # never a hang on the FIFO, never "does not exist"
     with pytest.raises(fileio.NotRegularFileError, match="read from a file it can seek in"):
         load_checkpoint(path)
+
+
+@pytest.mark.parametrize("append", [False, True])
+def test_a_partial_download_never_writes_through_a_link(tmp_path, victim, append):
+    from dmllab.data.download import _open_part
+
+    part = _plant(tmp_path / "downloads" / "CUB_200_2011.tgz.part", victim)
+    with pytest.raises(OSError) as err:
+        _open_part(part, append=append)
+    assert err.value.filename == str(part) and victim.read_bytes() == SECRET

@@ -256,6 +256,9 @@ def download(
 def _open_part(part: Path, *, append: bool) -> Any:
     """The partial download ``part`` opened for appending (or truncated), refusing a link planted at its path
     (``O_NOFOLLOW``: ELOOP names it) so a download never writes through one."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_APPEND if append else os.O_TRUNC)
     with naming(part, "writing"):
-        return os.fdopen(os.open(part, flags, 0o666), "ab" if append else "wb")
+        return open(part, "ab" if append else "wb", opener=_no_follow)
+
+
+def _no_follow(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_NOFOLLOW, 0o666)

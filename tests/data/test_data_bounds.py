@@ -70,3 +70,32 @@ def test_from_a_process_substitution_says_why_it_cannot_be_read(tmp_path):
     out = subprocess.run(["bash", "-c", script, code], capture_output=True, text=True, env=env, timeout=120)
     assert "is a FIFO (named pipe), not a regular file; an archive is read twice" in out.stdout, out.stderr
     assert not (tmp_path / "root").exists()
+
+
+def test_a_zip_member_name_that_is_not_utf8_names_the_archive_and_the_byte(tmp_path):
+    import io
+    import struct
+    import zipfile
+
+    from dmllab.data.fetch import FetchError
+    from dmllab.data.sources import Archive
+    from dmllab.data.unpack import unpack
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("CUB/b.jpg", b"y")
+    raw = bytearray(buf.getvalue())
+    for at in (i for i in range(len(raw)) if raw.startswith(b"CUB/b.jpg", i)):
+        raw[at + 4] = 0xFF  # a byte that is not UTF-8
+    for signature, offset in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):  # flag the names as UTF-8
+        at = raw.find(signature)
+        while at != -1:
+            struct.pack_into("<H", raw, at + offset, struct.unpack_from("<H", raw, at + offset)[0] | 0x800)
+            at = raw.find(signature, at + 1)
+    path = tmp_path / "a.zip"
+    path.write_bytes(bytes(raw))
+    archive = Archive(filename="a.zip", url=None, md5=None, sha256=None, source="test", place="")
+    with pytest.raises(
+        FetchError, match=rf"cannot unpack {path}: a member's name is not UTF-8 \(byte 4 of the name"
+    ):
+        unpack(archive, path, tmp_path / "staging")
