@@ -543,7 +543,7 @@ def read_tables(
     out = {"rows": read_artifact_rows(artifact_id, profile, device, folder)}
     for name in tables:
         path = artifact_csv(artifact_id, name, folder)
-        frame = pd.read_csv(path) if path.exists() else pd.DataFrame()
+        frame = pd.read_csv(regular_file(path, "table file")) if path.exists() else pd.DataFrame()
         if "profile" in frame.columns:
             frame = frame[frame["profile"] == profile].drop(columns="profile").reset_index(drop=True)
         frame = select_device(frame, device)
@@ -567,7 +567,7 @@ def write_table(path: str | os.PathLike, frame: Any, *, profile: str, device: st
     with _locked(path):
         if path.exists():
             with naming(path, "reading"):
-                old = pd.read_csv(path)
+                old = pd.read_csv(regular_file(path, "table file"))
             if "profile" in old.columns:
                 drop = old["profile"] == profile
                 if device is not None:

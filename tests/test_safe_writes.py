@@ -127,14 +127,17 @@ def test_executed_notebook_its_log_and_its_stamp_replace_links(tmp_path, victim,
     for path in (out, out.with_suffix(".stderr.log"), out.with_suffix(".stamp")):
         _plant(path, victim)
 
-    def fake(inp, output, **kwargs):
-        Path(output).write_text(json.dumps({"cells": [], "metadata": {}}))  # open(..., "w"): follows links
+    def fake(inp, output, **kwargs):  # open(..., "w"): follows links; papermill records the path it wrote
+        Path(output).write_text(json.dumps({"cells": [], "metadata": {"papermill": {"output_path": output}}}))
         os.write(2, b"kernel says hello\n")
 
     monkeypatch.setattr(papermill, "execute_notebook", fake)
     res = execute.NotebookJob(tmp_path / "a.ipynb", out, {}, "python3")()
     assert res.status == "ok"
     _untouched(out, victim)
+    assert json.loads(out.read_text())["metadata"]["papermill"]["output_path"] == str(
+        out
+    )  # not the temporary
     _untouched(out.with_suffix(".stderr.log"), victim)
     assert b"kernel says hello" in out.with_suffix(".stderr.log").read_bytes()
     csv = tmp_path / "results" / "a.csv"

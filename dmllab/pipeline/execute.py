@@ -122,17 +122,20 @@ def execute_notebook(
             # papermill rewrites its output after every cell, following a link at its path: it writes a temporary
             # file of ours instead, which replaces the output when it ends, failed or not
             with _ipc_sockets() as config, replacing(output, keep_partial=True, suffix=".ipynb") as partial:
-                papermill.execute_notebook(
-                    str(notebook),
-                    str(partial),
-                    parameters=dict(parameters),
-                    kernel_name=kernel_name,
-                    progress_bar=False,
-                    log_output=False,
-                    start_timeout=start_timeout,
-                    cwd=str(cwd if cwd is not None else paths.repo_root()),
-                    config=config,
-                )
+                try:
+                    papermill.execute_notebook(
+                        str(notebook),
+                        str(partial),
+                        parameters=dict(parameters),
+                        kernel_name=kernel_name,
+                        progress_bar=False,
+                        log_output=False,
+                        start_timeout=start_timeout,
+                        cwd=str(cwd if cwd is not None else paths.repo_root()),
+                        config=config,
+                    )
+                finally:
+                    _record_output_path(partial, output)
         except PapermillExecutionError as err:
             return JobResult(
                 notebook.stem,
@@ -160,6 +163,16 @@ def execute_notebook(
             )
         return JobResult(notebook.stem, "ok", time.perf_counter() - start, output=str(output))
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _record_output_path(partial: Path, output: Path) -> None:
+    """papermill records the path it wrote (the temporary file) in the notebook's metadata: record ``output``."""
+    try:
+        nb = json.loads(partial.read_text())
+        nb["metadata"]["papermill"]["output_path"] = str(output)
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # nothing written yet, or not papermill's: left as it is
+    partial.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,9 @@ which process (pid, host, since when), then reads the first one's result; a lock
 What the store reads is verified (:func:`verify_run_dir`): every file against its checksum, ``config.json``
 against the run's config hash and key, the folder against the run asked for. An entry that fails (bad JSON, a
 checksum or key mismatch, a missing file) is named on stderr, moved aside to ``<key>/corrupt-seed<k>-<time>``
-(never deleted) and treated as missing, so a study trains that run again instead of stopping. A run stored by an
-older dmllab (no ``checksums.json``) is checked as far as it can be: JSON, config hash, seed.
+(never deleted) and treated as missing, so a study trains that run again instead of stopping. Nothing unverified is
+believed: a run without a complete ``checksums.json`` (an older dmllab's, or one whose entries were deleted) is such
+an entry, and so is a divergence record that does not name its run.
 
 While training, an epoch checkpoint lives at ``checkpoints_dir()/<hash>/seed<k>/last.pt`` (atomic writes);
 a restarted run (after SIGINT or SIGKILL) resumes from it. When the run finishes the checkpoint is replaced
@@ -481,8 +482,8 @@ def _seed_of(d: Path) -> int | None:
 
 
 def verify_final_model(run_dir: str | os.PathLike, model: str | os.PathLike) -> None:
-    """Check ``model`` (a run's ``final.pt``) against the digest in the run's ``checksums.json`` (runs of an
-    older dmllab have none: nothing to check).
+    """Check ``model`` (a run's ``final.pt``) against the digest in the run's ``checksums.json``; a run without a
+    record, or whose record lists no final model, vouches for none.
 
     Raises:
         CorruptRunError: the file is not the one the run wrote, naming both.
