@@ -1814,6 +1814,10 @@ def tamper_cases() -> list[Case]:
         from dmllab.training.store import CorruptRunError
 
         cfg, store = _fake_run(ctx)
+        record = store.run_dir(cfg, 0) / "checksums.json"
+        record.write_text(
+            json.dumps({**json.loads(record.read_text()), "final_model": None})
+        )  # saved without one
         save_atomic({"w": 1}, store.checkpoint_dir(cfg, 0) / "final.pt")  # another run's weights, placed here
         return expect_error(
             lambda: store.final_model(cfg, 0), "final.pt", "not listed", types=(CorruptRunError,)

@@ -29,8 +29,8 @@ def read_lines(path: Path) -> list[str]:
         regular_file(path, "index file")
     except NotRegularFileError as err:
         raise IndexFileError(str(err)) from None
-    with naming(path, "reading"):
-        data = Path(path).read_bytes()
+    with naming(path, "reading"), open(path, "rb") as fh:
+        data = fh.read()
     try:
         return data.decode("utf-8").splitlines()
     except UnicodeDecodeError as err:
