@@ -49,3 +49,37 @@ def test_a_long_value_is_cut_in_an_error_message():
     assert len(message) < 300 and "[100,002 characters]" in message and message.endswith("loss.temperature")
     short = "unknown config key 'run.note'; valid keys: a, b"
     assert error_message(KeyError(short)) == short
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (
+            ["study", "--profile", "smoke", "--only", "pnpp_fig3_two_moons", "--plan", "--seeds", "10000000"],
+            "--seeds",
+        ),
+        (["data", "cache", "cub", "/nonexistent", "--shorter-side", str(2**40)], "--shorter-side"),
+        (["pretrain", "--width", str(2**63)], "--width"),
+        (
+            [
+                "train",
+                "--method",
+                "proxynca++",
+                "--dataset",
+                "synthetic",
+                "--profile",
+                "smoke",
+                "--protocol",
+                "mlrc",
+                "--mlrc-dim",
+                str(2**40),
+                "--quiet",
+            ],  # fmt: skip
+            "--mlrc-dim",
+        ),
+    ],
+)
+def test_command_line_integers_have_upper_bounds(argv, words, capsys):
+    assert main(argv) != 0
+    err = capsys.readouterr().err
+    assert words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err

@@ -116,11 +116,19 @@ def _stored_wall_times() -> dict[str, list[float]]:
     return out
 
 
+#: The most seeds a study plans (``--seeds``): more would plan more runs than any machine trains.
+MAX_SEEDS = 1000
+
+
 def check_seeds(seeds: int | None) -> None:
-    """Raise ValueError unless ``seeds`` (``--seeds``) is None or an integer of at least 2 (an interval needs
-    two seeds)."""
-    if seeds is not None and (isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 2):
-        raise ValueError(f"--seeds must be an integer >= 2 (an interval needs two seeds), got {seeds!r}")
+    """Raise ValueError unless ``seeds`` (``--seeds``) is None or an integer in 2..:data:`MAX_SEEDS` (an interval
+    needs two seeds)."""
+    if seeds is not None and (
+        isinstance(seeds, bool) or not isinstance(seeds, int) or not 2 <= seeds <= MAX_SEEDS
+    ):
+        raise ValueError(
+            f"--seeds must be an integer in 2..{MAX_SEEDS} (an interval needs two seeds), got {str(seeds)[:40]}"
+        )
 
 
 def execution_parameters(

@@ -50,12 +50,14 @@ def _print_metrics(metrics: dict[str, float]) -> None:
 def _cmd_train_mlrc(args: argparse.Namespace, cfg: Any) -> int:
     """``--protocol mlrc``: :func:`dmllab.training.mlrc.run_mlrc` (each fold model a run of the run store)."""
     from dmllab.training.mlrc import MLRCSettings, run_mlrc
-    from dmllab.validation import check_int, check_number
+    from dmllab.validation import MAX_SIZE, check_int, check_number
 
     given = {name: getattr(args, name) for name in _MLRC_OPTIONS}
     opts = {name: (_MLRC_DEFAULTS[name] if v is None else v) for name, v in given.items()}
     for name in ("mlrc_folds", "mlrc_repetitions", "mlrc_batch_size", "mlrc_per_class", "mlrc_dim"):
-        check_int("--" + name.replace("_", "-"), opts[name], low=2 if name == "mlrc_folds" else 1)
+        check_int(
+            "--" + name.replace("_", "-"), opts[name], low=2 if name == "mlrc_folds" else 1, high=MAX_SIZE
+        )
     check_number("--mlrc-lr", opts["mlrc_lr"], low=0.0, low_open=True, allow_none=True)
     if opts["mlrc_batch_size"] % opts["mlrc_per_class"]:
         raise ValueError(
@@ -225,10 +227,10 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     import time
 
     from dmllab.training.pretrain import ensure_pretrained_smallcnn
-    from dmllab.validation import check_int
+    from dmllab.validation import MAX_SIZE, check_int
 
     try:
-        check_int("--width", args.width)
+        check_int("--width", args.width, high=MAX_SIZE)
         check_int("--seed", args.seed, low=0)
     except ValueError as err:
         return _fail(err, args)
