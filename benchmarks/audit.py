@@ -2078,6 +2078,18 @@ def input_bound_cases() -> list[Case]:
         )
 
     cases.append(Case("input bounds", "an image id of 2**70", image_id))
+    for argv, needle in (
+        (
+            ["study", "--profile", "smoke", "--only", "pnpp_fig3_two_moons", "--plan", "--seeds", "10000000"],
+            "--seeds",
+        ),
+        (["data", "cache", "cub", "/nonexistent", "--shorter-side", str(2**40)], "--shorter-side"),
+        (["pretrain", "--width", str(2**63)], "--width"),
+        ([*train, "--protocol", "mlrc", "--mlrc-dim", str(2**40)], "--mlrc-dim"),
+        ([*train, "--protocol", "mlrc", "--mlrc-batch-size", str(2**31)], "--mlrc-batch-size"),
+    ):
+        cases.append(Case("input bounds", " ".join(argv[:1] + argv[-2:]),
+                          lambda ctx, a=argv, n=needle: cli(a, n), timeout=60))  # fmt: skip
     return cases
 
 
