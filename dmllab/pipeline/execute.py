@@ -285,7 +285,8 @@ def run_notebooks(
 
     planned = {a.id: a for a in plan.artifacts}
     for job in jobs:  # before anything runs: a notebook that would not run the plan's parameters is refused
-        check_parameters_cell(job.notebook, planned[job.notebook.stem])
+        if job.notebook.exists():  # a missing one fails as its job, as before
+            check_parameters_cell(job.notebook, planned[job.notebook.stem])
     jobs.sort(key=lambda j: -last_duration(j.output))
     order = [a.id for a in plan.artifacts]
     try:
