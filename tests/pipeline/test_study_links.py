@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-ARTIFACT = "pa_fig1_convergence"  # four smoke runs (two methods, two seeds), a notebook and a plotting notebook
+ARTIFACT = (
+    "pa_fig1_convergence"  # four smoke runs (two methods, two seeds), a notebook and a plotting notebook
+)
 
 
 def _study(root: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -25,7 +27,18 @@ def _study(root: Path, *extra: str) -> subprocess.CompletedProcess:
         "DMLLAB_RESULTS": str(root / "results"),
         "DMLLAB_FIGURES": str(root / "figures"),
     }
-    argv = ["study", "--profile", "smoke", "--only", ARTIFACT, "--jobs", "2", "--no-progress", "--device", "cpu"]
+    argv = [
+        "study",
+        "--profile",
+        "smoke",
+        "--only",
+        ARTIFACT,
+        "--jobs",
+        "2",
+        "--no-progress",
+        "--device",
+        "cpu",
+    ]
     return subprocess.run(
         [sys.executable, "-m", "dmllab.cli", *argv, *extra],
         capture_output=True,
@@ -39,7 +52,9 @@ def _study(root: Path, *extra: str) -> subprocess.CompletedProcess:
 def _outputs(root: Path) -> list[Path]:
     """Every file the study wrote that a second study with --force writes again (not the generated data caches,
     which are only read once there, nor the lock files, which are never written through)."""
-    found = [p for d in ("results", "figures", "cache/checkpoints") for p in (root / d).rglob("*") if p.is_file()]
+    found = [
+        p for d in ("results", "figures", "cache/checkpoints") for p in (root / d).rglob("*") if p.is_file()
+    ]
     return sorted(p for p in found if not p.name.endswith(".lock"))
 
 
@@ -58,7 +73,9 @@ def test_a_study_replaces_links_planted_at_every_output_path(tmp_path):
     for i, path in enumerate(outputs):
         target = victims / f"{i}-{path.name}"
         retrain = path.name == "metrics.json"  # a damaged run: set aside and trained again, writing its files
-        target.write_bytes(b"not json" if retrain else path.read_bytes())  # else a copy, as a shared folder holds
+        target.write_bytes(
+            b"not json" if retrain else path.read_bytes()
+        )  # else a copy, as a shared folder holds
         path.unlink()
         path.symlink_to(target)
         planted[path] = (target, target.read_bytes())
