@@ -98,6 +98,7 @@ class Trainer:
             progress=progress,
             timings=self.timings,
             channels_last=self.channels_last,
+            image_size=self.fast_dev.image_size(cfg.data) if self.fast_dev else None,
         )
         self.model: nn.Module | None = None
         self.loss: nn.Module | None = None
