@@ -43,12 +43,13 @@ def estimate(plan: Plan, jobs: int, gpu_hours: float | None = None) -> str:
         return "a fast dev run: seconds per run on a GPU, up to a minute or two on a CPU"
     kind = _kind(plan.device)
     if est is None and gpu_hours is not None:
-        return (
-            f"{gpu_hours:,.1f} GPU-hours from the cost model (below); the time on {kind} is not estimated: it comes "
-            f"only from stored {plan.profile} runs on {kind}, and none is stored"
-            if kind == "cpu"
-            else f"{gpu_hours:,.1f} GPU-hours from the cost model (below; no stored {plan.profile} run on {kind} yet)"
-        )
+        head = f"{gpu_hours:,.1f} GPU-hours from the cost model (the runs it prices, below"
+        if kind == "cpu":
+            return (
+                f"{head}); the time on cpu is not estimated: it comes only from stored {plan.profile} runs on cpu, "
+                "and none is stored"
+            )
+        return f"{head}; no stored {plan.profile} run on {kind} yet)"
     text = _runs_estimate(plan, workers)
     if est is not None and plan.dependencies and kind == "cpu":
         prep = trunks_s(plan.dependencies)
