@@ -6,7 +6,7 @@ meaningful when its speed drifts); the median is reported with min and max. A se
 own work per epoch (one :class:`LiveCurves` line appended, the resume check at the stage's start) directly, which
 bounds what they can add to a run: ``curves_share_pct`` = epochs x per-epoch cost / the run's time.
 
-    nice -n 10 .venv/bin/python benchmarks/bench_live.py --pairs 3 --out results/benchmarks/live.csv
+    nice -n 10 .venv/bin/python benchmarks/bench_live.py --pairs 5,3 --out results/benchmarks/live.csv
 """
 
 from __future__ import annotations
