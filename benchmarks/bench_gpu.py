@@ -34,7 +34,7 @@ The model settings are the four ResNet-50 ones below, or with ``--settings plan`
 precision) the paper study's plan trains (what ``dmllab study --profile paper --plan`` lists as not priced).
 
     python benchmarks/bench_gpu.py                                   # everything (minutes on an H100)
-    python benchmarks/bench_gpu.py --only model_step --only embed --settings plan
+    python benchmarks/bench_gpu.py --only model_step --only embed --settings plan --precisions both
     python benchmarks/bench_gpu.py --only syncs --out /tmp/syncs.csv              # zero host syncs per step?
     python benchmarks/bench_gpu.py --device cpu --smoke --out /tmp/gpu_smoke.csv   # checks the script on a CPU
 """
@@ -512,6 +512,12 @@ def main(argv: list[str] | None = None) -> int:
         "--settings", choices=("default", "plan"), default="default", help="model settings (docstring)"
     )
     p.add_argument(
+        "--precisions",
+        choices=("settings", "both"),
+        default="settings",
+        help="settings: each setting's own run.amp; both: every setting in fp32 and in bf16",
+    )
+    p.add_argument(
         "--steps", type=int, default=50, help="timed batches per model, loader and epoch measurement"
     )
     p.add_argument("--repeats", type=int, default=3, help="timed evaluator runs (mean)")
@@ -568,6 +574,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = (
         SMOKE_SETTINGS if args.smoke else DEFAULT_SETTINGS if args.settings == "default" else plan_settings()
     )
+    if args.precisions == "both":
+        settings = sorted({(b, t, batch, amp) for b, t, batch, _ in settings for amp in ("off", "bf16")})
     steps = 3 if args.smoke else args.steps
     profile = "smoke" if args.smoke else "quick"  # of the quick_run and quick_workers parts
     largest = max(s[2] for s in settings)

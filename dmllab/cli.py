@@ -15,6 +15,7 @@ _COMMAND_MODULES = (
     "dmllab.data.cli",
     "dmllab.pipeline.cli",
     "dmllab.pipeline.tune_cli",
+    "dmllab.training.curves",
 )
 
 

@@ -176,3 +176,22 @@ def exclusive(
         yield
     finally:
         lock.release()
+
+
+def is_held(path: str | os.PathLike) -> bool:
+    """Whether a process holds the lock file ``path`` now (False when it does not exist). Tries to take it without
+    waiting and lets it go at once; a holder's record (:func:`read_holder`) stays in the file after release, so it
+    cannot tell."""
+    from filelock import FileLock, Timeout
+
+    if not Path(path).is_file():
+        return False
+    lock = FileLock(str(path))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return True
+    except OSError:  # a store that cannot be written (read-only): nothing to tell by
+        return False
+    lock.release()
+    return False

@@ -18,6 +18,11 @@ DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "mps")
 #: ``benchmarks/bench_study.py``) of ``make study`` from empty on a 2-core AMD EPYC Zen 3 (AVX2) machine, 2
 #: jobs of one torch thread each; faster CPUs take less (docs/guide/study.md, "What it costs").
 TYPICAL_RUN_S: dict[str, float | None] = {"smoke": None, "quick": 25.9, "paper": None}
+#: Typical wall time of pre-training one SmallCNN trunk of width 16 (4 epochs, ``dmllab pretrain``) on one idle CPU
+#: thread of that machine (40.8 s measured); a wider trunk costs about (width / 16)^2 times as much (its convolutions'
+#: FLOPs). The study prepares the trunks one after another before its workers start: the plan adds them to its
+#: estimate (:func:`dmllab.pipeline.plan_text.trunks_s`).
+TYPICAL_TRUNK_S = 41.0
 #: On a GPU the typical run is measured, not declared: ``benchmarks/bench_gpu.py``'s ``quick_run`` rows, read by the
 #: study's cost model (:mod:`dmllab.pipeline.cost`).
 

@@ -66,11 +66,18 @@ def resolve_num_workers(value: int | str) -> int:
 
 
 def open_split(
-    data: Any, split: str, *, train: bool, progress: bool = False, raw: bool = False, uint8: bool = False
+    data: Any,
+    split: str,
+    *,
+    train: bool,
+    progress: bool = False,
+    raw: bool = False,
+    uint8: bool = False,
+    size: int | None = None,
 ) -> Dataset:
     """The ``split`` dataset of a run's data section with the train or test transform of ``data.transform``
-    (``raw``: without a transform, images as the dataset holds them; ``uint8``: a full-size preset's uint8 crop,
-    :func:`dmllab.data.transforms.build_transforms`).
+    (``raw``: without a transform, images as the dataset holds them; ``uint8``: a full-size preset's uint8 crop;
+    ``size``: its output resized to ``size`` x ``size``: :func:`dmllab.data.transforms.build_transforms`).
 
     A fold split name (:func:`dmllab.data.folds.fold_split`, e.g. ``"mlrc:0of4:train"``: the MLRC protocol's
     class-disjoint folds) is the matching :class:`~dmllab.data.folds.ClassSubset` of the ``trainval`` split."""
@@ -78,11 +85,16 @@ def open_split(
 
     if is_fold(split):
         return fold_subset(
-            open_split(data, data.trainval_split, train=train, progress=progress, raw=raw, uint8=uint8), split
+            open_split(
+                data, data.trainval_split, train=train, progress=progress, raw=raw, uint8=uint8, size=size
+            ),
+            split,
         )
     spec = data.dataset
     # lazy: no torchvision import in the workers of an in-memory data path
-    transform = None if raw else build_transforms(data.transform, train=train, lazy=True, uint8=uint8)
+    transform = (
+        None if raw else build_transforms(data.transform, train=train, lazy=True, uint8=uint8, size=size)
+    )
     kw = spec.kw
     if "progress" in inspect.signature(DATASETS.get(spec.name)).parameters:
         kw["progress"] = progress
@@ -137,6 +149,8 @@ class RunData:
         progress: let datasets that generate on first use show their progress.
         timings: seconds per phase, updated in place (``data``, ``cache_build``).
         channels_last: the DataLoader path's images reach the device channels_last (the trainer's memory format).
+        image_size: the DataLoader path's images resized to this size after the transform (a fast dev run's small
+            images); None: the transform's own size.
     """
 
     def __init__(
@@ -149,8 +163,10 @@ class RunData:
         progress: bool = False,
         timings: dict[str, float] | None = None,
         channels_last: bool = False,
+        image_size: int | None = None,
     ) -> None:
         self.data = data
+        self.image_size = image_size
         self.seed = seed
         self.device = torch.device(device)
         self.limit = limit
@@ -172,9 +188,9 @@ class RunData:
             if is_fold(split):  # the folds share one trainval dataset
                 self._datasets[key] = fold_subset(self.dataset(self.data.trainval_split, train=train), split)
             else:
-                self._datasets[key] = open_split(
-                    self.data, split, train=train, progress=self.progress, uint8=not self.data.in_memory
-                )
+                in_memory = self.data.in_memory  # batches augmented on the tensors: no per-image resize
+                self._datasets[key] = open_split(self.data, split, train=train, progress=self.progress,
+                                                 uint8=not in_memory, size=None if in_memory else self.image_size)  # fmt: skip
         return self._datasets[key]
 
     def source(self, split: str, *, train: bool, prefix: Prefix = None) -> Any:

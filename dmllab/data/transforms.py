@@ -166,27 +166,43 @@ class LazyTransform:
     torchvision, and a dataset held in memory (``data.in_memory``) is augmented a batch at a time by
     :mod:`dmllab.data.tensor`, so its per-image transform is never called."""
 
-    def __init__(self, preset: str, train: bool, uint8: bool = False) -> None:
+    def __init__(self, preset: str, train: bool, uint8: bool = False, size: int | None = None) -> None:
         TRANSFORMS.get(preset)  # an unknown preset raises now, listing the valid ones
-        self.preset, self.train, self.uint8 = preset, train, uint8
+        self.preset, self.train, self.uint8, self.size = preset, train, uint8, size
         self._fn: Callable[[Any], Any] | None = None
 
     def __call__(self, image: Any) -> Any:
         if self._fn is None:
-            self._fn = TRANSFORMS.get(self.preset)(self.train, uint8=self.uint8)
+            self._fn = _sized(TRANSFORMS.get(self.preset)(self.train, uint8=self.uint8), self.size)
         return self._fn(image)
 
     def __repr__(self) -> str:
-        return f"LazyTransform({self.preset!r}, train={self.train}, uint8={self.uint8})"
+        size = f", size={self.size}" if self.size else ""
+        return f"LazyTransform({self.preset!r}, train={self.train}, uint8={self.uint8}{size})"
+
+
+def _sized(fn: Callable[[Any], Any], size: int | None) -> Callable[[Any], Any]:
+    """``fn``, its output (a (3, H, W) tensor) then resized to ``size`` x ``size`` (antialiased; None: as it is)."""
+    if size is None:
+        return fn
+    from torchvision.transforms.v2 import functional as F
+
+    def sized(image: Any) -> Any:
+        return F.resize(fn(image), [size, size], antialias=True)  # (3, size, size)
+
+    return sized
 
 
 def build_transforms(
-    preset: str, train: bool, *, lazy: bool = False, uint8: bool = False
+    preset: str, train: bool, *, lazy: bool = False, uint8: bool = False, size: int | None = None
 ) -> Callable[[Any], Any]:
     """The train (``train=True``) or test transform of a preset; unknown presets raise listing the valid ones.
     ``lazy``: a :class:`LazyTransform` (the same transform, built on its first call); ``uint8``: a v2 preset
-    returns its uint8 crop, to be finished by :func:`normalise_uint8` (module docstring)."""
-    return LazyTransform(preset, train, uint8) if lazy else TRANSFORMS.get(preset)(train, uint8=uint8)
+    returns its uint8 crop, to be finished by :func:`normalise_uint8` (module docstring); ``size``: the preset's
+    output resized to ``size`` x ``size`` (a fast dev run's small images: every step of the preset still runs)."""
+    if lazy:
+        return LazyTransform(preset, train, uint8, size)
+    return _sized(TRANSFORMS.get(preset)(train, uint8=uint8), size)
 
 
 def normalise_uint8(images: Any) -> Any:
@@ -203,6 +219,15 @@ def normalise_uint8(images: Any) -> Any:
     mean = torch.tensor(IMAGENET_MEAN, dtype=x.dtype).view(shape).to(x.device, non_blocking=True)
     std = torch.tensor(IMAGENET_STD, dtype=x.dtype).view(shape).to(x.device, non_blocking=True)
     return x.sub_(mean).div_(std)
+
+
+def crop_size(transform: str) -> int:
+    """The side of the square crop the transform preset ``transform`` feeds the network (its test transform applied
+    to a CUB-sized image)."""
+    from PIL import Image
+
+    out = TRANSFORMS.get(transform)(train=False)(Image.new("RGB", (500, 375)))
+    return int(out.shape[-1])
 
 
 def list_transforms() -> list[str]:

@@ -175,14 +175,10 @@ class Unpriced:
 
 @cache
 def crop_size(transform: str) -> int:
-    """The side of the square crop the transform preset ``transform`` feeds the network (its test transform applied
-    to a CUB-sized image)."""
-    from PIL import Image
+    """:func:`dmllab.data.transforms.crop_size`."""
+    from dmllab.data.transforms import crop_size as size
 
-    from dmllab.data import TRANSFORMS
-
-    out = TRANSFORMS.get(transform)(train=False)(Image.new("RGB", (500, 375)))
-    return int(out.shape[-1])
+    return size(transform)
 
 
 def _split_images(dataset: str, split: str) -> float:

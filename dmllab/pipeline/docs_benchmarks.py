@@ -112,6 +112,17 @@ _AVX512 = "AMD EPYC family 26, AVX-512 (kernels pinned to AVX2), 2 cores"
 
 #: Every ``results/benchmarks/<name>.csv``, keyed by name.
 BENCHMARKS: dict[str, Benchmark] = {
+    "live": Benchmark(
+        "bench_live.py",
+        "nice -n 10 python benchmarks/bench_live.py --pairs 5,3 --cache /tmp/bl-cache --out results/benchmarks/live.csv",
+        "What the live curves (`<run folder>/curves.jsonl`, `dmllab.training.curves`) cost a run: the smoke and "
+        "quick ProxyNCA++ presets trained through the run store with the curves and without them, in turns, each "
+        "into a fresh store; `ratio_*` is with / without, pair by pair. `curves_us_per_epoch` times the curves' "
+        "own work directly (one line appended per epoch) and `curves_share_pct` = 100 x epochs x that / the run's "
+        "time: what they can add at most. The committed rows were measured on a 2-core machine shared with "
+        "other jobs (load average 1-3): the paired ratios' spread is that machine's noise (the quick pairs, all "
+        "below 1, show an order effect of A-then-B, not a gain), the bound is the measure.",
+    ),
     "data": Benchmark(
         "bench_data.py",
         "python benchmarks/bench_data.py",

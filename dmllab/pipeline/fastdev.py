@@ -138,7 +138,8 @@ def format_fast_dev(result: Any) -> str:
     shrunk = list(dict.fromkeys(line for r in result.training for line in r.info.get("shrunk", ())))
     if shrunk:
         lines.append(
-            "shrunk to fit the data (the real batches need more classes or images than these splits hold):"
+            "shrunk for speed or to fit the data (the real run trains its full crops and batches, which may need more "
+            "classes or images than these splits hold):"
         )
         lines += [f"  {line}" for line in shrunk]
     if plan.execution.pretrained is False:

@@ -19,18 +19,51 @@ def trunks_text(trunks: list[tuple[int, int]]) -> str:
     return f"{len(trunks)} pre-trained SmallCNN trunk(s) ({draws}), built once each before training"
 
 
+def trunks_s(trunks: list[tuple[int, int]]) -> float:
+    """Seconds to prepare ``trunks`` ``(width, draw)`` one after another on one CPU thread
+    (:data:`dmllab.profiles.TYPICAL_TRUNK_S`, scaled by the width squared)."""
+    from dmllab.profiles import TYPICAL_TRUNK_S
+
+    return sum(TYPICAL_TRUNK_S * (width / 16) ** 2 for width, _ in trunks)
+
+
 def duration(seconds: float | None) -> str:
     """:func:`dmllab.fileio.duration`, or that there is no estimate."""
     return "unknown (no stored run to estimate from)" if seconds is None else fileio.duration(seconds)
 
 
-def estimate(plan: Plan, jobs: int) -> str:
+def estimate(plan: Plan, jobs: int, gpu_hours: float | None = None) -> str:
     """The plan's training estimate as text: compute, wall time with the workers it will really use (``jobs``,
-    at most one per missing run), and its basis when it is a typical run (or why there is none)."""
+    at most one per missing run), and its basis when it is a typical run (or why there is none); the SmallCNN
+    trunks prepared first are added on a CPU (:func:`trunks_s`). Without a basis it says what can be estimated:
+    ``gpu_hours``, the cost model's total below, where there is one."""
     est = plan.estimate_s
     workers = max(1, min(jobs, len(plan.missing)))
     if est is None and plan.fast_dev_run:
         return "a fast dev run: seconds per run on a GPU, up to a minute or two on a CPU"
+    kind = _kind(plan.device)
+    if est is None and gpu_hours is not None:
+        head = f"{gpu_hours:,.1f} GPU-hours from the cost model (the runs it prices, below"
+        if kind == "cpu":
+            return (
+                f"{head}); the time on cpu is not estimated: it comes only from stored {plan.profile} runs on cpu, "
+                "and none is stored"
+            )
+        return f"{head}; no stored {plan.profile} run on {kind} yet)"
+    text = _runs_estimate(plan, workers)
+    if est is not None and plan.dependencies and kind == "cpu":
+        prep = trunks_s(plan.dependencies)
+        text += (
+            f"; plus about {duration(prep)} preparing {len(plan.dependencies)} SmallCNN trunk(s) first, one after "
+            f"another before any run starts (on one idle CPU thread): about {duration(prep + est / workers)} "
+            "in all"
+        )
+    return text
+
+
+def _runs_estimate(plan: Plan, workers: int) -> str:
+    """The missing runs' training estimate as text (:func:`estimate` without the trunks)."""
+    est = plan.estimate_s
     kind = _kind(plan.device)
     gpu = kind != "cpu"
     shared = None
@@ -48,10 +81,9 @@ def estimate(plan: Plan, jobs: int) -> str:
             f" (no stored {plan.profile} run{on} yet: {plan.typical_s:.0f} s per run, the typical {plan.profile} "
             f"run {where}, {table})"
         )
-    elif est is None and gpu:
-        basis = (
-            f" (no stored {plan.profile} run on {kind} yet, and no typical {plan.profile} run measured on a GPU "
-            "in the calibration)"
+    elif est is None:
+        return f"not estimated (no stored {plan.profile} run on {kind} to estimate from" + (
+            f", and no typical {plan.profile} run measured on a GPU in the calibration)" if gpu else ")"
         )
     else:
         basis = ""
@@ -111,10 +143,11 @@ def format_plan(plan: Plan, *, jobs: int = 1, limit: int = 40) -> str:
         )
         + f"{len(plan.missing)} to train"
     )
-    lines.append(f"estimated training time of the missing runs: {estimate(plan, jobs)}")
+    costs = cost_lines(plan)
+    total = next((float(x.split()[1].replace(",", "")) for x in costs if x.startswith("total: ")), None)
+    lines.append(f"estimated training time of the missing runs: {estimate(plan, jobs, total)}")
     if plan.dependencies:
         lines.append(f"prepared first: {trunks_text(plan.dependencies)}")
-    costs = cost_lines(plan)
     if costs:
         lines += ["", *costs]
     if toys:

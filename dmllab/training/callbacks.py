@@ -158,14 +158,35 @@ class KeepBest(Callback):
 
 class FastDevRun(Callback):
     """``run.fast_dev_run`` = N: a run that checks its code path in seconds. The data keep the first N batches of
-    every epoch and evaluation (:class:`dmllab.data.loaders.RunData`'s ``limit``), a class-balanced batch shrinks
+    every epoch and evaluation (:class:`dmllab.data.loaders.RunData`'s ``limit``), the DataLoader path's images
+    are resized to :data:`IMAGE_SIZE` after the preset's transform, a class-balanced batch shrinks
     to fit a split with fewer classes or images than it holds (:meth:`batch_shape`, recorded in ``shrunk``), and
     the evaluation accepts collapsed embeddings (a few steps from a random trunk may leave them so). The
     schedule is cut by :func:`dmllab.training.protocol.training_config`."""
 
+    #: The images of the DataLoader path are resized to this size after the preset's transform (every step of the
+    #: transform still runs, on the real images): the real backbone at the papers' 224-256 px crops takes minutes
+    #: a step on a laptop's CPU, at this size seconds (Inception-v3, the pickiest backbone, needs 75 px).
+    IMAGE_SIZE = 96
+
     def __init__(self, batches: int) -> None:
         self.batches = int(batches)
         self.shrunk: list[str] = []  # what was shrunk to fit the data, one line each
+
+    def image_size(self, data: Any) -> int | None:
+        """The size a fast dev run's DataLoader images are resized to (:data:`IMAGE_SIZE`), recorded in ``shrunk``;
+        None for in-memory data and for crops no larger (never enlarged)."""
+        from dmllab.data.transforms import crop_size
+
+        if data.in_memory:
+            return None
+        crop = crop_size(data.transform)
+        if crop <= self.IMAGE_SIZE:
+            return None
+        note = f"images: the {data.transform} preset's {crop} px crops resized to {self.IMAGE_SIZE} x {self.IMAGE_SIZE}"
+        if note not in self.shrunk:
+            self.shrunk.append(note)
+        return self.IMAGE_SIZE
 
     def batch_shape(
         self, dataset: str, split: str, labels: Any, batch_size: int, per_class: int | None

@@ -3,7 +3,9 @@
 A stored run is a folder with ``metrics.json`` (test metrics, fractions in [0, 1], plus best epoch and lr
 drops), ``history.csv`` (one row per epoch), ``config.json`` (the resolved config), ``provenance.json``
 (git sha, package versions, device, wall time; no host name) and ``checksums.json`` (the run's record: its
-key, seed and config hash, and the sha256 of every other file and of the final model ``final.pt``). The folder
+key, seed and config hash, and the sha256 of every other file and of the final model ``final.pt``), and the live
+curves written while it trained (``curves.jsonl``, ``tensorboard/``: :mod:`dmllab.training.curves`; not in the
+record). The folder
 is written next to its final place and renamed into it (``os.replace``), so a reader never sees a partial run,
 and reading a stored run needs no lock (a read-only store can be read). A per-run lock (:mod:`dmllab.locks`, under
 ``<store>/.locks/``) serialises processes that train the same run: the second says at once that it waits and for
@@ -69,6 +71,7 @@ from dmllab.training.config import (
     run_threads,
     threads_matter,
 )
+from dmllab.training.curves import LIVE_FILES, curve_callbacks
 from dmllab.training.evaluation import NonFiniteLossError
 from dmllab.training.pretrain import prepare
 from dmllab.training.protocol import RunResult, run_protocol
@@ -343,6 +346,9 @@ class RunStore:
             "final_model": _model_digest(model) if model.is_file() else None,
         }
         _write_json(tmp / RECORD_FILE, record)
+        for name in LIVE_FILES:  # the live curves of the training (not part of the record: history.csv is)
+            if (final / name).exists():
+                os.replace(final / name, tmp / name)
         if final.exists():  # --force: replace the old run
             old = final.with_name(f".{final.name}.old-{os.getpid()}")
             os.replace(final, old)
@@ -592,11 +598,13 @@ def run(
             (ckpt_dir / "last.pt").unlink(missing_ok=True)
             (store.run_dir(cfg, seed) / DIVERGED_FILE).unlink(missing_ok=True)
         start = time.perf_counter()
+        identity = {"method": cfg.method, "dataset": cfg.dataset, "profile": cfg.profile}
+        curves = tuple(curve_callbacks(store.run_dir(cfg, seed), identity))
         try:
             result = run_protocol(
                 cfg,
                 seed=seed,
-                hooks=hooks,
+                hooks=(*curves, *hooks),
                 progress=progress,
                 checkpoint=ckpt_dir / "last.pt",
                 final_model=ckpt_dir / "final.pt",

@@ -98,6 +98,7 @@ class Trainer:
             progress=progress,
             timings=self.timings,
             channels_last=self.channels_last,
+            image_size=self.fast_dev.image_size(cfg.data) if self.fast_dev else None,
         )
         self.model: nn.Module | None = None
         self.loss: nn.Module | None = None
@@ -106,6 +107,7 @@ class Trainer:
         self.state: StageState | None = None
         self.lr_scale = 1.0  # the epoch's lr factor from callbacks (heating), reset every epoch
         self.steps = 0  # optimiser steps taken, over every stage
+        self.images = 0  # training images of those steps
 
     def _call(self, name: str, *args: Any) -> None:
         for hook in self.hooks:
@@ -254,6 +256,7 @@ class Trainer:
                 self._update(loss, info)
                 self.timings["step"] += time.perf_counter() - t_step
                 self.steps += 1
+                self.images += int(labels.shape[0])
                 if self.progress:
                     postfix = {"loss": f"{meter.total / meter.count:.4f}",
                                "lr": f"{self.optimizer.param_groups[0]['lr']:.2e}"}  # fmt: skip

@@ -60,6 +60,34 @@ def test_the_plan_lists_each_missing_trunk_once(store_env, monkeypatch):
     )
 
 
+def test_the_quick_estimate_includes_the_trunks_prepared_first(store_env, monkeypatch):
+    from dmllab.pipeline.plan_text import duration, estimate
+    from dmllab.profiles import TYPICAL_RUN_S, TYPICAL_TRUNK_S
+
+    monkeypatch.setattr(pretrain, "is_fresh", lambda w, d, **_: False)
+    plan = make_plan([_artifact([0, 1, 2])], "quick", Execution(device="cpu"))
+    width, _ = trunk(plan.missing[0].run.config.model.backbone.kw)
+    prep = 3 * TYPICAL_TRUNK_S * (width / 16) ** 2  # three draws, one after another
+    runs = 3 * TYPICAL_RUN_S["quick"] / 2  # three runs on two workers
+    text = " ".join(format_plan(plan, jobs=2).split())
+    assert f"plus about {duration(prep)} preparing 3 SmallCNN trunk(s) first" in text
+    assert f"about {duration(prep + runs)} in all" in text
+    built = make_plan([_artifact([0, 1, 2], pretrained=False)], "quick", Execution(device="cpu"))
+    assert "trunk" not in estimate(built, 2)  # nothing to prepare: the runs alone
+
+
+def test_a_plan_without_stored_runs_says_what_it_can_estimate(store_env, monkeypatch):
+    from dmllab.pipeline.plan_text import estimate
+
+    monkeypatch.setattr(pretrain, "is_fresh", lambda w, d, **_: True)
+    plan = make_plan([_artifact([0])], "paper", Execution(device="cpu"))
+    assert plan.estimate_s is None
+    text = estimate(plan, 2, gpu_hours=1378.5)
+    assert text.startswith("1,378.5 GPU-hours from the cost model") and "unknown" not in text
+    assert "only from stored paper runs on cpu" in text
+    assert "unknown" not in estimate(plan, 2) and estimate(plan, 2).startswith("not estimated")
+
+
 def test_runs_from_random_initialisation_need_no_trunk(store_env, monkeypatch):
     monkeypatch.setattr(pretrain, "is_fresh", lambda w, d, **_: False)
     plan = make_plan([_artifact([0, 1], pretrained=False)], "quick", Execution(device="cpu"))

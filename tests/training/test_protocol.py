@@ -136,6 +136,7 @@ def test_same_seed_same_metrics_and_store_returns_cached(smoke_cfg, tmp_path):
         "config.json",
         "provenance.json",
         "checksums.json",
+        "curves.jsonl",  # the live curves of its training (dmllab.training.curves)
     }
     rows = result_rows(again, experiment="smoke", paper="proxynca++", artifact="test", cfg=smoke_cfg)
     assert {r["metric"] for r in rows} == set(first.metrics)

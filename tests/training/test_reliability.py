@@ -231,7 +231,8 @@ def test_diverged_run_is_recorded_not_stored_and_not_retrained(smoke_cfg, tmp_pa
         run(cfg, seed=0, store=store, hooks=(Diverge(),), progress=False)
     assert store.load(cfg, 0) is None  # no metrics of a diverged model
     files = [p.name for p in (tmp_path / "runs").rglob("*") if p.is_file() and p.suffix != ".lock"]
-    assert files == ["diverged.json"]  # only the record (and the run's lock file): no partial run
+    # only the record, the curves of the epochs it trained (and the run's lock file): no partial run
+    assert sorted(files) == ["curves.jsonl", "diverged.json"]
     record = store.diverged(cfg, 0)
     assert record["error"].startswith("NonFiniteEmbeddingError") and record["seed"] == 0
 

@@ -136,3 +136,35 @@ def test_paper_preset_fast_dev_run_on_the_miniature_sop_and_inshop(dataset, data
     assert "R@1" in result.metrics
     if dataset == "inshop":
         assert c.data.query_split == "query" and c.data.gallery_split == "gallery"
+
+
+def test_a_fast_dev_run_shrinks_the_paper_crops_after_the_real_transform(data_root):
+    """A fast dev run resizes the paper preset's crops (ProxyNCA++: 256 px) to FastDevRun.IMAGE_SIZE after the
+    preset's own steps, says so, and a real run keeps them; crops no larger are never enlarged."""
+    from dmllab.data.transforms import build_transforms, crop_size
+    from dmllab.training.callbacks import FastDevRun
+
+    cfg = presets.get("proxynca++", "sop", "paper").replace("data.root", str(data_root / "sop"))
+    cfg = cfg.replace("data.dataset.check_counts", False).replace("model.pretrained", False)
+    size = FastDevRun.IMAGE_SIZE
+    assert crop_size(cfg.data.transform) == 256 > size
+    fast = Trainer(cfg.replace("run.fast_dev_run", 1), progress=False)
+    real = Trainer(cfg, progress=False)
+    for split, train in (("train", True), ("test", False)):
+        image, _ = fast.data.dataset(split, train=train)[0]
+        assert tuple(image.shape) == (3, size, size)
+        assert tuple(real.data.dataset(split, train=train)[0][0].shape) == (3, 256, 256)
+    assert fast.fast_dev.shrunk == [
+        f"images: the proxynca++ preset's 256 px crops resized to {size} x {size}"
+    ]
+    # the resize is the last step: the real test crop, resized (naive reference)
+    from PIL import Image
+    from torchvision.transforms.v2 import functional as F
+
+    img = Image.new("RGB", (300, 200), (120, 30, 200))
+    want = F.resize(
+        build_transforms("proxynca++", train=False, uint8=True)(img), [size, size], antialias=True
+    )
+    assert (build_transforms("proxynca++", train=False, uint8=True, size=size)(img) == want).all()
+    smoke = presets.get("proxynca++", "synthetic", "smoke").replace("data.in_memory", False)
+    assert FastDevRun(1).image_size(smoke.data) is None  # 32 px crops: never enlarged
