@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dmllab.experiments.execution import Execution
-from dmllab.profiles import PROFILES, resolve_device
+from dmllab.profiles import PROFILES, check_device, resolve_device
 from dmllab.validation import InvalidValueError, check_parameter
 
 # Parameters every notebook has; ``None`` means "the profile's default".
@@ -197,7 +197,8 @@ def resolve_parameters(artifact: Any, given: Mapping[str, Any]) -> Params:
             f"notebook {artifact.id}: data_seed must be one of {', '.join(map(repr, DATA_SEED_MODES))}, "
             f"got {params[DATA_SEED]!r}"
         )
-    params["device"] = resolve_device(params["device"] or "auto")
+    device = params["device"] or "auto"  # a placed run's device is resolved already (the study's placement)
+    params["device"] = resolve_device(device) if device == "auto" else check_device(device)
     for key in ("fast_dev_run", "pretrained", "check_counts"):
         if given.get(key) is not None:
             _check(artifact.id, key, given[key])

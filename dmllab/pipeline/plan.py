@@ -241,9 +241,11 @@ def make_plan(
     if max_gpu_hours is not None and (calibration is None or not max_gpu_hours >= 0):
         raise ValueError(f"--max-gpu-hours {max_gpu_hours}: needs a number >= 0 and a GPU calibration")
     available = budget.check_datasets(datasets)
-    execution = execution.resolved()
+    if execution.device == "auto":  # a caller of its own; the study passes its placed (resolved) device
+        execution = execution.resolved()
     fast_dev_run = execution.fast_dev_run
     options = dict(seeds=seeds, datasets=available)
+    placed: dict[tuple[str, int], Run] = {}  # a run that several artifacts declare is placed once
     store = RunStore()
     left_out: dict[str, str] = {}
     per_artifact: dict[str, list[Run]] = {}
@@ -251,7 +253,7 @@ def make_plan(
     for artifact in artifacts:
         try:
             why = budget.dataset_overrides(artifact, profile, available)[1]
-            runs = _runs(artifact, profile, execution, options)
+            runs = _runs(artifact, profile, execution, options, placed)
             why = why or _unavailable(runs, available)
         except Exception as err:  # one artifact's broken declaration is reported, the others are planned
             errors[artifact.id] = f"{type(err).__name__}: {err}"
@@ -334,11 +336,17 @@ def make_plan(
     )
 
 
-def _runs(artifact: Artifact, profile: str, execution: Execution, options: Mapping[str, Any]) -> list[Run]:
-    """The placed runs of ``artifact`` in ``execution`` (:func:`execution_parameters` with ``options``)."""
-    return planned_runs(
-        artifact, artifact.params(profile, **execution_parameters(artifact, profile, execution, **options))
-    )
+def _runs(
+    artifact: Artifact,
+    profile: str,
+    execution: Execution,
+    options: Mapping[str, Any],
+    placed: dict[tuple[str, int], Run] | None = None,
+) -> list[Run]:
+    """The placed runs of ``artifact`` in ``execution`` (:func:`execution_parameters` with ``options``; ``placed``:
+    the runs of this execution placed so far, :func:`~dmllab.experiments.lookup.planned_runs`)."""
+    params = artifact.params(profile, **execution_parameters(artifact, profile, execution, **options))
+    return planned_runs(artifact, params, placed)
 
 
 def _unavailable(runs: Sequence[Run], available: tuple[str, ...] | None) -> str:
