@@ -16,7 +16,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dmllab import paths
 from dmllab.experiments.artifact import Artifact, Run
@@ -26,6 +26,9 @@ from dmllab.pipeline import budget
 from dmllab.pipeline.cost import Calibration, Price, Unpriced, price_config
 from dmllab.profiles import PROFILES, TYPICAL_RUN_S
 from dmllab.training.pretrain import dependencies
+
+if TYPE_CHECKING:
+    from dmllab.training.store import RunStore
 
 
 @dataclass(frozen=True)
@@ -232,7 +235,6 @@ def make_plan(
     Raises:
         ValueError: an unknown profile or dataset name, a negative budget, or a budget without a calibration.
     """
-    from dmllab.experiments.registry import by_importance
     from dmllab.training.store import RunStore
 
     if profile not in PROFILES:
@@ -243,13 +245,53 @@ def make_plan(
     available = budget.check_datasets(datasets)
     if execution.device == "auto":  # a caller of its own; the study passes its placed (resolved) device
         execution = execution.resolved()
-    fast_dev_run = execution.fast_dev_run
     options = dict(seeds=seeds, datasets=available)
-    placed: dict[tuple[str, int], Run] = {}  # a run that several artifacts declare is placed once
-    store = RunStore()
-    left_out: dict[str, str] = {}
+    per_artifact, left_out, errors = _declared(artifacts, profile, execution, options)
+    prices, store = _Prices(calibration), RunStore()
+    if max_gpu_hours is not None:
+        chosen, dropped = _within_budget(
+            [a for a in artifacts if a.id in per_artifact],
+            per_artifact,
+            profile,
+            execution,
+            options,
+            prices,
+            store,
+            max_gpu_hours,
+        )
+        left_out.update(dropped)
+        per_artifact = {a: r for a, r in per_artifact.items() if a in chosen or not r}
+    unique: dict[str, tuple[Run, list[str]]] = {}
+    for aid, runs in per_artifact.items():
+        for run in runs:
+            unique.setdefault(run.key, (run, []))[1].append(aid)
+    planned, typical = _planned(unique, profile, execution.fast_dev_run, prices, store)
+    return Plan(
+        profile,
+        tuple(a for a in artifacts if a.id not in left_out),
+        tuple(planned),
+        sum(len(runs) for runs in per_artifact.values()),
+        errors,
+        typical_s=typical,
+        execution=execution,
+        seeds=seeds,
+        datasets=available,
+        max_gpu_hours=max_gpu_hours,
+        left_out=left_out,
+        calibration=calibration,
+    )
+
+
+def _declared(
+    artifacts: Sequence[Artifact], profile: str, execution: Execution, options: Mapping[str, Any]
+) -> tuple[dict[str, list[Run]], dict[str, str], dict[str, str]]:
+    """``(placed runs per artifact, artifact -> why it is left out, artifact -> why its runs could not be
+    listed)``: every artifact's runs placed in ``execution``, a run several artifacts declare placed once."""
+    placed: dict[tuple[str, int], Run] = {}
     per_artifact: dict[str, list[Run]] = {}
+    left_out: dict[str, str] = {}
     errors: dict[str, str] = {}
+    available = options["datasets"]
     for artifact in artifacts:
         try:
             why = budget.dataset_overrides(artifact, profile, available)[1]
@@ -262,33 +304,58 @@ def make_plan(
             left_out[artifact.id] = why
         else:
             per_artifact[artifact.id] = runs
-    prices: dict[str, Price | Unpriced] = {}
+    return per_artifact, left_out, errors
 
-    def priced(key: str, run: Run) -> Price | Unpriced:
-        if key not in prices:
-            prices[key] = price_config(run.config, calibration)  # type: ignore[arg-type]
-        return prices[key]
 
-    if max_gpu_hours is not None:
-        ordered, stored = [], set()
-        for artifact in by_importance([a for a in artifacts if a.id in per_artifact]):
-            real = per_artifact[artifact.id]
-            if fast_dev_run:  # the real study's runs, priced from empty
-                real = _runs(artifact, profile, replace(execution, fast_dev_run=0, pretrained=None), options)
-            else:
-                stored |= {
-                    r.key for r in real if store.load(r.config, r.seed) or store.diverged(r.config, r.seed)
-                }
-            ordered.append((artifact.id, {k: priced(k, r) for k, r in ((r.key, r) for r in real)}))
-        chosen, dropped = budget.select(ordered, stored, max_gpu_hours)
-        left_out.update(dropped)
-        per_artifact = {a: r for a, r in per_artifact.items() if a in chosen or not r}
-    unique: dict[str, tuple[Run, list[str]]] = {}
-    requested = 0
-    for aid, runs in per_artifact.items():
-        requested += len(runs)
-        for run in runs:
-            unique.setdefault(run.key, (run, []))[1].append(aid)
+class _Prices:
+    """The GPU price of each run key (:func:`~dmllab.pipeline.cost.price_config`), computed once per key."""
+
+    def __init__(self, calibration: Calibration | None) -> None:
+        self.calibration = calibration
+        self.known: dict[str, Price | Unpriced] = {}
+
+    def __call__(self, key: str, run: Run) -> Price | Unpriced:
+        if key not in self.known:
+            self.known[key] = price_config(run.config, self.calibration)  # type: ignore[arg-type]
+        return self.known[key]
+
+
+def _within_budget(
+    artifacts: Sequence[Artifact],
+    per_artifact: Mapping[str, list[Run]],
+    profile: str,
+    execution: Execution,
+    options: Mapping[str, Any],
+    prices: _Prices,
+    store: RunStore,
+    max_gpu_hours: float,
+) -> tuple[Any, dict[str, str]]:
+    """``(the artifacts chosen, artifact -> why it is left out)`` within ``max_gpu_hours``, the most important
+    first (:func:`dmllab.pipeline.budget.select`; a fast dev run prices the real study's runs, from empty)."""
+    from dmllab.experiments.registry import by_importance
+
+    ordered, stored = [], set()
+    for artifact in by_importance(list(artifacts)):
+        real = per_artifact[artifact.id]
+        if execution.fast_dev_run:  # the real study's runs, priced from empty
+            real = _runs(artifact, profile, replace(execution, fast_dev_run=0, pretrained=None), options)
+        else:
+            stored |= {
+                r.key for r in real if store.load(r.config, r.seed) or store.diverged(r.config, r.seed)
+            }
+        ordered.append((artifact.id, {k: prices(k, r) for k, r in ((r.key, r) for r in real)}))
+    return budget.select(ordered, stored, max_gpu_hours)
+
+
+def _planned(
+    unique: Mapping[str, tuple[Run, list[str]]],
+    profile: str,
+    fast_dev_run: int,
+    prices: _Prices,
+    store: RunStore,
+) -> tuple[list[PlannedRun], float | None]:
+    """``(every unique run as a PlannedRun, the typical run an estimate fell back to)``: whether the store holds it
+    (or records it as diverged), its price and its wall time (stored, else :func:`_estimate`)."""
     history = _stored_wall_times()
     by_profile: dict[str, list[float]] = {}
     for key, walls in history.items():
@@ -297,43 +364,42 @@ def make_plan(
     for key, (run, users) in unique.items():
         stored_run = store.load(run.config, run.seed)
         diverged = stored_run is None and store.diverged(run.config, run.seed) is not None
-        cost = priced(key, run) if calibration is not None else None
+        cost = prices(key, run) if prices.calibration is not None else None
         if stored_run is not None:
             wall: float | None = float(stored_run.wall_time_s)
-        else:  # the median of the same method, else of the same profile, on the same device kind, else the
-            # GPU price of the real run, else the profile's typical run on that device (none for a fast dev
-            # run: no real run says what it costs)
-            c = run.config
-            kind = _kind(c.run.device)
-            basis = history.get("|".join((c.method, c.dataset, c.profile, kind))) or by_profile.get(
-                f"{c.profile}|{kind}"
+        else:
+            wall, fell_back = _estimate(
+                run, profile, fast_dev_run, cost, history, by_profile, prices.calibration
             )
-            wall = statistics.median(basis) if basis else None
-            if (
-                not basis
-                and not fast_dev_run
-                and kind == "cuda"
-                and isinstance(cost, Price)
-                and cost.from_images
-            ):
-                wall = cost.seconds
-            elif not basis and not fast_dev_run and c.profile == profile:
-                wall = typical = _typical_run_s(c.profile, kind, calibration)
+            typical = wall if fell_back else typical
         planned.append(PlannedRun(run, tuple(users), stored_run is not None, wall, diverged, cost))
-    return Plan(
-        profile,
-        tuple(a for a in artifacts if a.id not in left_out),
-        tuple(planned),
-        requested,
-        errors,
-        typical_s=typical,
-        execution=execution,
-        seeds=seeds,
-        datasets=available,
-        max_gpu_hours=max_gpu_hours,
-        left_out=left_out,
-        calibration=calibration,
+    return planned, typical
+
+
+def _estimate(
+    run: Run,
+    profile: str,
+    fast_dev_run: int,
+    cost: Price | Unpriced | None,
+    history: Mapping[str, list[float]],
+    by_profile: Mapping[str, list[float]],
+    calibration: Calibration | None,
+) -> tuple[float | None, bool]:
+    """``(the estimated wall time of a missing run, whether it is the profile's typical run)``: the median of the
+    same method, else of the same profile, on the same device kind, else the GPU price of the real run, else the
+    profile's typical run on that device (none for a fast dev run: no real run says what it costs)."""
+    c = run.config
+    kind = _kind(c.run.device)
+    basis = history.get("|".join((c.method, c.dataset, c.profile, kind))) or by_profile.get(
+        f"{c.profile}|{kind}"
     )
+    if basis:
+        return statistics.median(basis), False
+    if not fast_dev_run and kind == "cuda" and isinstance(cost, Price) and cost.from_images:
+        return cost.seconds, False
+    if not fast_dev_run and c.profile == profile:
+        return _typical_run_s(c.profile, kind, calibration), True
+    return None, False
 
 
 def _runs(
