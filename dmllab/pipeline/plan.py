@@ -205,10 +205,22 @@ def execution_parameters(
     Raises:
         ValueError: fewer than two seeds (an interval needs two seeds), as :func:`check_seeds`.
     """
-    values: dict[str, Any] = {
+    return {
         **execution.parameters(),
-        **budget.dataset_overrides(artifact, profile, datasets)[0],
+        **artifact_overrides(artifact, profile, execution, seeds=seeds, datasets=datasets),
     }
+
+
+def artifact_overrides(
+    artifact: Artifact,
+    profile: str,
+    execution: Execution,
+    *,
+    seeds: Any = None,
+    datasets: tuple[str, ...] | None = None,
+) -> dict[str, Any]:
+    """The artifact's own parameters the study sets (:func:`execution_parameters` without the execution's)."""
+    values: dict[str, Any] = dict(budget.dataset_overrides(artifact, profile, datasets)[0])
     seeds = check_seeds(seeds)
     if seeds is not None and len(artifact.defaults(profile)["seeds"]) > 1:
         values["seeds"] = list(seeds)
@@ -411,8 +423,8 @@ def _runs(
 ) -> list[Run]:
     """The placed runs of ``artifact`` in ``execution`` (:func:`execution_parameters` with ``options``; ``placed``:
     the runs of this execution placed so far, :func:`~dmllab.experiments.lookup.planned_runs`)."""
-    params = artifact.params(profile, **execution_parameters(artifact, profile, execution, **options))
-    return planned_runs(artifact, params, placed)
+    given = artifact_overrides(artifact, profile, execution, **options)
+    return planned_runs(artifact, artifact.params(profile, execution=execution, **given), placed)
 
 
 def _unavailable(runs: Sequence[Run], available: tuple[str, ...] | None) -> str:

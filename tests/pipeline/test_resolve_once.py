@@ -99,3 +99,32 @@ def test_a_lone_dmllab_train_resolves_its_device_once_and_stores_it(store_env, m
     assert resolutions == ["auto"]
     (config,) = RunStore().root.glob("*/seed0/config.json")
     assert json.loads(config.read_text())["run"]["device"] == profiles.resolve_device("auto")
+
+
+def test_the_plans_execution_reaches_every_placed_run_as_it_is(store_env, monkeypatch):
+    """The plan's Execution is passed to the placement as one value (never rebuilt from a dict of its parameters):
+    its torch threads, which no notebook parameter carries, reach every placed run."""
+    from dmllab.experiments import registry
+    from dmllab.pipeline.plan import make_plan
+
+    seen: list = []
+    original = lookup.place
+
+    def spy(run, params):
+        seen.append(params.execution)
+        return original(run, params)
+
+    monkeypatch.setattr(lookup, "place", spy)
+    execution = Execution("cpu", threads=3)
+    plan = make_plan(registry.select(ONLY), "smoke", execution)
+    assert plan.runs and {r.run.config.run.threads for r in plan.runs} == {3}
+    assert seen and all(ex is execution for ex in seen)
+
+
+def test_parameters_built_by_hand_build_their_execution_once():
+    from dmllab.experiments.registry import select
+
+    (artifact,) = select("pnpp_table11_pooling")
+    params = artifact.params("smoke", device="cpu", fast_dev_run=2)
+    assert params.execution is params.execution  # built once, not per placed run
+    assert params.execution == Execution("cpu", fast_dev_run=2)
