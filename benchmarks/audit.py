@@ -6,14 +6,19 @@ constructors), ``locks``, ``file errors`` (full disk, damaged files: every error
 tracebacks`` (inputs through the public API); and at the trust boundaries (benchmarks/audit_boundaries.py):
 ``security`` (hostile archives and ROOTs of ``data fetch``), ``index files`` (image paths, duplicates, boxes),
 ``downloads`` (slow, stalled and failing downloads, concurrent and killed fetches) and ``bounds`` (worker counts,
-the notebooks' parameter ranges). The cases are generated from grids of values and damage kinds, not only the
+the notebooks' parameter ranges); and the third audit's: ``links`` (a link planted at every path a study or a run
+writes), ``check before replace`` (a good CSV replaced by one the reader refuses, parameters that would write one),
+``tampered inputs`` (edited notebooks, run records, divergence records, seeds), ``plausibility`` (values no metric
+takes, merged or unparsable rows, intervals of no width), ``input bounds`` (sizes, FIFOs, devices, pipes) and
+``messages`` (missing columns, codecs, folders, long values). The cases are generated from grids of values and damage kinds, not only the
 inputs first reported.
 
 Outcomes: ``correct answer`` (the right value, or the right repair: a damaged entry set aside and rebuilt),
 ``named error`` (a one-line error of the library's types whose message names what the case requires: the key, the
 file, ...), ``unhelpful error`` (an error of the library's types that lacks it), ``silent wrong`` (a wrong value,
 or a bad value accepted), ``traceback`` (an exception of another type: a crash), ``hang`` (no answer within the
-case's timeout; the worker is killed and restarted), ``breach`` (a file written outside the folder it belongs in).
+case's timeout; the worker is killed and restarted), ``breach`` (a file written outside the folder it belongs in, or
+through a link), ``data loss`` (a good file replaced by one dmllab refuses).
 
 Every case runs in a worker process (one dmllab import, restarted after a hang) with DMLLAB_CACHE / DMLLAB_RESULTS /
 DMLLAB_FIGURES in a scratch folder. A full disk is a real one where a small tmpfs can be mounted (root), else the
@@ -44,8 +49,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from audit_kit import (
+    BREACH,
     CLASSES,
     CORRECT,
+    DATALOSS,
     DEFAULT_OUT,
     EXPECTED_TYPES,
     HANG,
@@ -1297,6 +1304,760 @@ def lock_cases() -> list[Case]:
     ]
 
 
+# ------------------------------------------------------------------------ the third audit: links, checks, bounds
+_SECRET = b"a file of the user's that no write of dmllab may touch\n"
+
+
+def _judge_link(path: Path, target: Path, write: Callable[[], object]) -> tuple[str, str]:
+    """``write`` with a link to ``target`` planted at ``path``: a breach if the target changed (or a dangling
+    link's target was created); correct when the link was replaced by a file; a named error when it refused."""
+    before = target.read_bytes() if target.exists() else None
+    try:
+        with warnings.catch_warnings(), stderr_capture():
+            warnings.simplefilter("ignore")
+            write()
+    except EXPECTED_TYPES as err:
+        outcome, detail = NAMED, f"refused: {type(err).__name__}: {str(err)[:140]}"
+    except Exception as err:  # noqa: BLE001
+        outcome, detail = TRACE, f"{type(err).__name__}: {str(err)[:160]}"
+    else:
+        outcome, detail = CORRECT, f"{path.name} replaced by a regular file; the link's target untouched"
+        if path.is_symlink():
+            outcome, detail = WRONG, f"the link at {path.name} is still there: nothing was written"
+    after = target.read_bytes() if target.exists() else None
+    if after != before:
+        return (
+            BREACH,
+            f"{target} {'created' if before is None else 'overwritten'} through the link at {path.name}",
+        )
+    return outcome, detail
+
+
+def _in_run(name: str, diverged: bool = False) -> tuple[Callable[[Path], Path], Callable[[Path], object]]:
+    """A file of a stored run: (where it lies in the store under ``d``, the store's write of it)."""
+
+    def where(d: Path) -> Path:
+        from dmllab.training import RunStore
+
+        return RunStore(d / "runs").run_dir(_smoke_cfg(), 0) / name
+
+    def write(d: Path):
+        from dmllab.training import RunStore
+        from dmllab.training.config import config_hash
+        from dmllab.training.protocol import RunResult
+
+        cfg, store = _smoke_cfg(), RunStore(d / "runs")
+        if diverged:
+            return store.save_diverged(cfg, 0, FloatingPointError("loss is NaN"), 1.0)
+        return store.save(cfg, 0, RunResult({"R@1": 0.5}, [], 1, [], 1.0, config_hash(cfg), 0, "cpu"))
+
+    return where, write
+
+
+def _executed(suffix: str) -> tuple[Callable[[Path], Path], Callable[[Path], object]]:
+    """A file ``dmllab study`` writes under results/executed/<profile>/: the executed notebook or its log."""
+
+    def write(d: Path):
+        import papermill
+
+        from dmllab.pipeline import execute
+
+        def fake(inp, output, **kwargs):  # papermill's own writer, which follows a link at its output path
+            Path(output).write_text(json.dumps({"cells": [], "metadata": {}}))
+            os.write(2, b"kernel log line\n")
+
+        real, papermill.execute_notebook = papermill.execute_notebook, fake
+        try:
+            execute.NotebookJob(d / "a.ipynb", d / "a.ipynb", {}, "python3")()
+        finally:
+            papermill.execute_notebook = real
+
+    return (lambda d: d / f"a{suffix}"), write
+
+
+def _link_writers() -> dict[str, tuple[Callable[[Path], Path], Callable[[Path], object]]]:
+    """What a study or a run writes, by name: (the path a link is planted at, the write into folder ``d``)."""
+
+    def csv(d: Path):
+        from dmllab import results
+
+        row = dict(experiment="a", paper="p", artifact="t", profile="smoke", metric="R@1", value=50.0, seed=0)
+        results.write_rows(d / "a.csv", [row], mode="replace")
+
+    def checkpoint(d: Path):
+        from dmllab.training.protocol import save_atomic
+
+        save_atomic({"w": 1}, d / "final.pt")
+
+    def stamp(d: Path):
+        from dmllab.pipeline import execute
+        from dmllab.pipeline.jobs import JobResult
+
+        (d / "a.csv").write_text("x\n")
+        execute._write_stamps([JobResult("a", "ok", 1.0, output="x")], d, {"a": "s"}, d)
+
+    def figure(d: Path):
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        from dmllab.plots import save_figure
+
+        fig = plt.figure()
+        save_figure(fig, d / "f")
+        plt.close(fig)
+
+    def sidecar(d: Path):
+        from dmllab.fileio import write_sidecar
+
+        (d / "x.bin").write_bytes(b"x")
+        write_sidecar(d / "x.bin")
+
+    def cache_stamp(d: Path):
+        from dmllab.numerics.cache import CACHE_STAMP, stamp_cache
+
+        stamp_cache(d)
+        return CACHE_STAMP
+
+    def export(d: Path):
+        from dmllab.fileio import atomic_open
+
+        with atomic_open(d / "e.npz") as fh:
+            fh.write(b"npz")
+
+    def generated_notebooks(d: Path):
+        from dmllab.pipeline.template import write_all
+
+        write_all(d)
+
+    return {
+        "result CSV": (lambda d: d / "a.csv", csv),
+        "checkpoint": (lambda d: d / "final.pt", checkpoint),
+        "checkpoint sidecar": (lambda d: d / "final.pt.sha256", checkpoint),
+        "checksum sidecar": (lambda d: d / "x.bin.sha256", sidecar),
+        "run metrics.json": _in_run("metrics.json"),
+        "run checksums.json": _in_run("checksums.json"),
+        "divergence record": _in_run("diverged.json", diverged=True),
+        "executed notebook": _executed(".ipynb"),
+        "kernel stderr log": _executed(".stderr.log"),
+        "notebook stamp": (lambda d: d / "a.stamp", stamp),
+        "figure": (lambda d: d / "f.png", figure),
+        "cache stamp": (lambda d: d / "numerics.json", cache_stamp),
+        "an atomic_open writer (exports)": (lambda d: d / "e.npz", export),
+        "generated notebook": (lambda d: d / "pnpp_fig3_two_moons.ipynb", generated_notebooks),
+    }
+
+
+def link_cases() -> list[Case]:
+    def case(what: str, dangling: bool):
+        def run(ctx):
+            where, write = _link_writers()[what]
+            d = ctx.folder()
+            target = ctx.folder() / ("gone/t" if dangling else "victim.txt")
+            if not dangling:
+                target.write_bytes(_SECRET)
+            path = where(d)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.symlink_to(target)
+            return _judge_link(path, target, lambda: write(d))
+
+        return Case("links", f"{what}: a {'dangling ' if dangling else ''}link at its path", run, timeout=60)
+
+    return [case(w, dangling) for w in _link_writers() for dangling in (False, True)]
+
+
+def _row(**kw) -> dict:
+    return {"experiment": "a", "paper": "p", "artifact": "t", "profile": "smoke", "metric": "R@1", "value": 50.0,
+            "seed": 0, **kw}  # fmt: skip
+
+
+def replace_cases() -> list[Case]:
+    """A result CSV replaced by one the reader refuses is a data loss; parameters that would write one must be
+    refused before anything trains."""
+
+    def csv_case(name: str, rows: list[dict], *needles: str):
+        def run(ctx):
+            from dmllab import results
+
+            path = ctx.folder() / "a.csv"
+            results.write_rows(path, [_row(seed=7)])
+            before = path.read_bytes()
+            outcome, detail = expect_error(lambda: results.write_rows(path, rows), *needles)
+            if path.read_bytes() != before:
+                try:
+                    results.read_rows(path)
+                except ValueError as err:
+                    return DATALOSS, f"the good CSV was replaced by one the reader refuses: {str(err)[:120]}"
+                return (WRONG if outcome == WRONG else outcome), detail
+            return outcome, detail
+
+        return Case("check before replace", f"write_rows: {name}", run)
+
+    def params_case(artifact: str, given: dict, *needles: str):
+        def run(ctx):
+            from dmllab.experiments import registry
+            from dmllab.experiments.params import resolve_parameters
+
+            return expect_error(lambda: resolve_parameters(registry.get(artifact), {"profile": "smoke", **given}),
+                                *needles)  # fmt: skip
+
+        shown = ", ".join(f"{k}={v if len(repr(v)) < 40 else '<long>'}" for k, v in given.items())
+        return Case("check before replace", f"notebook parameters {artifact}: {shown}", run)
+
+    cases = [
+        csv_case("the same seed twice", [_row(seed=7)], "same measurement", "a.csv"),
+        csv_case("a seed written twice in one call", [_row(seed=1), _row(seed=1)], "same measurement"),
+        csv_case("R@1 of 400", [_row(seed=1, value=400.0)], "R@1 = 400.0", "a.csv"),
+        csv_case("NMI of -3", [_row(seed=1, metric="NMI", value=-3.0)], "NMI = -3.0"),
+        csv_case("an infinite loss", [_row(seed=1, metric="loss", value=float("inf"))], "loss = inf"),
+        csv_case("a seed of 2**70", [_row(seed=2**70)], "seed"),
+        csv_case("one seed under two runs", [_row(seed=7, run_id="other/seed7")], "from two runs"),
+    ]
+    grid = [
+        ("pnpp_fig3_two_moons", {"seeds": [0, 0]}, "seeds", "twice"),
+        ("pnpp_fig3_two_moons", {"seeds": [3, 1, 3]}, "seeds", "twice"),
+        ("pnpp_fig3_two_moons", {"seeds": [2**63]}, "seeds", "bits"),
+        ("pnpp_fig3_two_moons", {"seeds": [2**70]}, "seeds", "bits"),
+        ("pnpp_fig3_two_moons", {"seeds": [-1]}, "seeds"),
+        ("pnpp_fig3_two_moons", {"seeds": [0.5]}, "seeds"),
+        ("pa_table5_6_batch", {"datasets": ["cub", "cub"]}, "datasets", "twice"),
+        ("pnpp_fig4a_temperature", {"temperatures": [0.1, 0.1]}, "temperatures", "twice"),
+        ("pa_table5_6_batch", {"batch_sizes": [2**63]}, "batch_sizes", "bits"),
+        ("pa_table5_6_batch", {"batch_sizes": [1 << 17]}, "batch_sizes", "65536"),
+    ]
+    cases += [params_case(a, g, *n) for a, g, *n in grid]
+    return cases
+
+
+def _notebook_edit(ctx: Ctx, change: Callable[[object], None]) -> tuple[Path, object]:
+    import nbformat
+
+    from dmllab.experiments import registry
+    from dmllab.pipeline.template import make_notebook
+
+    artifact = registry.get("pnpp_fig3_two_moons")
+    nb = make_notebook(artifact)
+    change(nb)
+    path = ctx.folder() / f"{artifact.id}.ipynb"
+    nbformat.write(nb, str(path))
+    return path, artifact
+
+
+def _parameters_cell(nb) -> object:
+    return next(c for c in nb.cells if "parameters" in c.metadata.get("tags", ()))
+
+
+def tamper_cases() -> list[Case]:
+    """Inputs edited or tampered with after dmllab wrote them: refused, never believed."""
+
+    def notebook_case(name: str, change: Callable[[object], None], *needles: str):
+        def run(ctx):
+            from dmllab.pipeline.template import check_parameters_cell
+
+            path, artifact = _notebook_edit(ctx, change)
+            return expect_error(lambda: check_parameters_cell(path, artifact), str(path), *needles)
+
+        return Case("tampered inputs", f"study notebook: {name}", run)
+
+    def untag(nb):
+        for c in nb.cells:
+            c.metadata.pop("tags", None)
+
+    def edit(old: str, new: str):
+        return lambda nb: setattr(
+            _parameters_cell(nb), "source", _parameters_cell(nb).source.replace(old, new)
+        )
+
+    def twice(nb):
+        import copy
+
+        nb.cells.insert(1, copy.deepcopy(_parameters_cell(nb)))
+
+    cases = [
+        notebook_case("parameters tag removed", untag, "no cell tagged 'parameters'"),
+        notebook_case("parameters cell tagged twice", twice, "2 cells tagged"),
+        notebook_case("fewer seeds than planned", edit("seeds = None", "seeds = [0]"), "edited"),
+        notebook_case("another profile", edit('profile = "quick"', 'profile = "paper"'), "edited"),
+        notebook_case("a parameter line deleted", edit("train_missing = None", ""), "edited"),
+    ]
+
+    def cut_csv(ctx):
+        from dmllab.pipeline import execute
+        from dmllab.pipeline.jobs import JobResult
+
+        d = ctx.folder()
+        csv = d / "a.csv"
+        csv.write_text("h\n1\n2\n3\n")
+        execute._write_stamps([JobResult("a", "ok", 1.0, output="x")], d, {"a": "s"}, d)
+        csv.write_text("h\n1\n")  # cut to its valid rows
+        job = execute.NotebookJob(d / "a.ipynb", d / "a.ipynb", {}, "python3")
+        cached = execute.up_to_date(job, "s", csv)
+        return (WRONG, "the cut CSV is 'cached'") if cached else (CORRECT, "the notebook runs again")
+
+    cases.append(Case("tampered inputs", "a CSV cut to its valid rows after its notebook ran", cut_csv))
+
+    def record_case(name: str, change: Callable[[dict], None]):
+        def run(ctx):
+            cfg, store = _fake_run(ctx)
+            d = store.run_dir(cfg, 0)
+            record = json.loads((d / "checksums.json").read_text())
+            change(record)
+            (d / "checksums.json").write_text(json.dumps(record))
+            (d / "metrics.json").write_text((d / "metrics.json").read_text().replace("0.5", "0.99"))
+            with stderr_capture() as err:
+                loaded = store.load(cfg, 0)
+            if loaded is not None:
+                return WRONG, f"served: {loaded.metrics}"
+            return (
+                (CORRECT, err.getvalue().strip()[:160]) if str(d) in err.getvalue() else (UNHELPFUL, "silent")
+            )
+
+        return Case("tampered inputs", f"run record: {name}, metrics edited", run)
+
+    for entry in ("metrics.json", "config.json", "history.csv", "provenance.json"):
+        cases.append(record_case(f"{entry} entry deleted", lambda r, e=entry: r["files"].pop(e)))
+    cases.append(record_case("final_model entry deleted", lambda r: r.pop("final_model")))
+    cases.append(record_case("seed entry deleted", lambda r: r.pop("seed")))
+
+    def final_model_unlisted(ctx):
+        from dmllab.training.protocol import save_atomic
+        from dmllab.training.store import CorruptRunError
+
+        cfg, store = _fake_run(ctx)
+        record = store.run_dir(cfg, 0) / "checksums.json"
+        record.write_text(
+            json.dumps({**json.loads(record.read_text()), "final_model": None})
+        )  # saved without one
+        save_atomic({"w": 1}, store.checkpoint_dir(cfg, 0) / "final.pt")  # another run's weights, placed here
+        return expect_error(
+            lambda: store.final_model(cfg, 0), "final.pt", "not listed", types=(CorruptRunError,)
+        )
+
+    cases.append(
+        Case("tampered inputs", "a final model its run's record does not list", final_model_unlisted)
+    )
+
+    def diverged_case(name: str, change: Callable[[dict], None]):
+        def run(ctx):
+            from dmllab.training import RunStore
+
+            cfg = _smoke_cfg()
+            store = RunStore(ctx.folder() / "runs")
+            path = store.save_diverged(cfg, 0, FloatingPointError("loss is NaN"), 1.0)
+            record = json.loads(path.read_text())
+            change(record)
+            target = store.run_dir(cfg, 1) / "diverged.json"
+            target.parent.mkdir(parents=True)
+            target.write_text(json.dumps(record))
+            with stderr_capture() as err:
+                believed = store.diverged(cfg, 1)
+            if believed is not None:
+                return WRONG, f"believed: {str(believed)[:120]}"
+            return (CORRECT, err.getvalue().strip()[:160]) if "divergence record" in err.getvalue() else (
+                UNHELPFUL, "silent")  # fmt: skip
+
+        return Case("tampered inputs", f"divergence record: {name}", run)
+
+    cases += [
+        diverged_case("copied from seed 0", lambda r: None),
+        diverged_case("its run key removed", lambda r: (r.pop("run_key"), r.update(seed=1))),
+        diverged_case("its config hash removed", lambda r: (r.pop("config_hash"), r.update(seed=1))),
+        diverged_case("another run key", lambda r: r.update(run_key="feedfacecafebeef", seed=1)),
+    ]
+    train = ["train", "--method", "proxynca++", "--dataset", "synthetic", "--profile", "smoke", "--quiet"]
+    for given in (
+        ["--seed", "1", "--set", "run.seed=2"],
+        ["--set", "run.seed=3"],
+        ["--seed", "0", "--set", "run.seed=1"],
+    ):
+        cases.append(Case("tampered inputs", f"train {' '.join(given)}",
+                          lambda ctx, g=given: cli([*train, *g], "disagree", "--seed")))  # fmt: skip
+    return cases
+
+
+_RESULT_HEADER = "experiment,paper,artifact,variant,dataset,profile,seed,metric,value,run_id\n"
+
+
+def _result_line(
+    seed: int, value: object = 50.0, metric: str = "R@1", run: str = "r/seed0", variant="v"
+) -> str:
+    return f"a,p,t,{variant},cub,smoke,{seed},{metric},{value},{run}\n"
+
+
+def plausibility_cases() -> list[Case]:
+    """Numbers no metric can take, and rows that would move an effect, never reach a verdict silently."""
+
+    def read_case(name: str, body: str, *needles: str):
+        def run(ctx):
+            from dmllab import results
+
+            path = ctx.folder() / "a.csv"
+            path.write_text(_RESULT_HEADER + body)
+            return expect_error(lambda: results.read_rows(path), str(path), *needles)
+
+        return Case("plausibility", f"result CSV: {name}", run)
+
+    cases = []
+    for metric in ("R@1", "R@8", "NMI", "MAP@R", "RP", "accuracy", "P@1"):
+        for value in ("1e308", "-400", "1e6", "100.5", "-0.01", "inf", "-inf"):
+            cases.append(read_case(f"{metric} = {value}", _result_line(0) + _result_line(1, value, metric),
+                                   "line 3", metric))  # fmt: skip
+    for metric in ("loss", "elapsed_s", "norm_mean"):
+        cases.append(read_case(f"{metric} = inf", _result_line(0, "inf", metric), "line 2", "finite"))
+
+    def accepted(ctx):
+        from dmllab import results
+
+        path = ctx.folder() / "a.csv"
+        path.write_text(
+            _RESULT_HEADER + _result_line(0, 0) + _result_line(1, 100) + _result_line(2, -5, "loss")
+        )
+        return expect_value(lambda: len(results.read_rows(path)), lambda v, w: v == 3)
+
+    cases.append(Case("plausibility", "result CSV: 0, 100 and a negative loss are plausible", accepted))
+
+    def reference_case(value: str):
+        def run(ctx):
+            from dmllab.reference import load_reference
+
+            d = ctx.folder()
+            (d / "pnpp.csv").write_text(
+                f"paper,artifact,row,column,dataset,metric,value,note\npnpp,T,a,b,cub,R@1,{value},\n"
+            )
+            return expect_error(lambda: load_reference(directory=d), "pnpp.csv", "line 2")
+
+        return Case("plausibility", f"reference CSV: R@1 = {value}", run)
+
+    cases += [reference_case(v) for v in ("inf", "-inf", "1e308", "-400", "250")]
+    head = _RESULT_HEADER.replace("value,", "value,param_temperature,")
+    for bad in ("0.1x", "one", "0,1"):
+        body = "".join(
+            _result_line(s).replace("50.0,", f"50.0,{t},")
+            for s, t in ((0, "0.1"), (1, f'"{bad}"'), (2, "0.5"))
+        )
+
+        def run(ctx, body=body, bad=bad):
+            from dmllab import results
+
+            path = ctx.folder() / "a.csv"
+            path.write_text(head + body)
+            return expect_error(lambda: results.read_rows(path), "line 3", "param_temperature")
+
+        cases.append(Case("plausibility", f"a parameter value {bad!r} in a column of numbers", run))
+    merged = (
+        _result_line(0, 40, run="r1/seed0")
+        + _result_line(1, 41, run="r1/seed1")
+        + _result_line(0, 30, run="r2/seed0")
+    )
+    cases.append(read_case("one arm's seed under two run ids (merged CSVs)", merged, "two runs", "r2/seed0"))
+
+    def flat(gaps: tuple[float, ...], verdict: str):
+        def run(ctx):
+            import pandas as pd
+
+            from dmllab.experiments import verdicts
+            from dmllab.experiments.artifact import Claim
+            from dmllab.experiments.compare import paired
+
+            recs = []
+            for seed, gap in enumerate(gaps):
+                recs += [{"variant": "B", "seed": seed, "metric": "R@1", "value": 40.0, "run_id": f"B/{seed}"},
+                         {"variant": "A", "seed": seed, "metric": "R@1", "value": 40.0 + gap, "run_id": f"A/{seed}"}]  # fmt: skip
+            claim = Claim("A beats B", lambda df: paired(df, "R@1", {"variant": "A"}, {"variant": "B"}))
+            j = verdicts.assess(claim, pd.DataFrame(recs), "quick", None)
+            ok = j.verdict == verdict and (verdict != "inconclusive" or "no variation" in j.why)
+            return (CORRECT if ok else WRONG), f"{j.verdict}: {j.why}"
+
+        return Case("plausibility", f"claim on {len(gaps)} seeds with effects {gaps}", run)
+
+    cases += [
+        flat((2.0, 2.0), "inconclusive"),
+        flat((-3.3, -3.3), "inconclusive"),
+        flat((2.0, 2.0, 2.0), "yes"),
+    ]
+    return cases
+
+
+def input_bound_cases() -> list[Case]:
+    """Every size a user gives has a bound, and every file dmllab reads is a regular file: a named error, never a
+    hang, an OverflowError or torch's c10::Error."""
+    train = ["train", "--method", "proxynca++", "--dataset", "synthetic", "--profile", "smoke", "--quiet"]
+    cases = []
+    for key, value in (
+        ("data.batch_size", 2**63), ("data.batch_size", 2**31), ("data.batch_size", 1 << 17),
+        ("data.eval_batch_size", 2**40), ("model.embedding_dim", 2**63), ("model.embedding_dim", 1 << 20),
+        ("schedule.epochs", 2**64), ("run.eval_every", 2**70), ("data.dataset.num_classes", 2**63),
+    ):  # fmt: skip
+        cases.append(Case("input bounds", f"--set {key}={value}",
+                          lambda ctx, k=key, v=value: cli([*train, "--set", f"{k}={v}"], k), timeout=60))  # fmt: skip
+    for seed in (2**63, 2**70, 10**30):
+        cases.append(Case("input bounds", f"train --seed {seed}",
+                          lambda ctx, s=seed: cli([*train, "--seed", str(s)], "run.seed"), timeout=60))  # fmt: skip
+
+    def fifo_case(name: str, read: Callable[[Path], object], *needles: str):
+        def run(ctx):
+            fifo = ctx.folder() / "x"
+            os.mkfifo(fifo)
+            return expect_error(lambda: read(fifo), "FIFO", *needles)
+
+        return Case("input bounds", f"a FIFO as {name}", run, timeout=20)
+
+    def device_case(name: str, read: Callable[[Path], object], *needles: str):
+        def run(ctx):
+            link = ctx.folder() / "zero"
+            link.symlink_to("/dev/zero")
+            return expect_error(lambda: read(link), "character device", *needles)
+
+        return Case("input bounds", f"a link to /dev/zero as {name}", run, timeout=20)
+
+    def result(p):
+        from dmllab import results
+
+        return results.read_rows(p)
+
+    def image(p):
+        from dmllab.data.real import load_image
+
+        return load_image(p)
+
+    def index(p):
+        from dmllab.data.index import read_lines
+
+        return read_lines(p)
+
+    def weights(p):
+        from dmllab.models.weights import read_state_dict
+
+        return read_state_dict(p)
+
+    def checkpoint(p):
+        from dmllab.training.checkpoint import load_checkpoint
+
+        return load_checkpoint(p)
+
+    def reference(p):
+        from dmllab.reference import load_reference
+
+        (p.parent / "ref").mkdir()
+        (p.parent / "ref" / "pnpp.csv").symlink_to(p)
+        return load_reference(directory=p.parent / "ref")
+
+    readers = {"a result CSV": result, "an image": image, "an index file": index, "a weights file": weights,
+               "a checkpoint": checkpoint, "a reference CSV": reference}  # fmt: skip
+    cases += [fifo_case(n, r) for n, r in readers.items()] + [device_case(n, r) for n, r in readers.items()]
+    cases += [
+        fifo_case("a weights file (says why)", weights, "seek"),
+        Case("input bounds", "--from a FIFO", lambda ctx: _fetch_from(ctx, "fifo"), timeout=30),
+        Case(
+            "input bounds",
+            "--from a pipe (process substitution)",
+            lambda ctx: _fetch_from(ctx, "pipe"),
+            timeout=30,
+        ),
+    ]
+
+    def big_csv(ctx):
+        from dmllab import results
+
+        path = ctx.folder() / "a.csv"
+        with path.open("wb") as fh:
+            fh.truncate(results.MAX_CSV_BYTES + 1)  # sparse: no disk used
+        return expect_error(lambda: results.read_rows(path), "at most", str(path))
+
+    cases.append(Case("input bounds", "a result CSV beyond the size bound", big_csv, timeout=30))
+
+    def box(values: list[str]):
+        def run(ctx):
+            from dmllab.data.index import cub_box
+
+            return expect_error(
+                lambda: cub_box(values, ctx.folder() / "bounding_boxes.txt", 5), "line 5", "box"
+            )
+
+        return Case("input bounds", f"an annotation box {' '.join(values)}", run)
+
+    cases += [
+        box(v) for v in (["0", "0", str(2**40), "4"], ["0", str(2**63), "4", "4"], ["1e300", "0", "1", "1"])
+    ]
+
+    def image_id(ctx):
+        from dmllab.data.index import parse_int
+
+        return expect_error(
+            lambda: parse_int(str(2**70), ctx.folder() / "images.txt", 2, "image id"), "64 bits"
+        )
+
+    cases.append(Case("input bounds", "an image id of 2**70", image_id))
+    for argv, needle in (
+        (
+            ["study", "--profile", "smoke", "--only", "pnpp_fig3_two_moons", "--plan", "--seeds", "10000000"],
+            "--seeds",
+        ),
+        (["data", "cache", "cub", "/nonexistent", "--shorter-side", str(2**40)], "--shorter-side"),
+        (["pretrain", "--width", str(2**63)], "--width"),
+        ([*train, "--protocol", "mlrc", "--mlrc-dim", str(2**40)], "--mlrc-dim"),
+        ([*train, "--protocol", "mlrc", "--mlrc-batch-size", str(2**31)], "--mlrc-batch-size"),
+    ):
+        cases.append(Case("input bounds", " ".join(argv[:1] + argv[-2:]),
+                          lambda ctx, a=argv, n=needle: cli(a, n), timeout=60))  # fmt: skip
+    return cases
+
+
+def _fetch_from(ctx: Ctx, kind: str) -> tuple[str, str]:
+    from dmllab.data.fetch import fetch_dataset
+
+    d = ctx.folder()
+    if kind == "fifo":
+        source = d / "CUB_200_2011.tgz"
+        os.mkfifo(source)
+        return expect_error(
+            lambda: fetch_dataset("cub", d / "root", archives=[source]), "FIFO", "save it to a file"
+        )
+    read, write = os.pipe()
+    try:
+        os.write(write, b"not an archive")
+        return expect_error(lambda: fetch_dataset("cub", d / "root", archives=[f"/proc/self/fd/{read}"]),
+                            "FIFO", "process substitution")  # fmt: skip
+    finally:
+        os.close(read)
+        os.close(write)
+
+
+def message_cases() -> list[Case]:
+    """Errors that name the file and the cause."""
+
+    def column_case(column: str):
+        def run(ctx):
+            from dmllab import results
+
+            names = _RESULT_HEADER.strip().split(",")
+            keep = [i for i, n in enumerate(names) if n != column]
+            lines = [_RESULT_HEADER.strip(), _result_line(0).strip(), _result_line(1).strip()]
+            path = ctx.folder() / "a.csv"
+            path.write_text("".join(",".join(line.split(",")[i] for i in keep) + "\n" for line in lines))
+            return expect_error(lambda: results.read_rows(path), str(path), f"lacks the column(s) {column}")
+
+        return Case("messages", f"a result CSV without its {column} column", run)
+
+    cases = [column_case(c) for c in ("metric", "value", "profile", "seed", "experiment")]
+
+    def claim_column(ctx):
+        import pandas as pd
+
+        from dmllab.experiments import verdicts
+        from dmllab.experiments.artifact import Claim
+        from dmllab.experiments.compare import paired
+
+        rows = pd.DataFrame({"variant": ["A", "B"], "metric": ["R@1"] * 2, "value": [41.0, 40.0]})
+        claim = Claim("A beats B", lambda df: paired(df, "R@1", {"variant": "A"}, {"variant": "B"}))
+        j = verdicts.assess(claim, rows, "quick", None)
+        ok = "lack the column 'seed'" in j.why
+        return (NAMED if ok else UNHELPFUL), j.why[:160]
+
+    cases.append(Case("messages", "a claim on rows without a seed column", claim_column))
+
+    def codec(kind: str):
+        def run(ctx):
+            path = ctx.folder() / ("a.csv" if kind == "result" else "images.txt")
+            data = (_RESULT_HEADER + _result_line(0)).encode() if kind == "result" else b"1 a.jpg\n2 b.jpg\n"
+            path.write_bytes(data[:12] + b"\xff\xfe" + data[12:])
+            if kind == "result":
+                from dmllab import results
+
+                return expect_error(lambda: results.read_rows(path), str(path), "byte 12")
+            from dmllab.data.index import read_lines
+
+            return expect_error(lambda: read_lines(path), str(path), "byte 12", "line 2")
+
+        return Case("messages", f"a non-UTF-8 {kind} file", run)
+
+    cases += [codec("result"), codec("index")]
+
+    def zip_name(ctx):
+        import struct
+        import zipfile
+
+        from dmllab.data.sources import Archive
+        from dmllab.data.unpack import unpack
+
+        d = ctx.folder()
+        path = d / "CUB_200_2011.zip"
+        with zipfile.ZipFile(path, "w") as z:
+            z.writestr("CUB/b.jpg", b"y")
+        raw = bytearray(path.read_bytes())
+        for at in (i for i in range(len(raw)) if raw.startswith(b"CUB/b.jpg", i)):
+            raw[at + 4] = 0xFF
+        for signature, offset in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):  # names flagged UTF-8
+            at = raw.find(signature)
+            while at != -1:
+                struct.pack_into(
+                    "<H", raw, at + offset, struct.unpack_from("<H", raw, at + offset)[0] | 0x800
+                )
+                at = raw.find(signature, at + 1)
+        path.write_bytes(bytes(raw))
+        archive = Archive(filename=path.name, url=None, md5=None, sha256=None, source="audit", place="")
+        return expect_error(lambda: unpack(archive, path, d / "staging"), str(path), "byte 4")
+
+    cases.append(Case("messages", "a zip member name that is not UTF-8", zip_name))
+
+    def relative(name: str):
+        def run(ctx):
+            from dmllab.paths import resolve_folders
+
+            env = {name: "relative/folder"}
+            resolve_folders(env)
+            ok = os.path.isabs(env[name]) and env[name].endswith("relative/folder")
+            return (CORRECT if ok else WRONG), env[name]
+
+        return Case("messages", f"a relative {name} is resolved once", run)
+
+    def dangling(name: str):
+        def run(ctx):
+            from dmllab.paths import resolve_folders
+
+            link = ctx.folder() / "folder"
+            link.symlink_to(ctx.root / "nowhere")
+            return expect_error(lambda: resolve_folders({name: str(link)}), name, "dangling link")
+
+        return Case("messages", f"{name} a dangling link", run)
+
+    for name in ("DMLLAB_CACHE", "DMLLAB_RESULTS", "DMLLAB_FIGURES"):
+        cases += [relative(name), dangling(name)]
+
+    def dangling_file(ctx):
+        from dmllab import results
+
+        link = ctx.folder() / "a.csv"
+        link.symlink_to(ctx.root / "gone.csv")
+        return expect_error(lambda: results.read_rows(link), "dangling link", str(link))
+
+    cases.append(Case("messages", "a result CSV that is a dangling link", dangling_file))
+    train = ["train", "--method", "proxynca++", "--dataset", "synthetic", "--profile", "smoke", "--quiet"]
+
+    def long_value(text: str):
+        def run(ctx):
+            outcome, detail = cli([*train, "--set", text], "characters")
+            return outcome, detail[:160]
+
+        return Case("messages", f"--set with a {len(text):,}-character value", run)
+
+    cases += [long_value("loss.temperature=" + "a" * 100_000), long_value("x" * 100_000 + "=1"),
+              long_value("data.root=" + "/d" * 50_000)]  # fmt: skip
+    return cases
+
+
+def third_audit_cases() -> list[Case]:
+    return (
+        link_cases()
+        + replace_cases()
+        + tamper_cases()
+        + plausibility_cases()
+        + input_bound_cases()
+        + message_cases()
+    )
+
+
 def all_cases() -> list[Case]:
     from audit_boundaries import boundary_cases  # security, index files, downloads, bounds
 
@@ -1308,6 +2069,7 @@ def all_cases() -> list[Case]:
         + file_cases()
         + lock_cases()
         + boundary_cases()
+        + third_audit_cases()
     )
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "results" / "reliability" / "audit.csv"
-CORRECT, NAMED, UNHELPFUL, WRONG, TRACE, HANG, BREACH = (
+CORRECT, NAMED, UNHELPFUL, WRONG, TRACE, HANG, BREACH, DATALOSS = (
     "correct answer",
     "named error",
     "unhelpful error",
@@ -26,8 +26,9 @@ CORRECT, NAMED, UNHELPFUL, WRONG, TRACE, HANG, BREACH = (
     "traceback",
     "hang",
     "breach",
+    "data loss",
 )
-OUTCOMES = (CORRECT, NAMED, UNHELPFUL, WRONG, TRACE, HANG, BREACH)
+OUTCOMES = (CORRECT, NAMED, UNHELPFUL, WRONG, TRACE, HANG, BREACH, DATALOSS)
 EXPECTED_TYPES = (ValueError, KeyError, OSError, FloatingPointError)
 CLASSES = (
     "degenerate embeddings",
@@ -40,6 +41,12 @@ CLASSES = (
     "index files",
     "downloads",
     "bounds",
+    "links",
+    "check before replace",
+    "tampered inputs",
+    "plausibility",
+    "input bounds",
+    "messages",
 )
 
 

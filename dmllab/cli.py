@@ -39,10 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     argv = [a for a in argv if a != "--debug"]
+    from dmllab.paths import resolve_folders
     from dmllab.validation import check_environment
 
     try:  # before any command: an invalid DMLLAB_* variable is one line, not a surprise later
         check_environment()
+        resolve_folders()  # relative folders made absolute once: the study's workers and kernels agree
     except ValueError as err:
         return report_error(err, debug=debug)
     parser = build_parser()

@@ -63,7 +63,15 @@ def error_message(err: BaseException) -> str:
     hint = getattr(err, "hint", None)
     if hint:
         text = f"{text}; {hint}"
-    return " ".join(text.split())  # one line, whatever the message held
+    return " ".join(_cut(word) for word in text.split())  # one line, whatever the message held
+
+
+#: The longest word an error message repeats whole (a 100,000-character ``--set`` value is cut, not echoed).
+MAX_WORD = 200
+
+
+def _cut(word: str) -> str:
+    return word if len(word) <= MAX_WORD else f"{word[:80]}...[{len(word):,} characters]"
 
 
 def report_error(err: BaseException, *, debug: bool = False, code: int = 2, expected: bool = True) -> int:

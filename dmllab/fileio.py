@@ -3,8 +3,11 @@
 * :func:`naming` turns an OSError raised without a file name (a full disk during ``write``, torch's own "unexpected
   pos" error when ``torch.save`` cannot write) into one that names the file and says whether it was being read or
   written, so that :func:`dmllab.errors.error_message` can say "no space left on device writing <file>".
-* :func:`write_atomic`: a file written whole or not at all (temporary file, ``fsync``, ``os.replace``; the
-  temporary file removed on any error), and not rewritten when it already holds the same bytes.
+* :func:`write_atomic`, :func:`atomic_open` and :func:`replacing`: the one way dmllab writes a file: whole or not
+  at all (a temporary file of a random name in the same folder, ``fsync``, ``os.replace``; the temporary file
+  removed on any error), so a link planted at the path is replaced, never written through.
+* :func:`regular_file`: a file dmllab reads must be a regular file (a FIFO, a device, a dangling link: a named
+  error, never a hang).
 * :func:`sha256_file` and the checksum sidecar (``<file>.sha256``, :func:`write_sidecar` / :func:`check_sidecar`):
   a torch checkpoint is a zip archive whose CRCs ``torch.load`` does not check, so a flipped byte in a tensor loads
   silently; the sidecar written with the file catches it.
@@ -21,6 +24,7 @@ import errno
 import hashlib
 import mmap
 import os
+import stat
 import sys
 import time
 import uuid
@@ -28,6 +32,7 @@ import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 SIDECAR_SUFFIX = ".sha256"
 _CHUNK = 1 << 20
@@ -123,24 +128,79 @@ def _no_room(folder: Path) -> bool:
     return st.f_bavail * st.f_frsize < 64 << 20  # less than 64 MiB left: the write ran out of room
 
 
+def _temporary(path: Path, suffix: str = "") -> tuple[int, Path]:
+    """A new empty file next to ``path`` under a random name ending in ``suffix`` (``O_EXCL``: never an existing
+    file or a planted link), mode 0o666 less the umask; its descriptor (open for writing) and its path."""
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp{suffix}"
+    with naming(path, "writing"):
+        return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666), tmp
+
+
+def _drop(tmp: Path) -> None:
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass
+
+
+@contextmanager
+def replacing(path: str | os.PathLike, *, keep_partial: bool = False, suffix: str = "") -> Iterator[Path]:
+    """The one way dmllab writes a file: the block writes the temporary file it is given (next to ``path``, created
+    by :func:`_temporary`), which then replaces ``path`` (``os.replace``: a link at ``path`` is replaced, never
+    written through). When the block fails the temporary file is removed, or, with ``keep_partial`` (an executed
+    notebook, a log: what was written says where it failed), moved into place all the same. ``suffix`` ends the
+    temporary file's name, for a writer that goes by it (papermill: ``.ipynb``)."""
+    path = Path(path)
+    fd, tmp = _temporary(path, suffix)
+    os.close(fd)
+    try:
+        yield tmp
+    except BaseException:
+        if keep_partial:
+            with naming(path, "writing"):
+                os.replace(tmp, path)
+        else:
+            _drop(tmp)
+        raise
+    try:
+        with naming(path, "writing"):
+            os.replace(tmp, path)
+    except BaseException:
+        _drop(tmp)
+        raise
+
+
+@contextmanager
+def atomic_open(path: str | os.PathLike, mode: str = "wb", **kwargs: Any) -> Iterator[Any]:
+    """``open(path, mode)`` written the one safe way (:func:`replacing`): the file is flushed to disk (``fsync``) and
+    moved over ``path`` when the block ends; on an error ``path`` keeps what it held."""
+    path = Path(path)
+    with replacing(path) as tmp, naming(path, "writing"):
+        with open(tmp, mode.replace("x", "w"), **kwargs) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
 def write_atomic(path: str | os.PathLike, data: bytes) -> bool:
     """Write ``data`` to ``path`` whole or not at all, unless ``path`` already holds exactly these bytes; returns
     whether it wrote.
 
-    The bytes go to a temporary file in the same folder (mode 0o666 less the umask, like an ordinary write), are
-    flushed to disk (``fsync``) and moved over ``path`` (``os.replace``); on any error the temporary file is removed
-    and the error names ``path`` (:func:`naming`: a full disk, a file-size limit)."""
+    The bytes go to a temporary file in the same folder (:func:`replacing`: mode 0o666 less the umask, like an
+    ordinary write), are flushed to disk (``fsync``) and moved over ``path`` (``os.replace``: a link at ``path`` is
+    replaced, never followed); on any error the temporary file is removed and the error names ``path``
+    (:func:`naming`: a full disk, a file-size limit)."""
     path = Path(path)
     with naming(path, "reading"):
         try:
-            if path.stat().st_size == len(data) and path.read_bytes() == data:
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode) and st.st_size == len(data) and path.read_bytes() == data:
                 return False
         except FileNotFoundError:
             pass
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
+    fd, tmp = _temporary(path)
     try:
         with naming(path, "writing"):
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
             try:
                 view = memoryview(data)
                 while view:  # os.write may write fewer bytes than asked: the rest follows (or its error)
@@ -150,12 +210,55 @@ def write_atomic(path: str | os.PathLike, data: bytes) -> bool:
                 os.close(fd)
             os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        _drop(tmp)
         raise
     return True
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> bool:
+    """:func:`write_atomic` of ``text`` in UTF-8."""
+    return write_atomic(path, text.encode("utf-8"))
+
+
+class NotRegularFileError(OSError):
+    """A path dmllab reads is not a regular file (a FIFO, a device, a folder, a socket); the message names it."""
+
+
+def regular_file(path: str | os.PathLike, what: str = "file", why: str = "") -> Path:
+    """``path`` when it is a regular file (a link to one counts); otherwise an OSError naming it and what it is
+    (missing, a dangling link, a folder, a FIFO, a device, a socket), so that dmllab never blocks reading a FIFO or
+    reads an endless device. ``why`` ends the message of a path that is not a regular file (why a stream cannot
+    be read there, what to do).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist (or is a link to nothing: "a dangling link to <target>").
+        NotRegularFileError: ``path`` is not a regular file.
+    """
+    path = Path(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            target = os.readlink(path)
+            raise FileNotFoundError(
+                f"{what} {path} is a dangling link (to {target}, which does not exist)"
+            ) from None
+        raise FileNotFoundError(f"{what} {path} does not exist") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
+        raise NotRegularFileError(
+            f"{what} {path} is {kind}, not a regular file" + (f"; {why}" if why else "")
+        )
+    return path
+
+
+_KINDS = {
+    stat.S_IFDIR: "a folder",
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
 
 
 def sha256_file(path: str | os.PathLike) -> str:
@@ -176,11 +279,7 @@ def sidecar(path: str | os.PathLike) -> Path:
 def write_sidecar(path: str | os.PathLike, digest: str | None = None) -> str:
     """Write ``<path>.sha256`` (atomically) for the file ``path`` as it is now; returns the digest."""
     digest = digest or sha256_file(path)
-    side = sidecar(path)
-    tmp = side.with_name(f".{side.name}.tmp-{os.getpid()}")
-    with naming(tmp, "writing"):
-        tmp.write_text(digest + "\n")
-    os.replace(tmp, side)
+    write_atomic(sidecar(path), (digest + "\n").encode())
     return digest
 
 

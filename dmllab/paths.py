@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +38,33 @@ def git_sha() -> str | None:
         return None
     sha = out.stdout.strip()
     return sha if out.returncode == 0 and sha else None
+
+
+#: The folder variables a command resolves at its start (:func:`resolve_folders`).
+FOLDER_VARIABLES: tuple[str, ...] = ("DMLLAB_CACHE", "DMLLAB_RESULTS", "DMLLAB_FIGURES")
+
+
+def resolve_folders(environ: MutableMapping[str, str] = os.environ) -> None:
+    """Once, at the start of a command: a relative ``DMLLAB_CACHE`` / ``DMLLAB_RESULTS`` / ``DMLLAB_FIGURES`` is
+    made absolute (against the current folder) in ``environ``, so that the workers and notebook kernels a study
+    starts in other folders find the same runs; a folder (given or default) that is a dangling link is refused.
+
+    Raises:
+        ValueError: naming the variable, the folder and the link's missing target.
+    """
+    for name in FOLDER_VARIABLES:
+        if environ.get(name, "").strip():
+            environ[name] = os.path.abspath(os.path.expanduser(environ[name]))
+    defaults = {"DMLLAB_RESULTS": _REPO_ROOT / "results", "DMLLAB_FIGURES": _REPO_ROOT / "figures"}
+    for name in FOLDER_VARIABLES:
+        folder = Path(
+            os.path.expanduser(environ.get(name) or defaults.get(name, Path.home() / ".cache" / "dmllab"))
+        )
+        if folder.is_symlink() and not folder.exists():
+            raise ValueError(
+                f"{name} folder {folder} is a dangling link (to {os.readlink(folder)}, which does not exist): "
+                "create its target or point the link elsewhere"
+            )
 
 
 def cache_dir() -> Path:

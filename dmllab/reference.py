@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dmllab import paths
+from dmllab.fileio import naming, regular_file
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -95,12 +96,15 @@ def load_reference(paper: str | None = None, directory: str | os.PathLike | None
     """
     import pandas as pd
 
+    from dmllab.results import check_plausible
+
     if paper is not None and paper not in REFERENCE_PAPERS:
         raise ValueError(f"unknown paper {paper!r}; valid papers: {', '.join(REFERENCE_PAPERS)}")
     directory = Path(directory) if directory is not None else reference_dir()
     frames = []
     for path in sorted(directory.glob("*.csv")):
-        frame = pd.read_csv(path, dtype={c: "string" for c in REFERENCE_COLUMNS if c != "value"})
+        with naming(regular_file(path, "reference file"), "reading"):
+            frame = pd.read_csv(path, dtype={c: "string" for c in REFERENCE_COLUMNS if c != "value"})
         if set(frame.columns) != set(REFERENCE_COLUMNS):
             missing = sorted(set(REFERENCE_COLUMNS) - set(frame.columns))
             extra = sorted(set(frame.columns) - set(REFERENCE_COLUMNS))
@@ -119,6 +123,7 @@ def load_reference(paper: str | None = None, directory: str | os.PathLike | None
                 f"{path}: non-numeric value(s) {list(bad.astype(str))[:5]} in rows {list(bad.index)[:5]}"
             )
         frame["value"] = values.astype(float)
+        check_plausible(frame, path, "reference file")  # a value outside its metric's range, or infinite
         frame["source"] = path.name
         frames.append(frame[list(REFERENCE_COLUMNS) + ["source"]])
     if not frames:

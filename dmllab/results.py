@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dmllab import paths, rowkeys
-from dmllab.fileio import naming, write_atomic
+from dmllab.fileio import naming, regular_file, write_atomic
 from dmllab.locks import exclusive
 from dmllab.paths import git_sha
 
@@ -69,6 +69,8 @@ PRODUCED_COLUMNS: tuple[str, ...] = tuple(
 PARAM_PREFIX = "param_"
 # Core columns every row must give; the others (variant, dataset, seed) may be left empty.
 REQUIRED_COLUMNS: tuple[str, ...] = ("experiment", "paper", "artifact", "profile", "metric", "value")
+# The columns a reader of a result file needs (the experiment and profile it selects by, the measurement).
+READ_COLUMNS: tuple[str, ...] = ("experiment", "profile", "seed", "metric", "value")
 _STRING_COLUMNS = tuple(c for c in CORE_COLUMNS + PROVENANCE_COLUMNS if c not in ("seed", "draw", "value"))
 
 # The packages the provenance records: (column, import name, distribution name). A stored run's record keeps the
@@ -226,12 +228,20 @@ def _write_csv(path: Path, frame: pd.DataFrame, **to_csv: Any) -> bool:
 
 
 def _update(path: str | os.PathLike, change: Callable[[pd.DataFrame | None], pd.DataFrame]) -> None:
-    """Apply ``change(existing frame or None) -> new frame`` to ``path`` under the lock, atomically."""
+    """Apply ``change(existing frame or None) -> new frame`` to ``path`` under the lock, atomically; the new file
+    replaces the old one only when it passes :func:`read_rows` (otherwise ValueError, and the old file stays)."""
     path = Path(path)
     with _locked(path):
         existing = read_rows(path, duplicates=True) if path.exists() else None
         frame = change(existing)
-        _write_csv(path, frame.reindex(columns=columns_in_order(frame.columns)))
+        text = frame.reindex(columns=columns_in_order(frame.columns)).to_csv(index=False, lineterminator="\n")
+        try:
+            parse_rows(text, path)
+        except ValueError as err:
+            raise ValueError(
+                f"not writing {path}: {_cut(str(err), 400)} (the file keeps its old rows)"
+            ) from None
+        write_atomic(path, text.encode("utf-8"))
 
 
 def write_rows(
@@ -360,21 +370,47 @@ def read_rows(path: str | os.PathLike, *, duplicates: bool = False) -> pd.DataFr
         FileNotFoundError: when ``path`` does not exist.
         ValueError: a malformed file, naming it and the line.
     """
+    path = Path(path)
+    try:
+        regular_file(path, "result file")
+    except FileNotFoundError as err:
+        raise FileNotFoundError(str(err) if os.path.islink(path) else f"no result file at {path}") from None
+    size = path.stat().st_size
+    if size > MAX_CSV_BYTES:
+        raise ValueError(
+            f"result file {path} is {size / 2**20:,.0f} MiB; a result file is at most {MAX_CSV_BYTES >> 20} MiB"
+        )
+    with naming(path, "reading"):
+        data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(
+            f"result file {path} is not UTF-8 text (byte {err.start}: {data[err.start : err.start + 1]!r}); "
+            f"{_REWRITE}"
+        ) from None
+    return parse_rows(text, path, duplicates=duplicates)
+
+
+#: The size of the largest result file dmllab reads (a link to an endless device, a file grown by mistake).
+MAX_CSV_BYTES = 256 << 20
+_REWRITE = "run the experiment that writes it again (dmllab study --only <artifact>), or restore it from git"
+
+
+def _cut(text: str, limit: int = 200) -> str:
+    """``text`` cut to ``limit`` characters (a long value in an error message)."""
+    return text if len(text) <= limit else f"{text[: limit - 20]}... ({len(text):,} characters)"
+
+
+def parse_rows(text: str, path: str | os.PathLike, *, duplicates: bool = False) -> pd.DataFrame:
+    """The tidy CSV ``text`` (of the file ``path``, named in errors) as :func:`read_rows` reads it, with its
+    checks: the same function checks a file before a writer replaces one with it."""
     import csv
     import io
 
     import pandas as pd
 
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no result file at {path}")
-    rewrite = (
-        "run the experiment that writes it again (dmllab study --only <artifact>), or restore it from git"
-    )
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise ValueError(f"result file {path} is not UTF-8 text ({err}); {rewrite}") from None
+    rewrite = _REWRITE
     if not text.strip():
         raise ValueError(f"result file {path} is empty (not even a header); {rewrite}")
     if not text.endswith("\n"):
@@ -399,17 +435,21 @@ def read_rows(path: str | os.PathLike, *, duplicates: bool = False) -> pd.DataFr
         if column in frame:
             try:
                 frame[column] = pd.to_numeric(frame[column], errors="raise").astype(kind)
-            except (ValueError, TypeError) as err:
+            except (ValueError, TypeError, OverflowError) as err:
                 raise ValueError(
-                    f"result file {path}: column {column!r} holds a non-number ({err}); {rewrite}"
+                    f"result file {path}: column {column!r} holds a non-number or an integer beyond 64 bits ({err}); {rewrite}"
                 ) from None
+    _check_columns(frame, path)
+    _check_parameters(frame, path)
+    check_plausible(frame, path)
     if not duplicates:
         _refuse_duplicates(frame, path, rewrite)
     return frame
 
 
 def _refuse_duplicates(frame: pd.DataFrame, path: Path, rewrite: str) -> None:
-    """Raise ValueError naming ``path`` and the first two lines that hold one measurement."""
+    """Raise ValueError naming ``path`` and the first two lines that hold one measurement, or one arm's seed
+    measured under two runs (two files' rows merged: the seed would count twice)."""
     pair = rowkeys.first_duplicate(frame, identity_columns(frame))
     if pair is not None:
         first, second = (i + 2 for i in pair)  # file lines: the header is line 1
@@ -417,6 +457,70 @@ def _refuse_duplicates(frame: pd.DataFrame, path: Path, rewrite: str) -> None:
             f"result file {path}: lines {first} and {second} hold the same measurement (same experiment, profile, "
             f"variant, dataset, seed, parameters, metric and run); a duplicated row would count as another seed; "
             f"{rewrite}"
+        )
+    arm = [c for c in identity_columns(frame) if c not in ("run_id", "config_hash")]
+    pair = rowkeys.first_duplicate(frame, arm) if "run_id" in frame else None
+    if pair is not None:
+        first, second = (i + 2 for i in pair)
+        raise ValueError(
+            f"result file {path}: lines {first} and {second} hold one measurement (same experiment, profile, "
+            f"variant, dataset, seed, parameters and metric) from two runs ({frame['run_id'].iloc[pair[0]]} and "
+            f"{frame['run_id'].iloc[pair[1]]}): rows of two result files merged; {rewrite}"
+        )
+
+
+def _check_columns(frame: pd.DataFrame, path: Path) -> None:
+    """Raise ValueError naming ``path`` and the columns every reader needs (:data:`READ_COLUMNS`) it lacks."""
+    missing = [c for c in READ_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ValueError(
+            f"result file {path} lacks the column(s) {', '.join(missing)} (its header: "
+            f"{_cut(', '.join(map(str, frame.columns)))}); {_REWRITE}"
+        )
+
+
+def _check_parameters(frame: pd.DataFrame, path: Path) -> None:
+    """Raise ValueError naming ``path``, the line, the column and the value of a ``param_*`` cell that is not a
+    number in a column of numbers: its row would match no comparison and be dropped from every claim."""
+    import pandas as pd
+
+    for column in (c for c in frame.columns if c.startswith(PARAM_PREFIX)):
+        if frame[column].dtype.kind in "biuf":
+            continue
+        cells = frame[column].dropna()
+        numbers = pd.to_numeric(cells, errors="coerce")
+        if numbers.notna().any() and numbers.isna().any():
+            line = int(cells.index[numbers.isna().to_numpy()][0]) + 2
+            value = str(cells[numbers.isna()].iloc[0])
+            raise ValueError(
+                f"result file {path}, line {line}: parameter {column} is {_cut(value, 60)!r}, not a number like "
+                f"the column's other values; {_REWRITE}"
+            )
+
+
+def metric_range(metric: str) -> tuple[float, float] | None:
+    """The values ``metric`` can take in a result file: [0, 100] for a percentage (:data:`PERCENT_PREFIXES`: R@K,
+    NMI, MAP@R, accuracy), None for another metric (any finite number)."""
+    return (0.0, 100.0) if str(metric).startswith(PERCENT_PREFIXES) else None
+
+
+def check_plausible(frame: pd.DataFrame, path: str | os.PathLike, what: str = "result file") -> None:
+    """Raise ValueError naming ``path``, the line, the metric and the value of the first value that is infinite or
+    outside its metric's range (:func:`metric_range`). NaN passes: it is how a run that diverged is recorded."""
+    import numpy as np
+
+    values = frame["value"].to_numpy(dtype=float)
+    metrics = frame["metric"].astype(str).to_numpy()
+    bad = np.isinf(values)
+    percent = np.fromiter((m.startswith(PERCENT_PREFIXES) for m in metrics), bool, len(metrics))
+    with np.errstate(invalid="ignore"):
+        bad |= percent & ((values < 0) | (values > 100))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        where = "in [0, 100] (a percentage)" if percent[i] else "finite"
+        raise ValueError(
+            f"{what} {path}, line {i + 2}: {metrics[i]} = {float(values[i])!r} is not a plausible value (it must be "
+            f"{where}); {int(bad.sum())} such value(s) in all; {_REWRITE}"
         )
 
 
@@ -471,7 +575,7 @@ def read_tables(
     out = {"rows": read_artifact_rows(artifact_id, profile, device, folder)}
     for name in tables:
         path = artifact_csv(artifact_id, name, folder)
-        frame = pd.read_csv(path) if path.exists() else pd.DataFrame()
+        frame = pd.read_csv(regular_file(path, "table file")) if path.exists() else pd.DataFrame()
         if "profile" in frame.columns:
             frame = frame[frame["profile"] == profile].drop(columns="profile").reset_index(drop=True)
         frame = select_device(frame, device)
@@ -495,7 +599,7 @@ def write_table(path: str | os.PathLike, frame: Any, *, profile: str, device: st
     with _locked(path):
         if path.exists():
             with naming(path, "reading"):
-                old = pd.read_csv(path)
+                old = pd.read_csv(regular_file(path, "table file"))
             if "profile" in old.columns:
                 drop = old["profile"] == profile
                 if device is not None:

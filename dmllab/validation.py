@@ -65,8 +65,15 @@ class Rule:
         return self.ok(v)
 
 
-POSITIVE_INT = Rule("a positive integer", lambda v: is_int(v) and v > 0)
-NON_NEGATIVE_INT = Rule("an integer >= 0", lambda v: is_int(v) and v >= 0)
+#: The largest integer dmllab accepts anywhere (seeds included): torch, numpy and the CSV reader hold 64-bit ones.
+MAX_INT = 2**63 - 1
+#: The largest batch size or embedding size: a larger one asks for memory no machine has, so it is refused before
+#: anything is allocated.
+MAX_SIZE = 1 << 16
+
+POSITIVE_INT = Rule("a positive integer", lambda v: is_int(v) and 0 < v <= MAX_INT)
+NON_NEGATIVE_INT = Rule("an integer >= 0", lambda v: is_int(v) and 0 <= v <= MAX_INT)
+SIZE = Rule(f"a positive integer <= {MAX_SIZE}", lambda v: is_int(v) and 0 < v <= MAX_SIZE)
 POSITIVE = Rule("a finite number > 0", lambda v: _finite(v) and v > 0)
 NON_NEGATIVE = Rule("a finite number >= 0", lambda v: _finite(v) and v >= 0)
 FINITE = Rule("a finite number", _finite)
@@ -143,13 +150,13 @@ IMAGES_PER_CLASS = Rule("a positive integer or a (low, high) pair of them", _ima
 VALUE_RULES: dict[str, Rule] = {
     # data
     "data.root": optional(PATH),
-    "data.batch_size": POSITIVE_INT,
-    "data.eval_batch_size": POSITIVE_INT,
+    "data.batch_size": SIZE,
+    "data.eval_batch_size": SIZE,
     "data.num_workers": CORES_OR_AUTO,
     "data.in_memory": BOOL,
     "data.feature_views": NON_NEGATIVE_INT,
     # model
-    "model.embedding_dim": POSITIVE_INT,
+    "model.embedding_dim": SIZE,
     "model.frozen_blocks": NON_NEGATIVE_INT,
     "model.pretrained": BOOL,
     "model.l2_normalize": BOOL,
@@ -196,6 +203,16 @@ def rule_for_key(key: str) -> Rule | None:
     return VALUE_RULES.get(key)
 
 
+def refuse_huge(name: str, value: Any) -> None:
+    """An integer beyond 64 bits (in ``value`` or one of its elements) named as such: it would surface as an
+    OverflowError or torch's internal error far from where it was given."""
+    for v in value if isinstance(value, list | tuple) else (value,):
+        if is_int(v) and abs(v) > MAX_INT:
+            raise InvalidValueError(
+                f"{name} is an integer of {int(v).bit_length()} bits; dmllab's integers are at most 2**63 - 1"
+            )
+
+
 def check_value(key: str, value: Any) -> None:
     """Check one config value (``key`` = "section.field") against :data:`VALUE_RULES` (a NaN float is never
     accepted).
@@ -204,6 +221,7 @@ def check_value(key: str, value: Any) -> None:
         ConfigValueError: naming the key, the value and what it must be.
     """
     rule = rule_for_key(key)
+    refuse_huge(key, value)
     if rule is not None and not rule(value):
         raise ConfigValueError(f"{key} must be {rule.what}, got {value!r}")
     if isinstance(value, float) and math.isnan(value):
@@ -282,13 +300,13 @@ PARAMETER_RULES: dict[str, Rule] = {
 }
 # By the end of the name: counts and sizes are positive integers, rates and scales positive numbers.
 PARAMETER_SUFFIXES: tuple[tuple[str, Rule], ...] = (
-    ("_dims", each(POSITIVE_INT)),
-    ("dims", each(POSITIVE_INT)),
-    ("_dim", POSITIVE_INT),
-    ("dim", POSITIVE_INT),
-    ("batch_sizes_large", each(POSITIVE_INT)),
-    ("batch_sizes", each(POSITIVE_INT)),
-    ("batch", POSITIVE_INT),
+    ("_dims", each(SIZE)),
+    ("dims", each(SIZE)),
+    ("_dim", SIZE),
+    ("dim", SIZE),
+    ("batch_sizes_large", each(SIZE)),
+    ("batch_sizes", each(SIZE)),
+    ("batch", SIZE),
     ("ks", each(POSITIVE_INT)),
     ("classes", POSITIVE_INT),
     ("per_class", POSITIVE_INT),
@@ -338,6 +356,7 @@ def check_parameter(name: str, value: Any) -> None:
         InvalidValueError: naming the parameter, the value and what it must be.
     """
     rule = rule_for_parameter(name)
+    refuse_huge(f"parameter {name}", value)
     if rule is not None:
         if not rule(value):
             raise InvalidValueError(f"parameter {name} must be {rule.what}, got {value!r}")

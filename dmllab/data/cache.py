@@ -19,7 +19,6 @@ source, and opening a dataset at a cache root refuses a copy that changed since 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 from concurrent.futures import ProcessPoolExecutor
@@ -29,7 +28,7 @@ from PIL import Image
 
 from dmllab.data.base import DATASETS
 from dmllab.data.manifest import MANIFEST, DatasetCacheError, read_manifest
-from dmllab.fileio import naming
+from dmllab.fileio import atomic_open, regular_file, write_text_atomic
 from dmllab.paths import cache_dir
 
 
@@ -50,22 +49,17 @@ def resized_size(width: int, height: int, shorter_side: int) -> tuple[tuple[int,
 def cache_image(src: Path, dst: Path, shorter_side: int = 288, quality: int = 95) -> float:
     """Write the resized copy of ``src`` to ``dst`` (atomic; skipped if it exists, which :func:`build_cache`
     allows only when resuming a copy of the same source) and return the scale factor."""
-    with Image.open(src) as img:
+    with Image.open(regular_file(src, "image file")) as img:  # a FIFO would block the copy forever
         size, scale = resized_size(img.width, img.height, shorter_side)
         if dst.exists():
             return scale
-        tmp = dst.with_name(dst.name + ".tmp")
-        try:
-            with naming(dst, "writing"):
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                if scale == 1.0:
-                    shutil.copyfile(src, tmp)
-                else:
-                    img.convert("RGB").resize(size, Image.BILINEAR).save(tmp, format="JPEG", quality=quality)
-        except BaseException:
-            tmp.unlink(missing_ok=True)  # a full disk or an interrupt leaves no partial file
-            raise
-    os.replace(tmp, dst)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_open(dst) as out:  # a full disk or an interrupt leaves no partial file
+            if scale == 1.0:
+                with open(src, "rb") as fh:
+                    shutil.copyfileobj(fh, out)
+            else:
+                img.convert("RGB").resize(size, Image.BILINEAR).save(out, format="JPEG", quality=quality)
     return scale
 
 
@@ -166,14 +160,7 @@ def _check_destination(dst_root: Path, manifest: dict) -> None:
 
 
 def _write_manifest(dst_root: Path, manifest: dict) -> None:
-    tmp = dst_root / f".{MANIFEST}.tmp-{os.getpid()}"
-    try:
-        with naming(dst_root / MANIFEST, "writing"):
-            tmp.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    os.replace(tmp, dst_root / MANIFEST)
+    write_text_atomic(dst_root / MANIFEST, json.dumps(manifest, indent=2) + "\n")
 
 
 def check_cache(name: str, root: str | Path, current: str | None = None) -> list[str]:

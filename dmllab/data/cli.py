@@ -24,10 +24,10 @@ def _check(args: argparse.Namespace) -> int:
 
 def _cache(args: argparse.Namespace) -> int:
     from dmllab.data.cache import build_cache
-    from dmllab.validation import check_int, usable_cores
+    from dmllab.validation import MAX_SIZE, check_int, usable_cores
 
     try:
-        check_int("--shorter-side", args.shorter_side, low=8)
+        check_int("--shorter-side", args.shorter_side, low=8, high=MAX_SIZE, why="a JPEG's side")
         check_int("--workers", args.workers, high=usable_cores(), why="the CPU cores this process may use")
         if not 1 <= args.quality <= 100:
             raise ValueError(f"--quality must be a JPEG quality in 1..100, got {args.quality}")

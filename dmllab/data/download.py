@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import errno
 import http.client
+import os
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from dmllab.data.sources import DownloadError
+from dmllab.fileio import naming
 
 CHUNK = 1 << 20  # bytes per read at most
 RETRY_WAIT_S = 2.0  # back-off factor between attempts (seconds)
@@ -169,7 +172,7 @@ def _download_once(session, url: str, part: Path, clock: _Clock, stall_s: float,
         total = have + int(length) if length and length.isdigit() else None
         got = have
         with (
-            open(part, "ab" if have else "wb") as out,
+            _open_part(part, append=bool(have)) as out,
             tqdm(
                 total=total,
                 initial=have,
@@ -248,3 +251,14 @@ def download(
     finally:
         session.close()
     raise AssertionError("unreachable")  # the last attempt returns or raises
+
+
+def _open_part(part: Path, *, append: bool) -> Any:
+    """The partial download ``part`` opened for appending (or truncated), refusing a link planted at its path
+    (``O_NOFOLLOW``: ELOOP names it) so a download never writes through one."""
+    with naming(part, "writing"):
+        return open(part, "ab" if append else "wb", opener=_no_follow)
+
+
+def _no_follow(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_NOFOLLOW, 0o666)

@@ -40,6 +40,7 @@ from dmllab.data.sources import (
     ManualDownloadError,
 )
 from dmllab.data.unpack import unpack
+from dmllab.fileio import regular_file
 from dmllab.locks import LockTimeout, describe, exclusive, read_holder
 
 __all__ = [
@@ -59,6 +60,13 @@ __all__ = [
 
 MANIFEST = "dmllab_fetch.json"
 CHUNK = 1 << 20  # bytes per read while hashing
+
+
+# Why --from needs a file: its checksum is read first, its members after, and a zip archive is read by seeking.
+_NO_STREAM = (
+    "an archive is read twice (its checksum, then its members) and a zip archive by seeking, so a pipe or a process "
+    "substitution cannot be read: save it to a file and pass that"
+)
 
 
 def digests(path: Path, progress: bool = False) -> dict[str, str]:
@@ -271,8 +279,10 @@ def fetch_dataset(
         return _finished(root, name, echo)
     given = [Path(a).expanduser().absolute() for a in archives]
     for path in given:
-        if not path.is_file():
-            raise FetchError(f"--from {path}: no such file")
+        try:
+            regular_file(path, "--from file", _NO_STREAM)
+        except OSError as err:
+            raise FetchError(str(err) if os.path.lexists(path) else f"--from {path}: no such file") from None
     copy, files = choose_copy(source, given)
     made_parent = not root.parent.exists()
     lock = fetch_lock(root)

@@ -12,7 +12,7 @@ import math
 import posixpath
 from pathlib import Path, PureWindowsPath
 
-from dmllab.fileio import naming
+from dmllab.fileio import NotRegularFileError, naming, regular_file
 
 
 class IndexFileError(ValueError):
@@ -24,11 +24,21 @@ class DuplicateImageIdError(IndexFileError):
 
 
 def read_lines(path: Path) -> list[str]:
+    """The lines of the index file ``path`` (a regular file: a FIFO or a device is an IndexFileError)."""
     try:
-        with naming(path, "reading"), open(path, encoding="utf-8") as fh:
-            return fh.read().splitlines()
+        regular_file(path, "index file")
+    except NotRegularFileError as err:
+        raise IndexFileError(str(err)) from None
+    with naming(path, "reading"), open(path, "rb") as fh:
+        data = fh.read()
+    try:
+        return data.decode("utf-8").splitlines()
     except UnicodeDecodeError as err:
-        raise IndexFileError(f"{path}: not a UTF-8 text index file ({err}); is the file corrupt?") from None
+        line = data.count(b"\n", 0, err.start) + 1
+        raise IndexFileError(
+            f"{path}, line {line}: not UTF-8 text (byte {err.start}: {data[err.start : err.start + 1]!r}); is the "
+            "file corrupt?"
+        ) from None
 
 
 def read_rows(
@@ -58,9 +68,14 @@ def read_rows(
 def parse_int(value: str, path: Path, line: int, what: str) -> int:
     """``int(value)``, or an IndexFileError naming the file, the line and the column ``what``."""
     try:
-        return int(value)
+        number = int(value)
     except ValueError:
-        raise IndexFileError(f"{path}, line {line}: {what} {value!r} is not an integer") from None
+        raise IndexFileError(f"{path}, line {line}: {what} {value[:40]!r} is not an integer") from None
+    if abs(number) > 2**63 - 1:
+        raise IndexFileError(
+            f"{path}, line {line}: {what} {value[:40]} is beyond 64 bits (a damaged index file?)"
+        )
+    return number
 
 
 def class_id(value: str, path: Path, line: int, highest: int | None) -> int:
@@ -75,6 +90,10 @@ def class_id(value: str, path: Path, line: int, highest: int | None) -> int:
     return cid
 
 
+#: The largest coordinate a box may have: a JPEG's sides are at most 65535 pixels.
+MAX_IMAGE_SIDE = 65536
+
+
 def parse_float(value: str, path: Path, line: int, what: str) -> float:
     try:
         return float(value)
@@ -86,10 +105,11 @@ def cub_box(values: list[str], path: Path, line: int) -> list[float]:
     """A CUB box ``x y width height``: finite numbers with a positive width and height (Fig. 7 bins the images by
     box area), else IndexFileError naming file and line."""
     x, y, w, h = (parse_float(v, path, line, "box coordinate") for v in values)
-    if not all(math.isfinite(v) for v in (x, y, w, h)) or w <= 0 or h <= 0:
+    if not all(math.isfinite(v) and abs(v) <= MAX_IMAGE_SIDE for v in (x, y, w, h)) or w <= 0 or h <= 0:
         raise IndexFileError(
-            f"{path}, line {line}: box x={x:g} y={y:g} width={w:g} height={h:g} must be finite numbers with a "
-            "positive width and height (a damaged index file?)"
+            f"{path}, line {line}: box x={x:g} y={y:g} width={w:g} height={h:g} must be numbers within "
+            f"±{MAX_IMAGE_SIDE} (the largest side of a JPEG) with a positive width and height (a damaged index "
+            "file?)"
         )
     return [x, y, w, h]
 

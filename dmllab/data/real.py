@@ -54,6 +54,7 @@ from dmllab.data.index import (
     read_rows,
 )
 from dmllab.data.manifest import MANIFEST, DatasetCacheError, read_manifest
+from dmllab.fileio import NotRegularFileError, regular_file, write_text_atomic
 from dmllab.validation import check_path
 
 Record = tuple[str, Hashable]  # (image path relative to the dataset root, original class id)
@@ -62,10 +63,13 @@ Record = tuple[str, Hashable]  # (image path relative to the dataset root, origi
 def load_image(path: Path) -> Image.Image:
     """Decode an RGB image; a missing or undecodable file raises :class:`ImageLoadError` naming it."""
     try:
+        regular_file(path, "image file")  # a FIFO listed as an image would block the reader forever
         with Image.open(path) as img:
             return img.convert("RGB")  # convert() forces the full decode inside the try
     except FileNotFoundError:
         raise ImageLoadError(f"image file is missing: {path}") from None
+    except NotRegularFileError as err:
+        raise ImageLoadError(str(err)) from None
     except (OSError, ValueError, SyntaxError) as err:  # PIL raises these on truncated or corrupt data
         raise ImageLoadError(f"cannot decode image {path}: {err}") from err
 
@@ -310,7 +314,7 @@ class CUB200(_ClassRangeDataset):
         for i, box in sorted(self._boxes_by_id.items()):
             s = scales.get(files.get(i, ""), 1.0)
             lines.append(" ".join([str(i), *(f"{v * s:.1f}" for v in box)]))
-        (dst_root / "bounding_boxes.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        write_text_atomic(dst_root / "bounding_boxes.txt", "\n".join(lines) + "\n")
 
 
 @DATASETS.register("cars")

@@ -51,6 +51,7 @@ from dmllab.fileio import (
     first_use,
     naming,
     set_aside,
+    write_text_atomic,
 )
 from dmllab.paths import cache_dir
 from dmllab.validation import IMAGES_PER_CLASS, check_int, check_path
@@ -793,12 +794,10 @@ def verify_cache(folder: str | os.PathLike) -> None:
         raise CorruptFileError(f"synthetic cache {folder}: its arrays disagree on the number of images")
     if not isinstance(expected, dict):  # written by an older dmllab: record the fingerprints now
         meta["fingerprints"] = {f"{a}.npy": content_fingerprint(folder / f"{a}.npy") for a in _ARRAYS}
-        tmp = folder / f".meta.json.tmp-{os.getpid()}"
         try:
-            tmp.write_text(json.dumps(meta, indent=1))
-            os.replace(tmp, meta_path)
+            write_text_atomic(meta_path, json.dumps(meta, indent=1))
         except OSError:  # a read-only cache stays as it is
-            tmp.unlink(missing_ok=True)
+            pass
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -52,6 +52,7 @@ from dmllab.fileio import (
     first_use,
     naming,
     set_aside,
+    write_text_atomic,
 )
 from dmllab.paths import cache_dir
 
@@ -471,12 +472,11 @@ def _open_features(folder: Path, leading: tuple[int, int], *, repair: bool = Tru
 
 
 def _write_fingerprint(folder: Path) -> None:
-    tmp = folder / f".{_FINGERPRINT_FILE}.tmp-{os.getpid()}"
     try:
-        tmp.write_text(json.dumps({"features.npy": content_fingerprint(folder / "features.npy")}))
-        os.replace(tmp, folder / _FINGERPRINT_FILE)
+        text = json.dumps({"features.npy": content_fingerprint(folder / "features.npy")})
+        write_text_atomic(folder / _FINGERPRINT_FILE, text)
     except OSError:  # a read-only cache stays as it is
-        tmp.unlink(missing_ok=True)
+        pass
 
 
 def _write_atomic(folder: Path, array: np.ndarray) -> None:

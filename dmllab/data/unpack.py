@@ -261,5 +261,10 @@ def unpack(archive: Archive, path: Path, staging: Path, progress: bool = False) 
         ) from None
     except (RuntimeError, NotImplementedError) as err:  # zipfile: an encrypted member, an unknown compression
         raise FetchError(f"cannot unpack {path} ({err}); is it the published {archive.filename}?") from None
+    except UnicodeDecodeError as err:  # zipfile: a member name flagged UTF-8 that is not
+        raise FetchError(
+            f"cannot unpack {path}: a member's name is not UTF-8 (byte {err.start} of the name "
+            f"{err.object[:60]!r}); is it the published {archive.filename}?"
+        ) from None
     finally:
         bar.close()

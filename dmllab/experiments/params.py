@@ -34,6 +34,10 @@ DEFAULT_DATA_SEED: dict[str, str] = {"smoke": "per_seed", "quick": "per_seed", "
 # (False: every run from random initialisation, ``dmllab study --fast-dev-run --pretrained none``) and
 # ``check_counts`` (False: real datasets are read without their canonical counts, ``dmllab study --no-counts``).
 EXECUTION_PARAMETERS: tuple[str, ...] = ("train_missing", "fast_dev_run", "pretrained", "check_counts")
+# List parameters whose elements may repeat (the widths of a network's layers); in every other list each element is
+# one measured setting (a seed, a dataset, a temperature), so a repeated one would measure it twice and its CSV
+# would hold duplicate measurements the reader refuses.
+REPEATABLE_PARAMETERS: tuple[str, ...] = ("hidden",)
 
 
 @dataclass(frozen=True)
@@ -152,6 +156,21 @@ def _check(artifact_id: str, name: str, value: Any) -> None:
         raise InvalidValueError(f"notebook {artifact_id}: {err}") from None
 
 
+def _check_distinct(artifact_id: str, key: str, value: Any) -> None:
+    """A list parameter (but :data:`REPEATABLE_PARAMETERS`) that names one element twice raises ValueError naming
+    it, before anything trains."""
+    if key in REPEATABLE_PARAMETERS or not isinstance(value, list | tuple):
+        return
+    seen: list[Any] = []
+    for element in value:
+        if element in seen:
+            raise InvalidValueError(
+                f"notebook {artifact_id}: parameter {key} names {element!r} twice ({value!r}); each element is "
+                "one measured setting: give each once"
+            )
+        seen.append(element)
+
+
 def check_train_missing(artifact_id: str, value: Any) -> bool:
     """The notebook parameter ``train_missing`` as a bool (``None``: True, a notebook run by hand trains what is
     missing); anything but None, True or False raises ValueError naming the parameter."""
@@ -200,6 +219,7 @@ def resolve_parameters(artifact: Any, given: Mapping[str, Any], execution: Execu
     for key, value in params.items():
         if value is not None:
             _check(artifact.id, key, value)
+            _check_distinct(artifact.id, key, value)
     if DATA_SEED in params and params[DATA_SEED] not in DATA_SEED_MODES:
         raise ValueError(
             f"notebook {artifact.id}: data_seed must be one of {', '.join(map(repr, DATA_SEED_MODES))}, "

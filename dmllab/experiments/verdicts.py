@@ -160,6 +160,8 @@ def _members(claim: Claim, rows: pd.DataFrame) -> tuple[dict[str, tuple[float, .
 
     try:
         effect = claim.effect(rows)
+    except KeyError as err:  # a result file without a column the claim reads (a seed or parameter column)
+        return {}, None, f"the rows lack the column {str(err.args[0] if err.args else err)[:80]!r}"
     except Exception as err:  # a claim that cannot be evaluated on these rows is reported, not fatal
         return {}, None, f"{type(err).__name__}: {err}"
     if effect is None or len(effect) == 0:
@@ -308,6 +310,11 @@ def assess(
         why = join_why(f"only {n} seed(s)", reason)
         return Judgement(claim, verdict, why, iv, math.nan, members[shown], **base)
     bound = smaller_bound(paper, profile)
+    flat = next((m for m, e in members.items() if n < 3 and len(set(e)) == 1), None)
+    if flat is not None:  # a zero-width interval from 2 seeds measures no noise: it decides nothing
+        verdict = NOT_TESTABLE if not testable else "inconclusive"
+        why = join_why(f"no variation: {n} seeds with one effect ({flat or 'the effect'})", reason)
+        return Judgement(claim, verdict, why, stats.interval(members[flat]), math.nan, members[flat], **base)
     verdict, shown, p = _classify(members, bound, delta, claim.paper_says == "equivalent")
     effects = members[shown]
     iv, sd = stats.interval(effects), stats.sd(effects)

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from dmllab.fileio import regular_file
 from dmllab.registry import Registry
 from dmllab.rng import random_state_kept
 
@@ -51,6 +52,12 @@ __all__ = [
 CLASSIFIER_HEAD_PREFIXES = ("fc.", "aux1.", "aux2.", "AuxLogits.")
 _MAX_LISTED_KEYS = 8
 
+# Why a weights path must be a file: torch.load reads a zip archive, which needs a file it can seek in.
+_NO_STREAM = (
+    "torch.load reads a zip archive and needs a file it can seek in, so a pipe, a process substitution or a device "
+    "cannot be read: save the stream to a file and pass that"
+)
+
 
 def _strip_prefix(state: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     return {key[len(prefix) :]: value for key, value in state.items() if key.startswith(prefix)}
@@ -74,8 +81,7 @@ def read_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
         raise WeightsFileError(
             f"weights file {str(path)!r} is a folder{hint}; pass the state-dict file itself"
         )
-    if not path.is_file():
-        raise FileNotFoundError(f"weights file {str(path)!r} does not exist")
+    regular_file(path, "weights file", _NO_STREAM)
     if path.stat().st_size == 0:
         raise WeightsFileError(
             f"weights file {str(path)!r} is empty (0 bytes): an interrupted download or copy; fetch it again"

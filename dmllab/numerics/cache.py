@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
+from dmllab.fileio import write_text_atomic
 from dmllab.numerics.pin import NUMPY_VAR, cpu_isa_mode, is_x86, pinned_env
 
 #: Written into the (pinned) cache folder by a dmllab that pins: :func:`stale_cache_message`.
@@ -73,8 +73,5 @@ def stamp_cache(root: Path) -> None:
     :func:`dmllab.paths.cache_dir` stamps every cache folder it makes."""
     mode = cpu_isa_mode()
     root.mkdir(parents=True, exist_ok=True)
-    tmp = root / f".{CACHE_STAMP}.{os.getpid()}"
-    tmp.write_text(
-        json.dumps({"cpu_isa": mode, "pinned": pinned_env() if mode == "avx2" else {}}, indent=1) + "\n"
-    )
-    tmp.replace(root / CACHE_STAMP)
+    text = json.dumps({"cpu_isa": mode, "pinned": pinned_env() if mode == "avx2" else {}}, indent=1) + "\n"
+    write_text_atomic(root / CACHE_STAMP, text)

@@ -11,6 +11,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from dmllab.fileio import write_text_atomic
+
 _CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 _FLAGS = (
     "--headless",
@@ -120,7 +122,7 @@ def element_boxes(
     script = _MEASURE % json.dumps(list(ids))
     text = text.replace("</body>", script + "</body>") if "</body>" in text else text + script
     copy = page.with_name(f".{page.stem}.measure.html")
-    copy.write_text(text, encoding="utf-8")
+    write_text_atomic(copy, text)
     try:
         proc = _run(
             _chromium(chromium),

@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from dmllab.experiments.verdicts import VERDICTS
+from dmllab.fileio import write_text_atomic
 from dmllab.pipeline.docs_benchmarks import benchmarks_page
 from dmllab.pipeline.docs_cli import cli_page
 from dmllab.pipeline.docs_markdown import table_cell
@@ -209,7 +210,7 @@ def write_files(root: Path, parser: argparse.ArgumentParser) -> list[Path]:
     for path, text in expected_files(root, parser).items():
         if not path.exists() or path.read_text() != text:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
+            write_text_atomic(path, text)
             written.append(path)
     return written
 

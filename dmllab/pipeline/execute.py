@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from dmllab import paths
+from dmllab.fileio import regular_file, replacing, write_text_atomic
 from dmllab.pipeline.executors import LocalExecutor
 from dmllab.pipeline.jobs import SKIPPED, Interrupted, JobResult, quiet
 from dmllab.pipeline.plan import Plan
@@ -56,7 +57,7 @@ def ensure_kernel() -> str:
         "display_name": f"Python ({sys.prefix})",
         "language": "python",
     }
-    (kdir / "kernel.json").write_text(json.dumps(spec, indent=1))
+    write_text_atomic(kdir / "kernel.json", json.dumps(spec, indent=1))
     os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(root), os.environ.get("JUPYTER_PATH")]))
     return _FALLBACK_KERNEL
 
@@ -118,18 +119,23 @@ def execute_notebook(
     start = time.perf_counter()
     for attempt in range(1, attempts + 1):
         try:
-            with _ipc_sockets() as config:
-                papermill.execute_notebook(
-                    str(notebook),
-                    str(output),
-                    parameters=dict(parameters),
-                    kernel_name=kernel_name,
-                    progress_bar=False,
-                    log_output=False,
-                    start_timeout=start_timeout,
-                    cwd=str(cwd if cwd is not None else paths.repo_root()),
-                    config=config,
-                )
+            # papermill rewrites its output after every cell, following a link at its path: it writes a temporary
+            # file of ours instead, which replaces the output when it ends, failed or not
+            with _ipc_sockets() as config, replacing(output, keep_partial=True, suffix=".ipynb") as partial:
+                try:
+                    papermill.execute_notebook(
+                        str(notebook),
+                        str(partial),
+                        parameters=dict(parameters),
+                        kernel_name=kernel_name,
+                        progress_bar=False,
+                        log_output=False,
+                        start_timeout=start_timeout,
+                        cwd=str(cwd if cwd is not None else paths.repo_root()),
+                        config=config,
+                    )
+                finally:
+                    _record_output_path(partial, output)
         except PapermillExecutionError as err:
             return JobResult(
                 notebook.stem,
@@ -159,6 +165,16 @@ def execute_notebook(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def _record_output_path(partial: Path, output: Path) -> None:
+    """papermill records the path it wrote (the temporary file) in the notebook's metadata: record ``output``."""
+    try:
+        nb = json.loads(partial.read_text())
+        nb["metadata"]["papermill"]["output_path"] = str(output)
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # nothing written yet, or not papermill's: left as it is
+    partial.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+
+
 @dataclass(frozen=True)
 class NotebookJob:
     """One notebook to execute in a pool worker: source, executed output, papermill parameters, kernel name."""
@@ -173,7 +189,8 @@ class NotebookJob:
         # executed notebook instead of the user's terminal.
         self.output.parent.mkdir(parents=True, exist_ok=True)
         saved = os.dup(2)
-        with open(self.output.with_suffix(".stderr.log"), "w") as log:
+        log_path = self.output.with_suffix(".stderr.log")
+        with replacing(log_path, keep_partial=True) as partial, open(partial, "w") as log:
             os.dup2(log.fileno(), 2)
             try:
                 return execute_notebook(self.notebook, self.output, self.parameters, kernel_name=self.kernel)
@@ -224,9 +241,20 @@ def stamp(code: str, job: NotebookJob, run_keys: Sequence[str]) -> str:
 
 
 def up_to_date(job: NotebookJob, current: str, csv: Path) -> bool:
-    """Whether ``job`` last succeeded with the stamp ``current`` and its artifact's CSV ``csv`` is still there."""
+    """Whether ``job`` last succeeded with the stamp ``current`` and its artifact's CSV ``csv`` still holds the
+    bytes it wrote then (:func:`_stamp_text`: a CSV cut to its valid rows, or edited, is not "cached")."""
     mark = job.output.with_suffix(".stamp")
-    return mark.exists() and mark.read_text() == current and csv.exists()
+    try:
+        return mark.read_text() == _stamp_text(current, csv)
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def _stamp_text(current: str, csv: Path) -> str:
+    """What a stamp file holds: the stamp and the sha256 of the artifact's CSV (OSError when it is missing)."""
+    from dmllab.fileio import sha256_file
+
+    return f"{current} {sha256_file(regular_file(csv, 'result CSV'))}"
 
 
 # ---------------------------------------------------------------------------------------- study steps
@@ -253,22 +281,34 @@ def run_notebooks(
             skipped.append(JobResult(a.id, "ok", 0.0, output=SKIPPED))
         else:
             jobs.append(job)
+    from dmllab.pipeline.template import check_parameters_cell
+
+    planned = {a.id: a for a in plan.artifacts}
+    for job in jobs:  # before anything runs: a notebook that would not run the plan's parameters is refused
+        if job.notebook.exists():  # a missing one fails as its job, as before
+            check_parameters_cell(job.notebook, planned[job.notebook.stem])
     jobs.sort(key=lambda j: -last_duration(j.output))
     order = [a.id for a in plan.artifacts]
     try:
         ran = local.map(run_job, jobs, lambda j: j.notebook.stem, desc=f"notebooks ({plan.profile})")
     except Interrupted as stop:
-        _write_stamps(stop.finished, out_dir, stamps)
+        _write_stamps(stop.finished, out_dir, stamps, where.results)
         finished = sorted(skipped + list(stop.finished), key=lambda r: order.index(r.name))
         raise Interrupted(stop.signum, finished) from None
-    _write_stamps(ran, out_dir, stamps)
+    _write_stamps(ran, out_dir, stamps, where.results)
     return sorted(skipped + ran, key=lambda r: order.index(r.name))
 
 
-def _write_stamps(results: Any, out_dir: Path, stamps: Mapping[str, str]) -> None:
+def _write_stamps(results: Any, out_dir: Path, stamps: Mapping[str, str], folder: Path) -> None:
+    from dmllab.results import artifact_csv
+
     for res in results:
         if res.status == "ok" and not res.cached:
-            (out_dir / f"{res.name}.stamp").write_text(stamps[res.name])
+            try:
+                text = _stamp_text(stamps[res.name], artifact_csv(res.name, folder=folder))
+            except OSError:  # no CSV to stamp: the notebook runs again next time
+                continue
+            write_text_atomic(out_dir / f"{res.name}.stamp", text)
 
 
 def run_plots(

@@ -160,6 +160,10 @@ def _stored_wall_times() -> dict[str, list[float]]:
     return out
 
 
+#: The most seeds a study plans (``--seeds``): more would plan more runs than any machine trains.
+MAX_SEEDS = 1000
+
+
 def check_seeds(seeds: Any) -> tuple[int, ...] | None:
     """The seeds ``--seeds`` names, as a tuple (None: the profiles'): a list of seeds (``[0, 3, 7]``, or its text
     ``"0,3,7"``) or a count N for the seeds 0..N-1 (``5``, ``"5"``).
@@ -176,13 +180,16 @@ def check_seeds(seeds: Any) -> tuple[int, ...] | None:
             raise ValueError(f"--seeds takes a count N or a list of seeds such as 0,3,7; got {text!r}")
         seeds = int(parts[0]) if len(parts) == 1 else [int(p) for p in parts]
     if isinstance(seeds, int) and not isinstance(seeds, bool):
+        if not 2 <= seeds <= MAX_SEEDS:
+            raise ValueError(f"--seeds N must be in 2..{MAX_SEEDS} (an interval needs two seeds), got {seeds}")
         seeds = list(range(seeds))
     ok = isinstance(seeds, list | tuple) and all(
         isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds
     )
-    if not ok or len(seeds) < 2 or len(set(seeds)) != len(seeds):
+    if not ok or not 2 <= len(seeds) <= MAX_SEEDS or len(set(seeds)) != len(seeds) or max(seeds) >= 2**63:
         raise ValueError(
-            f"--seeds must name at least two different seeds >= 0 (an interval needs two), got {text or seeds!r}"
+            f"--seeds must name 2..{MAX_SEEDS} different seeds in 0..2**63-1 (an interval needs two), "
+            f"got {str(text or seeds)[:80]}"
         )
     return tuple(seeds)
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from dmllab import paths
 from dmllab.experiments import registry
 from dmllab.experiments.artifact import PAPER_TITLES, PAPERS, Artifact
+from dmllab.fileio import write_text_atomic
 from dmllab.pipeline.prose import human, paragraphs, sentences
 from dmllab.profiles import PROFILES
 
@@ -89,6 +90,36 @@ def parameters_source(artifact: Artifact) -> str:
         lines.append(f"{key} = None" + (f"  # {why}" if why else ""))
         lines.append(f"#   {_values_by_profile({p: artifact.parameters[p][key] for p in PROFILES})}")
     return "\n".join(lines)
+
+
+def check_parameters_cell(path: str | os.PathLike, artifact: Artifact) -> None:
+    """Raise ValueError when the notebook at ``path`` has not exactly one cell tagged ``parameters``, or when that
+    cell differs from :func:`parameters_source` (edited: it would run its own values, not the study's plan).
+
+    Without its tag papermill puts the study's values at the top and the untagged cell then sets its own
+    defaults over them; an edited cell (``seeds = [0]``) gives a CSV of other seeds than planned."""
+    import nbformat
+
+    fix = "regenerate it (dmllab notebooks), or run it by hand with papermill"
+    try:
+        nb = nbformat.read(str(path), as_version=4)
+    except (OSError, ValueError) as err:
+        raise ValueError(f"notebook {path} cannot be read ({err}); {fix}") from None
+    tagged = [c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", ())]
+    if len(tagged) != 1:
+        what = "no cell tagged 'parameters'" if not tagged else f"{len(tagged)} cells tagged 'parameters'"
+        raise ValueError(f"notebook {path} has {what}: the study's parameters would not reach it; {fix}")
+    given = tagged[0].source.strip("\n").splitlines()
+    wanted = parameters_source(artifact).strip("\n").splitlines()
+    if given != wanted:
+        line = next(
+            (i for i, (a, b) in enumerate(zip(given, wanted)) if a != b), min(len(given), len(wanted))
+        )
+        shown = given[line] if line < len(given) else "(missing)"
+        raise ValueError(
+            f"notebook {path}: its parameters cell was edited (line {line + 1}: {shown[:80]!r}, the plan's "
+            f"notebook has {(wanted[line] if line < len(wanted) else '(nothing)')[:80]!r}); {fix}"
+        )
 
 
 def title_source(artifact: Artifact) -> str:
@@ -298,7 +329,8 @@ def write_all(directory: str | os.PathLike | None = None) -> list[Path]:
     written = []
     for stem, nb in wanted.items():
         path = directory / f"{stem}.ipynb"
-        nbformat.write(nb, path)
+        text = nbformat.writes(nb)
+        write_text_atomic(path, text if text.endswith("\n") else text + "\n")  # as nbformat.write ends it
         written.append(path)
     for path in directory.glob("*.ipynb"):
         if path.stem not in wanted:

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from dmllab.fileio import CorruptFileError, check_sidecar
+from dmllab.fileio import CorruptFileError, check_sidecar, regular_file
 
 
 class CorruptCheckpointError(CorruptFileError):
@@ -30,8 +30,7 @@ def load_checkpoint(path: str | os.PathLike, what: str = "checkpoint") -> dict[s
     path = Path(path)
     if path.is_dir():
         raise CorruptCheckpointError(f"{what} {path} is a folder, not a checkpoint file")
-    if not path.is_file():
-        raise FileNotFoundError(f"{what} {path} does not exist")
+    regular_file(path, what, "a checkpoint is a zip archive, read from a file it can seek in")
     try:
         check_sidecar(path, what)
     except CorruptFileError as err:

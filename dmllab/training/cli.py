@@ -33,6 +33,16 @@ def _config_from_args(args: argparse.Namespace):
     return apply_overrides(cfg, overrides)
 
 
+def _one_seed(args: argparse.Namespace, cfg: Any) -> None:
+    """One seed per run: ``--set run.seed=N`` that disagrees with ``--seed`` (0 unless given) raises ValueError,
+    instead of one of them being used silently."""
+    if any(o.split("=", 1)[0].strip() == "run.seed" for o in args.set or []) and cfg.run.seed != args.seed:
+        raise ValueError(
+            f"--seed {args.seed} and --set run.seed={cfg.run.seed} disagree: a run has one seed; give it once, "
+            "with --seed"
+        )
+
+
 def _print_metrics(metrics: dict[str, float]) -> None:
     print("  ".join(f"{k} {100 * v:.2f}" for k, v in metrics.items()))
 
@@ -40,12 +50,14 @@ def _print_metrics(metrics: dict[str, float]) -> None:
 def _cmd_train_mlrc(args: argparse.Namespace, cfg: Any) -> int:
     """``--protocol mlrc``: :func:`dmllab.training.mlrc.run_mlrc` (each fold model a run of the run store)."""
     from dmllab.training.mlrc import MLRCSettings, run_mlrc
-    from dmllab.validation import check_int, check_number
+    from dmllab.validation import MAX_SIZE, check_int, check_number
 
     given = {name: getattr(args, name) for name in _MLRC_OPTIONS}
     opts = {name: (_MLRC_DEFAULTS[name] if v is None else v) for name, v in given.items()}
     for name in ("mlrc_folds", "mlrc_repetitions", "mlrc_batch_size", "mlrc_per_class", "mlrc_dim"):
-        check_int("--" + name.replace("_", "-"), opts[name], low=2 if name == "mlrc_folds" else 1)
+        check_int(
+            "--" + name.replace("_", "-"), opts[name], low=2 if name == "mlrc_folds" else 1, high=MAX_SIZE
+        )
     check_number("--mlrc-lr", opts["mlrc_lr"], low=0.0, low_open=True, allow_none=True)
     if opts["mlrc_batch_size"] % opts["mlrc_per_class"]:
         raise ValueError(
@@ -108,6 +120,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             names = ", ".join("--" + n.replace("_", "-") for n in given)
             raise ValueError(f"{names} only act with --protocol mlrc; add it or drop them")
         cfg = _config_from_args(args)
+        _one_seed(args, cfg)
         if cfg.run.device == "auto":  # resolved once, here: the run's key names the device it trains on
             cfg = cfg.replace("run.device", resolve_device("auto"))
         untuned = tuned_recipes.untuned(cfg)
@@ -221,10 +234,10 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     import time
 
     from dmllab.training.pretrain import ensure_pretrained_smallcnn
-    from dmllab.validation import check_int
+    from dmllab.validation import MAX_SIZE, check_int
 
     try:
-        check_int("--width", args.width)
+        check_int("--width", args.width, high=MAX_SIZE)
         check_int("--seed", args.seed, low=0)
     except ValueError as err:
         return _fail(err, args)

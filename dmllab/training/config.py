@@ -40,7 +40,14 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from dmllab.spec import Pairs, Spec, freeze, pairs
-from dmllab.validation import VALUE_RULES, ConfigValueError, check_modes, check_value, is_int  # noqa: F401
+from dmllab.validation import (  # noqa: F401
+    VALUE_RULES,
+    ConfigValueError,
+    check_modes,
+    check_value,
+    is_int,
+    refuse_huge,
+)
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -663,6 +670,7 @@ def _set_in_spec(spec: Spec, rest: list[str], value: Any, *, coerce: bool, path:
         )
     if coerce and isinstance(value, str):
         value = _coerce_like(value, spec.kw.get(name, accepted.get(name)), key)
+    refuse_huge(key, value)  # the component checks its own range; no integer of dmllab exceeds 64 bits
     return spec.with_kw(**{name: freeze(value)})
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from dmllab.fileio import atomic_open
 from dmllab.training.config import ExperimentConfig
 from dmllab.training.protocol import RunResult
 
@@ -161,12 +162,11 @@ def export_embeddings(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     class_ids = np.asarray([str(c) for c in getattr(ds, "class_ids", range(ds.num_classes))])
-    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}.npz")
-    np.savez(
-        tmp,
-        embeddings=emb.numpy().astype(np.float32),
-        labels=labels.numpy().astype(np.int64),
-        class_ids=class_ids,
-    )
-    os.replace(tmp, path)
+    with atomic_open(path) as fh:  # a file object: np.savez adds no suffix
+        np.savez(
+            fh,
+            embeddings=emb.numpy().astype(np.float32),
+            labels=labels.numpy().astype(np.int64),
+            class_ids=class_ids,
+        )
     return path

@@ -30,6 +30,7 @@ aggregates). The 50-trial hyper-parameter search of MLRC/PS is not part of this 
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Sequence
@@ -173,20 +174,22 @@ def fold_runs(
 
 
 def fold_test_embeddings(
-    cfg: ExperimentConfig, seed: int, *, device: str = "cpu"
+    cfg: ExperimentConfig, seed: int, *, device: str = "cpu", store: Any = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Test-split embeddings and labels of a stored fold model (its ``final.pt``: the kept best epoch)."""
+    """Test-split embeddings and labels of a stored fold model (its ``final.pt``: the kept best epoch), checked
+    against the record of its run in ``store`` (default :class:`~dmllab.training.store.RunStore`)."""
     from dmllab.training.export import embed_split, load_model
     from dmllab.training.store import RunStore
 
-    path = RunStore().checkpoint_dir(cfg, seed) / "final.pt"
+    store = store if store is not None else RunStore()
+    path = store.checkpoint_dir(cfg, seed) / "final.pt"
     if not path.is_file():
         raise FileNotFoundError(
             f"the final model of fold run {path.parent} is missing (the checkpoint cache was cleared?); train the "
             "fold again: run_mlrc(..., force=True), `dmllab train ... --protocol mlrc --force`, or delete its folder "
-            f"{RunStore().run_dir(cfg, seed)} and re-run the study"
+            f"{store.run_dir(cfg, seed)} and re-run the study"
         )
-    path = RunStore().final_model(cfg, seed)  # checked against the run's record
+    path = store.final_model(cfg, seed)  # checked against the run's record
     emb, labels, _ = embed_split(load_model(cfg, path), cfg, cfg.data.test_split, device=device)
     return emb, labels
 
@@ -271,4 +274,5 @@ def run_mlrc(
         (r, f, fcfg, s, store_run(fcfg, seed=s, store=store, hooks=hooks, progress=progress, force=force))
         for r, f, fcfg, s in planned
     ]
-    return aggregate(settings, seed, done, wall_time_s=time.perf_counter() - t0)
+    embed = functools.partial(fold_test_embeddings, store=store)  # the store the folds were read from
+    return aggregate(settings, seed, done, embeddings=embed, wall_time_s=time.perf_counter() - t0)

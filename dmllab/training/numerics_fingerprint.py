@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from dmllab.fileio import write_text_atomic
+
 #: Prefixes of the variables that the libraries of the pin read (threads, cache sizes, ISA): a controlled
 #: environment has none but the pin's.
 LIBRARY_VAR_PREFIXES = ("ATEN_", "ONEDNN_", "DNNL_", "MKL_", "OMP_", "KMP_", "NPY_", "OPENBLAS_", "GOTO_")
@@ -195,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     now = run_fingerprints(controlled_env())
     if args.write:
-        args.write.write_text(json.dumps(now, indent=1, sort_keys=True) + "\n")
+        write_text_atomic(args.write, json.dumps(now, indent=1, sort_keys=True) + "\n")
         print(f"wrote {args.write}")
         return 0
     want = json.loads(args.check.read_text())

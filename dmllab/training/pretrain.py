@@ -14,13 +14,12 @@ effect of building a model.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from dmllab.fileio import first_use
+from dmllab.fileio import first_use, write_text_atomic
 from dmllab.locks import exclusive
 from dmllab.training.config import ExperimentConfig, run_threads
 from dmllab.training.protocol import save_atomic
@@ -99,9 +98,7 @@ def ensure_pretrained_smallcnn(
             "wall_time_s": wall,
             "history": rows,
         }
-        tmp_meta = meta_path.with_name(f".{meta_path.name}.tmp-{os.getpid()}")
-        tmp_meta.write_text(json.dumps(meta, indent=2))
-        os.replace(tmp_meta, meta_path)
+        write_text_atomic(meta_path, json.dumps(meta, indent=2))
     return path
 
 

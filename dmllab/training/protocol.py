@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from dmllab.fileio import naming, sidecar, write_sidecar
+from dmllab.fileio import atomic_open, sidecar, write_sidecar
 from dmllab.spec import Spec
 from dmllab.training import schedules
 from dmllab.training.callbacks import EpochCheckpoint, KeepBest, check_callbacks
@@ -250,17 +250,10 @@ def save_atomic(obj: Any, path: Path) -> str:
     returns the sha256. On any failure (full disk: an OSError naming ``path``) the temporary is removed, so
     neither a partial checkpoint nor a stray file is left."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with naming(path, "writing"):
-            with open(tmp, "wb") as fh:
-                writer = _HashingWriter(fh)
-                torch.save(obj, writer)
-            os.replace(tmp, path)
-            return write_sidecar(path, writer.hash.hexdigest())
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with atomic_open(path) as fh:
+        writer = _HashingWriter(fh)
+        torch.save(obj, writer)
+    return write_sidecar(path, writer.hash.hexdigest())
 
 
 def run_protocol(

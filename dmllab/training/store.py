@@ -12,8 +12,9 @@ which process (pid, host, since when), then reads the first one's result; a lock
 What the store reads is verified (:func:`verify_run_dir`): every file against its checksum, ``config.json``
 against the run's config hash and key, the folder against the run asked for. An entry that fails (bad JSON, a
 checksum or key mismatch, a missing file) is named on stderr, moved aside to ``<key>/corrupt-seed<k>-<time>``
-(never deleted) and treated as missing, so a study trains that run again instead of stopping. A run stored by an
-older dmllab (no ``checksums.json``) is checked as far as it can be: JSON, config hash, seed.
+(never deleted) and treated as missing, so a study trains that run again instead of stopping. Nothing unverified is
+believed: a run without a complete ``checksums.json`` (an older dmllab's, or one whose entries were deleted) is such
+an entry, and so is a divergence record that does not name its run.
 
 While training, an epoch checkpoint lives at ``checkpoints_dir()/<hash>/seed<k>/last.pt`` (atomic writes);
 a restarted run (after SIGINT or SIGKILL) resumes from it. When the run finishes the checkpoint is replaced
@@ -40,6 +41,7 @@ import json
 import os
 import platform
 import shutil
+import tempfile
 import time
 import warnings
 from collections.abc import Iterator
@@ -48,7 +50,15 @@ from pathlib import Path
 from typing import Any
 
 from dmllab import paths
-from dmllab.fileio import CorruptFileError, naming, set_aside, sha256_file, sidecar
+from dmllab.fileio import (
+    CorruptFileError,
+    atomic_open,
+    naming,
+    set_aside,
+    sha256_file,
+    sidecar,
+    write_text_atomic,
+)
 from dmllab.locks import exclusive
 from dmllab.training.build import check
 from dmllab.training.config import (
@@ -114,15 +124,14 @@ def provenance(
 
 
 def _write_json(path: Path, obj: Any) -> None:
-    with naming(path, "writing"):
-        path.write_text(json.dumps(obj, indent=2, sort_keys=True, allow_nan=True) + "\n")
+    write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True, allow_nan=True) + "\n")
 
 
 def _write_history(path: Path, rows: list[dict]) -> None:
     keys: list[str] = []
     for r in rows:
         keys += [k for k in r if k not in keys]
-    with naming(path, "writing"), path.open("w", newline="") as fh:
+    with atomic_open(path, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=keys)
         w.writeheader()
         w.writerows(rows)
@@ -247,8 +256,7 @@ class RunStore:
             return None
         try:
             record = _read_json(path, "divergence record")
-            if not isinstance(record, dict) or record.get("config_hash") not in (None, config_hash(cfg)):
-                raise CorruptRunError(f"divergence record {path} belongs to another config")
+            check_divergence_record(record, path, key=self.key(cfg), cfg_hash=config_hash(cfg), seed=seed)
         except (CorruptRunError, OSError) as err:
             set_aside(path, str(err), then="the run will be trained again")
             return None
@@ -279,6 +287,7 @@ class RunStore:
         final.mkdir(parents=True, exist_ok=True)
         record = {
             "error": f"{type(error).__name__}: {error}",
+            "run_key": final.parent.name,
             "config_hash": config_hash(cfg),
             "seed": seed,
             "method": cfg.method,
@@ -286,17 +295,16 @@ class RunStore:
             "profile": cfg.profile,
             "provenance": provenance(cfg.run.device, wall_time_s),
         }
-        tmp = final / f".{DIVERGED_FILE}.tmp-{os.getpid()}"
-        _write_json(tmp, record)
-        os.replace(tmp, final / DIVERGED_FILE)
+        _write_json(final / DIVERGED_FILE, record)
         return final / DIVERGED_FILE
 
     def save(self, cfg: ExperimentConfig, seed: int, result: RunResult) -> Path:
         """Write the run folder atomically (temporary folder + rename) and return it."""
         final = self.run_dir(cfg, seed)
         final.parent.mkdir(parents=True, exist_ok=True)
-        tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
+        # a new folder of a random name: never one a link was planted at
+        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
+        tmp.chmod(0o755)  # mkdtemp makes it private; the store is shared like any other folder
         try:
             self._write_run(tmp, final, cfg, result)
         except BaseException:
@@ -305,7 +313,6 @@ class RunStore:
         return final
 
     def _write_run(self, tmp: Path, final: Path, cfg: ExperimentConfig, result: RunResult) -> None:
-        tmp.mkdir()
         metrics = {
             "metrics": result.metrics,
             "best_epoch": result.best_epoch,
@@ -362,7 +369,8 @@ def verify_run_dir(
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]:
     """Check a stored run folder and return its (metrics.json, config.json, checksums.json or None) contents.
 
-    Checks every file against ``checksums.json`` (when the run has one), that ``config.json`` has the config
+    Checks every file against ``checksums.json`` (a run without one, or whose record lacks an entry for one of its
+    files, its key, seed, config hash or final model, is refused: nothing unverified is believed), that ``config.json`` has the config
     hash recorded in ``metrics.json``, and, where given, the run ``key`` (the folder's parent), ``cfg_hash`` and
     ``seed`` asked for.
 
@@ -370,24 +378,32 @@ def verify_run_dir(
         CorruptRunError: naming the file that fails and how.
     """
     d = Path(run_dir)
-    record = None
-    if (d / RECORD_FILE).is_file():
-        record = _read_json(d / RECORD_FILE, "run record")
-        if not isinstance(record, dict) or not isinstance(record.get("files"), dict):
-            raise CorruptRunError(f"run record {d / RECORD_FILE} does not list the run's files")
-        for name, digest in record["files"].items():
-            f = d / name
-            if not f.is_file():
-                raise CorruptRunError(f"{f} is missing from the stored run")
-            if sha256_file(f) != digest:
-                raise CorruptRunError(
-                    f"{f} does not match its checksum in {d / RECORD_FILE} (edited or damaged)"
-                )
-        if record.get("run_key") != d.parent.name or record.get("seed") != _seed_of(d):
-            raise CorruptRunError(
-                f"{d / RECORD_FILE} records run {record.get('run_key')}/seed{record.get('seed')}, but the folder is "
-                f"{d.parent.name}/{d.name} (moved or copied by hand?)"
-            )
+    if not (d / RECORD_FILE).is_file():
+        raise CorruptRunError(
+            f"stored run {d} has no checksum record ({RECORD_FILE}): nothing in it is verified"
+        )
+    record = _read_json(d / RECORD_FILE, "run record")
+    if not isinstance(record, dict) or not isinstance(record.get("files"), dict):
+        raise CorruptRunError(f"run record {d / RECORD_FILE} does not list the run's files")
+    unlisted = [name for name in _RUN_FILES if name not in record["files"]] + [
+        k for k in ("run_key", "seed", "config_hash", "final_model") if k not in record
+    ]
+    if unlisted:
+        raise CorruptRunError(
+            f"run record {d / RECORD_FILE} is incomplete (no entry for {', '.join(unlisted)}): its run is not "
+            "verified"
+        )
+    for name, digest in record["files"].items():
+        f = d / name
+        if not f.is_file():
+            raise CorruptRunError(f"{f} is missing from the stored run")
+        if sha256_file(f) != digest:
+            raise CorruptRunError(f"{f} does not match its checksum in {d / RECORD_FILE} (edited or damaged)")
+    if record.get("run_key") != d.parent.name or record.get("seed") != _seed_of(d):
+        raise CorruptRunError(
+            f"{d / RECORD_FILE} records run {record.get('run_key')}/seed{record.get('seed')}, but the folder is "
+            f"{d.parent.name}/{d.name} (moved or copied by hand?)"
+        )
     metrics = _read_json(d / "metrics.json", "metrics file")
     if not isinstance(metrics, dict):
         raise CorruptRunError(
@@ -436,22 +452,41 @@ def _check_threads(d: Path, cfg: ExperimentConfig) -> None:
         )
 
 
+def check_divergence_record(record: Any, path: Path, *, key: str, cfg_hash: str, seed: int) -> None:
+    """Raise CorruptRunError naming ``path`` unless the divergence record names the run it lies in: its run key,
+    config hash and seed (a record copied from another run, or one without them, is not believed)."""
+    if not isinstance(record, dict):
+        raise CorruptRunError(f"divergence record {path} holds a {type(record).__name__}, not a record")
+    named = (record.get("run_key"), record.get("config_hash"), record.get("seed"))
+    if named != (key, cfg_hash, seed):
+        raise CorruptRunError(
+            f"divergence record {path} names run {named[0]}/seed{named[2]} (config {named[1]}), not "
+            f"{key}/seed{seed} (config {cfg_hash}): copied from another run"
+        )
+
+
 def _seed_of(d: Path) -> int | None:
     return int(d.name[4:]) if d.name.startswith("seed") and d.name[4:].isdigit() else None
 
 
 def verify_final_model(run_dir: str | os.PathLike, model: str | os.PathLike) -> None:
-    """Check ``model`` (a run's ``final.pt``) against the digest in the run's ``checksums.json`` (runs of an
-    older dmllab have none: nothing to check).
+    """Check ``model`` (a run's ``final.pt``) against the digest in the run's ``checksums.json``; a run without a
+    record, or whose record lists no final model, vouches for none.
 
     Raises:
         CorruptRunError: the file is not the one the run wrote, naming both.
     """
     record_file = Path(run_dir) / RECORD_FILE
     if not record_file.is_file():
-        return
+        raise CorruptRunError(
+            f"run {run_dir} has no checksum record ({record_file}): its final model is not verified"
+        )
     expected = _read_json(record_file, "run record").get("final_model")
-    if expected and sha256_file(model) != expected:
+    if not expected:
+        raise CorruptRunError(
+            f"final model {model} is not listed in {record_file} (the run recorded none): not served as this run's"
+        )
+    if sha256_file(model) != expected:
         raise CorruptRunError(
             f"final model {model} is not the one run {Path(run_dir).parent.name}/{Path(run_dir).name} wrote "
             f"(its sha256 differs from {record_file}): damaged or replaced"

@@ -54,3 +54,25 @@ def test_presets_lists_methods(capsys):
 def test_unknown_method(method, capsys):
     assert main(["train", "--method", method, "--dataset", "cub", "--quiet"]) == 2
     assert "valid methods" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("given", [["--seed", "1", "--set", "run.seed=2"], ["--set", "run.seed=2"]])
+def test_a_seed_and_a_run_seed_that_disagree_are_an_error(capsys, given):
+    argv = [
+        "train",
+        "--method",
+        "proxynca++",
+        "--dataset",
+        "synthetic",
+        "--profile",
+        "smoke",
+        "--quiet",
+        *given,
+    ]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    seed = given[1] if given[0] == "--seed" else "0"
+    assert (
+        f"--seed {seed} and --set run.seed=2 disagree: a run has one seed" in err
+        and len(err.splitlines()) == 1
+    )

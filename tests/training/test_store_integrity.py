@@ -74,15 +74,15 @@ def test_a_damaged_run_is_named_set_aside_and_missing(copy, capsys, file, damage
     assert store.load(cfg, 0) is None  # and stays missing, quietly
 
 
-def test_a_hand_edited_config_of_a_legacy_run_is_caught(copy):
+def test_a_run_without_its_checksum_record_is_not_believed(copy):
+    """A run whose checksums.json is gone (an older dmllab's, or deleted with the files it guarded) is refused and
+    trained again: nothing unverified is served."""
     cfg, store = copy
     d = store.run_dir(cfg, 0)
-    (d / RECORD_FILE).unlink()  # a run stored by an older dmllab: no checksums
-    assert store.load(cfg, 0) is not None
-    text = (d / "config.json").read_text()
-    (d / "config.json").write_text(text.replace('"embedding_dim": ', '"embedding_dim": 1'))
-    with pytest.raises(CorruptRunError, match="config.json does not match the run"):
+    (d / RECORD_FILE).unlink()
+    with pytest.raises(CorruptRunError, match="has no checksum record"):
         verify_run_dir(d)
+    assert store.load(cfg, 0) is None and not d.exists()  # set aside
 
 
 def test_a_run_copied_under_another_key_is_caught(copy):
@@ -216,3 +216,54 @@ def test_reading_a_stored_run_takes_no_lock(copy, monkeypatch):
 
     monkeypatch.setattr(RunStore, "lock", no_lock)  # as in a read-only store
     assert run(cfg, seed=0, store=store, progress=False).cached
+
+
+@pytest.mark.parametrize("entry", ["metrics.json", "config.json", "history.csv", "provenance.json"])
+def test_metrics_edited_after_their_checksum_entry_was_deleted_are_refused(copy, entry):
+    cfg, store = copy
+    d = store.run_dir(cfg, 0)
+    record = json.loads((d / RECORD_FILE).read_text())
+    del record["files"][entry]
+    (d / RECORD_FILE).write_text(json.dumps(record))
+    metrics = json.loads((d / "metrics.json").read_text())
+    metrics["metrics"]["R@1"] = 0.99
+    (d / "metrics.json").write_text(json.dumps(metrics))
+    with pytest.raises(CorruptRunError, match=rf"is incomplete \(no entry for {entry}\)"):
+        verify_run_dir(d)
+    assert store.load(cfg, 0) is None  # set aside, never printed as the run's result
+
+
+def test_a_final_model_the_record_does_not_list_is_not_served(copy):
+    """A record without its final model's checksum (deleted, or a run that saved none) does not vouch for a
+    final.pt found in the checkpoint folder: dmllab evaluate would serve another run's weights."""
+    cfg, store = copy
+    d = store.run_dir(cfg, 0)
+    for value in (None, "drop"):
+        record = json.loads((d / RECORD_FILE).read_text())
+        if value == "drop":
+            record.pop("final_model")
+        else:
+            record["final_model"] = value
+        (d / RECORD_FILE).write_text(json.dumps(record))
+        with pytest.raises(CorruptRunError, match="is not listed in|no entry for final_model"):
+            from dmllab.training.store import verify_final_model
+
+            verify_final_model(d, store.checkpoint_dir(cfg, 0) / "final.pt")
+
+
+def test_a_divergence_record_names_its_run_and_is_checked(tmp_path):
+    from dmllab.training import presets
+
+    cfg = presets.get("proxynca++", "synthetic", "smoke")
+    store = RunStore(tmp_path / "runs")
+    store.save_diverged(cfg, 0, FloatingPointError("loss is NaN"), 1.0)
+    record = store.diverged(cfg, 0)
+    assert record["run_key"] == run_key(cfg) and record["seed"] == 0
+    other = store.run_dir(cfg, 1)
+    other.mkdir(parents=True)
+    shutil.copy(store.run_dir(cfg, 0) / "diverged.json", other / "diverged.json")  # copied from seed 0
+    assert store.diverged(cfg, 1) is None and not (other / "diverged.json").exists()  # set aside
+    unnamed = json.loads((store.run_dir(cfg, 0) / "diverged.json").read_text())
+    unnamed.pop("run_key")
+    (store.run_dir(cfg, 0) / "diverged.json").write_text(json.dumps(unnamed))
+    assert store.diverged(cfg, 0) is None
