@@ -27,8 +27,8 @@ TYPICAL_TRUNK_S = 41.0
 #: study's cost model (:mod:`dmllab.pipeline.cost`).
 
 
-def resolve_device(device: str) -> str:
-    """``"auto"`` -> cuda if available, else mps, else cpu; any other name is returned unchanged.
+def check_device(device: str) -> str:
+    """``device`` (a name other than "auto"), checked: returned unchanged.
 
     Raises:
         ValueError: a name that is not one of :data:`DEVICES` (``"cuda:1"`` is accepted), or ``"cuda"`` on a
@@ -36,13 +36,26 @@ def resolve_device(device: str) -> str:
     """
     import torch
 
+    kind = device.split(":", 1)[0]
+    if kind not in DEVICES or kind == "auto":
+        raise ValueError(f"unknown device {device!r}; valid: {', '.join(DEVICES)}")
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} but CUDA is not available; use auto or cpu")
+    return device
+
+
+def resolve_device(device: str) -> str:
+    """``"auto"`` -> cuda if available, else mps, else cpu; any other name is checked (:func:`check_device`) and
+    returned unchanged. A study resolves its device once, where it places its runs
+    (:func:`dmllab.pipeline.placement.plan_study`); everything after it receives the resolved device.
+
+    Raises:
+        ValueError: as :func:`check_device`.
+    """
+    import torch
+
     if device != "auto":
-        kind = device.split(":", 1)[0]
-        if kind not in DEVICES or kind == "auto":
-            raise ValueError(f"unknown device {device!r}; valid: {', '.join(DEVICES)}")
-        if kind == "cuda" and not torch.cuda.is_available():
-            raise ValueError(f"device {device!r} but CUDA is not available; use auto or cpu")
-        return device
+        return check_device(device)
     if torch.cuda.is_available():
         return "cuda"
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():

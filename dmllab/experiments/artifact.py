@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure as MplFigure
 
+    from dmllab.experiments.execution import Execution
     from dmllab.training.config import ExperimentConfig
 
 # Views of the one table of papers (dmllab.reference.PAPER_TABLE): keys in report order, titles, the spelling in
@@ -360,11 +361,18 @@ class Artifact:
         return values
 
     def params(
-        self, profile: str, device: str = "auto", data_root: str | None = None, **given: Any
+        self,
+        profile: str,
+        device: str = "auto",
+        data_root: str | None = None,
+        execution: Execution | None = None,
+        **given: Any,
     ) -> Params:
-        """The resolved :class:`Params` of ``profile`` (defaults, overridden by ``given``)."""
+        """The resolved :class:`Params` of ``profile`` (defaults, overridden by ``given``); in ``execution`` (the
+        study's, :func:`~dmllab.experiments.params.resolve_parameters`) where given, else on ``device`` with
+        ``data_root``."""
         return resolve_parameters(
-            self, {"profile": profile, "device": device, "data_root": data_root, **given}
+            self, {"profile": profile, "device": device, "data_root": data_root, **given}, execution
         )
 
     def derive(self, params: Params, lookup: Any) -> tuple[Rows, dict[str, Any]]:

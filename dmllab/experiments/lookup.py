@@ -72,12 +72,10 @@ def place(run: Run, params: Params) -> Run:
     (:func:`dataset_root`), and in a fast dev run with ``run.fast_dev_run`` and, without pre-trained weights
     (``pretrained`` False), from random initialisation; a real dataset without its canonical counts checked where
     the execution says so. Placing a placed run changes nothing."""
-    from dmllab.experiments.kit import draw_of, on_draw
+    from dmllab.experiments.kit import on_draw
 
     ex = params.execution
-    draw = run.draw
-    if draw is None:
-        draw = draw_of(params, run.seed) if run.config.data.dataset.name == "synthetic" else 0
+    draw = _draw(run, params)
     cfg = on_draw(run.config, draw)
     if cfg.run.device != ex.device:
         cfg = cfg.replace("run.device", ex.device)
@@ -97,9 +95,34 @@ def place(run: Run, params: Params) -> Run:
     return Run(cfg, run.seed, run.variant, run.tags, draw)
 
 
-def planned_runs(artifact: Artifact, params: Params) -> list[Run]:
-    """The runs ``artifact`` reads with ``params``, placed: what the study trains for it."""
-    return [place(run, params) for run in artifact.runs(params)]
+def _draw(run: Run, params: Params) -> int:
+    """The draw of the benchmark ``run`` trains on in this execution (:func:`place`)."""
+    from dmllab.experiments.kit import draw_of
+
+    if run.draw is not None:
+        return run.draw
+    return draw_of(params, run.seed) if run.config.data.dataset.name == "synthetic" else 0
+
+
+def planned_runs(
+    artifact: Artifact, params: Params, placed: dict[tuple[str, int], Run] | None = None
+) -> list[Run]:
+    """The runs ``artifact`` reads with ``params``, placed: what the study trains for it.
+
+    ``placed``: the runs placed so far in this execution, by the key and draw of the run as declared; a run that
+    another artifact declared as well is taken from there (with this artifact's variant and tags), not placed
+    again."""
+    if placed is None:
+        return [place(run, params) for run in artifact.runs(params)]
+    out = []
+    for run in artifact.runs(params):
+        declared = (run.key, _draw(run, params))
+        if declared not in placed:
+            placed[declared] = place(run, params)
+        first = placed[declared]
+        same = (first.variant, first.tags) == (run.variant, run.tags)
+        out.append(first if same else Run(first.config, first.seed, run.variant, run.tags, first.draw))
+    return out
 
 
 def _trained_with(result: RunResult) -> dict[str, str]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dmllab.experiments.execution import Execution
-from dmllab.profiles import PROFILES, resolve_device
+from dmllab.profiles import PROFILES, check_device, resolve_device
 from dmllab.validation import InvalidValueError, check_parameter
 
 # Parameters every notebook has; ``None`` means "the profile's default".
@@ -42,9 +42,16 @@ REPEATABLE_PARAMETERS: tuple[str, ...] = ("hidden",)
 
 @dataclass(frozen=True)
 class Params:
-    """The resolved parameters of one artifact execution (profile defaults filled in)."""
+    """The resolved parameters of one artifact execution (profile defaults filled in) and its
+    :class:`~dmllab.experiments.execution.Execution`: the one the study placed its runs in, passed on as it is,
+    or (a notebook run by hand) the one its values name, built once here."""
 
     values: Mapping[str, Any]
+    execution: Execution = None  # type: ignore[assignment]  # None: Execution.from_parameters(values)
+
+    def __post_init__(self) -> None:
+        if self.execution is None:
+            object.__setattr__(self, "execution", Execution.from_parameters(self.values))
 
     @property
     def profile(self) -> str:
@@ -77,11 +84,6 @@ class Params:
     def pretrained(self) -> bool | None:
         """False: every run from random initialisation (no pre-trained weights); None: as its preset says."""
         return self.values.get("pretrained")
-
-    @property
-    def execution(self) -> Execution:
-        """Where and how this execution trains its runs (:class:`~dmllab.experiments.execution.Execution`)."""
-        return Execution.from_parameters(self.values)
 
     @property
     def check_counts(self) -> bool:
@@ -176,8 +178,12 @@ def check_train_missing(artifact_id: str, value: Any) -> bool:
     return value is not False
 
 
-def resolve_parameters(artifact: Any, given: Mapping[str, Any]) -> Params:
+def resolve_parameters(artifact: Any, given: Mapping[str, Any], execution: Execution | None = None) -> Params:
     """Check ``given`` against the artifact's parameters and fill the profile's defaults for ``None`` values.
+
+    ``execution``: where the study placed this execution (its device resolved); its parameters
+    (:meth:`Execution.parameters`) are the values of ``device`` ... ``check_counts`` and the :class:`Params` keep
+    it as it is (its torch threads included). None: the execution ``given`` names.
 
     Every value, given or filled in, is checked by :func:`dmllab.validation.check_parameter` (the one place that
     holds a parameter's range), after the checks of this function: names and kinds.
@@ -187,6 +193,8 @@ def resolve_parameters(artifact: Any, given: Mapping[str, Any]) -> Params:
             parameter whose type differs from its defaults' (a scalar for a list, a float for an int, a list
             element of another type), or a value out of its range (a negative seed, ``fast_dev_run=-1``).
     """
+    if execution is not None:
+        given = {**given, **execution.parameters()}
     valid = artifact.parameter_names + EXECUTION_PARAMETERS
     unknown = sorted(set(given) - set(valid))
     if unknown:
@@ -217,7 +225,8 @@ def resolve_parameters(artifact: Any, given: Mapping[str, Any]) -> Params:
             f"notebook {artifact.id}: data_seed must be one of {', '.join(map(repr, DATA_SEED_MODES))}, "
             f"got {params[DATA_SEED]!r}"
         )
-    params["device"] = resolve_device(params["device"] or "auto")
+    device = params["device"] or "auto"  # a placed run's device is resolved already (the study's placement)
+    params["device"] = resolve_device(device) if device == "auto" else check_device(device)
     for key in ("fast_dev_run", "pretrained", "check_counts"):
         if given.get(key) is not None:
             _check(artifact.id, key, given[key])
@@ -226,4 +235,4 @@ def resolve_parameters(artifact: Any, given: Mapping[str, Any]) -> Params:
     for key in ("pretrained", "check_counts"):
         if given.get(key) is False:
             params[key] = False
-    return Params(params)
+    return Params(params, execution)

@@ -16,7 +16,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dmllab import paths
 from dmllab.experiments.artifact import Artifact, Run
@@ -26,6 +26,9 @@ from dmllab.pipeline import budget
 from dmllab.pipeline.cost import Calibration, Price, Unpriced, price_config
 from dmllab.profiles import PROFILES, TYPICAL_RUN_S
 from dmllab.training.pretrain import dependencies
+
+if TYPE_CHECKING:
+    from dmllab.training.store import RunStore
 
 
 @dataclass(frozen=True)
@@ -209,10 +212,22 @@ def execution_parameters(
     Raises:
         ValueError: fewer than two seeds (an interval needs two seeds), as :func:`check_seeds`.
     """
-    values: dict[str, Any] = {
+    return {
         **execution.parameters(),
-        **budget.dataset_overrides(artifact, profile, datasets)[0],
+        **artifact_overrides(artifact, profile, execution, seeds=seeds, datasets=datasets),
     }
+
+
+def artifact_overrides(
+    artifact: Artifact,
+    profile: str,
+    execution: Execution,
+    *,
+    seeds: Any = None,
+    datasets: tuple[str, ...] | None = None,
+) -> dict[str, Any]:
+    """The artifact's own parameters the study sets (:func:`execution_parameters` without the execution's)."""
+    values: dict[str, Any] = dict(budget.dataset_overrides(artifact, profile, datasets)[0])
     seeds = check_seeds(seeds)
     if seeds is not None and len(artifact.defaults(profile)["seeds"]) > 1:
         values["seeds"] = list(seeds)
@@ -239,7 +254,6 @@ def make_plan(
     Raises:
         ValueError: an unknown profile or dataset name, a negative budget, or a budget without a calibration.
     """
-    from dmllab.experiments.registry import by_importance
     from dmllab.training.store import RunStore
 
     if profile not in PROFILES:
@@ -248,88 +262,34 @@ def make_plan(
     if max_gpu_hours is not None and (calibration is None or not max_gpu_hours >= 0):
         raise ValueError(f"--max-gpu-hours {max_gpu_hours}: needs a number >= 0 and a GPU calibration")
     available = budget.check_datasets(datasets)
-    execution = execution.resolved()
-    fast_dev_run = execution.fast_dev_run
+    if execution.device == "auto":  # a caller of its own; the study passes its placed (resolved) device
+        execution = execution.resolved()
     options = dict(seeds=seeds, datasets=available)
-    store = RunStore()
-    left_out: dict[str, str] = {}
-    per_artifact: dict[str, list[Run]] = {}
-    errors: dict[str, str] = {}
-    for artifact in artifacts:
-        try:
-            why = budget.dataset_overrides(artifact, profile, available)[1]
-            runs = _runs(artifact, profile, execution, options)
-            why = why or _unavailable(runs, available)
-        except Exception as err:  # one artifact's broken declaration is reported, the others are planned
-            errors[artifact.id] = f"{type(err).__name__}: {err}"
-            continue
-        if why:
-            left_out[artifact.id] = why
-        else:
-            per_artifact[artifact.id] = runs
-    prices: dict[str, Price | Unpriced] = {}
-
-    def priced(key: str, run: Run) -> Price | Unpriced:
-        if key not in prices:
-            prices[key] = price_config(run.config, calibration)  # type: ignore[arg-type]
-        return prices[key]
-
+    per_artifact, left_out, errors = _declared(artifacts, profile, execution, options)
+    prices, store = _Prices(calibration), RunStore()
     if max_gpu_hours is not None:
-        ordered, stored = [], set()
-        for artifact in by_importance([a for a in artifacts if a.id in per_artifact]):
-            real = per_artifact[artifact.id]
-            if fast_dev_run:  # the real study's runs, priced from empty
-                real = _runs(artifact, profile, replace(execution, fast_dev_run=0, pretrained=None), options)
-            else:
-                stored |= {
-                    r.key for r in real if store.load(r.config, r.seed) or store.diverged(r.config, r.seed)
-                }
-            ordered.append((artifact.id, {k: priced(k, r) for k, r in ((r.key, r) for r in real)}))
-        chosen, dropped = budget.select(ordered, stored, max_gpu_hours)
+        chosen, dropped = _within_budget(
+            [a for a in artifacts if a.id in per_artifact],
+            per_artifact,
+            profile,
+            execution,
+            options,
+            prices,
+            store,
+            max_gpu_hours,
+        )
         left_out.update(dropped)
         per_artifact = {a: r for a, r in per_artifact.items() if a in chosen or not r}
     unique: dict[str, tuple[Run, list[str]]] = {}
-    requested = 0
     for aid, runs in per_artifact.items():
-        requested += len(runs)
         for run in runs:
             unique.setdefault(run.key, (run, []))[1].append(aid)
-    history = _stored_wall_times()
-    by_profile: dict[str, list[float]] = {}
-    for key, walls in history.items():
-        by_profile.setdefault(key.split("|", 2)[-1], []).extend(walls)
-    planned, typical = [], None
-    for key, (run, users) in unique.items():
-        stored_run = store.load(run.config, run.seed)
-        diverged = stored_run is None and store.diverged(run.config, run.seed) is not None
-        cost = priced(key, run) if calibration is not None else None
-        if stored_run is not None:
-            wall: float | None = float(stored_run.wall_time_s)
-        else:  # the median of the same method, else of the same profile, on the same device kind, else the
-            # GPU price of the real run, else the profile's typical run on that device (none for a fast dev
-            # run: no real run says what it costs)
-            c = run.config
-            kind = _kind(c.run.device)
-            basis = history.get("|".join((c.method, c.dataset, c.profile, kind))) or by_profile.get(
-                f"{c.profile}|{kind}"
-            )
-            wall = statistics.median(basis) if basis else None
-            if (
-                not basis
-                and not fast_dev_run
-                and kind == "cuda"
-                and isinstance(cost, Price)
-                and cost.from_images
-            ):
-                wall = cost.seconds
-            elif not basis and not fast_dev_run and c.profile == profile:
-                wall = typical = _typical_run_s(c.profile, kind, calibration)
-        planned.append(PlannedRun(run, tuple(users), stored_run is not None, wall, diverged, cost))
+    planned, typical = _planned(unique, profile, execution.fast_dev_run, prices, store)
     return Plan(
         profile,
         tuple(a for a in artifacts if a.id not in left_out),
         tuple(planned),
-        requested,
+        sum(len(runs) for runs in per_artifact.values()),
         errors,
         typical_s=typical,
         execution=execution,
@@ -341,11 +301,137 @@ def make_plan(
     )
 
 
-def _runs(artifact: Artifact, profile: str, execution: Execution, options: Mapping[str, Any]) -> list[Run]:
-    """The placed runs of ``artifact`` in ``execution`` (:func:`execution_parameters` with ``options``)."""
-    return planned_runs(
-        artifact, artifact.params(profile, **execution_parameters(artifact, profile, execution, **options))
+def _declared(
+    artifacts: Sequence[Artifact], profile: str, execution: Execution, options: Mapping[str, Any]
+) -> tuple[dict[str, list[Run]], dict[str, str], dict[str, str]]:
+    """``(placed runs per artifact, artifact -> why it is left out, artifact -> why its runs could not be
+    listed)``: every artifact's runs placed in ``execution``, a run several artifacts declare placed once."""
+    placed: dict[tuple[str, int], Run] = {}
+    per_artifact: dict[str, list[Run]] = {}
+    left_out: dict[str, str] = {}
+    errors: dict[str, str] = {}
+    available = options["datasets"]
+    for artifact in artifacts:
+        try:
+            why = budget.dataset_overrides(artifact, profile, available)[1]
+            runs = _runs(artifact, profile, execution, options, placed)
+            why = why or _unavailable(runs, available)
+        except Exception as err:  # one artifact's broken declaration is reported, the others are planned
+            errors[artifact.id] = f"{type(err).__name__}: {err}"
+            continue
+        if why:
+            left_out[artifact.id] = why
+        else:
+            per_artifact[artifact.id] = runs
+    return per_artifact, left_out, errors
+
+
+class _Prices:
+    """The GPU price of each run key (:func:`~dmllab.pipeline.cost.price_config`), computed once per key."""
+
+    def __init__(self, calibration: Calibration | None) -> None:
+        self.calibration = calibration
+        self.known: dict[str, Price | Unpriced] = {}
+
+    def __call__(self, key: str, run: Run) -> Price | Unpriced:
+        if key not in self.known:
+            self.known[key] = price_config(run.config, self.calibration)  # type: ignore[arg-type]
+        return self.known[key]
+
+
+def _within_budget(
+    artifacts: Sequence[Artifact],
+    per_artifact: Mapping[str, list[Run]],
+    profile: str,
+    execution: Execution,
+    options: Mapping[str, Any],
+    prices: _Prices,
+    store: RunStore,
+    max_gpu_hours: float,
+) -> tuple[Any, dict[str, str]]:
+    """``(the artifacts chosen, artifact -> why it is left out)`` within ``max_gpu_hours``, the most important
+    first (:func:`dmllab.pipeline.budget.select`; a fast dev run prices the real study's runs, from empty)."""
+    from dmllab.experiments.registry import by_importance
+
+    ordered, stored = [], set()
+    for artifact in by_importance(list(artifacts)):
+        real = per_artifact[artifact.id]
+        if execution.fast_dev_run:  # the real study's runs, priced from empty
+            real = _runs(artifact, profile, replace(execution, fast_dev_run=0, pretrained=None), options)
+        else:
+            stored |= {
+                r.key for r in real if store.load(r.config, r.seed) or store.diverged(r.config, r.seed)
+            }
+        ordered.append((artifact.id, {k: prices(k, r) for k, r in ((r.key, r) for r in real)}))
+    return budget.select(ordered, stored, max_gpu_hours)
+
+
+def _planned(
+    unique: Mapping[str, tuple[Run, list[str]]],
+    profile: str,
+    fast_dev_run: int,
+    prices: _Prices,
+    store: RunStore,
+) -> tuple[list[PlannedRun], float | None]:
+    """``(every unique run as a PlannedRun, the typical run an estimate fell back to)``: whether the store holds it
+    (or records it as diverged), its price and its wall time (stored, else :func:`_estimate`)."""
+    history = _stored_wall_times()
+    by_profile: dict[str, list[float]] = {}
+    for key, walls in history.items():
+        by_profile.setdefault(key.split("|", 2)[-1], []).extend(walls)
+    planned, typical = [], None
+    for key, (run, users) in unique.items():
+        stored_run = store.load(run.config, run.seed)
+        diverged = stored_run is None and store.diverged(run.config, run.seed) is not None
+        cost = prices(key, run) if prices.calibration is not None else None
+        if stored_run is not None:
+            wall: float | None = float(stored_run.wall_time_s)
+        else:
+            wall, fell_back = _estimate(
+                run, profile, fast_dev_run, cost, history, by_profile, prices.calibration
+            )
+            typical = wall if fell_back else typical
+        planned.append(PlannedRun(run, tuple(users), stored_run is not None, wall, diverged, cost))
+    return planned, typical
+
+
+def _estimate(
+    run: Run,
+    profile: str,
+    fast_dev_run: int,
+    cost: Price | Unpriced | None,
+    history: Mapping[str, list[float]],
+    by_profile: Mapping[str, list[float]],
+    calibration: Calibration | None,
+) -> tuple[float | None, bool]:
+    """``(the estimated wall time of a missing run, whether it is the profile's typical run)``: the median of the
+    same method, else of the same profile, on the same device kind, else the GPU price of the real run, else the
+    profile's typical run on that device (none for a fast dev run: no real run says what it costs)."""
+    c = run.config
+    kind = _kind(c.run.device)
+    basis = history.get("|".join((c.method, c.dataset, c.profile, kind))) or by_profile.get(
+        f"{c.profile}|{kind}"
     )
+    if basis:
+        return statistics.median(basis), False
+    if not fast_dev_run and kind == "cuda" and isinstance(cost, Price) and cost.from_images:
+        return cost.seconds, False
+    if not fast_dev_run and c.profile == profile:
+        return _typical_run_s(c.profile, kind, calibration), True
+    return None, False
+
+
+def _runs(
+    artifact: Artifact,
+    profile: str,
+    execution: Execution,
+    options: Mapping[str, Any],
+    placed: dict[tuple[str, int], Run] | None = None,
+) -> list[Run]:
+    """The placed runs of ``artifact`` in ``execution`` (:func:`execution_parameters` with ``options``; ``placed``:
+    the runs of this execution placed so far, :func:`~dmllab.experiments.lookup.planned_runs`)."""
+    given = artifact_overrides(artifact, profile, execution, **options)
+    return planned_runs(artifact, artifact.params(profile, execution=execution, **given), placed)
 
 
 def _unavailable(runs: Sequence[Run], available: tuple[str, ...] | None) -> str:

@@ -107,6 +107,7 @@ _MLRC_OPTIONS = tuple(_MLRC_DEFAULTS)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from dmllab.profiles import resolve_device
     from dmllab.training import RunStore, config_hash, presets, run
     from dmllab.training.presets import tuned as tuned_recipes
 
@@ -120,6 +121,8 @@ def cmd_train(args: argparse.Namespace) -> int:
             raise ValueError(f"{names} only act with --protocol mlrc; add it or drop them")
         cfg = _config_from_args(args)
         _one_seed(args, cfg)
+        if cfg.run.device == "auto":  # resolved once, here: the run's key names the device it trains on
+            cfg = cfg.replace("run.device", resolve_device("auto"))
         untuned = tuned_recipes.untuned(cfg)
         if untuned:  # the first line: the other methods of the profile run their tuned recipes
             print(f"UNTUNED: {untuned}")

@@ -82,7 +82,9 @@ class Trainer:
         self.hooks = [*build.build_callbacks(cfg), *([self.fast_dev] if self.fast_dev else []), *hooks]
         self.progress = progress
         self.init_from = init_from
-        self.device = torch.device(resolve_device(cfg.run.device))
+        # a placed run names its device; "auto" only from a library user's own config
+        device = cfg.run.device
+        self.device = torch.device(resolve_device(device) if device == "auto" else device)
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = True  # fixed input sizes: let cuDNN pick its fastest kernels
         self.amp_dtype = resolve_amp(cfg.run.amp, self.device)
