@@ -181,7 +181,9 @@ def check_seeds(seeds: Any) -> tuple[int, ...] | None:
         seeds = int(parts[0]) if len(parts) == 1 else [int(p) for p in parts]
     if isinstance(seeds, int) and not isinstance(seeds, bool):
         if not 2 <= seeds <= MAX_SEEDS:
-            raise ValueError(f"--seeds N must be in 2..{MAX_SEEDS} (an interval needs two seeds), got {seeds}")
+            raise ValueError(
+                f"--seeds N must be in 2..{MAX_SEEDS} (an interval needs two seeds), got {seeds}"
+            )
         seeds = list(range(seeds))
     ok = isinstance(seeds, list | tuple) and all(
         isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from dmllab.data.loaders import Prefix, RunData
-from dmllab.profiles import resolve_device
+from dmllab.profiles import check_device, resolve_device
 from dmllab.rng import epoch_seed, seed_everything
 from dmllab.training import build, schedules
 from dmllab.training.callbacks import FastDevRun
@@ -84,7 +84,7 @@ class Trainer:
         self.init_from = init_from
         # a placed run names its device; "auto" only from a library user's own config
         device = cfg.run.device
-        self.device = torch.device(resolve_device(device) if device == "auto" else device)
+        self.device = torch.device(resolve_device(device) if device == "auto" else check_device(device))
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = True  # fixed input sizes: let cuDNN pick its fastest kernels
         self.amp_dtype = resolve_amp(cfg.run.amp, self.device)
