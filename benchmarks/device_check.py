@@ -43,17 +43,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO / "benchmarks"
-COLUMNS = [
-    "benchmark",
-    "setting",
-    "metric",
-    "value",
-    "unit",
-    "device",
-    "torch_version",
-    "command",
-    "timestamp",
-]
+sys.path.insert(0, str(BENCH))
+from bench_gpu import COLUMNS  # noqa: E402  (its rows merge into gpu.csv: one column list)
+
 #: The targets the summary checks (what the GPU path was built for).
 LOADER_TARGET = 4000.0  # img/s of the paper profile's loader at num_workers=auto
 END_TO_END_TARGET = 0.90  # whole epochs' rate over the model step's
