@@ -19,8 +19,18 @@ _COMMAND_MODULES = (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors cut a long value as every dmllab error does (its sub-commands' parsers
+    are of the same class)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        from dmllab.errors import cut_word
+
+        super().error(" ".join(cut_word(w) for w in message.split()))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="dmllab",
         description="Reproducibility study of proxy-based deep metric learning (ProxyNCA++ and friends).",
     )

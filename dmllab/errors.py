@@ -63,14 +63,14 @@ def error_message(err: BaseException) -> str:
     hint = getattr(err, "hint", None)
     if hint:
         text = f"{text}; {hint}"
-    return " ".join(_cut(word) for word in text.split())  # one line, whatever the message held
+    return " ".join(cut_word(word) for word in text.split())  # one line, whatever the message held
 
 
 #: The longest word an error message repeats whole (a 100,000-character ``--set`` value is cut, not echoed).
 MAX_WORD = 200
 
 
-def _cut(word: str) -> str:
+def cut_word(word: str) -> str:
     return word if len(word) <= MAX_WORD else f"{word[:80]}...[{len(word):,} characters]"
 
 

@@ -83,3 +83,19 @@ def test_command_line_integers_have_upper_bounds(argv, words, capsys):
     assert main(argv) != 0
     err = capsys.readouterr().err
     assert words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_usage_error_cuts_a_long_value(capsys) -> None:
+    from dmllab.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["train", "proxynca++", "--seed", "9" * 5000])
+    err = capsys.readouterr().err
+    assert "[5,002 characters]" in err and "9" * 200 not in err
+
+
+def test_tune_bounds_its_trials() -> None:
+    from dmllab.pipeline import tune
+
+    with pytest.raises(ValueError, match=r"trials must be an int in 1\.\.10000"):
+        tune.tune(["proxynca++"], profile="smoke", trials=tune.MAX_TRIALS + 1)

@@ -55,6 +55,7 @@ from dmllab.training.protocol import on_validation
 
 DEFAULT_TRIALS = 20
 DEFAULT_BATCH = 4  # trials asked at once per method (the trial sequence depends on it, not on the workers)
+MAX_TRIALS = 10_000  # trials per method at the most: more would plan more runs than any machine trains
 STARTUP_TRIALS = 10  # Optuna's default: random trials before TPE models the results
 LR_DECADES = 3.0  # each lr and the proxy ratio: preset x 10^[-1.5, +1.5]
 LOSS_DECADES = 2.0  # the loss hyper-parameter: preset x 10^[-1, +1]
@@ -304,16 +305,17 @@ def tune(
     docstring) and write the records (``write``). ``train``: the executor call (default :func:`train_runs`).
 
     Raises:
-        ValueError: ``trials`` or ``batch`` < 1. KeyError: a method without a search space.
+        ValueError: ``trials`` or ``batch`` outside 1..:data:`MAX_TRIALS`. KeyError: a method without a search space.
     """
     import optuna
     from tqdm.auto import tqdm
 
     from dmllab.experiments.artifact import Run
     from dmllab.training.store import RunStore
+    from dmllab.validation import check_int
 
-    if trials < 1 or batch < 1:
-        raise ValueError(f"trials and batch must be >= 1, got {trials} and {batch}")
+    check_int("trials", trials, high=MAX_TRIALS, why="per method")
+    check_int("batch", batch, high=MAX_TRIALS, why="trials asked at once")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     derived = study_methods(profile)
     chosen = list(derived) if methods is None else list(methods)
