@@ -1,13 +1,7 @@
-"""What SLURM says about its partitions (:func:`partition`) and a study's jobs, and the wait for them
-(:class:`Watch`), for :class:`~dmllab.pipeline.slurm.SlurmExecutor`.
-
-States come from ``squeue`` (live: pending, running and, for a few minutes, finished jobs, with the reason a job
-waits) and ``sacct`` (accounting: finished jobs), one call each for all the study's jobs (:func:`slurm_states`);
-submitit's own watcher is not used, because it reads a job that neither knows (an array task cancelled while
-PENDING) as not done and waits for ever. The wait collects each job's result as soon as its result file exists,
-in whatever order the jobs finish, and ends every job in one of three ways: its result; a named failure when SLURM
-says it ended without one (cancelled, failed, out of time or memory, node failure); a named failure when neither
-``squeue`` nor ``sacct`` has known it for :attr:`~dmllab.pipeline.slurm.SlurmOptions.vanished_s` seconds.
+"""What SLURM says about its partitions (:func:`partition`) and a study's jobs (:func:`slurm_states`: ``squeue``
+and ``sacct``, one call each for all the jobs), and the wait for them (:class:`Watch`: docs/guide/slurm.md,
+"Waiting"). submitit's own watcher is not used: it takes a job that neither knows (an array task cancelled while
+PENDING) for not done and waits for ever.
 """
 
 from __future__ import annotations
@@ -345,19 +339,16 @@ class Watch:
                 )
             elif label in ENDED and for_s >= RESULT_GRACE_S and not job.paths.result_pickle.exists():
                 self._finish(i, self._failure(i, f"ended {label} without a result{_ADVICE.get(label, '')}"))
-        late = [
-            i
-            for i in self._waiting()
-            if self._since.get(self.jobs[i].job_id, ("",))[0] == "PENDING"
-            and now - self._since[self.jobs[i].job_id][1] >= self.pending_warn_s
-            and self.jobs[i].job_id not in self._warned
-            and (self._last[self.jobs[i].job_id] or ("", ""))[1] not in THROTTLED
-        ]
+        late = {}  # job id -> the reason it waits
+        for job_id in (self.jobs[i].job_id for i in self._waiting()):
+            label, since = self._since.get(job_id, ("", now))
+            reason = (self._last.get(job_id) or ("", "?"))[1]
+            if label == "PENDING" and now - since >= self.pending_warn_s and reason not in THROTTLED:
+                late[job_id] = reason
+        late = {j: why for j, why in late.items() if j not in self._warned}
         if late:
-            self._warned.update(self.jobs[i].job_id for i in late)
-            reasons = ", ".join(
-                f"{self.jobs[i].job_id} ({(self._last[self.jobs[i].job_id] or ('', '?'))[1]})" for i in late
-            )
+            self._warned.update(late)
+            reasons = ", ".join(f"{j} ({why})" for j, why in late.items())
             self.say(
                 f"slurm: WARNING: {len(late)} job(s) PENDING for more than {_duration(self.pending_warn_s)}: "
                 f"{reasons}; `scontrol show job ID` says why (check --partition, --cpus-per-job, --gpus-per-job, "
