@@ -1,20 +1,9 @@
-"""``dmllab docs``: the generated parts of the documentation, written from the code and the committed CSVs.
-
-Four things are generated, so that they cannot drift from what they describe:
-
-* the README's artifact table, between :data:`TABLE_BEGIN` and :data:`TABLE_END`: every artifact of the
-  registry (paper table or figure, notebook, the quick profile's verdicts from the committed result CSVs, the
-  command that runs it);
-* ``docs/benchmarks.md``: one section per ``results/benchmarks/*.csv`` (what it measures, the command that
-  wrote it, the machine, the CSV as a markdown table), from :data:`dmllab.pipeline.docs_benchmarks.BENCHMARKS`;
-* ``docs/guide/cli.md``: every ``dmllab`` sub-command and its options, read from the argument parser
-  (:mod:`dmllab.pipeline.docs_cli`);
-* ``docs/guide/gpu.md``'s table of what each paper's reproduction costs, between :data:`COST_BEGIN` and
-  :data:`COST_END`, from the cost model and the committed GPU calibration
-  (:func:`reproduction_table`).
-
-``dmllab docs`` rewrites them; ``dmllab docs --check`` exits 1 when one is out of date (a test runs it). The
-generator reads the checkout's own ``results/`` (the committed CSVs), whatever ``DMLLAB_RESULTS`` says.
+"""``dmllab docs``: the generated parts of the documentation (:func:`expected_files`), written from the code and
+the committed CSVs so that they cannot drift from what they describe: the README's artifact table
+(:func:`artifact_table`), ``docs/benchmarks.md`` (:mod:`dmllab.pipeline.docs_benchmarks`), ``docs/guide/cli.md``
+(:mod:`dmllab.pipeline.docs_cli`) and ``docs/guide/gpu.md``'s cost table (:func:`reproduction_table`). The
+generator reads the checkout's own ``results/``, whatever ``DMLLAB_RESULTS`` says; ``--check`` exits 1 when one is
+out of date (a test runs it).
 """
 
 from __future__ import annotations

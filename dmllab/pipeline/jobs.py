@@ -1,16 +1,7 @@
-"""A study's jobs: what one job reports (:class:`JobResult`), how many run at once with how many threads, what a
-training job runs (:func:`train_run`), and how the study is asked to stop. Where the jobs run is
-:mod:`dmllab.pipeline.executors`.
-
-Workers and threads: ``jobs="auto"`` is one worker per usable core (``os.sched_getaffinity``) on the CPU and one
-worker on an accelerator (:func:`resolve_jobs`). A CPU run always uses one torch thread, whatever the machine:
-CPU kernels reduce in a thread-count-dependent order, so a run's numbers depend on its thread count
-(:mod:`dmllab.training.trainer`), and the committed results were trained with one thread per run. A worker on an
-accelerator gets its share of the usable cores (:func:`threads_per_worker`).
-
-Stopping (:func:`stop_on_signals`): SIGINT (Ctrl-C, which the terminal sends to the whole foreground process
-group) and SIGTERM raise :class:`Interrupted` in the study process; the executor stops its workers and raises
-:class:`Interrupted` with the jobs that finished.
+"""A study's jobs: what one job reports (:class:`JobResult`), how many run at once with how many threads
+(:func:`resolve_jobs`, :func:`threads_per_worker`: a CPU run always on one torch thread, so that its numbers do
+not depend on the machine), what a training job runs (:func:`train_run`), and how the study is asked to stop
+(:func:`stop_on_signals`). Where the jobs run is :mod:`dmllab.pipeline.executors`.
 """
 
 from __future__ import annotations
