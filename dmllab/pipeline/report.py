@@ -1,16 +1,8 @@
-"""The report ``figures/report.html``, rebuilt from ``results/`` by ``dmllab report`` (and ``dmllab study``): the
-study's results section, rendered from the Jinja2 template ``dmllab/pipeline/templates/report.html.j2``.
-
-It opens with a summary: per paper the claims' verdicts counted in six classes (a comparison several claims read
-counted once), the primary and secondary claims that survive Holm / Benjamini-Hochberg, and the checks apart; then
-per paper a forest plot of its claims (:mod:`dmllab.pipeline.forest`: the reproduced effect and its 95% interval,
-the paper's effect as a marker, the verdict as the colour) and the claims table (the paper's effect, the
-reproduced effect, verdict and why, adjusted verdict, the seeds that would resolve it, a link to the artifact).
-Then each paper's artifacts in the paper's order (:func:`dmllab.experiments.registry.label_key`): description,
-what differs from the paper (once per artifact), what the seeds cover, figures (relative ``<img>`` links to
-``figures/<id>*.png``), the reproduced numbers (mean +- std over seeds; per device where rows come from several),
-the paper's printed numbers side by side, the claims and the checks. One self-contained HTML file with inline CSS;
-images are linked, not embedded, so it opens from ``figures/``.
+"""The report ``figures/report.html``, rebuilt from ``results/`` by ``dmllab report`` (and ``dmllab study``): one
+self-contained HTML file (inline CSS, figures linked so that it opens from ``figures/``) rendered from the Jinja2
+template ``dmllab/pipeline/templates/report.html.j2``, which lays it out: the summary of the claims' verdicts
+(:mod:`dmllab.pipeline.summary`), per paper a forest plot (:mod:`dmllab.pipeline.forest`) and the claims table,
+then each paper's artifacts in the paper's order with their figures, numbers, the paper's numbers and checks.
 """
 
 from __future__ import annotations
