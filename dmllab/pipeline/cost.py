@@ -310,7 +310,12 @@ def price_config(cfg: ExperimentConfig, cal: Calibration) -> Price | Unpriced:
     return price(work, cal)
 
 
-def total(prices: Iterable[Price | Unpriced]) -> tuple[float, float, float, int]:
+def hours_text(seconds: float) -> str:
+    """GPU seconds as the plan and the docs print hours: ``"1,378.5"``."""
+    return f"{seconds / 3600:,.1f}"
+
+
+def total(prices: Iterable[Price | Unpriced | None]) -> tuple[float, float, float, int]:
     """``(central, low, high)`` GPU seconds of the priced ones, and how many are not priced."""
     prices = list(prices)
     priced = [p for p in prices if isinstance(p, Price)]

@@ -138,11 +138,8 @@ def reproduction_table(calibration_path: str | Path) -> str:
     from dmllab.experiments import registry
     from dmllab.experiments.artifact import PAPER_TITLES, PAPERS
     from dmllab.experiments.execution import Execution
-    from dmllab.pipeline.cost import Price, load_calibration
+    from dmllab.pipeline.cost import hours_text, load_calibration, total
     from dmllab.pipeline.plan import make_plan
-
-    def hours(seconds: float) -> str:
-        return f"{seconds / 3600:,.1f}"
 
     cal = load_calibration(calibration_path)
     plan = make_plan(registry.select(None), "paper", Execution("cpu"), calibration=cal)
@@ -153,10 +150,8 @@ def reproduction_table(calibration_path: str | Path) -> str:
     ]
 
     def row(label: str, runs: list) -> str:
-        priced = [r.price for r in runs if isinstance(r.price, Price)]
-        central = sum(p.seconds for p in priced)
-        span = f"{hours(sum(p.low_s for p in priced))}-{hours(sum(p.high_s for p in priced))}"
-        return f"| {label} | {len(runs):,} | {hours(central)} | {span} | {len(runs) - len(priced)} |"
+        central, low, high, unpriced = total(r.price for r in runs)
+        return f"| {label} | {len(runs):,} | {hours_text(central)} | {hours_text(low)}-{hours_text(high)} | {unpriced} |"
 
     for paper in PAPERS:
         runs = [r for r in plan.runs if any(papers[a] == paper for a in r.artifacts)]
