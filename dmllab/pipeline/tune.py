@@ -387,10 +387,8 @@ def trial_row(t: Trial, *, profile: str, seed: int, batch: int) -> dict[str, Any
         "config_hash": run_key(t.run.config),
         "run_id": t.run.key,
     }
-    for name, value in t.values.items():
-        row[f"param_{name}" if not name.startswith("loss_") else LOSS_PREFIX + name.removeprefix("loss_")] = (
-            value
-        )
+    for name, value in t.values.items():  # loss_<keyword> -> the loss keyword's column
+        row[LOSS_PREFIX + name.removeprefix("loss_") if name.startswith("loss_") else f"param_{name}"] = value
     return row
 
 
