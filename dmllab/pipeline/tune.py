@@ -168,6 +168,14 @@ def search_space(method: str, dataset: str = "synthetic", profile: str = "quick"
     return SearchSpace(method, dataset, profile, base, tuple(dims), reason)
 
 
+def search_spaces(methods: Sequence[str] | None, profile: str) -> list[SearchSpace]:
+    """The search space of each of ``methods`` (default: :func:`study_methods`) on each dataset the study trains
+    it on (the synthetic benchmark for a method the study does not train)."""
+    derived = study_methods(profile)
+    chosen = list(derived) if methods is None else methods
+    return [search_space(m, d, profile) for m in chosen for d in derived.get(m, ("synthetic",))]
+
+
 # ---------------------------------------------------------------------------------------------- executor
 
 
@@ -284,9 +292,7 @@ def tune(
     check_int("trials", trials, high=MAX_TRIALS, why="per method")
     check_int("batch", batch, high=MAX_TRIALS, why="trials asked at once")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    derived = study_methods(profile)
-    chosen = list(derived) if methods is None else list(methods)
-    spaces = [search_space(m, d, profile) for m in chosen for d in derived.get(m, ("synthetic",))]
+    spaces = search_spaces(methods, profile)
     studies = [optuna.create_study(direction="maximize", sampler=_sampler(seed)) for _ in spaces]
     for space, st in zip(spaces, studies):  # trial 0: the method's untuned preset
         st.enqueue_trial({d.name: 1.0 for d in space.dims})
