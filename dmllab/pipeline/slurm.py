@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -391,19 +391,17 @@ def sweep(base: Path) -> list[Path]:
     return gone
 
 
+@dataclass
 class SlurmExecutor:
     """One submitit job per run, as a job array (module docstring); ``say`` gets the status lines."""
 
-    def __init__(
-        self,
-        options: SlurmOptions | None = None,
-        *,
-        progress: bool = True,
-        say: Callable[[str], None] = print,
-    ) -> None:
-        self.options = options or SlurmOptions()
-        self.progress = progress
-        self.say = say
+    options: SlurmOptions | None = None
+    _: KW_ONLY
+    progress: bool = True
+    say: Callable[[str], None] = print
+
+    def __post_init__(self) -> None:
+        self.options = self.options or SlurmOptions()
 
     def submit(self, runs: Sequence[Run], *, desc: str = "train (slurm)") -> list[JobResult]:
         """Train ``runs``, one job each; returns one :class:`JobResult` per run, in order. However it ends, no

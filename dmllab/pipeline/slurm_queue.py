@@ -12,7 +12,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from dmllab.pipeline.jobs import JobResult
@@ -242,6 +242,7 @@ def cancel_named(
     return cancelled
 
 
+@dataclass
 class Watch:
     """Wait for submitit ``jobs`` (one per item of ``names``), collecting each result as its job finishes.
 
@@ -252,25 +253,20 @@ class Watch:
     interruption.
     """
 
-    def __init__(
-        self,
-        jobs: Sequence[Any],
-        names: Sequence[str],
-        states: Callable[[Sequence[str]], Snapshot],
-        *,
-        say: Callable[[str], None],
-        done: Callable[[JobResult], None],
-        status_every_s: float,
-        pending_warn_s: float,
-        vanished_s: float,
-    ) -> None:
-        self.jobs, self.names, self.states, self.say, self.done = jobs, names, states, say, done
-        self.status_every_s, self.pending_warn_s, self.vanished_s = status_every_s, pending_warn_s, vanished_s
-        self.results: dict[int, JobResult] = {}
-        self._since: dict[str, tuple[str, float]] = {}  # job id -> (state it is in, since when)
-        self._warned: set[str] = set()
-        self._last: dict[str, tuple[str, str] | None] = {}
-        self._down: dict[str, tuple[str, float]] = {}  # source -> (its error, since when)
+    jobs: Sequence[Any]
+    names: Sequence[str]
+    states: Callable[[Sequence[str]], Snapshot]
+    _: KW_ONLY
+    say: Callable[[str], None]
+    done: Callable[[JobResult], None]
+    status_every_s: float
+    pending_warn_s: float
+    vanished_s: float
+    results: dict[int, JobResult] = field(default_factory=dict, init=False)
+    _since: dict[str, tuple[str, float]] = field(default_factory=dict, init=False)  # job id -> (state, since)
+    _warned: set[str] = field(default_factory=set, init=False)
+    _last: dict[str, tuple[str, str] | None] = field(default_factory=dict, init=False)
+    _down: dict[str, tuple[str, float]] = field(default_factory=dict, init=False)  # source -> (error, since)
 
     def run(self) -> list[JobResult]:
         start = time.monotonic()

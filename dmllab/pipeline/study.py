@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -86,23 +87,19 @@ def run_study(
         )
 
 
+@dataclass
 class _Study:
     """One study's steps in order (module docstring), its phases timed, a stop by signal or preflight kept."""
 
-    def __init__(
-        self,
-        profile: str,
-        execution: Execution,
-        artifacts: list[Any],
-        calibration: Any,
-        nb_dir: Path,
-        executed_dir: str | os.PathLike | None,
-        say: Callable[[str], None],
-    ) -> None:
-        self.profile, self.execution, self.artifacts = profile, execution, artifacts
-        self.calibration, self.nb_dir, self.executed_dir, self.say = calibration, nb_dir, executed_dir, say
-        self.phase_s: dict[str, float] = {}
-        self.start = time.perf_counter()
+    profile: str
+    execution: Execution
+    artifacts: list[Any]
+    calibration: Any
+    nb_dir: Path
+    executed_dir: str | os.PathLike | None
+    say: Callable[[str], None]
+    phase_s: dict[str, float] = field(default_factory=dict)
+    start: float = field(default_factory=time.perf_counter)
 
     def finished(self, name: str, next_step: str) -> str:
         self.phase_s[name] = time.perf_counter() - self.start - sum(self.phase_s.values())
