@@ -82,7 +82,6 @@ __all__ = [
     "TrainingStatus",
     "assess",
     "check_table",
-    "judge",
     "DELTA_POINTS",
     "effect_of",
     "margin",
@@ -114,12 +113,6 @@ DATA_SEEDS_COVER = (
     "an interval covers a new draw of the data as well as the initialisation and the batch order."
 )
 TOY_SEEDS_COVER = "Seeds redraw the toy's initialisation (and its samples where the toy draws them)."
-
-
-# ------------------------------------------------------------------------------------------- the inputs
-
-
-# ------------------------------------------------------------------------------------------- one claim
 
 
 @dataclass(frozen=True)
@@ -345,18 +338,6 @@ def _explain(verdict: str, bound: float, delta: float, k: int, shown: str, claim
     return member
 
 
-def judge(
-    claim: Claim,
-    rows: pd.DataFrame,
-    profile: str | None = None,
-    status: TrainingStatus | None = None,
-    paper: float = math.nan,
-) -> tuple[stats.Interval | None, str, str]:
-    """``(interval, verdict, why)`` of ``claim`` on ``rows`` (:func:`assess`)."""
-    j = assess(claim, rows, profile, status, paper)
-    return j.interval, j.verdict, j.why
-
-
 def missing_datasets(artifact: Artifact, rows: pd.DataFrame, profile: str | None) -> list[str]:
     """The datasets ``artifact`` lists for ``profile`` (its ``datasets`` parameter) of which ``rows`` hold no row,
     where the rows hold some of the listed ones (rows of a stand-in, the offline benchmark for "cub" on the quick
@@ -389,23 +370,9 @@ def rows_profile(rows: pd.DataFrame, profile: str | None = None) -> str | None:
 
 # ------------------------------------------------------------------------------------------- tables
 
-VERDICT_COLUMNS = (
-    "claim",
-    "paper",
-    "paper effect",
-    "effect",
-    "95% low",
-    "95% high",
-    "seeds",
-    "unit",
-    "verdict",
-    "why",
-    "seeds to resolve",
-    "seeds for the paper's effect",
-    "differs",
-    "p",
-    "learning",
-)
+VERDICT_COLUMNS = ("claim", "paper", "paper effect", "effect", "95% low", "95% high", "seeds", "unit")
+VERDICT_COLUMNS += ("verdict", "why", "seeds to resolve", "seeds for the paper's effect", "differs", "p")
+VERDICT_COLUMNS += ("learning",)
 CHECK_COLUMNS = ("check", "measured", "lowest seed", "seeds", "unit", "result", "why")
 
 
