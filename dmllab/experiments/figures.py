@@ -8,8 +8,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-# ------------------------------------------------------------------------------------------- images and t-SNE
-
 
 def raw_dataset(cfg: Any, split: str) -> Any:
     """``split`` of ``cfg``'s dataset without a transform (images for figures; the data are regenerated or read,
@@ -67,9 +65,6 @@ def tsne_by_class(
     return [(int(y[s]), float(a), float(b)) for s, (a, b) in zip(sel, xy)]
 
 
-# ------------------------------------------------------------------------------------------------ figures
-
-
 PAPER_COLOUR = "#d62728"
 
 
@@ -85,12 +80,8 @@ def paper_values(tables: Mapping[str, Any], metric: str, keys: Sequence[str]) ->
     paper = tables.get("paper")
     if paper is None or len(paper) == 0 or any(k not in paper for k in keys):
         return {}
-    sel = paper[paper["metric"] == metric]
-    return {
-        tuple(str(r[k]) for k in keys): float(r["paper"])
-        for _, r in sel.iterrows()
-        if r["paper"] == r["paper"]
-    }
+    sel = paper[(paper["metric"] == metric) & paper["paper"].notna()]
+    return {tuple(str(r[k]) for k in keys): float(r["paper"]) for _, r in sel.iterrows()}
 
 
 def anchored(
@@ -135,12 +126,8 @@ def bar_figure(
     rows = tables["rows"]
     data = rows[rows["metric"] == metric]
     dsets = list(dict.fromkeys(data["dataset"])) or ["-"]
-    fig, axes = plt.subplots(
-        1,
-        len(dsets),
-        figsize=(max(5.0, 0.9 * (len(order or set(data["variant"])) + 2)) * len(dsets) ** 0.6, 4.0),
-        squeeze=False,
-    )
+    width = max(5.0, 0.9 * (len(order or set(data["variant"])) + 2)) * len(dsets) ** 0.6
+    fig, axes = plt.subplots(1, len(dsets), figsize=(width, 4.0), squeeze=False)
     keys = ["variant", "dataset"] + ([hue] if hue else [])
     paper = paper_values(tables, metric, keys)
     for ax, dset in zip(axes[0], dsets):
@@ -149,20 +136,9 @@ def bar_figure(
         if sub.empty:
             ax.set_axis_off()
             continue
-        sns.barplot(
-            data=sub,
-            x="variant",
-            y="value",
-            order=present,
-            hue=hue or "variant",
-            legend=bool(hue),
-            errorbar="sd",
-            ax=ax,
-            capsize=0.15,
-        )
-        sns.stripplot(
-            data=sub, x="variant", y="value", order=present, color="black", size=3, ax=ax, dodge=False
-        )
+        common = dict(data=sub, x="variant", y="value", order=present, ax=ax)
+        sns.barplot(**common, hue=hue or "variant", legend=bool(hue), errorbar="sd", capsize=0.15)
+        sns.stripplot(**common, color="black", size=3, dodge=False)
         levels = list(dict.fromkeys(sub[hue].astype(str))) if hue else [None]
         slots = [(v, h) for v in present for h in levels]
         means = {
@@ -285,12 +261,7 @@ def sweep_figure(
     data[col] = pd.to_numeric(data[col], errors="coerce")
     data = data.dropna(subset=[col])
     for name, sub in data.groupby(by or "dataset", sort=False):
-        s = (
-            sub.groupby([col], sort=False)["value"]
-            .agg(["mean", "std", "count"])
-            .reset_index()
-            .sort_values(col)
-        )
+        s = sub.groupby(col, sort=False)["value"].agg(["mean", "std"]).reset_index().sort_values(col)
         std = s["std"].fillna(0.0)
         ax.plot(s[col], s["mean"], marker="o", label=str(name))
         ax.fill_between(s[col], s["mean"] - std, s["mean"] + std, alpha=0.2)
@@ -311,14 +282,8 @@ def errorbar_lines(ax: Any, data: Any, x: str, hue: str, *, metric: str = "R@1",
     sel = data[data["metric"] == metric]
     for name, part in sel.groupby(hue, sort=False):
         stats = part.groupby(x)["value"].agg(["mean", "std"]).sort_index()
-        ax.errorbar(
-            stats.index.astype(float),
-            stats["mean"],
-            yerr=stats["std"].fillna(0),
-            marker="o",
-            capsize=3,
-            label=str(name),
-        )
+        mean, std = stats["mean"], stats["std"].fillna(0)
+        ax.errorbar(stats.index.astype(float), mean, yerr=std, marker="o", capsize=3, label=str(name))
     if logx:
         ax.set_xscale("log", base=2)
     ax.set_ylabel(f"{metric} (%)")
@@ -329,14 +294,7 @@ def mean_std_plot(ax: Any, data: Any, x: str, hue: str | None = None, y: str = "
     """Points at the mean over seeds with std error bars (seaborn's point plot)."""
     import seaborn as sns
 
+    dodge = 0.3 if hue else False
     sns.pointplot(
-        data=data,
-        x=x,
-        y=y,
-        hue=hue,
-        errorbar="sd",
-        ax=ax,
-        dodge=0.3 if hue else False,
-        capsize=0.1,
-        linestyles="-",
+        data=data, x=x, y=y, hue=hue, errorbar="sd", ax=ax, dodge=dodge, capsize=0.1, linestyles="-"
     )
