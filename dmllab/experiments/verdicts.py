@@ -69,31 +69,10 @@ from dmllab.experiments.yardstick import (
     yardstick,
 )
 
-__all__ = [
-    "CHECKS",
-    "GAIN_METRIC",
-    "NOT_TESTABLE",
-    "SMALLER",
-    "STATUS_ARTIFACT",
-    "VERDICTS",
-    "Gate",
-    "Judgement",
-    "Regime",
-    "TrainingStatus",
-    "assess",
-    "check_table",
-    "DELTA_POINTS",
-    "effect_of",
-    "margin",
-    "paper_effect",
-    "regime",
-    "smaller_bound",
-    "yardstick",
-    "seeds_cover",
-    "testability",
-    "training_status",
-    "verdict_table",
-]
+__all__ = ["CHECKS", "GAIN_METRIC", "NOT_TESTABLE", "SMALLER", "STATUS_ARTIFACT", "VERDICTS", "Gate"]
+__all__ += ["Judgement", "Regime", "TrainingStatus", "assess", "check_table", "DELTA_POINTS", "effect_of"]
+__all__ += ["margin", "paper_effect", "regime", "smaller_bound", "yardstick", "seeds_cover", "testability"]
+__all__ += ["training_status", "verdict_table"]
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -213,13 +192,11 @@ def _check(claim: Claim, effects: tuple[float, ...], missing: str, profile: str 
 
 
 def _tstat(effects: tuple[float, ...]) -> float:
-    iv = stats.interval(effects)
-    sd = stats.sd(effects)
-    if iv.n < stats.MIN_SEEDS:
-        return iv.mean
-    return (
-        iv.mean / (sd / math.sqrt(iv.n)) if sd > 0 else math.copysign(math.inf, iv.mean) if iv.mean else 0.0
-    )
+    """The t statistic of at least 2 ``effects`` against 0 (+-inf with zero spread)."""
+    mean, sd = sum(effects) / len(effects), stats.sd(effects)
+    if sd > 0:
+        return mean / (sd / math.sqrt(len(effects)))
+    return math.copysign(math.inf, mean) if mean else 0.0
 
 
 def _two_sided(p: float) -> float:
@@ -292,22 +269,21 @@ def assess(
     yard, delta = yardstick(paper, profile), margin(claim, paper, profile)
     base = {"members": max(len(members), 1), "paper": paper, "yardstick": yard, "delta": delta, "runs": runs}
     base |= {"reads": reads_of(effect) if effect is not None else (), "learning": learning(claim, status)}
+    undecided = NOT_TESTABLE if not testable else "inconclusive"
     if not members:
-        verdict = NOT_TESTABLE if not testable else "inconclusive"
-        return Judgement(claim, verdict, join_why(missing, reason), None, math.nan, (), **base)
+        return Judgement(claim, undecided, join_why(missing, reason), None, math.nan, (), **base)
     n = min(len(e) for e in members.values())
-    if n < stats.MIN_SEEDS:
-        shown = next(iter(members))
-        iv = stats.interval(members[shown])
-        verdict = NOT_TESTABLE if not testable else "inconclusive"
-        why = join_why(f"only {n} seed(s)", reason)
-        return Judgement(claim, verdict, why, iv, math.nan, members[shown], **base)
-    bound = smaller_bound(paper, profile)
     flat = next((m for m, e in members.items() if n < 3 and len(set(e)) == 1), None)
-    if flat is not None:  # a zero-width interval from 2 seeds measures no noise: it decides nothing
-        verdict = NOT_TESTABLE if not testable else "inconclusive"
-        why = join_why(f"no variation: {n} seeds with one effect ({flat or 'the effect'})", reason)
-        return Judgement(claim, verdict, why, stats.interval(members[flat]), math.nan, members[flat], **base)
+    if n < stats.MIN_SEEDS or flat is not None:  # a zero-width interval from 2 seeds measures no noise
+        shown = next(iter(members)) if n < stats.MIN_SEEDS else flat
+        few = (
+            f"only {n} seed(s)"
+            if n < stats.MIN_SEEDS
+            else f"no variation: {n} seeds with one effect ({flat or 'the effect'})"
+        )
+        iv = stats.interval(members[shown])
+        return Judgement(claim, undecided, join_why(few, reason), iv, math.nan, members[shown], **base)
+    bound = smaller_bound(paper, profile)
     verdict, shown, p = _classify(members, bound, delta, claim.paper_says == "equivalent")
     effects = members[shown]
     iv, sd = stats.interval(effects), stats.sd(effects)
