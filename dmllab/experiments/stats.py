@@ -69,11 +69,7 @@ def interval(effects: Sequence[float], confidence: float = CONFIDENCE) -> Interv
 def one_sided_p(effects: Sequence[float], bound: float = 0.0, *, greater: bool = True) -> float:
     """One-sided p-value of the one-sample t test of ``effects`` against ``bound``: of ``H0: mean <= bound``
     (``greater``) or ``H0: mean >= bound``. NaN with fewer than :data:`MIN_SEEDS` effects; with zero spread, 0 when
-    the mean lies strictly on the alternative's side, else 1.
-
-    Raises:
-        ValueError: no effects, or a non-finite one.
-    """
+    the mean lies strictly on the alternative's side, else 1 (:func:`interval`'s errors)."""
     iv = interval(effects)
     if iv.n < MIN_SEEDS:
         return math.nan
@@ -140,6 +136,7 @@ def seeds_needed(
 
 
 def _checked(pvalues: Sequence[float]) -> list[float]:
+    """The p-values as floats; ValueError on a NaN or a value outside [0, 1]."""
     values = [float(p) for p in pvalues]
     if any(not 0.0 <= p <= 1.0 for p in values):  # also rejects NaN
         raise ValueError(f"p-values must lie in [0, 1], got {values}")
@@ -150,11 +147,7 @@ def holm(pvalues: Sequence[float]) -> list[float]:
     """Holm's step-down adjustment of ``m = len(pvalues)`` p-values (Holm 1979), in the input order.
 
     With the p-values sorted ascending, ``p_(1) <= ... <= p_(m)``, the adjusted ``p~_(i) = max_{j <= i}
-    min(1, (m - j + 1) p_(j))``; rejecting where ``p~ < level`` controls the family-wise error rate at ``level``.
-
-    Raises:
-        ValueError: a NaN or a value outside [0, 1].
-    """
+    min(1, (m - j + 1) p_(j))``; rejecting where ``p~ < level`` controls the family-wise error rate at ``level``."""
     values = _checked(pvalues)
     m, running = len(values), 0.0
     adjusted = [0.0] * m
@@ -168,11 +161,7 @@ def benjamini_hochberg(pvalues: Sequence[float]) -> list[float]:
     """Benjamini-Hochberg adjusted p-values of ``m = len(pvalues)`` p-values (step-up), in the input order.
 
     With the p-values sorted ascending, ``p~_(i) = min_{j >= i} min(1, m p_(j) / j)``; rejecting where
-    ``p~ < q`` controls the false discovery rate at ``q`` (independent or positively dependent tests).
-
-    Raises:
-        ValueError: a NaN or a value outside [0, 1].
-    """
+    ``p~ < q`` controls the false discovery rate at ``q`` (independent or positively dependent tests)."""
     values = _checked(pvalues)
     m, running = len(values), 1.0
     adjusted = [0.0] * m

@@ -1,41 +1,29 @@
-"""The verdict layer: each claim of an artifact judged on one profile's rows (the whole profile's claims taken
-together, with multiplicity, are :mod:`dmllab.experiments.multiplicity`). The rules are pre-registered in
-docs/preregistration.md.
+"""The verdict layer: each claim of an artifact judged on one profile's rows (the profile's claims taken together,
+with multiplicity: :mod:`dmllab.experiments.multiplicity`). The rules, levels and margins are pre-registered in
+docs/preregistration.md; this is how they are applied.
 
-A claim's effect is measured once per seed (paired: both arms share the seed). Every test is one-sided at
-:data:`~dmllab.experiments.stats.ALPHA_PER_SIDE` (2.5%) per side, and every decision p-value is written on the
-two-sided scale (twice the one-sided p-value): with the two-sided 95% t interval ``[low, high]``, the margin
-``delta`` (:func:`~dmllab.experiments.yardstick.margin`: +-1 point for an effect in points, on every profile) and,
-on the paper profile only, the paper's printed effect ``E`` (signed like the claim), a claim of kind ``"verdict"``
-is
+A claim's effect is measured once per seed (paired: both arms share the seed); every test is one-sided at
+:data:`~dmllab.experiments.stats.ALPHA_PER_SIDE` per side, its p-value written on the two-sided scale. With the 95%
+t interval ``[low, high]``, the margin ``delta`` (:func:`~dmllab.experiments.yardstick.margin`) and, on the paper
+profile only, the paper's printed effect ``E``, a claim of kind ``"verdict"`` is, tried in this order, **no**
+(``high < 0``), **yes** (``low > 0``), **equivalent** (the interval inside ``(-delta, +delta)``: TOST), **smaller
+than the paper** (``E > 0`` and ``high < E``), else **inconclusive** (also with fewer than 2 seeds, or 2 seeds of one
+effect). It is **not testable** when ``claim.not_testable`` names the profile, a method of ``claim.arms`` does not
+learn there (:mod:`dmllab.experiments.gate`; the worse arms are never gated) or a ``claim.training_fit`` claim is
+outside the papers' regime; its numbers are still shown. A stated equivalence (``paper_says == "equivalent"``) is
+judged by equivalence only.
 
-* **no** when ``high < 0``: the opposite of the claim, beyond seed noise;
-* **yes** when ``low > 0``: the claimed sign, beyond seed noise;
-* **equivalent** when the 95% interval lies inside ``(-delta, +delta)`` (TOST at 2.5% per side);
-* **smaller than the paper** (paper profile only) when the paper claims an effect (``E > 0``) and ``high < E``;
-* **inconclusive** otherwise, or with fewer than 2 seeds;
-* **not testable** when the paper's procedure cannot be kept on the profile (``claim.not_testable``), a method the
-  claim says is better or equal (``claim.arms``) does not learn there (:func:`training_status`; the arms it says
-  are worse are never gated), or the claim is a regulariser's (``claim.training_fit``) on a profile outside the
-  papers' regime (:func:`dmllab.experiments.gate.regime`). Its numbers are still shown.
+A claim about every member of a set (one effect column per member) is an intersection-union test: **yes** only when
+every member's interval is above 0; **no**, **smaller** when one member's test at the Bonferroni level ``alpha / K``
+rejects; **equivalent** when every member is. Its p-value for yes and equivalent is the largest member's, for no or
+smaller the member's times ``K``; an inconclusive claim's is the smallest of its yes, no and equivalence p-values.
+Each claim also carries its methods' learning relative to ProxyNCA++ (:func:`dmllab.experiments.gate.learning`, a
+caveat, never a gate) and the seeds a two-sided t test at 5% needs for 80% power at the observed effect and at the
+yardstick (:func:`dmllab.experiments.stats.seeds_needed`, with the observed per-seed sd).
 
-The classes are tried in this order; a claim that states an equivalence (``paper_says == "equivalent"``) is judged
-by equivalence only ("equivalent" or "inconclusive", never "yes" nor "no"). A claim about every member of a set
-(the effect has one column per member) is an intersection-union test: **yes** only when every member's interval is
-above 0; **no**, **smaller** when one member's test at the Bonferroni level ``alpha / K`` over the ``K`` members
-rejects; **equivalent** when every member is. Its p-value for yes and equivalent is the largest member's (the IUT
-p-value), for a "no" or "smaller" the member's times ``K``; an inconclusive claim's is the smallest of its yes, no
-and equivalence p-values. Each claim also carries its methods' learning relative to ProxyNCA++
-(:func:`dmllab.experiments.gate.learning`), a caveat and never a gate.
-
-Each claim carries the seeds a two-sided t test at 5% needs for 80% power (:func:`dmllab.experiments.stats.
-seeds_needed`, noncentral t) at the observed effect and at the yardstick (the paper's effect, half of it off the
-paper profile), with the observed per-seed sd.
-
-A claim of kind ``"check"`` is an analytic property of a toy (or a design target of the offline benchmark): it
-**passes** when its effect is positive on every seed, **fails** otherwise, **cannot decide** when the rows cannot
-measure it and is **not testable** on a profile its ``not_testable`` names (never a failed check); checks are shown
-apart and never counted among the verdicts.
+A claim of kind ``"check"`` (an analytic property of a toy, or a design target of the offline benchmark) **passes**
+when its effect is positive on every seed, **fails** otherwise, **cannot decide** when the rows cannot measure it
+and is **not testable** on a profile its ``not_testable`` names; checks are shown apart, never counted as verdicts.
 """
 
 from __future__ import annotations
