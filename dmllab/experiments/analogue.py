@@ -71,11 +71,6 @@ def _schedule_parts(cfg: Any) -> list[str]:
     return parts
 
 
-def schedule_line(cfg: Any) -> str:
-    """The schedule and protocol of ``cfg`` in a few words: "8+1w epochs, constant lr, one stage on trainval"."""
-    return ", ".join(_schedule_parts(cfg))
-
-
 def analogue(method: str, dataset: str, profile: str, **options: Any) -> str:
     """What the ``profile`` preset of ``method`` changes from its paper preset on the paper dataset ``dataset``:
     network, data and schedule (what the paper does after "for"; a schedule part both share is said once),
