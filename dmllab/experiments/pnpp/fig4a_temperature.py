@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments import analogue, figures
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Run, printed
+from dmllab.experiments import analogue
+from dmllab.experiments.artifact import Artifact, Claim, Run, printed
 from dmllab.experiments.params import Params
 from dmllab.experiments.pnpp import _common as C
 
@@ -60,15 +60,9 @@ def _below(df: Any) -> Any:
     return C.preset_vs(df, "R@1", "temperature", "below")
 
 
-def _figure(tables: Any) -> Any:
-    return figures.sweep_figure(
-        tables,
-        "temperature",
-        xlabel="temperature T (log)",
-        mark=C.preset_value(tables["rows"], "temperature"),
-        title="Fig. 4a: ProxyNCA++ R@1 against T (dotted: the preset's T)",
-    )
-
+_FIGURE = C.sweep_figure(
+    "temperature", "temperature T (log)", "Fig. 4a: ProxyNCA++ R@1 against T (dotted: the preset's T)", "T"
+)
 
 ARTIFACT = Artifact(
     id="pnpp_fig4a_temperature",
@@ -109,5 +103,5 @@ ARTIFACT = Artifact(
             key="below_optimum",
         ),
     ),
-    figures=(Figure(_figure, caption="R@1 against T, mean +- one std over seeds (shaded)."),),
+    figures=(_FIGURE,),
 )
