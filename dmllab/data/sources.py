@@ -261,17 +261,13 @@ def convert_kaggle_cars(root: Path) -> None:
 
 
 SOURCES: Registry[DatasetSource] = Registry("dataset to fetch")
-SOURCES.register(
-    "cub",
+for _source in (
     DatasetSource(
         name="cub",
         title="CUB-200-2011",
         homepage="https://www.vision.caltech.edu/datasets/cub_200_2011/",
         copies=(Copy("official", (CUB_ARCHIVE,), folder="CUB_200_2011"),),
     ),
-)
-SOURCES.register(
-    "cars",
     DatasetSource(
         name="cars",
         title="Stanford Cars (Cars196)",
@@ -293,18 +289,12 @@ SOURCES.register(
         ),
         gone="the Stanford page has been gone since 2023, pytorch/vision#7545 and #8309",
     ),
-)
-SOURCES.register(
-    "sop",
     DatasetSource(
         name="sop",
         title="Stanford Online Products",
         homepage="https://cvgl.stanford.edu/projects/lifted_struct/",
         copies=(Copy("official", (SOP_ARCHIVE,), folder="Stanford_Online_Products"),),
     ),
-)
-SOURCES.register(
-    "inshop",
     DatasetSource(
         name="inshop",
         title="DeepFashion In-Shop Clothes Retrieval",
@@ -320,4 +310,5 @@ SOURCES.register(
         ),
         gone="its files are in a Google Drive folder that needs a browser",
     ),
-)
+):
+    SOURCES.register(_source.name, _source)

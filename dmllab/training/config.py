@@ -451,17 +451,6 @@ def _canonical(value: Any) -> Any:
     return value
 
 
-def _node(d: dict[str, Any], path: str) -> dict[str, Any]:
-    """The spec dict at ``path`` (a :func:`spec_paths` key) inside :meth:`ExperimentConfig.to_dict`'s ``d``."""
-    parts = path.split(".")
-    if parts[0] == "callbacks":
-        return next(c for c in d["callbacks"] if c["name"] == parts[1])
-    node = d[parts[0]] if parts[0] == "loss" else d[parts[0]][parts[1]]
-    for part in parts[1 if parts[0] == "loss" else 2 :]:
-        node = node[part]  # "wraps"
-    return node
-
-
 def config_hash(cfg: ExperimentConfig, length: int = 16) -> str:
     """Stable identifier of a config: sha256 of the canonical JSON of :func:`key_dict` (module docstring).
 
