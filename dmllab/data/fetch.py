@@ -35,28 +35,12 @@ from dmllab.data.sources import (
     ChecksumError,
     Copy,
     DatasetSource,
-    DownloadError,
     FetchError,
     ManualDownloadError,
 )
 from dmllab.data.unpack import unpack
 from dmllab.fileio import regular_file
 from dmllab.locks import LockTimeout, describe, exclusive, read_holder
-
-__all__ = [
-    "SOURCES",
-    "Archive",
-    "ChecksumError",
-    "Copy",
-    "DatasetSource",
-    "DownloadError",
-    "DownloadLimits",
-    "FetchError",
-    "FetchResult",
-    "LockHeldError",
-    "ManualDownloadError",
-    "fetch_dataset",
-]
 
 MANIFEST = "dmllab_fetch.json"
 CHUNK = 1 << 20  # bytes per read while hashing

@@ -20,16 +20,6 @@ import torch
 
 from dmllab.validation import check_int
 
-__all__ = [
-    "DeviceChecks",
-    "check_batch",
-    "check_embeddings",
-    "check_labels",
-    "check_positive_int",
-    "sync_free",
-    "sync_free_checks",
-]
-
 
 class DeviceChecks:
     """The value checks of the loss inputs inside :func:`sync_free`, as device flags: ``nonfinite`` (some

@@ -28,8 +28,6 @@ from ._registry import LOSSES
 from ._validate import check_batch, check_positive_int
 from .proxy import _fp32_region
 
-__all__ = ["MarginLoss", "MultiSimilarityLoss", "PairLoss", "TripletSemiHardLoss"]
-
 
 class PairLoss(nn.Module):
     """Base of the PML wrappers: holds ``pml_loss`` and an optional ``miner``."""

@@ -34,19 +34,6 @@ from . import functional as LF
 from ._registry import LOSSES
 from ._validate import check_batch, check_embeddings, check_positive_int
 
-__all__ = [
-    "MARGIN_SOFTMAX_PRESETS",
-    "PROXY_INITS",
-    "HeatedSoftmaxLoss",
-    "MarginSoftmaxLoss",
-    "NormSoftmaxLoss",
-    "ProxyAnchorLoss",
-    "ProxyLoss",
-    "ProxyNCALoss",
-    "SoftmaxLoss",
-    "init_proxies",
-]
-
 # Proxy Synthesis supplement, Section "Implementation details" (values quoted from the PS paper text):
 # "gamma = 30.0, m1 = 1.05, m2 = 0.0, m3 = 0.0 ... SphereFace, gamma = 23.0, m1 = 1.0, m2 = 0.0, m3 = 0.1 ...
 #  CosFace, and gamma = 23.0, m1 = 1.0, m2 = 0.1, m3 = 0.0 ... ArcFace".

@@ -17,8 +17,6 @@ from ._registry import LOSSES
 from ._validate import check_batch, check_positive_int
 from .proxy import ProxyLoss, _check_positive_float, _fp32_region
 
-__all__ = ["SoftTripleLoss"]
-
 
 @LOSSES.register("softtriple")
 class SoftTripleLoss(ProxyLoss):

@@ -57,16 +57,6 @@ from ._registry import LOSSES
 from ._validate import check_batch, sync_free_checks
 from .proxy import ProxyLoss, _fp32_region
 
-__all__ = [
-    "COMPOSITIONS",
-    "PAIRINGS",
-    "ProxySynthesis",
-    "SynthesizedBatch",
-    "sample_beta",
-    "synthesis_partners",
-    "synthesize",
-]
-
 PAIRINGS = ("sorted", "random")
 # PS Table 1: (embeddings, proxies) entering the loss -> the paper's row name.
 COMPOSITIONS = {

@@ -5,6 +5,8 @@ neighbour information once per query chunk for every requested retrieval metric;
 O(chunk_size x N_ref), never N x N.
 """
 
+# ruff: noqa: F401 - the imports are the package's public names
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -106,26 +108,3 @@ def evaluate(
             allow_collapsed=allow_collapsed,
         )
     return out
-
-
-__all__ = [
-    "DISTANCES",
-    "CollapsedEmbeddingError",
-    "DegenerateEmbeddingError",
-    "KMEANS_N_INIT",
-    "METRICS",
-    "NMI_AVERAGES",
-    "NonFiniteEmbeddingError",
-    "RetrievalResult",
-    "ZeroEmbeddingError",
-    "embed_dataset",
-    "evaluate",
-    "is_collapsed",
-    "kmeans_torch",
-    "map_at_r",
-    "nmi",
-    "precision_at_1",
-    "r_precision",
-    "recall_at_k",
-    "retrieval_metrics",
-]

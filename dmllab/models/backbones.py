@@ -36,20 +36,10 @@ from dmllab.models.smallcnn import build_smallcnn
 from dmllab.models.weights import (
     TORCHVISION_SPECS,
     download_imagenet_state_dict,
-    imagenet_weights_enum,
     load_trunk_state_dict,
     read_state_dict,
 )
 from dmllab.registry import Registry
-
-__all__ = [
-    "ConvTrunk",
-    "InceptionInputTransform",
-    "BACKBONES",
-    "build_backbone",
-    "list_backbones",
-    "imagenet_weights_enum",
-]
 
 _IMAGENET_MEAN = (0.485, 0.456, 0.406)
 _IMAGENET_STD = (0.229, 0.224, 0.225)

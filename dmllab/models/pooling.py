@@ -18,17 +18,6 @@ from torch import nn
 
 from dmllab.registry import Registry
 
-__all__ = [
-    "GlobalAvgPool2d",
-    "GlobalMaxPool2d",
-    "GlobalAvgMaxPool2d",
-    "GlobalKMaxPool2d",
-    "global_kmax_pool2d",
-    "POOLINGS",
-    "build_pooling",
-    "list_poolings",
-]
-
 
 def _check_feature_map(x: torch.Tensor) -> None:
     if x.dim() != 4:

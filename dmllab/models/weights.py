@@ -28,25 +28,6 @@ from dmllab.fileio import regular_file
 from dmllab.registry import Registry
 from dmllab.rng import random_state_kept
 
-__all__ = [
-    "CLASSIFIER_HEAD_PREFIXES",
-    "read_state_dict",
-    "WeightsFileError",
-    "load_trunk_state_dict",
-    "download_imagenet_state_dict",
-    "hub_checkpoint_path",
-    "MissingWeightsError",
-    "check_imagenet_weights",
-    "WeightsSource",
-    "WEIGHTS_SOURCES",
-    "TORCHVISION_SPECS",
-    "TorchvisionSpec",
-    "imagenet_weights_enum",
-    "weights_source",
-    "resolve_weights",
-    "weights_fingerprint",
-]
-
 # Keys of the classifier heads that a feature-map trunk drops (torchvision's fc, GoogLeNet's aux1/aux2,
 # Inception-v3's AuxLogits); a file may hold them or not.
 CLASSIFIER_HEAD_PREFIXES = ("fc.", "aux1.", "aux2.", "AuxLogits.")

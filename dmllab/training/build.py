@@ -16,9 +16,8 @@ from typing import Any
 
 from torch import nn
 
-from dmllab.spec import Spec
 from dmllab.training import smallcnn_weights  # noqa: F401 - registers the SmallCNN's weights source
-from dmllab.training.callbacks import build_callbacks, check_callback_losses, check_callbacks
+from dmllab.training.callbacks import build_callbacks, check_callback_losses  # noqa: F401 - the trainer builds them here
 from dmllab.training.config import ExperimentConfig, ModelConfig, validate
 
 
@@ -145,17 +144,3 @@ def check(cfg: ExperimentConfig) -> ExperimentConfig:
         except (ValueError, TypeError) as err:
             raise ConfigValueError(f"{path}: {err}") from None
     return cfg
-
-
-__all__ = [
-    "Spec",
-    "build_callbacks",
-    "build_loss",
-    "build_model",
-    "check",
-    "check_callbacks",
-    "embedder",
-    "freeze_prefix",
-    "frozen_prefix",
-    "model_kwargs",
-]

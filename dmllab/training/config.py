@@ -39,7 +39,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from dmllab.spec import Pairs, Spec, freeze, pairs
+from dmllab.spec import Spec, freeze
 from dmllab.validation import (  # noqa: F401
     VALUE_RULES,
     ConfigValueError,
@@ -48,28 +48,6 @@ from dmllab.validation import (  # noqa: F401
     is_int,
     refuse_huge,
 )
-
-__all__ = [
-    "SCHEMA_VERSION",
-    "ConfigValueError",
-    "DataConfig",
-    "ExperimentConfig",
-    "FinetuneConfig",
-    "ModelConfig",
-    "OptimConfig",
-    "Pairs",
-    "RunConfig",
-    "ScheduleConfig",
-    "Spec",
-    "apply_overrides",
-    "config_hash",
-    "is_finetune",
-    "pairs",
-    "parent_config",
-    "run_threads",
-    "valid_keys",
-    "validate",
-]
 
 #: The layout version of :class:`ExperimentConfig`, part of every run key (:func:`config_hash`).
 SCHEMA_VERSION = 3

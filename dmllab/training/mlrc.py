@@ -40,24 +40,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from dmllab.data.folds import ClassSubset, class_folds, fold_split
+from dmllab.data.folds import fold_split
 from dmllab.spec import Spec
 from dmllab.training.config import ExperimentConfig, config_hash
-
-__all__ = [
-    "MLRC_METRICS",
-    "ClassSubset",
-    "MLRCResult",
-    "MLRCSettings",
-    "aggregate",
-    "class_folds",
-    "fold_config",
-    "fold_runs",
-    "fold_split",
-    "fold_test_embeddings",
-    "mlrc_config",
-    "run_mlrc",
-]
 
 MLRC_METRICS = ("P@1", "RP", "MAP@R")
 

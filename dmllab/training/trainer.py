@@ -31,7 +31,6 @@ from dmllab.training.callbacks import FastDevRun
 from dmllab.training.config import ExperimentConfig
 from dmllab.training.evaluation import (
     EpochLoss,
-    NonFiniteLossError,
     embed_batches,
     evaluate_split,
     precision_name,
@@ -39,8 +38,6 @@ from dmllab.training.evaluation import (
 )
 from dmllab.training.optim import build_optimizer, check_all_params_in_groups, param_groups
 from dmllab.training.schedules import StagePlan
-
-__all__ = ["NonFiniteLossError", "StageState", "Trainer"]
 
 
 @dataclass
