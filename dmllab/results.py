@@ -262,9 +262,7 @@ def write_rows(
             rewrites the file with ``rows`` only.
         device: recorded in the ``device`` column where the rows do not give one.
 
-    Raises:
-        ValueError: unknown mode, unknown column, a missing required column or a non-numeric value.
-    """
+    Raises ValueError: unknown mode, unknown column, a missing required column or a non-numeric value."""
     if mode not in ("append", "replace"):
         raise ValueError(f"unknown mode {mode!r}; valid modes: append, replace")
     new = _to_frame(_normalise_rows(rows, provenance(device)))

@@ -81,9 +81,7 @@ def verify(archive: Archive, path: Path, found: dict[str, str]) -> bool:
     """True when ``archive`` has a published checksum and ``found`` (from :func:`digests`) matches it; False
     when none is published.
 
-    Raises:
-        ChecksumError: the checksum differs (naming the file, both digests and the checksum's source).
-    """
+    Raises ChecksumError: the checksum differs (naming the file, both digests and the checksum's source)."""
     checksum = archive.checksum
     if checksum is None:
         return False

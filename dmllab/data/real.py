@@ -170,9 +170,7 @@ class ImageFileDataset(RetrievalDataset):
         counts give, else the images of the canonical group it is part of in proportion to its classes (what a
         study's GPU cost is estimated from, :mod:`dmllab.pipeline.cost`).
 
-        Raises:
-            KeyError: a split the dataset does not have.
-        """
+        Raises KeyError: a split the dataset does not have."""
         raise NotImplementedError
 
     @classmethod

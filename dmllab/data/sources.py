@@ -209,9 +209,7 @@ def convert_kaggle_cars(root: Path) -> None:
     are the classification split's (``train/<class>/00001.jpg``...), not ``car_ims/000001.jpg``..., so the
     images are ordered differently within a split and the fingerprint differs from the official copy's.
 
-    Raises:
-        FetchError: a file is missing, a row is malformed, or an annotated image is not in the archive.
-    """
+    Raises FetchError: a file is missing, a row is malformed, or an annotated image is not in the archive."""
     import numpy as np
     import scipy.io
 

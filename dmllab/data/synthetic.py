@@ -764,9 +764,7 @@ def verify_cache(folder: str | os.PathLike) -> None:
     """Check a cache folder of :func:`ensure_cached` against the fingerprints in its ``meta.json`` and that its
     arrays load with matching lengths; a folder written before fingerprints were recorded gets them now.
 
-    Raises:
-        CorruptFileError: naming the file that fails.
-    """
+    Raises CorruptFileError: naming the file that fails."""
     folder = Path(folder)
     meta_path = folder / "meta.json"
     try:

@@ -54,9 +54,7 @@ PROXY_INITS.register("linear", lambda t: nn.init.kaiming_uniform_(t, a=math.sqrt
 def init_proxies(tensor: torch.Tensor, scheme: str) -> torch.Tensor:
     """Initialise a (C, D) proxy/weight tensor in place with the :data:`PROXY_INITS` entry ``scheme``; return it.
 
-    Raises:
-        ValueError: an unknown ``scheme``, listing the valid ones.
-    """
+    Raises ValueError: an unknown ``scheme``, listing the valid ones."""
     if scheme not in PROXY_INITS:
         raise ValueError(f"unknown proxy_init {scheme!r}; valid: {', '.join(PROXY_INITS.names())}")
     with torch.no_grad():

@@ -78,26 +78,13 @@ def evaluate(
     out: dict[str, float] = {}
     if "recall" in wanted or mlrc:
         res = retrieval_metrics(
-            embeddings,
-            labels,
-            ks=ks,
-            mlrc=mlrc,
-            gallery=gallery,
-            gallery_labels=gallery_labels,
-            distance=distance,
-            chunk_size=chunk_size,
-            dtype=dtype,
-            matmul=matmul,
-            allow_collapsed=allow_collapsed,
-        )
+            embeddings, labels, ks=ks, mlrc=mlrc, gallery=gallery, gallery_labels=gallery_labels,
+            distance=distance, chunk_size=chunk_size, dtype=dtype, matmul=matmul, allow_collapsed=allow_collapsed,
+        )  # fmt: skip
         out.update({f"R@{k}": v for k, v in res.recall.items()})
-        every = "mlrc" in wanted
-        if every or "precision_at_1" in wanted:
-            out["P@1"] = res.precision_at_1
-        if every or "r_precision" in wanted:
-            out["RP"] = res.r_precision
-        if every or "map_at_r" in wanted:
-            out["MAP@R"] = res.map_at_r
+        for name, column in zip(_MLRC, ("P@1", "RP", "MAP@R")):
+            if "mlrc" in wanted or name in wanted:
+                out[column] = getattr(res, name)
     if "nmi" in wanted:
         out["NMI"] = nmi(
             embeddings,

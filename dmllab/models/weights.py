@@ -171,9 +171,7 @@ def check_imagenet_weights(backbone: str, backbone_kwargs: Mapping[str, Any] | N
     torchvision's cache first when it is not there: what ``dmllab study`` checks once before training, instead of
     every run failing alike.
 
-    Raises:
-        MissingWeightsError: not cached and not downloadable (:func:`download_imagenet_state_dict`).
-    """
+    Raises MissingWeightsError: not cached and not downloadable (:func:`download_imagenet_state_dict`)."""
     weights = _imagenet_member(backbone, dict(backbone_kwargs or {}))
     path = hub_checkpoint_path(weights.url)
     if not path.is_file():
@@ -307,9 +305,7 @@ WEIGHTS_SOURCES.register(
 def weights_source(backbone: str) -> tuple[str, WeightsSource]:
     """``(name, source)`` of the source serving ``backbone``'s ``pretrained=True`` weights.
 
-    Raises:
-        KeyError: no source serves ``backbone``; the message lists the sources and their backbones.
-    """
+    Raises KeyError: no source serves ``backbone``; the message lists the sources and their backbones."""
     for name in WEIGHTS_SOURCES:
         source = WEIGHTS_SOURCES.get(name)
         if backbone in source.backbones:

@@ -26,7 +26,6 @@ from dmllab.toys.fit import accuracy, fit_full_batch, mlp
 
 DATASET = "gaussian2d"
 METHODS = ("normsoftmax", "ps+normsoftmax")
-CLASS_NAMES = ("red", "blue", "gray")
 
 
 def gaussian_centres(separation: float) -> np.ndarray:

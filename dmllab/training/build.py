@@ -117,9 +117,7 @@ def check(cfg: ExperimentConfig) -> ExperimentConfig:
     (the backbone and the dataset are checked by name and keywords only: building them reads weights or
     images). Returns ``cfg``.
 
-    Raises:
-        ConfigValueError: naming the component's path and the constructor's complaint.
-    """
+    Raises ConfigValueError: naming the component's path and the constructor's complaint."""
     from dmllab.data import SAMPLERS
     from dmllab.models import build_pooling
     from dmllab.validation import ConfigValueError

@@ -515,9 +515,7 @@ def check_components(cfg: ExperimentConfig) -> None:
     """Every spec's name is registered and its keyword arguments are keywords of its constructor (the values
     themselves are the constructor's to check, :func:`dmllab.training.build.check`).
 
-    Raises:
-        ConfigValueError: naming the path, the keyword and the valid ones.
-    """
+    Raises ConfigValueError: naming the path, the keyword and the valid ones."""
     for path, spec in spec_paths(cfg).items():
         registry = registry_of(path)
         try:
@@ -722,9 +720,7 @@ def validate(cfg: ExperimentConfig) -> ExperimentConfig:
     component's name and keywords (:func:`check_components`), and the rules that tie fields together;
     returns ``cfg``. Called by :func:`apply_overrides`, the trainer and the run store.
 
-    Raises:
-        ConfigValueError: the first bad value, naming its key.
-    """
+    Raises ConfigValueError: the first bad value, naming its key."""
     for section in SECTIONS:
         sub = getattr(cfg, section)
         for f in fields(sub):

@@ -176,9 +176,7 @@ def check_schedule(
 
     A callback's events are the callback's to check (:func:`dmllab.training.callbacks.check_callbacks`).
 
-    Raises:
-        ValueError: naming the offending value and the fix.
-    """
+    Raises ValueError: naming the offending value and the fix."""
     if epochs < 1:
         raise ValueError(f"schedule.epochs must be >= 1, got {epochs}")
     if scheduler == "multistep":

@@ -380,9 +380,7 @@ def verify_run_dir(
     hash recorded in ``metrics.json``, and, where given, the run ``key`` (the folder's parent), ``cfg_hash`` and
     ``seed`` asked for.
 
-    Raises:
-        CorruptRunError: naming the file that fails and how.
-    """
+    Raises CorruptRunError: naming the file that fails and how."""
     d = Path(run_dir)
     if not (d / RECORD_FILE).is_file():
         raise CorruptRunError(
@@ -479,9 +477,7 @@ def verify_final_model(run_dir: str | os.PathLike, model: str | os.PathLike) -> 
     """Check ``model`` (a run's ``final.pt``) against the digest in the run's ``checksums.json``; a run without a
     record, or whose record lists no final model, vouches for none.
 
-    Raises:
-        CorruptRunError: the file is not the one the run wrote, naming both.
-    """
+    Raises CorruptRunError: the file is not the one the run wrote, naming both."""
     record_file = Path(run_dir) / RECORD_FILE
     if not record_file.is_file():
         raise CorruptRunError(
@@ -509,9 +505,7 @@ def load_run_dir(
     """Read a stored run folder; None if it does not hold a finished run. Verified by :func:`verify_run_dir`
     (``key``, ``cfg_hash``, ``seed``: what the run must be).
 
-    Raises:
-        CorruptRunError: the folder holds a damaged run (naming the file).
-    """
+    Raises CorruptRunError: the folder holds a damaged run (naming the file)."""
     d = Path(run_dir)
     if not (d / "metrics.json").is_file() and not (d / RECORD_FILE).is_file():
         return None
