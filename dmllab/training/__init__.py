@@ -24,6 +24,6 @@ from dmllab.training.config import (
 )
 from dmllab.training.evaluation import NonFiniteLossError
 from dmllab.training.export import export_embeddings, load_model, result_rows
-from dmllab.training.protocol import RunResult, run_protocol, run_single_stage, run_two_stage
+from dmllab.training.protocol import RunResult, run_protocol, run_single_stage
 from dmllab.training.store import DivergedRunError, RunStore, load_run_dir, run, run_key
 from dmllab.training.trainer import StagePlan, Trainer

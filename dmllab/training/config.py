@@ -201,18 +201,14 @@ class RunConfig:
     l2-normalized before calculating the evaluation metric"); False = the raw embeddings (ProxyNCA++ code).
     ``nmi_average``: the normalisation of NMI, "geometric" (the ProxyNCA++ authors' code: sqrt(H(Y) H(C)), the
     default) or "arithmetic" (the ProxyNCA++ paper text and scikit-learn's default), "min", "max".
-    ``keep_best``: single stage with a validation split (e.g. an MLRC fold, :mod:`dmllab.training.mlrc`): the
-    weights (model and loss) of the epoch with the best monitored validation value (``schedule.monitor``,
-    warm-up epochs excluded) are tested and saved as the final model, instead of the last epoch's (MLRC's early
-    stopping on validation); ``best_epoch`` of the result is that epoch (:class:`dmllab.training.callbacks.KeepBest`).
-    ``fast_dev_run``: 0 (a real run) or N > 0, a fast dev run that checks the run's code path in seconds (PyTorch
-    Lightning's name; ``dmllab study --fast-dev-run``): N training batches per epoch, at most one warm-up and
-    one schedule epoch per stage, N batches per evaluation, and the batch shrunk to fit a dataset smaller than
-    one class-balanced batch (:class:`dmllab.training.callbacks.FastDevRun`). It is part of the run key: a fast
-    dev run is never taken for a real one.
-    ``checkpoint_minutes``: the epoch checkpoint is written after an epoch when this many minutes have passed
-    since the stage started or since the last one was written, and after every stage's last epoch; 0 = after
-    every epoch (:class:`dmllab.training.callbacks.EpochCheckpoint`). Not part of the run key.
+    ``keep_best``: a single stage with a validation split (an MLRC fold, :mod:`dmllab.training.mlrc`) tests and saves
+    the weights of the best monitored validation epoch instead of the last (MLRC's early stopping; ``best_epoch``
+    of the result; :class:`dmllab.training.callbacks.KeepBest`).
+    ``fast_dev_run``: 0 (a real run) or N > 0 batches per epoch and evaluation, a run that checks its code path in
+    seconds (PyTorch Lightning's name, :class:`dmllab.training.callbacks.FastDevRun`); part of the run key, so a
+    fast dev run is never taken for a real one.
+    ``checkpoint_minutes``: the interval of the epoch checkpoint, 0 = every epoch
+    (:class:`dmllab.training.callbacks.EpochCheckpoint`); not part of the run key.
     ``threads``: the torch threads a CPU run trains on (``torch.set_num_threads``, applied by whatever trains it:
     :func:`dmllab.training.store.run`, the trunk's pre-training, the untrained network's evaluation;
     :func:`run_threads`). CPU kernels reduce in a thread-count-dependent order, so on the CPU 1 and 2 threads give

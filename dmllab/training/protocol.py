@@ -435,11 +435,6 @@ class _ProtocolRun:
         self.phase["checkpoint"] += time.perf_counter() - t_ckpt
 
 
-def run_two_stage(cfg: ExperimentConfig, **kwargs: Any) -> RunResult:
-    """:func:`run_protocol` with ``run.two_stage=True``."""
-    return run_protocol(cfg.replace("run.two_stage", True), **kwargs)
-
-
 def run_single_stage(cfg: ExperimentConfig, **kwargs: Any) -> RunResult:
     """:func:`run_protocol` with ``run.two_stage=False``."""
     return run_protocol(cfg.replace("run.two_stage", False), **kwargs)
