@@ -21,14 +21,13 @@ import json
 import os
 import secrets
 import shutil
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from dmllab.data.base import DATASETS
-from dmllab.data.download import DownloadLimits, download
+from dmllab.data.download import DownloadLimits, byte_bar, download
 from dmllab.data.sources import (
     SOURCES,
     Archive,
@@ -55,21 +54,8 @@ _NO_STREAM = (
 
 def digests(path: Path, progress: bool = False) -> dict[str, str]:
     """``{"md5": ..., "sha256": ...}`` of a file, read once."""
-    from tqdm.auto import tqdm
-
     md5, sha256 = hashlib.md5(), hashlib.sha256()
-    with (
-        open(path, "rb") as fh,
-        tqdm(
-            total=path.stat().st_size,
-            desc=f"verifying {path.name}",
-            unit="B",
-            unit_scale=True,
-            unit_divisor=1024,
-            disable=not progress,
-            file=sys.stderr,
-        ) as bar,
-    ):
+    with open(path, "rb") as fh, byte_bar(f"verifying {path.name}", path.stat().st_size, progress) as bar:
         while chunk := fh.read(CHUNK):
             md5.update(chunk)
             sha256.update(chunk)
