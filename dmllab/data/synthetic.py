@@ -888,9 +888,7 @@ class SyntheticFineGrained(RetrievalDataset):
         )
         data = load_cached(folder)
         all_ids = np.asarray(data["class_ids"])
-        if split.startswith(
-            "heldout"
-        ):  # same classes on both sides (Heated-up Table 4): 80/20 of test's images
+        if split.startswith("heldout"):  # both sides: test's classes (Heated-up Table 4), 80/20 of its images
             classes = split_classes("test", num_classes)
             keep = np.isin(all_ids, classes) & _pretrain_mask(all_ids, split == "heldout_train")
         elif pool == "main":

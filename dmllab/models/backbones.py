@@ -38,6 +38,7 @@ from dmllab.models.weights import (
     download_imagenet_state_dict,
     load_trunk_state_dict,
     read_state_dict,
+    weights_member,
 )
 from dmllab.registry import Registry
 
@@ -93,16 +94,6 @@ class ConvTrunk(nn.Module):
         return x  # (B, out_channels, h, w)
 
 
-def _weights_member(enum_cls: type, name: str, arch: str):
-    try:
-        return enum_cls[name]
-    except KeyError:
-        valid = ["DEFAULT", *(member.name for member in enum_cls)]
-        raise ValueError(
-            f"unknown imagenet_weights {name!r} for {arch!r}; valid: {', '.join(valid)}"
-        ) from None
-
-
 def _build_torchvision_trunk(
     arch: str,
     *,
@@ -115,7 +106,7 @@ def _build_torchvision_trunk(
     loads_weights = pretrained or weights_path is not None
     # Random init is wasted work when every parameter is overwritten by strict loading.
     classifier, enum_cls = spec.make(not loads_weights)
-    weights = _weights_member(enum_cls, imagenet_weights, arch) if pretrained else None
+    weights = weights_member(enum_cls, imagenet_weights, arch) if pretrained else None
     if transform_input is None:
         transform_input = spec.tf_ported_weights and loads_weights
     trunk = ConvTrunk(

@@ -31,9 +31,7 @@ def global_kmax_pool2d(x: torch.Tensor, k: int) -> torch.Tensor:
         x: feature map (B, C, H, W); any memory format (channels-last included).
         k: number of top activations averaged, 1 <= k <= H*W.
 
-    Returns:
-        (B, C) pooled features. The gradient reaches only the k selected positions, 1/k each.
-    """
+    Returns (B, C) pooled features. The gradient reaches only the k selected positions, 1/k each."""
     _check_feature_map(x)
     height, width = x.shape[-2:]
     if k > height * width:

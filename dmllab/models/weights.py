@@ -264,16 +264,20 @@ def imagenet_weights_enum(arch: str) -> type:
 DEFAULT_IMAGENET_WEIGHTS = "IMAGENET1K_V1"  # the torchvision backbones' default ``imagenet_weights``
 
 
-def _imagenet_member(backbone: str, backbone_kwargs: Mapping[str, Any]) -> Any:
-    name = str(backbone_kwargs.get("imagenet_weights", DEFAULT_IMAGENET_WEIGHTS))
-    enum_cls = imagenet_weights_enum(backbone)
+def weights_member(enum_cls: type, name: str, arch: str) -> Any:
+    """The member ``name`` of ``arch``'s torchvision ``WeightsEnum`` class; ValueError listing the valid ones."""
     try:
         return enum_cls[name]
     except KeyError:
         valid = ["DEFAULT", *(member.name for member in enum_cls)]
         raise ValueError(
-            f"unknown imagenet_weights {name!r} for {backbone!r}; valid: {', '.join(valid)}"
+            f"unknown imagenet_weights {name!r} for {arch!r}; valid: {', '.join(valid)}"
         ) from None
+
+
+def _imagenet_member(backbone: str, backbone_kwargs: Mapping[str, Any]) -> Any:
+    name = str(backbone_kwargs.get("imagenet_weights", DEFAULT_IMAGENET_WEIGHTS))
+    return weights_member(imagenet_weights_enum(backbone), name, backbone)
 
 
 def provide_imagenet(backbone: str, backbone_kwargs: Mapping[str, Any], *, progress: bool = True) -> Any:

@@ -16,7 +16,8 @@ command line) or :meth:`ExperimentConfig.replace`. Paths: ``section.field`` for 
 ``data.sampler.per_class=3``), the wrapped spec's through ``wraps`` (``loss.wraps.alpha=16`` under Proxy
 Synthesis, whose own ``loss.alpha`` is the Beta shape), a spec's name by its path alone (``model.pooling=max``,
 ``loss.name=proxy_anchor``), a callback's keyword by its name (``callbacks.heating.epoch=62``). An unknown path
-is an error listing the valid ones, never silently dropped.
+is an error listing the valid ones, never silently dropped. (OmegaConf's dotlist does not fit: a component's
+keywords are typed by its constructor's defaults, which a structured config cannot declare.)
 
 :func:`config_hash` is the sha256 of the canonical JSON of the config's result-relevant fields plus
 :data:`SCHEMA_VERSION`; fields that cannot change a result (``data.root``, ``data.num_workers``, ``run.seed``)

@@ -204,9 +204,7 @@ def aggregate(
         for _, fold, fcfg, run_seed, res in mine:
             emb, labels = embeddings(fcfg, run_seed)
             fold_embs.append(emb)
-            m = evaluate(
-                emb, labels, metrics=("mlrc",), distance=dist
-            )  # the same embeddings as the concatenation
+            m = evaluate(emb, labels, metrics=("mlrc",), distance=dist)  # the concatenation's embeddings
             per_fold.append({"fold": fold, "best_epoch": res.best_epoch, **{k: m[k] for k in MLRC_METRICS}})
         concat = F.normalize(torch.cat([F.normalize(e.float(), dim=1) for e in fold_embs], dim=1), dim=1)
         cm = evaluate(concat, labels, metrics=("mlrc",), distance=dist)

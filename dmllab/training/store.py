@@ -553,9 +553,7 @@ def run(
     from dmllab.numerics import late_pin_message, stale_cache_message
 
     store = store or RunStore()
-    cfg = check(
-        cfg.replace("run.seed", seed)
-    )  # reject what cannot work before any folder is made or key made
+    cfg = check(cfg.replace("run.seed", seed))  # reject what cannot work before any folder or key is made
     late = late_pin_message() if not str(cfg.run.device).startswith("cuda") else None
     for message in (late, stale_cache_message(paths.cache_dir(), store.root)):
         if message:
@@ -584,9 +582,7 @@ def run(
             if stored is not None:
                 return stored
         parent_model = _parent_model(cfg, seed, store, progress) if parent_config(cfg) is not None else None
-        prepare(
-            cfg, progress=progress
-        )  # what the run starts from (a pre-trained trunk), announced and cached
+        prepare(cfg, progress=progress)  # what it starts from (a pre-trained trunk), announced and cached
         ckpt_dir = store.checkpoint_dir(cfg, seed)
         if force:
             (ckpt_dir / "last.pt").unlink(missing_ok=True)
