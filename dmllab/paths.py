@@ -49,9 +49,7 @@ def resolve_folders(environ: MutableMapping[str, str] = os.environ) -> None:
     made absolute (against the current folder) in ``environ``, so that the workers and notebook kernels a study
     starts in other folders find the same runs; a folder (given or default) that is a dangling link is refused.
 
-    Raises:
-        ValueError: naming the variable, the folder and the link's missing target.
-    """
+    Raises ValueError: naming the variable, the folder and the link's missing target."""
     for name in FOLDER_VARIABLES:
         if environ.get(name, "").strip():
             environ[name] = os.path.abspath(os.path.expanduser(environ[name]))

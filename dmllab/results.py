@@ -222,11 +222,6 @@ def keep_produced(new: pd.DataFrame, old: pd.DataFrame) -> pd.DataFrame:
     return rowkeys.carry_over(new, old, PRODUCED_COLUMNS)
 
 
-def _write_csv(path: Path, frame: pd.DataFrame, **to_csv: Any) -> bool:
-    """Write ``frame`` to ``path`` (:func:`dmllab.fileio.write_atomic`; not rewritten when unchanged)."""
-    return write_atomic(path, frame.to_csv(index=False, lineterminator="\n", **to_csv).encode("utf-8"))
-
-
 def _update(path: str | os.PathLike, change: Callable[[pd.DataFrame | None], pd.DataFrame]) -> None:
     """Apply ``change(existing frame or None) -> new frame`` to ``path`` under the lock, atomically; the new file
     replaces the old one only when it passes :func:`read_rows` (otherwise ValueError, and the old file stays)."""
@@ -262,9 +257,7 @@ def write_rows(
             rewrites the file with ``rows`` only.
         device: recorded in the ``device`` column where the rows do not give one.
 
-    Raises:
-        ValueError: unknown mode, unknown column, a missing required column or a non-numeric value.
-    """
+    Raises ValueError: unknown mode, unknown column, a missing required column or a non-numeric value."""
     if mode not in ("append", "replace"):
         raise ValueError(f"unknown mode {mode!r}; valid modes: append, replace")
     new = _to_frame(_normalise_rows(rows, provenance(device)))
@@ -605,7 +598,8 @@ def write_table(path: str | os.PathLike, frame: Any, *, profile: str, device: st
                 if device is not None:
                     drop &= _device_mask(old, device)
                 frame = rowkeys.splice(old, drop, frame)
-        _write_csv(path, frame, float_format="%.6g")
+        text = frame.to_csv(index=False, lineterminator="\n", float_format="%.6g")
+        write_atomic(path, text.encode("utf-8"))  # not rewritten when unchanged
 
 
 # ------------------------------------------------------------------------------------------ row builders

@@ -10,9 +10,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-# The library's expected failures (bad input, missing or corrupt files, full disk, a diverged training): one
-# line and exit status 2; anything else reaches the generic handler of dmllab.cli (one line, status 1).
-_USER_ERRORS = (ValueError, KeyError, OSError, FloatingPointError)
+from dmllab.errors import EXPECTED_ERRORS  # one line and status 2; any other error reaches dmllab.cli
 
 
 def _fail(err: BaseException, args: argparse.Namespace) -> int:
@@ -132,7 +130,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             print(presets.describe(cfg))
             print(f"config {config_hash(cfg)} seed {args.seed}")
         result = run(cfg, seed=args.seed, store=RunStore(), progress=not args.quiet, force=args.force)
-    except _USER_ERRORS as err:
+    except EXPECTED_ERRORS as err:
         return _fail(err, args)
     src = "stored result" if result.cached else f"trained in {result.wall_time_s:.1f} s"
     print(f"test ({src}; best epoch {result.best_epoch}, lr drops {result.lr_drop_epochs}):")
@@ -203,7 +201,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         else:
             emb, lab, _ = embed_split(model, cfg, args.split or cfg.data.test_split)
             metrics = evaluate(emb, lab, **kw)
-    except _USER_ERRORS as err:
+    except EXPECTED_ERRORS as err:
         return _fail(err, args)
     _print_metrics(metrics)
     return 0
@@ -225,7 +223,7 @@ def cmd_presets(args: argparse.Namespace) -> int:
             for d in datasets:
                 for p in profiles:
                     print("  " + presets.describe(presets.get(m, d, p)))
-    except _USER_ERRORS as err:
+    except EXPECTED_ERRORS as err:
         return _fail(err, args)
     return 0
 
