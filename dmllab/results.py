@@ -12,7 +12,7 @@ Retrieval metrics (R@K, NMI, MAP@R, ...) are stored in percent, as the papers pr
 offline benchmark the row's run trained on (empty for a row of no run).
 
 Writes are atomic (:func:`dmllab.fileio.write_atomic`: a temporary file in the same folder, flushed to disk and
-moved over the old one) while the lock ``<path>.lock`` is held (:func:`dmllab.locks.exclusive`), for the rows and
+moved over the old one) while the lock ``.locks/<name>.lock`` beside it is held (:func:`dmllab.locks.exclusive`), for the rows and
 the extra figure tables alike, so concurrent writers never lose rows and a reader never sees a partial row. A
 value written again unchanged keeps the provenance it was first written with (:data:`PRODUCED_COLUMNS`), and a
 file whose content would not change is not rewritten: a re-run that changes nothing leaves every file
@@ -196,7 +196,7 @@ LOCK_TIMEOUT_S = 600.0
 @contextmanager
 def _locked(path: Path) -> Iterator[None]:
     with exclusive(
-        Path(str(path) + ".lock"),
+        path.parent / ".locks" / f"{path.name}.lock",  # one hidden folder, not a lock beside every CSV
         waiting=lambda holder: f"{path} is being written by another process ({holder}): waiting for it",
         notice_s=LOCK_NOTICE_S,
         timeout=LOCK_TIMEOUT_S,

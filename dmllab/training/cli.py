@@ -265,11 +265,25 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--profile", default="quick", help="paper, quick or smoke (default quick, the embedded default)"
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="the run's seed (default 0)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override, e.g. loss.temperature=0.05")
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--two-stage", dest="two_stage", action="store_const", const=True, default=None)
-    g.add_argument("--single-stage", dest="two_stage", action="store_const", const=False)
+    stage = "default: the preset's run.two_stage"
+    g.add_argument(
+        "--two-stage",
+        dest="two_stage",
+        action="store_const",
+        const=True,
+        default=None,
+        help=f"ProxyNCA++'s protocol: stage 1 on train picks the epochs, stage 2 retrains on trainval ({stage})",
+    )
+    g.add_argument(
+        "--single-stage",
+        dest="two_stage",
+        action="store_const",
+        const=False,
+        help=f"one stage on the config's train split for all epochs, last model tested ({stage})",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--force", action="store_true", help="retrain even if the run is stored")
     p.add_argument(
@@ -296,12 +310,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "and --set evaluate the same network on other data.",
     )
     p.add_argument("target", help="results/runs/<hash>/seed<k> folder or a final.pt file")
-    p.add_argument("--dataset", default=None)
-    p.add_argument("--data-root", default=None)
+    p.add_argument("--dataset", default=None, help="evaluate on this dataset (default: the run's)")
+    p.add_argument("--data-root", default=None, help="its folder (default: the run's)")
     p.add_argument(
         "--split", default=None, help="default: the config's test split (query/gallery for In-Shop)"
     )
-    p.add_argument("--set", action="append", metavar="KEY=VALUE")
+    p.add_argument(
+        "--set", action="append", metavar="KEY=VALUE", help="override the run's config, as train --set does"
+    )
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser(
@@ -311,9 +327,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "each dataset and profile (or --dataset, --profile), the preset's key hyper-parameters and the method's "
         "options.",
     )
-    p.add_argument("--method", default=None)
-    p.add_argument("--dataset", default=None)
-    p.add_argument("--profile", default=None)
+    p.add_argument("--method", default=None, help="only this method (default: every one)")
+    p.add_argument("--dataset", default=None, help="only this dataset (default: every one)")
+    p.add_argument("--profile", default=None, help="only this profile (default: every one)")
     p.set_defaults(func=cmd_presets)
 
     p = sub.add_parser(
@@ -332,6 +348,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="the synthetic benchmark's draw whose pre-training pool it trains on (0)",
     )
     p.add_argument("--profile", default="quick", help="accepted for symmetry; the quick profile's CNN")
-    p.add_argument("--quiet", action="store_true")
-    p.add_argument("--force", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--force", action="store_true", help="pre-train again even if the weights are cached")
     p.set_defaults(func=cmd_pretrain)
