@@ -152,6 +152,17 @@ BENCHMARKS: dict[str, Benchmark] = {
         "plus unit noise), one thread: NMI, within-cluster sum of squares relative to scikit-learn's, wall time.",
         _AVX2,
     ),
+    "numerics_ops": Benchmark(
+        "numerics_ops.py",
+        "nice -n 10 python benchmarks/numerics_ops.py",
+        "The SmallCNN's six recorded training steps (`smallcnn_*` of `tests/numerics_fingerprints.json`) taken "
+        "apart: each operation they run hashed on its own (sha256, first 16 hex digits; one thread), per kernel "
+        "setting, each in a fresh process; `onednn` is the oneDNN implementation that ran a convolution; the "
+        "`smallcnn_steps` row says whether the steps themselves give the record. `--check` compares another "
+        "CPU's `pin` rows with these ([reproducibility.md](reproducibility.md#same-numbers-on-other-cpus)).",
+        "AMD EPYC family 26 model 2 (Zen 5, AVX-512; the CPU of the record), 2 cores",
+        lambda h, r: pivot(h, r, ("op",), "setting", "sha256"),
+    ),
     "quick": Benchmark(
         "bench_quick.py",
         "python benchmarks/bench_quick.py --seeds 5 --before-seeds 2 --settings before,after,native",
