@@ -44,7 +44,7 @@ import benchutil
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "tests" / "numerics_fingerprints.json"
 OUT = ROOT / "results" / "benchmarks" / "numerics_ops.csv"
-FIELDS = ["setting", "op", "onednn", "sha256", "cpu", "kernels", "torch_version"]
+FIELDS = ["setting", "op", "onednn", "sha256", "cpu", "caches", "kernels", "torch_version"]
 # MKL's vendor check, exported by torch's x86-64 library; returning 1 makes MKL take its Intel code paths.
 FAKE_INTEL = "int mkl_serv_intel_cpu_true(void) { return 1; }\n"
 # (in channels, out channels, stride, input size) of the quick SmallCNN's convolutions (width 16, 56-pixel crops).
@@ -67,6 +67,21 @@ def _settings(pinned: dict[str, str]) -> dict[str, tuple[dict[str, str] | None, 
         "mkl_intel": (None, False, True),
         "native": ({}, False, False),
     }
+
+
+def caches() -> str:
+    """The first CPU's data and unified caches as Linux lists them (e.g. ``L1 48K, L2 1024K, L3 32768K (CPUs
+    0-1)``): oneDNN sizes some of its blocks by them; empty where sysfs cannot be read."""
+    out = []
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            kind, level, size = ((index / f).read_text().strip() for f in ("type", "level", "size"))
+            shared = (index / "shared_cpu_list").read_text().strip()
+        except OSError:
+            continue
+        if kind != "Instruction":
+            out.append(f"L{level} {size}" + (f" (CPUs {shared})" if shared != "0" else ""))
+    return ", ".join(out)
 
 
 def _sha(t: Any) -> str:
@@ -233,7 +248,8 @@ def measure(names: list[str]) -> list[dict[str, Any]]:
             got = benchutil.child_result(out.stdout)
             kernels = " ".join(f"{k}={v}" for k, v in sorted(got["kernels"].items()))
             same = all(record.get(k) == v for k, v in got["steps"].items())
-            common = {"setting": name, "cpu": cpu, "kernels": kernels, "torch_version": _torch_version()}
+            common = {"setting": name, "cpu": cpu, "caches": caches(), "kernels": kernels}
+            common["torch_version"] = _torch_version()
             rows += [{**common, **r} for r in got["rows"]]
             rows.append(
                 {**common, "op": "smallcnn_steps", "onednn": "", "sha256": "match" if same else "differ"}
@@ -259,7 +275,8 @@ def check(path: Path) -> int:
         if (want[op]["sha256"], want[op]["onednn"])
         != (got.get(op, {}).get("sha256"), got.get(op, {}).get("onednn"))
     ]
-    print(f"recorded on {next(iter(want.values()))['cpu']}; here {benchutil.machine()}")
+    first = next(iter(want.values()))
+    print(f"recorded on {first['cpu']} ({first['caches']}); here {benchutil.machine()} ({caches()})")
     for op in differ:
         w, g = want[op], got.get(op, {})
         print(
