@@ -81,7 +81,9 @@ class GeneratedNotebooks(AsyncLargeFileManager):
         copy = saved_copy(stem)
         copy.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(copy, nbformat.writes(nbformat.from_dict(model["content"])) + "\n")
-        self.log.info("dmllab: %s stays as generated; Lab's copy, outputs included, saved to %s", path, copy)
+        self.log.info(
+            "dmllab: %s stays as generated; Lab's copy, outputs included, saved to %s", path.strip("/"), copy
+        )
         return await self.get(path, content=False)
 
 

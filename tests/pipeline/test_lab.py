@@ -44,6 +44,14 @@ def _git_status() -> str | None:
 
 
 @pytest.fixture
+def chromium() -> str:
+    found = browser.find_chromium()
+    if found is None:
+        pytest.skip("no chromium executable (install the OS package 'chromium')")
+    return found
+
+
+@pytest.fixture
 def server(tmp_path, monkeypatch):
     """JupyterLab on a free port with a token; its results and caches (and this test's) under ``tmp_path``."""
     for var in paths.FOLDER_VARIABLES:
@@ -92,12 +100,9 @@ def server(tmp_path, monkeypatch):
 
 # The notebook has unsaved changes (what the dot on its tab shows).
 _DIRTY = "() => window.jupyterapp.shell.currentWidget.context.model.dirty"
-_ALL_RAN = """() => {
-  const panel = window.jupyterapp.shell.currentWidget;
-  const cells = panel.content.widgets.filter(c => c.model.type === 'code');
-  return panel.sessionContext.session?.kernel?.status === 'idle'
-    && cells.every(c => c.model.executionCount !== null);
-}"""
+_KERNEL = "() => window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel?.status"
+_ALL_RAN = f"""() => ({_KERNEL})() === 'idle' && window.jupyterapp.shell.currentWidget.content.widgets
+  .filter(c => c.model.type === 'code').every(c => c.model.executionCount !== null)"""
 
 _SET_PARAMETERS = """() => {
   const cell = window.jupyterapp.shell.currentWidget.content.widgets
@@ -108,25 +113,14 @@ _SET_PARAMETERS = """() => {
 }"""
 
 
-def test_lab_runs_a_notebook_and_leaves_the_checkout_clean(server):
-    chromium = browser.find_chromium()
-    if chromium is None:
-        pytest.skip("no chromium executable (install the OS package 'chromium')")
-    playwright = pytest.importorskip(
-        "playwright.sync_api", reason="playwright is not installed (the dev extra)"
-    )
-    base, token, tmp_path = server
-    tracked = notebooks_dir() / f"{STEM}.ipynb"
-    before, status = tracked.read_bytes(), _git_status()
-    with playwright.sync_playwright() as pw:
+def _run_in_lab(sync_api, chromium: str, base: str, token: str) -> None:
+    """Open the notebook, check that it opens unmodified, set the smoke profile, run every cell, save (Ctrl+S)."""
+    with sync_api.sync_playwright() as pw:
         chrome = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
         try:
             page = chrome.new_page()
             page.goto(f"{base}/lab/tree/notebooks/{STEM}.ipynb?token={token}")
-            page.wait_for_function(
-                "() => window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel?.status === 'idle'",
-                timeout=60_000,
-            )
+            page.wait_for_function(f"() => ({_KERNEL})() === 'idle'", timeout=60_000)
             page.wait_for_timeout(1000)  # the kernel's info reply reaches the notebook's metadata
             assert not page.evaluate(_DIRTY), "opening the notebook changed it"
             page.evaluate(_SET_PARAMETERS)
@@ -138,7 +132,21 @@ def test_lab_runs_a_notebook_and_leaves_the_checkout_clean(server):
             page.wait_for_function(f"() => !({_DIRTY})()", timeout=30_000)
         finally:
             chrome.close()
-    assert tracked.read_bytes() == before, "the save wrote into the committed notebook"
+
+
+def test_lab_runs_a_notebook_and_leaves_the_checkout_clean(chromium, server):
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="playwright is not installed (the dev extra)"
+    )
+    base, token, tmp_path = server
+    tracked = notebooks_dir() / f"{STEM}.ipynb"
+    before, status = tracked.read_bytes(), _git_status()
+    try:
+        _run_in_lab(sync_api, chromium, base, token)
+    finally:
+        if tracked.read_bytes() != before:  # the failure below, without leaving the checkout dirty
+            tracked.write_bytes(before)
+            pytest.fail("the save wrote into the committed notebook")
     assert _git_status() == status
     assert stale_notebooks(only=[STEM]) == []
     copy = lab.saved_copy(STEM)
@@ -152,3 +160,27 @@ def test_lab_runs_a_notebook_and_leaves_the_checkout_clean(server):
     html = verdicts.outputs[0]["data"]["text/html"]
     assert "NaN" not in html and "None" not in html and "inconclusive" in html
     assert "<td" in html and "..." not in html
+
+
+def test_a_notebook_kernel_trains_as_the_study_does():
+    """After the setup cell a kernel runs torch on the study's threads (one on the CPU) and tqdm.auto's bars are
+    plain text, without ipywidgets' warning in the notebook."""
+    import nbclient
+
+    from dmllab.pipeline.execute import ensure_kernel
+    from dmllab.pipeline.jobs import threads_per_worker
+
+    cell = nbformat.v4.new_code_cell(
+        "import dmllab.pipeline.notebook as nb\n"
+        f'A = nb.setup({{"profile": "smoke", "device": "cpu"}}, "{STEM}")\n'
+        "import torch\nfrom tqdm.auto import tqdm\n"
+        'list(tqdm(range(3), desc="steps"))\nprint("threads", torch.get_num_threads())'
+    )
+    ran = nbclient.NotebookClient(
+        nbformat.v4.new_notebook(cells=[cell]), kernel_name=ensure_kernel()
+    ).execute()
+    streams = {name: "" for name in ("stdout", "stderr")}
+    for out in ran.cells[0].outputs:
+        streams[out.name] += out.text
+    assert f"threads {threads_per_worker('cpu', 1)}\n" in streams["stdout"]
+    assert "steps: 100%" in streams["stderr"] and "Warning" not in streams["stderr"], streams["stderr"]
