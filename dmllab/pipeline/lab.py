@@ -10,7 +10,6 @@ file as it is and writes the notebook as Lab holds it, edits and outputs include
 from __future__ import annotations
 
 import functools
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,44 +29,41 @@ def saved_copy(stem: str) -> Path:
 
 
 @functools.cache
-def kernel_metadata() -> dict[str, Any]:
-    """The notebook metadata Lab writes when the ``python3`` kernel starts: its ``kernelspec`` and, where that kernel
-    runs this interpreter, the ``language_info`` its ipykernel reports."""
+def kernel_metadata(name: str) -> dict[str, Any]:
+    """The notebook metadata Lab writes when the kernel ``name`` starts: its ``kernelspec`` and the
+    ``language_info`` of this interpreter's ipykernel (a Python kernel of this environment runs this interpreter);
+    nothing for a kernel that is not installed."""
+    from ipykernel.ipkernel import IPythonKernel
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
-    from dmllab.pipeline.execute import KERNEL_NAME, _kernel_python
-
     try:
-        spec = KernelSpecManager().get_kernel_spec(KERNEL_NAME)
+        spec = KernelSpecManager().get_kernel_spec(name)
     except NoSuchKernel:
         return {}
-    meta: dict[str, Any] = {
-        "kernelspec": {"name": KERNEL_NAME, "display_name": spec.display_name, "language": spec.language}
+    return {
+        "kernelspec": {"name": name, "display_name": spec.display_name, "language": spec.language},
+        "language_info": dict(IPythonKernel.language_info),
     }
-    if os.path.realpath(_kernel_python(spec.argv[0])) == os.path.realpath(sys.executable):
-        from ipykernel.ipkernel import IPythonKernel
-
-        meta["language_info"] = dict(IPythonKernel.language_info)
-    return meta
 
 
 class GeneratedNotebooks(AsyncLargeFileManager):
     """Jupyter's file contents manager, except for the generated notebooks (the files ``notebooks/*.ipynb``: the
-    folder holds no other, ``dmllab notebooks`` removes them): each opens with :func:`kernel_metadata`, and a save
-    goes to :func:`saved_copy` instead of its file."""
+    folder holds no other, ``dmllab notebooks`` removes them): each opens with the :func:`kernel_metadata` of the
+    kernel it names, and a save goes to :func:`saved_copy` instead of its file."""
 
     def _generated(self, path: str) -> str | None:
         """The stem of the generated notebook at the API path ``path``, None for any other file."""
         os_path = Path(self._get_os_path(path.strip("/")))
         notebooks = paths.repo_root() / "notebooks"
-        if os_path.suffix == ".ipynb" and os_path.parent == notebooks and os_path.is_file():
+        if os_path.suffix == ".ipynb" and os_path.parent.resolve() == notebooks and os_path.is_file():
             return os_path.stem
         return None
 
     async def get(self, path, content=True, type=None, format=None, **kwargs):
         model = await super().get(path, content=content, type=type, format=format, **kwargs)
         if model["type"] == "notebook" and model.get("content") and self._generated(path):
-            model["content"]["metadata"].update(kernel_metadata())
+            meta = model["content"]["metadata"]
+            meta.update(kernel_metadata(meta.get("kernelspec", {}).get("name", "")))
         return model
 
     async def save(self, model, path=""):
@@ -82,7 +78,10 @@ class GeneratedNotebooks(AsyncLargeFileManager):
         copy.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(copy, nbformat.writes(nbformat.from_dict(model["content"])) + "\n")
         self.log.info(
-            "dmllab: %s stays as generated; Lab's copy, outputs included, saved to %s", path.strip("/"), copy
+            "dmllab: %s is generated, so it stays as it is; the notebook as you have it, outputs included, is "
+            "saved to %s",
+            path.strip("/"),
+            copy,
         )
         return await self.get(path, content=False)
 

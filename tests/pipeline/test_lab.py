@@ -152,6 +152,7 @@ def test_lab_runs_a_notebook_and_leaves_the_checkout_clean(chromium, server):
     copy = lab.saved_copy(STEM)
     assert copy.is_relative_to(tmp_path), copy
     saved = nbformat.read(copy, as_version=4)
+    assert 'profile = "smoke"' in saved.cells[1].source, "the copy holds the notebook as edited in Lab"
     outputs = [o for c in saved.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"], outputs
     text = json.dumps(outputs)
