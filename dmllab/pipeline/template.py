@@ -4,8 +4,8 @@ Every artifact notebook has the same cells (:func:`make_notebook`): a title (the
 varies), one cell tagged ``parameters`` (``profile``, ``seeds``, ``device``, ``data_root``, ``train_missing`` and
 the artifact's own parameters; ``None`` means "the profile's default", whose values the comment shows), the setup
 cell ``A = nb.setup(globals(), "<id>")`` (:mod:`dmllab.pipeline.notebook`; it prints the resolved values), the
-runs it reads, its tidy rows (written to ``<id>.csv`` in :func:`dmllab.paths.destination`), the paper-vs-reproduced table, the verdicts and the
-figures. Each paper also has a plotting notebook, ``plots_<paper>.ipynb``. Notebooks are generated from their
+runs it reads, its tidy rows (written to ``<id>.csv`` in :func:`dmllab.paths.destination`), the paper-vs-reproduced
+table, the verdicts and the figures. Each paper also has a plotting notebook, ``plots_<paper>.ipynb``. Notebooks are generated from their
 :class:`~dmllab.experiments.Artifact` and committed without outputs; ``dmllab notebooks --check`` says when one is
 out of date (:func:`stale_notebooks`).
 """
