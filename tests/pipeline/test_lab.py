@@ -52,6 +52,11 @@ def chromium() -> str:
 
 
 @pytest.fixture
+def sync_api():
+    return pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the dev extra)")
+
+
+@pytest.fixture
 def server(tmp_path, monkeypatch):
     """JupyterLab on a free port with a token; its results and caches (and this test's) under ``tmp_path``."""
     for var in paths.FOLDER_VARIABLES:
@@ -134,10 +139,7 @@ def _run_in_lab(sync_api, chromium: str, base: str, token: str) -> None:
             chrome.close()
 
 
-def test_lab_runs_a_notebook_and_leaves_the_checkout_clean(chromium, server):
-    sync_api = pytest.importorskip(
-        "playwright.sync_api", reason="playwright is not installed (the dev extra)"
-    )
+def test_lab_runs_a_notebook_and_leaves_the_checkout_clean(chromium, sync_api, server):
     base, token, tmp_path = server
     tracked = notebooks_dir() / f"{STEM}.ipynb"
     before, status = tracked.read_bytes(), _git_status()
