@@ -229,8 +229,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(sub: argparse._SubParsersAction) -> None:
-    """Register ``train``, ``evaluate``, ``presets`` and ``pretrain`` on the ``dmllab`` parser."""
+def _add_train(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "train",
         help="train (or fetch from the run store) one preset run",
@@ -281,6 +280,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mlrc-dim", type=int, default=None, help="per-fold embedding size (MLRC: 128)")
     p.set_defaults(func=cmd_train)
 
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    """Register ``train``, ``evaluate``, ``presets`` and ``pretrain`` on the ``dmllab`` parser."""
+    _add_train(sub)
     p = sub.add_parser(
         "evaluate",
         help="evaluate a stored run's final model or a checkpoint file",
