@@ -185,6 +185,13 @@ def main(argv: list[str] | None = None) -> int:
         help="keep the rows already in --out (other candidates measured before)",
     )
     ap.add_argument(
+        "--merge",
+        type=Path,
+        action="append",
+        default=[],
+        help="add the rows of another CSV of this script (e.g. a second process measured side by side)",
+    )
+    ap.add_argument(
         "--study", type=Path, default=BENCH / "study.csv", help="the study cost the projection scales"
     )
     ap.add_argument(
@@ -209,6 +216,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.append and args.out.is_file():
         with args.out.open(newline="") as fh:
             rows = [_typed(r) for r in csv.DictReader(fh)]
+    for other in args.merge:
+        with other.open(newline="") as fh:
+            merged = [_typed(r) for r in csv.DictReader(fh)]
+        again = {(r["method"], r["candidate"]) for r in merged}
+        rows = [r for r in rows if (r["method"], r["candidate"]) not in again] + merged
     stamp = {"cpu": machine(), "date": datetime.date.today().isoformat(), "profile": profile, "draw": DRAW}
     for method in [m for m in args.methods.split(",") if m]:
         for name in names:
@@ -224,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
             write_csv(args.out, with_projection(rows, study_projection(args.study)))
+    write_csv(args.out, with_projection(rows, study_projection(args.study)))
     print(f"wrote {args.out}")
     return 0
 

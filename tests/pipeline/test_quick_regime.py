@@ -70,10 +70,17 @@ def test_dry_trains_every_knob_and_writes_its_rows(tmp_path):
         assert 0 <= float(r["train_R1"]) <= 100 and 0 <= float(r["test_R1"]) <= 100, r
         assert float(r["cpu_s"]) > 0 and r["torch_threads"] == "1" and r["draw"] == str(quick_regime.DRAW), r
     assert {float(r["relative_cost"]) for r in rows if r["candidate"] == "preset"} == {1.0}
-    again = subprocess.run(
-        [*cmd, "--only", "e1", "--append"], capture_output=True, text=True, env=env, cwd=REPO
-    )
-    assert again.returncode == 0, again.stdout + again.stderr
+    other = tmp_path / "other.csv"
+    once = [*cmd[:3], "--out", str(other), "--only", "e1", "--methods", quick_regime.METHODS[0]]
+    assert subprocess.run(once, capture_output=True, text=True, env=env, cwd=REPO).returncode == 0
+    merge = [*cmd, "--methods", "", "--append", "--merge", str(other)]
+    done = subprocess.run(merge, capture_output=True, text=True, env=env, cwd=REPO)
+    assert done.returncode == 0, done.stdout + done.stderr
     with out.open(newline="") as fh:
-        assert len(list(csv.DictReader(fh))) == len(rows)  # a candidate measured again replaces its rows
+        merged = list(csv.DictReader(fh))
+    with other.open(newline="") as fh:
+        (measured,) = list(csv.DictReader(fh))
+    assert len(merged) == len(rows)  # a candidate measured again replaces its row
+    (e1,) = [r for r in merged if (r["method"], r["candidate"]) == (quick_regime.METHODS[0], "e1")]
+    assert e1["cpu_s"] == measured["cpu_s"]
     assert {p.name: p.read_bytes() for p in (REPO / "results" / "benchmarks").glob("*.csv")} == committed
