@@ -231,15 +231,17 @@ BENCHMARKS: dict[str, Benchmark] = {
     ),
     "quick_regime": Benchmark(
         "quick_regime.py",
-        "nice -n 10 python benchmarks/quick_regime.py --only preset,e16,e32,nc100_e32,ipc20_e32,b2,b0 --methods "
-        "proxynca++, beside it --only e64,b2_e32 --methods proxynca++ --out B and --only preset,e32 --methods "
-        "proxy_synthesis:normsoftmax --out C, then --methods '' --append --merge B --merge C",
+        "nice -n 10 python benchmarks/quick_regime.py --only <candidates> --methods <method> --out <part>, in "
+        "parallel processes (proxynca++: preset,e16,e32,nc100_e32,ipc20_e32,b2,b0 | e64 | nc50_e32 | "
+        "nc50_e16,nc100_e48; proxy_synthesis:normsoftmax: preset,e32 | nc50_e32,nc50_e16; both: nc50_e24), then "
+        "python benchmarks/quick_regime.py --methods '' --merge <part> ... (one --merge per part)",
         "Whether a quick setting puts the offline benchmark in the papers' regime (ProxyNCA++'s training R@1 at "
         "least 85 %, docs/preregistration.md): per candidate (the method's quick preset with `knobs` changed) "
         "and method, one seed on draw 99 (no claim's), the training R@1 of the final model on a sample of "
         "`trainval` (`train_R1`, the artifacts' `train_R@1`) and the test R@1 (`test_R1`), in percent; the "
         "process's CPU seconds of the run on 1 torch thread (`cpu_s`, one-off caches built before it: "
-        "`oneoff_cpu_s`) and its wall seconds on the shared machine; `relative_cost` against the method's preset "
+        "`oneoff_cpu_s`), its wall seconds on the shared machine (`wall_s`; `train_steps_s`: the trainer's data and "
+        "step phases, wall); `relative_cost` against the method's preset "
         "and `make study` from empty projected from `study.csv` (`projected_study_min`), `fits` and `in_budget` "
         "(at most 180 min). The regime reason of the verdicts quotes it (`dmllab.experiments.gate`).",
     ),
