@@ -21,6 +21,7 @@ from dmllab.metrics.evaluator import (
     DISTANCES,
     CollapsedEmbeddingError,
     DegenerateEmbeddingError,
+    FewReferencesWarning,
     NonFiniteEmbeddingError,
     RetrievalResult,
     ZeroEmbeddingError,

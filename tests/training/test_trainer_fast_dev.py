@@ -109,6 +109,7 @@ def data_root(tmp_path_factory):
     return root
 
 
+@pytest.mark.filterwarnings("error::dmllab.metrics.FewReferencesWarning")  # its splits are small on purpose
 @pytest.mark.parametrize("dataset", ["sop", "inshop"])
 def test_paper_preset_fast_dev_run_on_the_miniature_sop_and_inshop(dataset, data_root):
     """The paper preset of ProxyNCA++ (class-balanced 3-image batches, two-stage on SOP, the query/gallery test on
