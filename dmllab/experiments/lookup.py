@@ -107,21 +107,44 @@ def _draw(run: Run, params: Params) -> int:
 def planned_runs(
     artifact: Artifact, params: Params, placed: dict[tuple[str, int], Run] | None = None
 ) -> list[Run]:
-    """The runs ``artifact`` reads with ``params``, placed: what the study trains for it.
+    """The runs ``artifact`` reads with ``params``, each placed once (:func:`placed_run`): what the study trains
+    for it."""
+    placed = {} if placed is None else placed
+    return [placed_run(run, params, placed) for run in artifact.runs(params)]
 
-    ``placed``: the runs placed so far in this execution, by the key and draw of the run as declared; a run that
-    another artifact declared as well is taken from there (with this artifact's variant and tags), not placed
-    again."""
-    if placed is None:
-        return [place(run, params) for run in artifact.runs(params)]
-    out = []
-    for run in artifact.runs(params):
-        declared = (run.key, _draw(run, params))
-        if declared not in placed:
-            placed[declared] = place(run, params)
-        first = placed[declared]
-        same = (first.variant, first.tags) == (run.variant, run.tags)
-        out.append(first if same else Run(first.config, first.seed, run.variant, run.tags, first.draw))
+
+def placed_run(run: Run, params: Params, placed: dict[tuple[str, int], Run]) -> Run:
+    """``run`` as this execution trains it: from ``placed`` (the runs placed so far in this execution, or a study's
+    manifest, :func:`read_manifest`, by the key and draw of the run as declared) with this run's variant and tags,
+    else placed here (:func:`place`) and added to it."""
+    declared = (run.key, _draw(run, params))
+    if declared not in placed:
+        placed[declared] = place(run, params)
+    first = placed[declared]
+    same = (first.variant, first.tags) == (run.variant, run.tags)
+    return first if same else Run(first.config, first.seed, run.variant, run.tags, first.draw)
+
+
+def read_manifest(path: str | os.PathLike) -> dict[tuple[str, int], Run]:
+    """The placed runs of a study's manifest (:meth:`dmllab.pipeline.plan.Plan.manifest`), by the key and draw of
+    each run as its artifacts declared it, for :func:`placed_run`.
+
+    Raises:
+        FileNotFoundError: no manifest at ``path``.
+        ValueError: a file that is not a manifest.
+    """
+    import json
+
+    from dmllab.training.config import ExperimentConfig
+
+    try:
+        entries = json.loads(Path(path).read_text())["runs"]
+        out = {}
+        for e in entries:
+            run = Run(ExperimentConfig.from_dict(e["config"]), int(e["seed"]), draw=e["draw"])
+            out.update({(key, int(draw)): run for key, draw in e["declared"]})
+    except (KeyError, TypeError, ValueError) as err:
+        raise ValueError(f"{path} is not a study's manifest ({type(err).__name__}: {err})") from None
     return out
 
 
@@ -143,11 +166,14 @@ def _trained_with(result: RunResult) -> dict[str, str]:
 
 
 class Lookup:
-    """What an artifact's ``rows`` receives: every run placed by :func:`place`, then read from the run store
-    (trained first where missing, when ``train_missing``).
+    """What an artifact's ``rows`` receives: every run it asks about placed once (:func:`placed_run`: read from the
+    study's manifest where the study gave one, else placed here), then read from the run store (trained first where
+    missing, when ``train_missing``).
 
     Args:
         params: the resolved parameters of the execution (device, data root).
+        placed: the runs placed so far by the key and draw of the run as declared (a study's manifest,
+            :func:`read_manifest`); None: none yet.
         train_missing: train a run that is not stored instead of raising :class:`MissingRunError`.
         progress: progress bars while training here.
         store: the run store (default: ``dmllab.paths.runs_dir()``).
@@ -157,14 +183,17 @@ class Lookup:
         self,
         params: Params,
         *,
+        placed: dict[tuple[str, int], Run] | None = None,
         train_missing: bool = False,
         progress: bool = False,
         store: RunStore | None = None,
     ) -> None:
         self.params = params
+        self.placed = {} if placed is None else placed
         self.train_missing = train_missing
         self.progress = progress
         self._store = store
+        self._given: set[Run] = set()  # the placed runs this lookup gave: placing one again changes nothing
 
     @property
     def store(self) -> RunStore:
@@ -175,8 +204,12 @@ class Lookup:
         return self._store
 
     def place(self, run: Run) -> Run:
-        """``run`` where this execution runs it (:func:`place`)."""
-        return place(run, self.params)
+        """``run`` where this execution runs it (:func:`placed_run`); a run this lookup placed, as it is."""
+        if run in self._given:
+            return run
+        out = placed_run(run, self.params, self.placed)
+        self._given.add(out)
+        return out
 
     def result(self, run: Run) -> RunResult:
         """The stored :class:`RunResult` of ``run``; trains it when missing and allowed.

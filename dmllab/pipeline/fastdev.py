@@ -1,6 +1,6 @@
 """``dmllab study --fast-dev-run``: a study checked in minutes before it spends GPU hours.
 
-Every planned run of the selected artifacts (first seed only: :func:`dmllab.pipeline.plan.execution_parameters`) is a
+Every planned run of the selected artifacts (first seed only: :func:`dmllab.pipeline.plan.artifact_overrides`) is a
 fast dev run (``run.fast_dev_run``, placed by :func:`dmllab.experiments.lookup.place`: N batches per epoch, at most one
 warm-up and one schedule epoch per stage, N batches per evaluation, the batch shrunk to fit a split smaller than one
 batch; :mod:`dmllab.training.protocol`, :class:`dmllab.training.Trainer`); the notebooks, plots and report then run on
