@@ -21,7 +21,7 @@ class Execution:
     """Where and how a study's runs execute (module docstring).
 
     Its text (``str``, :meth:`parse`) names the device and every field that differs from its default, ``data_root``
-    last: ``device=cuda,fast_dev_run=2,pretrained=none,data_root=/data``, what a notebook's ``execution`` parameter
+    last: ``device=cuda,fast_dev_run=2,pretrained=false,data_root=/data``, what a notebook's ``execution`` parameter
     holds (``papermill -p execution device=cuda``).
 
     Args:
@@ -65,13 +65,12 @@ class Execution:
         return self if device == self.device else replace(self, device=device)
 
     def __str__(self) -> str:
-        default = Execution()
-        names = [f.name for f in fields(self) if f.name != "data_root"] + ["data_root"]
-        return ",".join(
-            f"{name}={_text(name, getattr(self, name))}"
-            for name in names
-            if name == "device" or getattr(self, name) != getattr(default, name)
-        )
+        default, out = Execution(), []
+        for f in sorted(fields(self), key=lambda f: f.name == "data_root"):  # last: a folder may hold a comma
+            value = getattr(self, f.name)
+            if f.name == "device" or value != getattr(default, f.name):
+                out.append(f"{f.name}={str(value).lower() if isinstance(value, bool) else value}")
+        return ",".join(out)
 
     @classmethod
     def parse(cls, text: str | None) -> Execution:
@@ -83,33 +82,24 @@ class Execution:
         if text is None:
             return cls()
         names = [f.name for f in fields(cls)]
-        if not isinstance(text, str) or not text.strip():
-            raise ValueError(f"execution must be a text such as 'device=cuda,data_root=data', got {text!r}")
-        values: dict[str, Any] = {}
-        for item in re.split(rf",(?=\s*(?:{'|'.join(names)})=)", text.strip()):  # a folder may hold a comma
-            name, sep, value = (s.strip() for s in item.partition("="))
-            if not sep or name not in names:
-                raise ValueError(
-                    f"execution {text!r}: {item!r} is not NAME=VALUE with NAME one of {', '.join(names)}"
-                )
-            values[name] = _value(name, value, text)
-        return cls(**values)
+        if not isinstance(text, str) or not re.match(rf"\s*({'|'.join(names)})=", text):
+            raise ValueError(f"execution {text!r}: not NAME=VALUE,... with NAME one of {', '.join(names)}")
+        items = re.split(rf",\s*(?=(?:{'|'.join(names)})=)", text.strip())
+        return cls(**{n: _value(n, v.strip(), text) for n, _, v in (i.partition("=") for i in items)})
 
 
-def _text(name: str, value: Any) -> str:
-    if name == "pretrained":  # only False differs from the default: ``--pretrained none``
-        return "none"
-    return str(value).lower() if isinstance(value, bool) else str(value)
+_KINDS = {"fast_dev_run": int, "threads": int, "pretrained": bool, "check_counts": bool}  # the others: text
 
 
 def _value(name: str, value: str, text: str) -> Any:
     """The field ``name``'s value written as ``value`` in the execution ``text``."""
-    if name in ("device", "data_root"):
-        return value
-    if name in ("fast_dev_run", "threads") and value.isdigit():
+    kind = _KINDS.get(name, str)
+    if kind is int and value.isdigit():
         return int(value)
-    if name == "pretrained" and value == "none":
-        return False
-    if name == "check_counts" and value in ("true", "false"):
+    if kind is bool and value in ("true", "false"):
         return value == "true"
-    raise ValueError(f"execution {text!r}: {name}={value!r} is not a value of {name}")
+    if kind is str:
+        return value
+    raise ValueError(
+        f"execution {text!r}: {name}={value!r} is not {'a count' if kind is int else 'true or false'}"
+    )

@@ -13,8 +13,8 @@ from dmllab.experiments.execution import Execution
 from dmllab.profiles import PROFILES
 from dmllab.validation import InvalidValueError, check_parameter
 
-# Parameters every notebook has; ``None`` means "the profile's default" (``execution``: the default execution, on
-# ``auto``). ``execution`` holds the text of an :class:`Execution` (:meth:`Execution.parse`).
+# Parameters every notebook has; ``None`` means "the profile's default" (``execution``: the text of an Execution,
+# :meth:`Execution.parse`; None: on ``auto``).
 STANDARD_PARAMETERS: tuple[str, ...] = ("profile", "seeds", "execution")
 # The seeds of a profile where an artifact declares none: five on quick and paper, two on smoke (which only checks
 # that every notebook runs). ``dmllab study --seeds`` replaces them (a list, or N for 0..N-1).
@@ -206,9 +206,5 @@ def resolve_parameters(artifact: Any, given: Mapping[str, Any]) -> Params:
             f"notebook {artifact.id}: data_seed must be one of {', '.join(map(repr, DATA_SEED_MODES))}, "
             f"got {params[DATA_SEED]!r}"
         )
-    if not isinstance(execution, Execution):
-        try:
-            execution = Execution.parse(execution)
-        except ValueError as err:
-            raise ValueError(f"notebook {artifact.id}: {err}") from None
+    execution = execution if isinstance(execution, Execution) else Execution.parse(execution)
     return Params(params, execution.resolved())

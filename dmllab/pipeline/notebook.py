@@ -21,7 +21,6 @@ from dmllab.experiments import registry
 from dmllab.experiments.artifact import Artifact, Run
 from dmllab.experiments.lookup import Lookup, read_manifest
 from dmllab.experiments.params import Params, check_train_missing, resolve_parameters
-from dmllab.profiles import PROFILES, resolve_device
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -30,7 +29,7 @@ if TYPE_CHECKING:
 
 # Names the IPython kernel puts into a notebook's globals; never parameters.
 _KERNEL_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open"})
-__all__ = ["PROFILES", "ArtifactContext", "draw_figures", "resolve_device", "runs_frame", "setup"]
+__all__ = ["ArtifactContext", "draw_figures", "runs_frame", "setup"]
 
 
 @dataclass(frozen=True)

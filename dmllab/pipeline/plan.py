@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from dmllab import paths
 from dmllab.experiments.artifact import Artifact, Run
 from dmllab.experiments.execution import Execution
-from dmllab.experiments.lookup import planned_runs
+from dmllab.experiments.lookup import Declared, planned_runs
 from dmllab.pipeline import budget
 from dmllab.pipeline.cost import Calibration, Price, Unpriced, price_config
 from dmllab.profiles import PROFILES, TYPICAL_RUN_S
@@ -42,7 +42,9 @@ class PlannedRun:
     wall_s: float | None  # stored wall time, or the estimate for a missing run (None: no basis)
     diverged: bool = False  # the store records it as diverged (dmllab.training.store, DivergedRunError)
     price: Price | Unpriced | None = None  # GPU cost of the real run (None: no calibration given)
-    declared: tuple[tuple[str, int], ...] = ()  # the key and draw of each declaration of it (the manifest's)
+    declared: tuple[
+        tuple[Any, int], ...
+    ] = ()  # the config and draw of each declaration of it (the manifest's)
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,7 @@ class Plan:
     def manifest(self) -> dict[str, Any]:
         """The placed runs of this plan, as the study trains and its notebooks read them (:func:`write_manifest`,
         :func:`dmllab.experiments.lookup.read_manifest`): per run its key, seed, draw, device, threads, whether it
-        is stored, the artifacts that read it, the key and draw of each declaration of it and its complete
+        is stored, the artifacts that read it, the config and draw of each declaration of it and its complete
         config."""
         from dmllab.training.config import complete
 
@@ -121,7 +123,7 @@ class Plan:
                     "stored": r.stored,
                     "diverged": r.diverged,
                     "artifacts": list(r.artifacts),
-                    "declared": [list(d) for d in r.declared],
+                    "declared": [[c.to_dict(), d] for c, d in r.declared],
                     "config": complete(r.run.config).to_dict(),
                 }
                 for r in self.runs
@@ -280,9 +282,9 @@ def make_plan(
     for aid, runs in per_artifact.items():
         for run in runs:
             unique.setdefault(run.key, (run, []))[1].append(aid)
-    declared: dict[tuple[Any, int], list[tuple[str, int]]] = {}
-    for declaration, run in placed.items():
-        declared.setdefault((run.config, run.seed), []).append(declaration)
+    declared: dict[tuple[Any, int], list[tuple[Any, int]]] = {}
+    for (config, _, draw), run in placed.items():
+        declared.setdefault((run.config, run.seed), []).append((config, draw))
     planned, typical = _planned(unique, declared, profile, execution.fast_dev_run, prices, store)
     return Plan(
         profile,
@@ -302,11 +304,11 @@ def make_plan(
 
 def _declared(
     artifacts: Sequence[Artifact], profile: str, execution: Execution, options: Mapping[str, Any]
-) -> tuple[dict[str, list[Run]], dict[str, str], dict[str, str], dict[tuple[str, int], Run]]:
+) -> tuple[dict[str, list[Run]], dict[str, str], dict[str, str], dict[Declared, Run]]:
     """``(placed runs per artifact, artifact -> why it is left out, artifact -> why its runs could not be
-    listed, the placed runs by the key and draw of each declaration)``: every artifact's runs placed in
-    ``execution``, a run several artifacts declare placed once."""
-    placed: dict[tuple[str, int], Run] = {}
+    listed, the placed runs by their declarations)``: every artifact's runs placed in ``execution``, a run several
+    artifacts declare placed once."""
+    placed: dict[Declared, Run] = {}
     per_artifact: dict[str, list[Run]] = {}
     left_out: dict[str, str] = {}
     errors: dict[str, str] = {}
@@ -368,7 +370,7 @@ def _within_budget(
 
 def _planned(
     unique: Mapping[str, tuple[Run, list[str]]],
-    declared: Mapping[tuple[Any, int], list[tuple[str, int]]],
+    declared: Mapping[tuple[Any, int], list[tuple[Any, int]]],
     profile: str,
     fast_dev_run: int,
     prices: _Prices,
@@ -431,7 +433,7 @@ def _runs(
     profile: str,
     execution: Execution,
     options: Mapping[str, Any],
-    placed: dict[tuple[str, int], Run] | None = None,
+    placed: dict[Declared, Run] | None = None,
 ) -> list[Run]:
     """The placed runs of ``artifact`` in ``execution`` (:func:`artifact_overrides` with ``options``; ``placed``:
     the runs of this execution placed so far, :func:`~dmllab.experiments.lookup.planned_runs`)."""

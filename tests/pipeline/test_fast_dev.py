@@ -235,7 +235,7 @@ def test_notebooks_on_a_gpu_get_the_device_and_a_fast_dev_runs_parameters(store_
     params = submitted["notebooks"]["pa_table2_4_sota"]
     assert params == {
         "profile": "quick",
-        "execution": "device=cuda,fast_dev_run=3,pretrained=none",
+        "execution": "device=cuda,fast_dev_run=3,pretrained=false",
         "manifest": str(manifest_path(plan)),
         "train_missing": False,
         "seeds": [art.defaults("quick")["seeds"][0]],

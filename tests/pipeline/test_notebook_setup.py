@@ -106,15 +106,15 @@ def test_the_execution_is_one_text_parameter(tmp_path, monkeypatch):
     study = Execution("cpu", "/data/a,b", fast_dev_run=2, pretrained=False, check_counts=False, threads=1)
     assert (
         str(study)
-        == "device=cpu,fast_dev_run=2,pretrained=none,check_counts=false,threads=1,data_root=/data/a,b"
+        == "device=cpu,fast_dev_run=2,pretrained=false,check_counts=false,threads=1,data_root=/data/a,b"
     )
     assert Execution.parse(str(study)) == study and str(Execution()) == "device=auto"
     ns = {"profile": "smoke", "execution": str(study)}
     assert nbmod.setup(ns, "pnpp_fig3_two_moons").params.execution == study
     for text, needle in [
-        ("device=cpu,fast_dev_run=-1", "fast_dev_run='-1' is not a value of fast_dev_run"),
-        ("device=cpu,check_counts=no", "check_counts='no' is not a value of check_counts"),
-        ("devices=cpu", "'devices=cpu' is not NAME=VALUE with NAME one of device, data_root"),
+        ("device=cpu,fast_dev_run=-1", "fast_dev_run='-1' is not a count"),
+        ("device=cpu,check_counts=no", "check_counts='no' is not true or false"),
+        ("devices=cpu", "not NAME=VALUE,... with NAME one of device, data_root"),
         ("device=gpu", "unknown device 'gpu'"),
     ]:
         with pytest.raises(ValueError, match=needle):
