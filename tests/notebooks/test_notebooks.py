@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import headless_chromium as browser  # beside this file
 import nbformat
 import pytest
 
 from dmllab.experiments import registry
 from dmllab.experiments.execution import Execution
-from dmllab.pipeline import browser, outcome, study
+from dmllab.pipeline import outcome, study
 from dmllab.pipeline.plan import make_plan
 from dmllab.pipeline.template import make_notebook, notebooks_dir
 
