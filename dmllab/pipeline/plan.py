@@ -101,7 +101,7 @@ class Plan:
 
     def manifest(self) -> dict[str, Any]:
         """The placed runs of this plan, as the study trains and its notebooks read them (:func:`write_manifest`,
-        :func:`dmllab.experiments.lookup.read_manifest`): per run its key, seed, draw, device, threads, whether it
+        :func:`dmllab.experiments.lookup.read_manifest`): per run its key, seed, draw, threads, whether it
         is stored, the artifacts that read it, the config and draw of each declaration of it and its complete
         config."""
         from dmllab.training.config import complete
@@ -109,7 +109,6 @@ class Plan:
         return {
             "profile": self.profile,
             "placement": self.placement,
-            "device": self.device,
             "execution": str(self.execution),
             "runs": [
                 {
@@ -118,7 +117,6 @@ class Plan:
                     "draw": r.run.draw,
                     "method": r.run.config.method,
                     "dataset": r.run.config.dataset,
-                    "device": r.run.config.run.device,
                     "threads": r.run.config.run.threads,
                     "stored": r.stored,
                     "diverged": r.diverged,
