@@ -129,12 +129,7 @@ def placed_run(run: Run, params: Params, placed: dict[Declared, Run]) -> Run:
 
 def read_manifest(path: str | os.PathLike) -> dict[Declared, Run]:
     """The placed runs of a study's manifest (:meth:`dmllab.pipeline.plan.Plan.manifest`), by the config, seed and
-    draw of each run as its artifacts declared it, for :func:`placed_run`.
-
-    Raises:
-        FileNotFoundError: no manifest at ``path``.
-        ValueError: a file that is not a manifest.
-    """
+    draw of each run as its artifacts declared it, for :func:`placed_run` (ValueError: not a manifest)."""
     import json
 
     from dmllab.training.config import ExperimentConfig

@@ -352,9 +352,8 @@ def setup(namespace: Mapping[str, Any], name: str) -> ArtifactContext:
 
     Args:
         namespace: the notebook's ``globals()`` right after the parameters cell (and papermill's injected one):
-            the artifact's parameters, its ``execution`` (text, :meth:`Execution.parse`), ``train_missing`` and
-            ``manifest``: the study's placed runs (:func:`~dmllab.experiments.lookup.read_manifest`), read instead
-            of placed again (None: placed here, as the study places them).
+            its parameters, ``execution`` (a text), ``train_missing`` and ``manifest`` (the study's placed runs,
+            :func:`~dmllab.experiments.lookup.read_manifest`; None: placed here, as the study places them).
         name: the artifact id (the notebook stem).
 
     Raises:
