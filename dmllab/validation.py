@@ -275,12 +275,7 @@ PARAMETER_RULES: dict[str, Rule] = {
     "tables_8_10": TEXT,
     "data_seed": TEXT,
     "train_missing": optional(BOOL),
-    "fast_dev_run": NON_NEGATIVE_INT,
-    "pretrained": optional(BOOL),
-    "check_counts": optional(BOOL),
-    "device": TEXT,
     "profile": TEXT,
-    "data_root": optional(PATH),
 }
 # By the end of the name: counts and sizes are positive integers, rates and scales positive numbers.
 PARAMETER_SUFFIXES: tuple[tuple[str, Rule], ...] = (

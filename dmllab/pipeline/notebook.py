@@ -19,9 +19,8 @@ from typing import TYPE_CHECKING, Any
 from dmllab import paths
 from dmllab.experiments import registry
 from dmllab.experiments.artifact import Artifact, Run
-from dmllab.experiments.lookup import Lookup, planned_runs
+from dmllab.experiments.lookup import Lookup, read_manifest
 from dmllab.experiments.params import Params, check_train_missing, resolve_parameters
-from dmllab.profiles import PROFILES, resolve_device
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -30,19 +29,20 @@ if TYPE_CHECKING:
 
 # Names the IPython kernel puts into a notebook's globals; never parameters.
 _KERNEL_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open"})
-__all__ = ["PROFILES", "ArtifactContext", "draw_figures", "readable", "resolve_device", "runs_frame", "setup"]
+__all__ = ["ArtifactContext", "draw_figures", "readable", "runs_frame", "setup"]
 
 
 @dataclass(frozen=True)
 class ArtifactContext:
-    """What the setup cell returns (``A``): the artifact, its resolved parameters, and its steps.
+    """What the setup cell returns (``A``): the artifact, its resolved parameters, the
+    :class:`~dmllab.experiments.lookup.Lookup` of its runs, and its steps.
 
     Every method reads or writes files; the figures are drawn from the CSVs only.
     """
 
     artifact: Artifact
     params: Params
-    train_missing: bool = True
+    lookup: Lookup
     _tables: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -76,18 +76,17 @@ class ArtifactContext:
     def figure_prefix(self) -> Path:
         return self.destination.figures / self.name
 
+    @property
+    def train_missing(self) -> bool:
+        return self.lookup.train_missing
+
     def __getitem__(self, key: str) -> Any:
         return self.params[key]
 
-    def lookup(self) -> Lookup:
-        """The :class:`~dmllab.experiments.lookup.Lookup` of these parameters (trains what is missing when
-        ``train_missing``)."""
-        return Lookup(self.params, train_missing=self.train_missing, progress=True)
-
     # ------------------------------------------------------------------------------------------ steps
     def runs(self) -> list[Run]:
-        """The training runs this artifact reads, placed as the study places them."""
-        return planned_runs(self.artifact, self.params)
+        """The training runs this artifact reads, placed as the study places them (read from its manifest)."""
+        return [self.lookup.place(run) for run in self.artifact.runs(self.params)]
 
     def runs_table(self) -> pd.DataFrame:
         """One line per run: variant, seed, config summary, run key, stored or not, wall time."""
@@ -96,7 +95,7 @@ class ArtifactContext:
     def derive_rows(self) -> list[dict[str, Any]]:
         """The artifact's tidy rows (and extra tables, written by :meth:`write_results`), from the stored runs
         (or computed, for toys). Runs missing from the store are trained here only when ``train_missing``."""
-        rows, tables = self.artifact.derive(self.params, self.lookup())
+        rows, tables = self.artifact.derive(self.params, self.lookup)
         self._tables.clear()
         self._tables.update(tables)
         return rows
@@ -156,7 +155,11 @@ class ArtifactContext:
         from dmllab.pipeline.template import STANDARD_HELP
 
         helps = {**STANDARD_HELP, **self.artifact.parameter_help}
-        values = {**self.params.values, "train_missing": self.train_missing}
+        values = {
+            **self.params.values,
+            "execution": str(self.params.execution),
+            "train_missing": self.train_missing,
+        }
         table = pd.DataFrame(
             [{"parameter": k, "value": human(v), "why": helps.get(k, "")} for k, v in values.items()],
             columns=["parameter", "value", "why"],
@@ -348,7 +351,9 @@ def setup(namespace: Mapping[str, Any], name: str) -> ArtifactContext:
     """The setup cell of every artifact notebook: validate the parameters, fill defaults, return the context.
 
     Args:
-        namespace: the notebook's ``globals()`` right after the parameters cell (and papermill's injected one).
+        namespace: the notebook's ``globals()`` right after the parameters cell (and papermill's injected one):
+            its parameters, ``execution`` (a text), ``train_missing`` and ``manifest`` (the study's placed runs,
+            :func:`~dmllab.experiments.lookup.read_manifest`; None: placed here, as the study places them).
         name: the artifact id (the notebook stem).
 
     Raises:
@@ -359,7 +364,11 @@ def setup(namespace: Mapping[str, Any], name: str) -> ArtifactContext:
     artifact = registry.get(name)
     given = _user_globals(namespace)
     train_missing = check_train_missing(artifact.id, given.pop("train_missing", None))
-    context = ArtifactContext(artifact, resolve_parameters(artifact, given), train_missing=train_missing)
+    manifest = given.pop("manifest", None)
+    params = resolve_parameters(artifact, given)
+    placed = None if manifest is None else read_manifest(manifest)
+    lookup = Lookup(params, placed=placed, train_missing=train_missing, progress=True)
+    context = ArtifactContext(artifact, params, lookup)
     _kernel_settings(context.device)
     if not context.destination.tracked:
         print(f"{artifact.id} ({context.profile}, {context.device}): {context.destination.note()}")

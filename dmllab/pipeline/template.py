@@ -1,7 +1,7 @@
 """How every notebook is generated from one template, and checked against it.
 
 Every artifact notebook has the same cells (:func:`make_notebook`): a title (the paper's claims, what dmllab
-varies), one cell tagged ``parameters`` (``profile``, ``seeds``, ``device``, ``data_root``, ``train_missing`` and
+varies), one cell tagged ``parameters`` (``profile``, ``seeds``, ``execution``, ``manifest``, ``train_missing`` and
 the artifact's own parameters; ``None`` means "the profile's default", whose values the comment shows), the setup
 cell ``A = nb.setup(globals(), "<id>")`` (:mod:`dmllab.pipeline.notebook`; it prints the resolved values), the
 runs it reads, its tidy rows (written to ``<id>.csv`` in :func:`dmllab.paths.destination`), the paper-vs-reproduced
@@ -32,7 +32,8 @@ STANDARD_HELP = {
     "seeds": "one training per seed; claims are judged over the seeds",
     "data_seed": "per_seed: seed k trains on draw k of the benchmark (its own classes, images, trunk) | fixed: draw 0",
     "device": "auto (cuda, then mps, then cpu) | cpu | cuda | mps",
-    "data_root": "folder of the benchmark datasets (None where none is needed)",
+    "execution": "where the runs train (None: on auto, cuda then mps then cpu), for example",
+    "manifest": "the placed runs of a study, read instead of placed here (dmllab study passes it)",
     "train_missing": "train runs missing from the run store here (dmllab study trains them beforehand: False)",
 }
 
@@ -77,8 +78,9 @@ def parameters_source(artifact: Artifact) -> str:
             if artifact.trains
             else []
         ),
-        f'device = "auto"  # {STANDARD_HELP["device"]}',
-        f"data_root = None  # {STANDARD_HELP['data_root']}",
+        f"execution = None  # {STANDARD_HELP['execution']}",
+        '#   "device=cuda,data_root=data" (also fast_dev_run, pretrained, check_counts, threads)',
+        f"manifest = None  # {STANDARD_HELP['manifest']}",
         f"train_missing = None  # {STANDARD_HELP['train_missing']}",
     ]
     if artifact.specific_parameters:
@@ -174,7 +176,7 @@ def _count(n: int, word: str) -> str:
 
 def _runs_sentence(artifact: Artifact, profile: str) -> str:
     """``32 configurations x 3 seeds (96 runs)`` of ``profile``."""
-    runs = artifact.runs(artifact.params(profile, device="cpu"))
+    runs = artifact.runs(artifact.params(profile, "device=cpu"))
     configs = {run.key.rsplit("/", 1)[0] for run in runs}
     seeds = {run.seed for run in runs}
     return (
@@ -191,7 +193,7 @@ def body_cells(artifact: Artifact) -> list[Cell]:
     """The steps after the setup cell, each with a markdown cell that says what it computes for this artifact:
     its runs, its rows, the paper's printed cells, the verdicts, the checks, the figures (only those it has)."""
     cells: list[Cell] = []
-    if artifact.runs(artifact.params("quick", device="cpu")):
+    if artifact.runs(artifact.params("quick", "device=cpu")):
         cells += [
             (
                 "markdown",

@@ -49,7 +49,11 @@ def test_committed_clean_and_generated(path):
     artifact = registry.get(path.stem)
     import papermill
 
-    assert set(papermill.inspect_notebook(str(path))) == set(artifact.parameter_names) | {"train_missing"}
+    assert set(papermill.inspect_notebook(str(path))) == {
+        *artifact.parameter_names,
+        "manifest",
+        "train_missing",
+    }
     assert [c.source for c in nb.cells] == [c.source for c in make_notebook(artifact).cells]
 
 

@@ -114,7 +114,7 @@ _SET_PARAMETERS = """() => {
     .find(c => (c.model.getMetadata('tags') || []).includes('parameters'));
   const source = cell.model.sharedModel.getSource();
   cell.model.sharedModel.setSource(
-    source.replace('profile = "quick"', 'profile = "smoke"').replace('device = "auto"', 'device = "cpu"'));
+    source.replace('profile = "quick"', 'profile = "smoke"').replace('execution = None', 'execution = "device=cpu"'));
 }"""
 
 
@@ -175,7 +175,7 @@ def test_a_notebook_kernel_trains_as_the_study_does():
 
     cell = nbformat.v4.new_code_cell(
         "import dmllab.pipeline.notebook as nb\n"
-        f'A = nb.setup({{"profile": "smoke", "device": "cpu"}}, "{STEM}")\n'
+        f'A = nb.setup({{"profile": "smoke", "execution": "device=cpu"}}, "{STEM}")\n'
         "import torch\nfrom tqdm.auto import tqdm\n"
         'list(tqdm(range(3), desc="steps"))\nprint("threads", torch.get_num_threads())'
     )
