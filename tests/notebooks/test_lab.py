@@ -13,11 +13,12 @@ import sys
 import time
 import urllib.request
 
+import headless_chromium as browser  # beside this file
 import nbformat
 import pytest
 
 from dmllab import paths
-from dmllab.pipeline import browser, lab
+from dmllab.pipeline import lab
 from dmllab.pipeline.template import notebooks_dir, stale_notebooks
 
 STEM = "ps_fig2_gaussian"  # the quickest notebook on the smoke profile that has verdicts and a figure
