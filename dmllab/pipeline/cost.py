@@ -174,7 +174,11 @@ def _evaluations(total_epochs: int, every: int) -> int:
 
 
 def workload(cfg: ExperimentConfig) -> Workload | Unpriced:
-    """The images ``cfg`` trains and evaluates in a real (not fast dev) run (module docstring)."""
+    """The images ``cfg`` trains and evaluates in a real (not fast dev) run, from the protocol's stage plans and the
+    canonical split sizes (an MLRC fold's parts: (folds - 1) / folds and 1 / folds of ``trainval``): per stage
+    (warm-up + schedule epochs) x the split's full batches (warm-up epochs, with the trunk frozen, counted as full
+    steps: an over-estimate of a few percent), stage 2 counted as long as stage 1 (its upper bound); the
+    validation split at every evaluated epoch of stage 1 and the test split (or query + gallery) once."""
     import dataclasses
 
     from dmllab.data.real import is_real_dataset
