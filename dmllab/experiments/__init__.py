@@ -18,21 +18,5 @@ from dmllab.experiments.lookup import Lookup, MissingRunError
 from dmllab.experiments.params import Params
 from dmllab.experiments.registry import all_artifacts, get, names, select
 
-__all__ = [
-    "PAPERS",
-    "PAPER_TITLES",
-    "Artifact",
-    "Claim",
-    "Figure",
-    "Lookup",
-    "MissingRunError",
-    "Params",
-    "Printed",
-    "Run",
-    "Smallest",
-    "all_artifacts",
-    "get",
-    "names",
-    "printed",
-    "select",
-]
+__all__ = ["PAPERS", "PAPER_TITLES", "Artifact", "Claim", "Figure", "Lookup", "MissingRunError", "Params"]
+__all__ += ["Printed", "Run", "Smallest", "all_artifacts", "get", "names", "printed", "select"]

@@ -11,22 +11,13 @@ from typing import Any
 from dmllab.experiments.kit import TOY_PROFILES, benchmark_for
 from dmllab.profiles import PROFILES
 
-_BACKBONE = {
-    "resnet50": "ResNet-50",
-    "resnet18": "ResNet-18",
-    "googlenet": "GoogLeNet",
-    "inception_v3": "Inception-v3",
-}
+_BACKBONE = dict(
+    resnet50="ResNet-50", resnet18="ResNet-18", googlenet="GoogLeNet", inception_v3="Inception-v3"
+)
 # Methods whose paper trained BN-Inception, for which torchvision has no weights (the paper preset: ResNet-50).
 BN_INCEPTION_PAPERS = ("proxy_anchor", "proxy_synthesis")
 BN_INCEPTION = "ResNet-50 stands in for BN-Inception (torchvision has no BN-Inception weights)"
-_DATASET = {
-    "cub": "CUB",
-    "cars": "Cars",
-    "sop": "SOP",
-    "inshop": "In-Shop",
-    "synthetic": "the offline benchmark",
-}
+_DATASET = dict(cub="CUB", cars="Cars", sop="SOP", inshop="In-Shop", synthetic="the offline benchmark")
 
 
 def network_line(cfg: Any) -> str:
@@ -80,11 +71,6 @@ def _schedule_parts(cfg: Any) -> list[str]:
     return parts
 
 
-def schedule_line(cfg: Any) -> str:
-    """The schedule and protocol of ``cfg`` in a few words: "8+1w epochs, constant lr, one stage on trainval"."""
-    return ", ".join(_schedule_parts(cfg))
-
-
 def analogue(method: str, dataset: str, profile: str, **options: Any) -> str:
     """What the ``profile`` preset of ``method`` changes from its paper preset on the paper dataset ``dataset``:
     network, data and schedule (what the paper does after "for"; a schedule part both share is said once),
@@ -118,9 +104,8 @@ class Differs(Mapping[str, str]):
         paper: str | Callable[[str], str],
         options: Mapping[str, Any],
     ) -> None:
-        self._specific, self._method, self._dataset, self._options = specific, method, dataset, dict(options)
-        self._paper = paper
-        self._cache: dict[str, str] = {}
+        self._specific, self._method, self._dataset, self._paper = specific, method, dataset, paper
+        self._options, self._cache = dict(options), {}
 
     def _profiles(self) -> tuple[str, ...]:
         return tuple(p for p in PROFILES if p in TOY_PROFILES or (p == "paper" and self._paper))
@@ -130,13 +115,10 @@ class Differs(Mapping[str, str]):
             raise KeyError(profile)
         if profile not in self._cache:
             try:
-                self._cache[profile] = self._line(profile)
+                self._cache[profile] = "; ".join(self.parts(profile))
             except KeyError as err:  # a KeyError here would read as "no line" through Mapping.get
                 raise RuntimeError(f"the 'differs' line of {profile!r} could not be built: {err!r}") from err
         return self._cache[profile]
-
-    def _line(self, profile: str) -> str:
-        return "; ".join(self.parts(profile))
 
     def parts(self, profile: str) -> tuple[str, ...]:
         """The line's parts on ``profile``: what this comparison changes, then the profile's analogue of the

@@ -37,16 +37,10 @@ def arrays_to_frame(data: Mapping[str, Any]) -> pd.DataFrame:
             raise ValueError(f"array {name!r} has {arr.ndim} dimensions; at most 2 go into a table")
         a2 = arr.reshape(arr.shape[0] if arr.ndim else 1, -1) if arr.ndim != 2 else arr
         i, j = np.indices(a2.shape)
-        parts.append(
-            pd.DataFrame(
-                {"array": name, "ndim": arr.ndim, "i": i.ravel(), "j": j.ravel(), "value": a2.ravel()}
-            )
-        )
-    return (
-        pd.concat(parts, ignore_index=True)
-        if parts
-        else pd.DataFrame(columns=["array", "ndim", "i", "j", "value"])
-    )
+        columns = {"array": name, "ndim": arr.ndim, "i": i.ravel(), "j": j.ravel(), "value": a2.ravel()}
+        parts.append(pd.DataFrame(columns))
+    empty = pd.DataFrame(columns=["array", "ndim", "i", "j", "value"])
+    return pd.concat(parts, ignore_index=True) if parts else empty
 
 
 def frame_to_arrays(frame: pd.DataFrame) -> dict[str, Any]:

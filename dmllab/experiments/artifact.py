@@ -274,61 +274,56 @@ class Artifact:
 
     def __post_init__(self) -> None:
         if self.paper not in PAPERS:
-            raise ValueError(f"artifact {self.id!r}: unknown paper {self.paper!r}; valid papers: {PAPERS}")
+            raise self._error(f"unknown paper {self.paper!r}; valid papers: {PAPERS}")
         if self.tier not in TIERS:
-            raise ValueError(
-                f"artifact {self.id!r}: unknown tier {self.tier!r}; valid tiers: {', '.join(TIERS)}"
-            )
+            raise self._error(f"unknown tier {self.tier!r}; valid tiers: {', '.join(TIERS)}")
         prefix = ID_PREFIX.get(self.paper)
         if prefix and not re.fullmatch(rf"{prefix}_(table|fig|sec|app)[0-9a-z_]+", self.id):
             raise ValueError(
                 f"artifact id {self.id!r} must read {prefix}_<table|fig|sec|app><n>_<topic> (paper {self.paper})"
             )
         if self.rows is None and self.runs is _no_runs:
-            raise ValueError(f"artifact {self.id!r}: give its runs, its rows, or both")
+            raise self._error("give its runs, its rows, or both")
         if set(self.parameters) != set(PROFILES):
-            raise ValueError(
-                f"artifact {self.id!r}: parameters must give every profile {PROFILES}, got {sorted(self.parameters)}"
-            )
+            raise self._error(f"parameters must give every profile {PROFILES}, got {sorted(self.parameters)}")
         keys = [set(self.parameters[p]) - {"seeds", DATA_SEED} for p in PROFILES]
         if any(k != keys[0] for k in keys):
-            raise ValueError(f"artifact {self.id!r}: the profiles declare different parameter keys: {keys}")
+            raise self._error(f"the profiles declare different parameter keys: {keys}")
         clash = keys[0] & {"profile", "device", "data_root", *EXECUTION_PARAMETERS}
         if clash:
-            raise ValueError(
-                f"artifact {self.id!r}: {sorted(clash)} are standard parameters, not per profile"
-            )
+            raise self._error(f"{sorted(clash)} are standard parameters, not per profile")
         if not self.trains and any(DATA_SEED in self.parameters[p] for p in PROFILES):
-            raise ValueError(f"artifact {self.id!r}: data_seed is a parameter of artifacts that train runs")
+            raise self._error("data_seed is a parameter of artifacts that train runs")
         claim_keys = [c.key for c in self.claims if c.key]
         if len(claim_keys) != len(set(claim_keys)):
-            raise ValueError(f"artifact {self.id!r}: claim keys must be unique, got {claim_keys}")
+            raise self._error(f"claim keys must be unique, got {claim_keys}")
         self._check_runs()
+
+    def _error(self, why: str) -> ValueError:
+        return ValueError(f"artifact {self.id!r}: {why}")
 
     def _check_runs(self) -> None:
         """The rules on seeds and runs: claims are judged over at least 3 seeds on the quick profile; an artifact
         without a figure trains one setting (one number per metric is a table row, not a one-bar chart); a paper
         profile on the offline benchmark is declared (``benchmark_on_paper``)."""
         if self.claims and len(self.defaults("quick")["seeds"]) < 3:
-            raise ValueError(
-                f"artifact {self.id!r}: its claims are judged over at least 3 seeds on the quick profile"
-            )
+            raise self._error("its claims are judged over at least 3 seeds on the quick profile")
         if not self.trains:
             return
         paper = self.parameters["paper"]
         named = [paper.get("dataset"), *(paper.get("datasets") or [])]
         stand_ins = sorted({d for d in named if isinstance(d, str) and d in STAND_IN_DATASET})
         if stand_ins and not self.benchmark_on_paper:
-            raise ValueError(
-                f"artifact {self.id!r}: its paper profile trains on {', '.join(stand_ins)}, a stand-in of the "
-                "papers' datasets; name the paper's datasets there, or declare benchmark_on_paper=True"
+            raise self._error(
+                f"its paper profile trains on {', '.join(stand_ins)}, a stand-in of the papers' datasets; name the "
+                "paper's datasets there, or declare benchmark_on_paper=True"
             )
         if not self.figures:
             settings = {run.key.split("/")[0] for run in self.runs(self.params("quick", device="cpu"))}
             if len(settings) > 1:
-                raise ValueError(
-                    f"artifact {self.id!r}: without a figure it trains one setting, its quick runs have "
-                    f"{len(settings)}; give it a Figure or train one config"
+                raise self._error(
+                    f"without a figure it trains one setting, its quick runs have {len(settings)}; give it a "
+                    "Figure or train one config"
                 )
 
     @property

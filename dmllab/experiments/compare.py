@@ -14,24 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from dmllab.experiments.artifact import REFERENCE_PAPER, STAND_IN_DATASET, Artifact
 
-__all__ = [
-    "arms_of",
-    "averaged",
-    "diff_at",
-    "extremes",
-    "members",
-    "paired",
-    "paper_values",
-    "paper_vs_reproduced",
-    "per_seed",
-    "summarise",
-]
-
 if TYPE_CHECKING:
     import pandas as pd
-
-
-# ---------------------------------------------------------------------------------------- summaries
 
 
 def summarise(rows: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
@@ -96,39 +80,15 @@ def paper_vs_reproduced(artifact: Artifact, rows: pd.DataFrame, reference: pd.Da
     """
     import pandas as pd
 
-    columns = [
-        "paper cell",
-        "dataset",
-        "metric",
-        "paper",
-        "paper +-",
-        "reproduced",
-        "std",
-        "seeds",
-        "delta",
-        "within paper +-",
-    ]
+    columns = ["paper cell", "dataset", "metric", "paper", "paper +-", "reproduced", "std", "seeds", "delta"]
+    columns.append("within paper +-")
     out = []
     for rec in _printed(artifact, rows, reference):
-        same = str(rec.get("dataset")) == str(rec["faces"])
-        delta = rec["mean"] - rec["paper"] if same else math.nan
-        pstd = rec["paper +-"]
-        out.append(
-            {
-                "paper cell": rec["cell"],
-                "dataset": f"{rec.get('dataset')} vs {rec['faces']}",
-                "metric": rec["metric"],
-                "paper": rec["paper"],
-                "paper +-": pstd,
-                "reproduced": rec["mean"],
-                "std": rec["std"],
-                "seeds": int(rec["n"]),
-                "delta": delta,
-                "within paper +-": ""
-                if math.isnan(pstd) or math.isnan(delta)
-                else ("yes" if abs(delta) <= pstd else "no"),
-            }
-        )
+        delta = rec["mean"] - rec["paper"] if str(rec.get("dataset")) == str(rec["faces"]) else math.nan
+        pstd, faced = rec["paper +-"], f"{rec.get('dataset')} vs {rec['faces']}"
+        within = "" if math.isnan(pstd) or math.isnan(delta) else ("yes" if abs(delta) <= pstd else "no")
+        values = (rec["cell"], faced, rec["metric"], rec["paper"], pstd, rec["mean"], rec["std"])
+        out.append(dict(zip(columns, (*values, int(rec["n"]), delta, within))))
     return pd.DataFrame(out, columns=columns)
 
 

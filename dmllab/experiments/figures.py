@@ -1,44 +1,11 @@
-"""What artifacts' figures share: images of a dataset for a figure table (:func:`raw_dataset`,
-:func:`image_files`, :func:`figure_images`), t-SNE (:func:`tsne`, :func:`tsne_by_class`), and the standard figures
-(bars per variant, sweep curves, mean and std over seeds), drawn from the tidy CSVs.
+"""What artifacts' figures share: t-SNE (:func:`tsne`, :func:`tsne_by_class`) and the standard figures (bars per
+variant, sweep curves, mean and std over seeds), drawn from the tidy CSVs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
-
-# ------------------------------------------------------------------------------------------- images and t-SNE
-
-
-def raw_dataset(cfg: Any, split: str) -> Any:
-    """``split`` of ``cfg``'s dataset without a transform (images for figures; the data are regenerated or read,
-    never stored as results)."""
-
-    from dmllab.data.loaders import open_split
-
-    return open_split(cfg.data, split, train=False, raw=True)
-
-
-def image_files(dataset: Any, indices: Sequence[int]) -> list[str | None]:
-    """The files of images ``indices`` of ``dataset`` (one read from a folder: its ``image_path``), so that a
-    figure table names the images it shows and the figure is drawn from the table wherever the data root is;
-    ``None`` each for a dataset rendered in memory (the offline benchmark: :func:`figure_images` rebuilds it)."""
-    path = getattr(dataset, "image_path", None)
-    return [str(path(int(i))) if path is not None else None for i in indices]
-
-
-def figure_images(table: Any, dataset: Callable[[], Any]) -> dict[int, Any]:
-    """``{index: PIL image}`` of the rows of a figure table: read from its ``image`` column where it names the
-    files (:func:`image_files`), else from ``dataset()`` (:func:`raw_dataset`)."""
-    if "image" in table and table["image"].notna().all():
-        from pathlib import Path
-
-        from dmllab.data.real import load_image
-
-        return {int(i): load_image(Path(p)) for i, p in zip(table["index"], table["image"])}
-    ds = dataset()
-    return {int(i): ds[int(i)][0] for i in table["index"]}
 
 
 def tsne(points: Any, seed: int = 0, perplexity: float = 30.0) -> Any:
@@ -67,9 +34,6 @@ def tsne_by_class(
     return [(int(y[s]), float(a), float(b)) for s, (a, b) in zip(sel, xy)]
 
 
-# ------------------------------------------------------------------------------------------------ figures
-
-
 PAPER_COLOUR = "#d62728"
 
 
@@ -85,12 +49,8 @@ def paper_values(tables: Mapping[str, Any], metric: str, keys: Sequence[str]) ->
     paper = tables.get("paper")
     if paper is None or len(paper) == 0 or any(k not in paper for k in keys):
         return {}
-    sel = paper[paper["metric"] == metric]
-    return {
-        tuple(str(r[k]) for k in keys): float(r["paper"])
-        for _, r in sel.iterrows()
-        if r["paper"] == r["paper"]
-    }
+    sel = paper[(paper["metric"] == metric) & paper["paper"].notna()]
+    return {tuple(str(r[k]) for k in keys): float(r["paper"]) for _, r in sel.iterrows()}
 
 
 def anchored(
@@ -135,12 +95,8 @@ def bar_figure(
     rows = tables["rows"]
     data = rows[rows["metric"] == metric]
     dsets = list(dict.fromkeys(data["dataset"])) or ["-"]
-    fig, axes = plt.subplots(
-        1,
-        len(dsets),
-        figsize=(max(5.0, 0.9 * (len(order or set(data["variant"])) + 2)) * len(dsets) ** 0.6, 4.0),
-        squeeze=False,
-    )
+    width = max(5.0, 0.9 * (len(order or set(data["variant"])) + 2)) * len(dsets) ** 0.6
+    fig, axes = plt.subplots(1, len(dsets), figsize=(width, 4.0), squeeze=False)
     keys = ["variant", "dataset"] + ([hue] if hue else [])
     paper = paper_values(tables, metric, keys)
     for ax, dset in zip(axes[0], dsets):
@@ -149,20 +105,9 @@ def bar_figure(
         if sub.empty:
             ax.set_axis_off()
             continue
-        sns.barplot(
-            data=sub,
-            x="variant",
-            y="value",
-            order=present,
-            hue=hue or "variant",
-            legend=bool(hue),
-            errorbar="sd",
-            ax=ax,
-            capsize=0.15,
-        )
-        sns.stripplot(
-            data=sub, x="variant", y="value", order=present, color="black", size=3, ax=ax, dodge=False
-        )
+        common = dict(data=sub, x="variant", y="value", order=present, ax=ax)
+        sns.barplot(**common, hue=hue or "variant", legend=bool(hue), errorbar="sd", capsize=0.15)
+        sns.stripplot(**common, color="black", size=3, dodge=False)
         levels = list(dict.fromkeys(sub[hue].astype(str))) if hue else [None]
         slots = [(v, h) for v in present for h in levels]
         means = {
@@ -203,62 +148,6 @@ def bar_figure(
     return fig
 
 
-def dot_table_figure(
-    tables: Mapping[str, Any],
-    groups: Sequence[tuple[str, Sequence[str]]],
-    *,
-    metric: str = "R@1",
-    key: str = "variant",
-    labels: Mapping[str, str] | None = None,
-    title: str = "",
-) -> Any:
-    """A table-like chart of many variants: one line per ``key`` value, grouped under headings (``groups``:
-    ``(heading, values)``), its mean over seeds with a +- one std bar, the seeds as dots, and the paper's value
-    where printed (:func:`anchored`, anchored at the first value the paper prints). Reads top to bottom."""
-    import matplotlib.pyplot as plt
-
-    rows = tables["rows"]
-    data = rows[rows["metric"] == metric]
-    stats = data.groupby(key)["value"].agg(["mean", "std"])
-    lines: list[tuple[str, str | None]] = []
-    for heading, values in groups:
-        present = [v for v in values if v in stats.index]
-        if present:
-            lines += [(heading, None)] + [(labels.get(v, v) if labels else v, v) for v in present]
-    fig, ax = plt.subplots(figsize=(7.0, 0.26 * len(lines) + 1.0))
-    paper = paper_values(tables, metric, [key])
-    order = [v for _, v in lines if v is not None]
-    where, anchor = anchored(
-        {v: float(stats.loc[v, "mean"]) for v in order},
-        {v: paper[(v,)] for v in order if (v,) in paper},
-        order,
-        relative=not is_paper_profile(rows),
-    )
-    for y, (_, v) in enumerate(lines):
-        if v is None:
-            continue
-        m, sd = float(stats.loc[v, "mean"]), float(stats.loc[v, "std"])
-        ax.errorbar(
-            [m], [y], xerr=[sd if sd == sd else 0.0], color="tab:blue", marker="o", capsize=3, markersize=5
-        )
-        seeds = data.loc[data[key] == v, "value"]
-        ax.plot(seeds, [y] * len(seeds), "|", color="black", alpha=0.6, markersize=7)
-        if v in where:
-            ax.plot([where[v]], [y], marker="D", color=PAPER_COLOUR, markersize=5, ls="")
-    ax.set_yticks(range(len(lines)), [text for text, _ in lines], fontsize=8)
-    for tick, (_, v) in zip(ax.get_yticklabels(), lines):
-        if v is None:
-            tick.set_fontweight("bold")
-    ax.set_ylim(len(lines) - 0.5, -0.5)
-    ax.set_xlabel(f"{metric} (%): mean +- std over seeds, seeds as ticks")
-    ax.grid(axis="x", alpha=0.3)
-    if where:
-        paper_legend(ax, anchor)
-    ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    return fig
-
-
 def sweep_figure(
     tables: Mapping[str, Any],
     param: str,
@@ -285,12 +174,7 @@ def sweep_figure(
     data[col] = pd.to_numeric(data[col], errors="coerce")
     data = data.dropna(subset=[col])
     for name, sub in data.groupby(by or "dataset", sort=False):
-        s = (
-            sub.groupby([col], sort=False)["value"]
-            .agg(["mean", "std", "count"])
-            .reset_index()
-            .sort_values(col)
-        )
+        s = sub.groupby(col, sort=False)["value"].agg(["mean", "std"]).reset_index().sort_values(col)
         std = s["std"].fillna(0.0)
         ax.plot(s[col], s["mean"], marker="o", label=str(name))
         ax.fill_between(s[col], s["mean"] - std, s["mean"] + std, alpha=0.2)
@@ -311,32 +195,9 @@ def errorbar_lines(ax: Any, data: Any, x: str, hue: str, *, metric: str = "R@1",
     sel = data[data["metric"] == metric]
     for name, part in sel.groupby(hue, sort=False):
         stats = part.groupby(x)["value"].agg(["mean", "std"]).sort_index()
-        ax.errorbar(
-            stats.index.astype(float),
-            stats["mean"],
-            yerr=stats["std"].fillna(0),
-            marker="o",
-            capsize=3,
-            label=str(name),
-        )
+        mean, std = stats["mean"], stats["std"].fillna(0)
+        ax.errorbar(stats.index.astype(float), mean, yerr=std, marker="o", capsize=3, label=str(name))
     if logx:
         ax.set_xscale("log", base=2)
     ax.set_ylabel(f"{metric} (%)")
     ax.legend(fontsize=8)
-
-
-def mean_std_plot(ax: Any, data: Any, x: str, hue: str | None = None, y: str = "value") -> None:
-    """Points at the mean over seeds with std error bars (seaborn's point plot)."""
-    import seaborn as sns
-
-    sns.pointplot(
-        data=data,
-        x=x,
-        y=y,
-        hue=hue,
-        errorbar="sd",
-        ax=ax,
-        dodge=0.3 if hue else False,
-        capsize=0.1,
-        linestyles="-",
-    )

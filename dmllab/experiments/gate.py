@@ -156,9 +156,8 @@ def regime(profile: str, results_dir: str | os.PathLike | None = None) -> Regime
     rows = None if profile == "paper" else _status_rows(profile, results_dir)
     if rows is None:
         return None
-    train = rows[(rows["variant"] == REGIME_VARIANT) & (rows["metric"] == TRAIN_METRIC)]["value"].astype(
-        float
-    )
+    train = rows.loc[(rows["variant"] == REGIME_VARIANT) & (rows["metric"] == TRAIN_METRIC), "value"]
+    train = train.astype(float)
     if train.empty:
         return None
     source = (

@@ -24,6 +24,7 @@ from dmllab.experiments import stats
 from dmllab.experiments.artifact import Artifact
 from dmllab.experiments.verdicts import (
     NOT_TESTABLE,
+    VERDICT_COLUMNS,
     VERDICTS,
     Regime,
     TrainingStatus,
@@ -43,38 +44,9 @@ TRAIN_METRIC = "train_R@1"
 
 # The claim's artifact, then :data:`~dmllab.experiments.verdicts.VERDICT_COLUMNS` ("paper" renamed "paper says"),
 # then the profile's columns.
-FRAME_COLUMNS = (
-    "artifact",
-    "paper",
-    "label",
-    "key",
-    "kind",
-    "primary",
-    "claim",
-    "paper says",
-    "paper effect",
-    "yardstick",
-    "effect",
-    "95% low",
-    "95% high",
-    "seeds",
-    "unit",
-    "verdict",
-    "why",
-    "seeds to resolve",
-    "seeds for the paper's effect",
-    "differs",
-    "p",
-    "learning",
-    "train better",
-    "train worse",
-    "runs",
-    "shared with",
-    "counted",
-    "family",
-    "adjusted p",
-    "adjusted",
-)
+FRAME_COLUMNS = ("artifact", "paper", "label", "key", "kind", "primary", "claim", "paper says")
+FRAME_COLUMNS += ("paper effect", "yardstick", *VERDICT_COLUMNS[3:], "train better", "train worse", "runs")
+FRAME_COLUMNS += ("shared with", "counted", "family", "adjusted p", "adjusted")
 
 
 def _train(rows: pd.DataFrame, ids: frozenset[str]) -> float:

@@ -67,15 +67,17 @@ def module_path(artifact_id: str) -> str:
 def all_artifacts() -> list[Artifact]:
     """Every artifact in report order: by paper (:data:`PAPERS`), then in the paper's order (:func:`label_key`),
     then by id."""
-    return sorted(_discover().values(), key=lambda a: (PAPERS.index(a.paper), label_key(a.label), a.id))
+    return sorted(_discover().values(), key=_report_order)
+
+
+def _report_order(a: Artifact) -> tuple:
+    return (PAPERS.index(a.paper), label_key(a.label), a.id)
 
 
 def by_importance(artifacts: list[Artifact]) -> list[Artifact]:
     """``artifacts`` in the papers' order of importance: by tier (:data:`~dmllab.experiments.artifact.TIERS`:
     the headline tables first), then in report order (paper, the paper's order, id)."""
-    return sorted(
-        artifacts, key=lambda a: (TIERS.index(a.tier), PAPERS.index(a.paper), label_key(a.label), a.id)
-    )
+    return sorted(artifacts, key=lambda a: (TIERS.index(a.tier), *_report_order(a)))
 
 
 def names() -> list[str]:
@@ -108,11 +110,8 @@ def select(only: str | None) -> list[Artifact]:
         )
     chosen: list[Artifact] = []
     for pattern in patterns:
-        hit = [
-            a
-            for a in arts
-            if fnmatch.fnmatch(a.id, pattern) or (not any(c in pattern for c in "*?[") and pattern in a.id)
-        ]
+        glob = any(c in pattern for c in "*?[")
+        hit = [a for a in arts if fnmatch.fnmatch(a.id, pattern) or (not glob and pattern in a.id)]
         if not hit:
             raise ValueError(
                 f"--only {pattern!r} matches no artifact; artifacts: {', '.join(a.id for a in arts)}"

@@ -2,19 +2,12 @@
 
 The effect of a claim is measured once per seed (paired: both arms of a comparison share the seed, so the seed's
 own luck cancels). Its 95% interval is Student's t interval over those per-seed effects,
-``mean +- t(0.975, n - 1) * sd / sqrt(n)``. The verdict is
-
-* **yes**: the interval lies entirely above zero (the effect has the claimed sign and is not seed noise);
-* **no**: the interval lies entirely below zero (the opposite of the claim, beyond noise);
-* **inconclusive**: the interval contains zero, or fewer than 2 seeds measured it.
-
-Beside that raw verdict, :func:`p_value` gives the same test as a two-sided p-value (the one-sample t test of the
-per-seed effects against 0, with the interval's t distribution: ``p < 0.05`` exactly when the 95% interval excludes
-zero); :func:`holm` (Holm 1979, step-down) and :func:`benjamini_hochberg` (Benjamini and Hochberg 1995, step-up)
-adjust a family of p-values for multiplicity. :func:`one_sided_p` is the one-sided t test of the mean against a
-bound; :func:`equivalent` and :func:`tost_p` are the two one-sided tests (TOST, Schuirmann 1987) at
-:data:`ALPHA_PER_SIDE` per side: the 95% interval inside ``(-delta, +delta)``. :func:`power` is the power of the two-sided t test from the
-noncentral t distribution and :func:`seeds_needed` the fewest seeds that reach a target power.
+``mean +- t(0.975, n - 1) * sd / sqrt(n)``. :func:`one_sided_p` is the one-sided t test of the mean against a
+bound (the distribution of the interval) and :func:`tost_p` the two one-sided tests of equivalence (TOST,
+Schuirmann 1987): below :data:`ALPHA_PER_SIDE` exactly when the 95% interval lies inside ``(-delta, +delta)``.
+:func:`holm` (Holm 1979, step-down) and :func:`benjamini_hochberg` (Benjamini and Hochberg 1995, step-up) adjust a
+family of p-values for multiplicity. :func:`power` is the power of the two-sided t test from the noncentral t
+distribution and :func:`seeds_needed` the fewest seeds that reach a target power.
 """
 
 from __future__ import annotations
@@ -43,13 +36,6 @@ class Interval:
         return f"{self.mean:+.2f} [{self.low:+.2f}, {self.high:+.2f}] (n={self.n})"
 
 
-def t_quantile(p: float, df: int) -> float:
-    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (scipy)."""
-    from scipy.stats import t
-
-    return float(t.ppf(p, df))
-
-
 def sd(effects: Sequence[float]) -> float:
     """The sample standard deviation (``n - 1``) of ``effects``; NaN with fewer than two."""
     values = [float(v) for v in effects]
@@ -65,6 +51,8 @@ def interval(effects: Sequence[float], confidence: float = CONFIDENCE) -> Interv
     Raises:
         ValueError: no effects, or a non-finite one.
     """
+    from scipy.stats import t
+
     values = [float(v) for v in effects]
     if not values:
         raise ValueError("interval of no effects: the claim's rows gave no per-seed effect")
@@ -74,51 +62,14 @@ def interval(effects: Sequence[float], confidence: float = CONFIDENCE) -> Interv
     mean = sum(values) / n
     if n < MIN_SEEDS:
         return Interval(mean, math.nan, math.nan, n)
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    half = t_quantile(0.5 + confidence / 2, n - 1) * sd / math.sqrt(n)
+    half = float(t.ppf(0.5 + confidence / 2, n - 1)) * sd(values) / math.sqrt(n)
     return Interval(mean, mean - half, mean + half, n)
-
-
-def verdict(iv: Interval | None) -> str:
-    """``yes`` / ``no`` / ``inconclusive`` for a claim whose effect should be positive (module docstring)."""
-    if iv is None or iv.n < MIN_SEEDS:
-        return "inconclusive"
-    if iv.low > 0:
-        return "yes"
-    if iv.high < 0:
-        return "no"
-    return "inconclusive"
-
-
-def p_value(effects: Sequence[float]) -> float:
-    """Two-sided p-value of the one-sample t test of ``effects`` (one per seed) against 0.
-
-    ``t = mean / (sd / sqrt(n))`` with ``n - 1`` degrees of freedom, the distribution of :func:`interval`. NaN
-    with fewer than :data:`MIN_SEEDS` effects; with zero spread, 0 for a non-zero mean and 1 for a zero mean.
-
-    Raises:
-        ValueError: no effects, or a non-finite one.
-    """
-    iv = interval(effects)
-    if iv.n < MIN_SEEDS:
-        return math.nan
-    values = [float(v) for v in effects]
-    sd = math.sqrt(sum((v - iv.mean) ** 2 for v in values) / (iv.n - 1))
-    if sd == 0.0:
-        return 0.0 if iv.mean != 0.0 else 1.0
-    from scipy.stats import t
-
-    return float(min(1.0, 2.0 * t.sf(abs(iv.mean) / (sd / math.sqrt(iv.n)), iv.n - 1)))
 
 
 def one_sided_p(effects: Sequence[float], bound: float = 0.0, *, greater: bool = True) -> float:
     """One-sided p-value of the one-sample t test of ``effects`` against ``bound``: of ``H0: mean <= bound``
     (``greater``) or ``H0: mean >= bound``. NaN with fewer than :data:`MIN_SEEDS` effects; with zero spread, 0 when
-    the mean lies strictly on the alternative's side, else 1.
-
-    Raises:
-        ValueError: no effects, or a non-finite one.
-    """
+    the mean lies strictly on the alternative's side, else 1 (:func:`interval`'s errors)."""
     iv = interval(effects)
     if iv.n < MIN_SEEDS:
         return math.nan
@@ -138,16 +89,6 @@ def tost_p(effects: Sequence[float], delta: float) -> float:
     if not delta > 0:
         return 1.0
     return max(one_sided_p(effects, -delta, greater=True), one_sided_p(effects, delta, greater=False))
-
-
-def equivalent(effects: Sequence[float], delta: float, level: float = ALPHA_PER_SIDE) -> bool:
-    """Two one-sided tests at ``level`` per side (TOST): True when the ``1 - 2 level`` (95%) t interval of the mean
-    of ``effects`` lies inside ``(-delta, +delta)``, i.e. both ``H0: mean <= -delta`` and ``H0: mean >= delta`` are
-    rejected at ``level``. False with fewer than :data:`MIN_SEEDS` effects or ``delta <= 0``."""
-    iv = interval(effects, confidence=1.0 - 2.0 * level)
-    if iv.n < MIN_SEEDS or not delta > 0:
-        return False
-    return -delta < iv.low and iv.high < delta
 
 
 def power(effect: float, sd: float, n: int, level: float = 1.0 - CONFIDENCE) -> float:
@@ -194,21 +135,22 @@ def seeds_needed(
     return low
 
 
+def _checked(pvalues: Sequence[float]) -> list[float]:
+    """The p-values as floats; ValueError on a NaN or a value outside [0, 1]."""
+    values = [float(p) for p in pvalues]
+    if any(not 0.0 <= p <= 1.0 for p in values):  # also rejects NaN
+        raise ValueError(f"p-values must lie in [0, 1], got {values}")
+    return values
+
+
 def holm(pvalues: Sequence[float]) -> list[float]:
     """Holm's step-down adjustment of ``m = len(pvalues)`` p-values (Holm 1979), in the input order.
 
     With the p-values sorted ascending, ``p_(1) <= ... <= p_(m)``, the adjusted ``p~_(i) = max_{j <= i}
-    min(1, (m - j + 1) p_(j))``; rejecting where ``p~ < level`` controls the family-wise error rate at ``level``.
-
-    Raises:
-        ValueError: a NaN or a value outside [0, 1].
-    """
-    values = [float(p) for p in pvalues]
-    if any(not 0.0 <= p <= 1.0 for p in values):  # also rejects NaN
-        raise ValueError(f"p-values must lie in [0, 1], got {values}")
-    m = len(values)
+    min(1, (m - j + 1) p_(j))``; rejecting where ``p~ < level`` controls the family-wise error rate at ``level``."""
+    values = _checked(pvalues)
+    m, running = len(values), 0.0
     adjusted = [0.0] * m
-    running = 0.0
     for rank, i in enumerate(sorted(range(m), key=lambda k: values[k])):
         running = max(running, min(1.0, (m - rank) * values[i]))
         adjusted[i] = running
@@ -219,20 +161,12 @@ def benjamini_hochberg(pvalues: Sequence[float]) -> list[float]:
     """Benjamini-Hochberg adjusted p-values of ``m = len(pvalues)`` p-values (step-up), in the input order.
 
     With the p-values sorted ascending, ``p~_(i) = min_{j >= i} min(1, m p_(j) / j)``; rejecting where
-    ``p~ < q`` controls the false discovery rate at ``q`` (independent or positively dependent tests).
-
-    Raises:
-        ValueError: a NaN or a value outside [0, 1].
-    """
-    values = [float(p) for p in pvalues]
-    if any(not 0.0 <= p <= 1.0 for p in values):
-        raise ValueError(f"p-values must lie in [0, 1], got {values}")
-    m = len(values)
+    ``p~ < q`` controls the false discovery rate at ``q`` (independent or positively dependent tests)."""
+    values = _checked(pvalues)
+    m, running = len(values), 1.0
     adjusted = [0.0] * m
-    running = 1.0
     order = sorted(range(m), key=lambda k: values[k])
     for rank in range(m - 1, -1, -1):
-        i = order[rank]
-        running = min(running, min(1.0, m * values[i] / (rank + 1)))
-        adjusted[i] = running
+        running = min(running, min(1.0, m * values[order[rank]] / (rank + 1)))
+        adjusted[order[rank]] = running
     return adjusted

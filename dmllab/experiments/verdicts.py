@@ -1,41 +1,29 @@
-"""The verdict layer: each claim of an artifact judged on one profile's rows (the whole profile's claims taken
-together, with multiplicity, are :mod:`dmllab.experiments.multiplicity`). The rules are pre-registered in
-docs/preregistration.md.
+"""The verdict layer: each claim of an artifact judged on one profile's rows (the profile's claims taken together,
+with multiplicity: :mod:`dmllab.experiments.multiplicity`). The rules, levels and margins are pre-registered in
+docs/preregistration.md; this is how they are applied.
 
-A claim's effect is measured once per seed (paired: both arms share the seed). Every test is one-sided at
-:data:`~dmllab.experiments.stats.ALPHA_PER_SIDE` (2.5%) per side, and every decision p-value is written on the
-two-sided scale (twice the one-sided p-value): with the two-sided 95% t interval ``[low, high]``, the margin
-``delta`` (:func:`~dmllab.experiments.yardstick.margin`: +-1 point for an effect in points, on every profile) and,
-on the paper profile only, the paper's printed effect ``E`` (signed like the claim), a claim of kind ``"verdict"``
-is
+A claim's effect is measured once per seed (paired: both arms share the seed); every test is one-sided at
+:data:`~dmllab.experiments.stats.ALPHA_PER_SIDE` per side, its p-value written on the two-sided scale. With the 95%
+t interval ``[low, high]``, the margin ``delta`` (:func:`~dmllab.experiments.yardstick.margin`) and, on the paper
+profile only, the paper's printed effect ``E``, a claim of kind ``"verdict"`` is, tried in this order, **no**
+(``high < 0``), **yes** (``low > 0``), **equivalent** (the interval inside ``(-delta, +delta)``: TOST), **smaller
+than the paper** (``E > 0`` and ``high < E``), else **inconclusive** (also with fewer than 2 seeds, or 2 seeds of one
+effect). It is **not testable** when ``claim.not_testable`` names the profile, a method of ``claim.arms`` does not
+learn there (:mod:`dmllab.experiments.gate`; the worse arms are never gated) or a ``claim.training_fit`` claim is
+outside the papers' regime; its numbers are still shown. A stated equivalence (``paper_says == "equivalent"``) is
+judged by equivalence only.
 
-* **no** when ``high < 0``: the opposite of the claim, beyond seed noise;
-* **yes** when ``low > 0``: the claimed sign, beyond seed noise;
-* **equivalent** when the 95% interval lies inside ``(-delta, +delta)`` (TOST at 2.5% per side);
-* **smaller than the paper** (paper profile only) when the paper claims an effect (``E > 0``) and ``high < E``;
-* **inconclusive** otherwise, or with fewer than 2 seeds;
-* **not testable** when the paper's procedure cannot be kept on the profile (``claim.not_testable``), a method the
-  claim says is better or equal (``claim.arms``) does not learn there (:func:`training_status`; the arms it says
-  are worse are never gated), or the claim is a regulariser's (``claim.training_fit``) on a profile outside the
-  papers' regime (:func:`dmllab.experiments.gate.regime`). Its numbers are still shown.
+A claim about every member of a set (one effect column per member) is an intersection-union test: **yes** only when
+every member's interval is above 0; **no**, **smaller** when one member's test at the Bonferroni level ``alpha / K``
+rejects; **equivalent** when every member is. Its p-value for yes and equivalent is the largest member's, for no or
+smaller the member's times ``K``; an inconclusive claim's is the smallest of its yes, no and equivalence p-values.
+Each claim also carries its methods' learning relative to ProxyNCA++ (:func:`dmllab.experiments.gate.learning`, a
+caveat, never a gate) and the seeds a two-sided t test at 5% needs for 80% power at the observed effect and at the
+yardstick (:func:`dmllab.experiments.stats.seeds_needed`, with the observed per-seed sd).
 
-The classes are tried in this order; a claim that states an equivalence (``paper_says == "equivalent"``) is judged
-by equivalence only ("equivalent" or "inconclusive", never "yes" nor "no"). A claim about every member of a set
-(the effect has one column per member) is an intersection-union test: **yes** only when every member's interval is
-above 0; **no**, **smaller** when one member's test at the Bonferroni level ``alpha / K`` over the ``K`` members
-rejects; **equivalent** when every member is. Its p-value for yes and equivalent is the largest member's (the IUT
-p-value), for a "no" or "smaller" the member's times ``K``; an inconclusive claim's is the smallest of its yes, no
-and equivalence p-values. Each claim also carries its methods' learning relative to ProxyNCA++
-(:func:`dmllab.experiments.gate.learning`), a caveat and never a gate.
-
-Each claim carries the seeds a two-sided t test at 5% needs for 80% power (:func:`dmllab.experiments.stats.
-seeds_needed`, noncentral t) at the observed effect and at the yardstick (the paper's effect, half of it off the
-paper profile), with the observed per-seed sd.
-
-A claim of kind ``"check"`` is an analytic property of a toy (or a design target of the offline benchmark): it
-**passes** when its effect is positive on every seed, **fails** otherwise, **cannot decide** when the rows cannot
-measure it and is **not testable** on a profile its ``not_testable`` names (never a failed check); checks are shown
-apart and never counted among the verdicts.
+A claim of kind ``"check"`` (an analytic property of a toy, or a design target of the offline benchmark) **passes**
+when its effect is positive on every seed, **fails** otherwise, **cannot decide** when the rows cannot measure it
+and is **not testable** on a profile its ``not_testable`` names; checks are shown apart, never counted as verdicts.
 """
 
 from __future__ import annotations
@@ -69,32 +57,10 @@ from dmllab.experiments.yardstick import (
     yardstick,
 )
 
-__all__ = [
-    "CHECKS",
-    "GAIN_METRIC",
-    "NOT_TESTABLE",
-    "SMALLER",
-    "STATUS_ARTIFACT",
-    "VERDICTS",
-    "Gate",
-    "Judgement",
-    "Regime",
-    "TrainingStatus",
-    "assess",
-    "check_table",
-    "judge",
-    "DELTA_POINTS",
-    "effect_of",
-    "margin",
-    "paper_effect",
-    "regime",
-    "smaller_bound",
-    "yardstick",
-    "seeds_cover",
-    "testability",
-    "training_status",
-    "verdict_table",
-]
+__all__ = ["CHECKS", "GAIN_METRIC", "NOT_TESTABLE", "SMALLER", "STATUS_ARTIFACT", "VERDICTS", "Gate"]
+__all__ += ["Judgement", "Regime", "TrainingStatus", "assess", "check_table", "DELTA_POINTS", "effect_of"]
+__all__ += ["margin", "paper_effect", "regime", "smaller_bound", "yardstick", "seeds_cover", "testability"]
+__all__ += ["training_status", "verdict_table"]
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -114,12 +80,6 @@ DATA_SEEDS_COVER = (
     "an interval covers a new draw of the data as well as the initialisation and the batch order."
 )
 TOY_SEEDS_COVER = "Seeds redraw the toy's initialisation (and its samples where the toy draws them)."
-
-
-# ------------------------------------------------------------------------------------------- the inputs
-
-
-# ------------------------------------------------------------------------------------------- one claim
 
 
 @dataclass(frozen=True)
@@ -220,13 +180,11 @@ def _check(claim: Claim, effects: tuple[float, ...], missing: str, profile: str 
 
 
 def _tstat(effects: tuple[float, ...]) -> float:
-    iv = stats.interval(effects)
-    sd = stats.sd(effects)
-    if iv.n < stats.MIN_SEEDS:
-        return iv.mean
-    return (
-        iv.mean / (sd / math.sqrt(iv.n)) if sd > 0 else math.copysign(math.inf, iv.mean) if iv.mean else 0.0
-    )
+    """The t statistic of at least 2 ``effects`` against 0 (+-inf with zero spread)."""
+    mean, sd = sum(effects) / len(effects), stats.sd(effects)
+    if sd > 0:
+        return mean / (sd / math.sqrt(len(effects)))
+    return math.copysign(math.inf, mean) if mean else 0.0
 
 
 def _two_sided(p: float) -> float:
@@ -299,22 +257,21 @@ def assess(
     yard, delta = yardstick(paper, profile), margin(claim, paper, profile)
     base = {"members": max(len(members), 1), "paper": paper, "yardstick": yard, "delta": delta, "runs": runs}
     base |= {"reads": reads_of(effect) if effect is not None else (), "learning": learning(claim, status)}
+    undecided = NOT_TESTABLE if not testable else "inconclusive"
     if not members:
-        verdict = NOT_TESTABLE if not testable else "inconclusive"
-        return Judgement(claim, verdict, join_why(missing, reason), None, math.nan, (), **base)
+        return Judgement(claim, undecided, join_why(missing, reason), None, math.nan, (), **base)
     n = min(len(e) for e in members.values())
-    if n < stats.MIN_SEEDS:
-        shown = next(iter(members))
-        iv = stats.interval(members[shown])
-        verdict = NOT_TESTABLE if not testable else "inconclusive"
-        why = join_why(f"only {n} seed(s)", reason)
-        return Judgement(claim, verdict, why, iv, math.nan, members[shown], **base)
-    bound = smaller_bound(paper, profile)
     flat = next((m for m, e in members.items() if n < 3 and len(set(e)) == 1), None)
-    if flat is not None:  # a zero-width interval from 2 seeds measures no noise: it decides nothing
-        verdict = NOT_TESTABLE if not testable else "inconclusive"
-        why = join_why(f"no variation: {n} seeds with one effect ({flat or 'the effect'})", reason)
-        return Judgement(claim, verdict, why, stats.interval(members[flat]), math.nan, members[flat], **base)
+    if n < stats.MIN_SEEDS or flat is not None:  # a zero-width interval from 2 seeds measures no noise
+        shown = next(iter(members)) if n < stats.MIN_SEEDS else flat
+        few = (
+            f"only {n} seed(s)"
+            if n < stats.MIN_SEEDS
+            else f"no variation: {n} seeds with one effect ({flat or 'the effect'})"
+        )
+        iv = stats.interval(members[shown])
+        return Judgement(claim, undecided, join_why(few, reason), iv, math.nan, members[shown], **base)
+    bound = smaller_bound(paper, profile)
     verdict, shown, p = _classify(members, bound, delta, claim.paper_says == "equivalent")
     effects = members[shown]
     iv, sd = stats.interval(effects), stats.sd(effects)
@@ -343,18 +300,6 @@ def _explain(verdict: str, bound: float, delta: float, k: int, shown: str, claim
     if verdict == "inconclusive":
         return "interval contains 0"
     return member
-
-
-def judge(
-    claim: Claim,
-    rows: pd.DataFrame,
-    profile: str | None = None,
-    status: TrainingStatus | None = None,
-    paper: float = math.nan,
-) -> tuple[stats.Interval | None, str, str]:
-    """``(interval, verdict, why)`` of ``claim`` on ``rows`` (:func:`assess`)."""
-    j = assess(claim, rows, profile, status, paper)
-    return j.interval, j.verdict, j.why
 
 
 def missing_datasets(artifact: Artifact, rows: pd.DataFrame, profile: str | None) -> list[str]:
@@ -389,23 +334,9 @@ def rows_profile(rows: pd.DataFrame, profile: str | None = None) -> str | None:
 
 # ------------------------------------------------------------------------------------------- tables
 
-VERDICT_COLUMNS = (
-    "claim",
-    "paper",
-    "paper effect",
-    "effect",
-    "95% low",
-    "95% high",
-    "seeds",
-    "unit",
-    "verdict",
-    "why",
-    "seeds to resolve",
-    "seeds for the paper's effect",
-    "differs",
-    "p",
-    "learning",
-)
+VERDICT_COLUMNS = ("claim", "paper", "paper effect", "effect", "95% low", "95% high", "seeds", "unit")
+VERDICT_COLUMNS += ("verdict", "why", "seeds to resolve", "seeds for the paper's effect", "differs", "p")
+VERDICT_COLUMNS += ("learning",)
 CHECK_COLUMNS = ("check", "measured", "lowest seed", "seeds", "unit", "result", "why")
 
 

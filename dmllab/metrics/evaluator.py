@@ -315,12 +315,9 @@ def _collapsed_message(what: str, n: int, spread: float, magnitude: float, rtol:
 def check_not_collapsed(x: Tensor, what: str, *, input_dtype: torch.dtype | None = None) -> None:
     """Raise :class:`CollapsedEmbeddingError` when the rows of ``x`` are collapsed (sets of one row never are);
     ``input_dtype``: the precision the rule is judged at (default ``x.dtype``)."""
-    if x.shape[0] < 2:
-        return
     rtol = collapse_tolerance(input_dtype or x.dtype)
-    spread, magnitude = coordinate_spread(x)
-    if spread <= rtol * magnitude:
-        raise CollapsedEmbeddingError(_collapsed_message(what, x.shape[0], spread, magnitude, rtol))
+    if is_collapsed(x, rtol):  # the spread is measured again only to word the error
+        raise CollapsedEmbeddingError(_collapsed_message(what, x.shape[0], *coordinate_spread(x), rtol))
 
 
 def _sqnorms64(x: Tensor) -> Tensor:

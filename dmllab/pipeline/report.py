@@ -17,6 +17,7 @@ from dmllab import paths
 from dmllab.experiments import multiplicity, registry, verdicts
 from dmllab.experiments.artifact import PAPER_TITLES, PAPERS, Artifact
 from dmllab.experiments.compare import paper_vs_reproduced, summarise
+from dmllab.experiments.pnpp._common import SWEEP_TAGS
 from dmllab.fileio import write_atomic
 from dmllab.pipeline import summary
 from dmllab.pipeline.forest import forest, legend
@@ -90,6 +91,14 @@ def numbers_table(
     table.columns.name = None
     table = table.reset_index().rename(columns=lambda c: c.removeprefix("param_"))
     notes = [fixed] if fixed else []
+    marks = [c for c in table.columns[1:] if c in SWEEP_TAGS]
+    if marks:  # a sweep's flags as a mark on the rows they tag, said in words, instead of True/False columns
+        on = table[marks].astype(str).isin(["True", "true", "1", "1.0"])
+        tags = [", ".join(m for m in marks if row[m]) for _, row in on.iterrows()]
+        first = table.columns[0]
+        table[first] = [f"{v} ({t})" if t else v for v, t in zip(table[first], tags)]
+        table = table.drop(columns=marks)
+        notes.append("; ".join(f"({m}) {SWEEP_TAGS[m]}" for m in marks))
     if len(table) > max_rows:
         notes.append(f"first {max_rows} of {len(table)} lines; all in {csv_name}")
         table = table.head(max_rows)

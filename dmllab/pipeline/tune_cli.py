@@ -63,7 +63,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         metavar="N|auto",
         help="local workers; auto (default): one per usable core (each trial on one thread)",
     )
-    p.add_argument("--executor", choices=("local", "slurm"), default="local")
+    p.add_argument(
+        "--executor",
+        choices=("local", "slurm"),
+        default="local",
+        help="where the trials train: local process pool (default), or SLURM jobs via submitit",
+    )
     p.add_argument("--list", action="store_true", help="print the methods and their search spaces and stop")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     add_slurm_arguments(p, unit="trial", time_min=60)

@@ -10,9 +10,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-# The library's expected failures (bad input, missing or corrupt files, full disk, a diverged training): one
-# line and exit status 2; anything else reaches the generic handler of dmllab.cli (one line, status 1).
-_USER_ERRORS = (ValueError, KeyError, OSError, FloatingPointError)
+from dmllab.errors import EXPECTED_ERRORS  # one line and status 2; any other error reaches dmllab.cli
 
 
 def _fail(err: BaseException, args: argparse.Namespace) -> int:
@@ -132,7 +130,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             print(presets.describe(cfg))
             print(f"config {config_hash(cfg)} seed {args.seed}")
         result = run(cfg, seed=args.seed, store=RunStore(), progress=not args.quiet, force=args.force)
-    except _USER_ERRORS as err:
+    except EXPECTED_ERRORS as err:
         return _fail(err, args)
     src = "stored result" if result.cached else f"trained in {result.wall_time_s:.1f} s"
     print(f"test ({src}; best epoch {result.best_epoch}, lr drops {result.lr_drop_epochs}):")
@@ -203,7 +201,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         else:
             emb, lab, _ = embed_split(model, cfg, args.split or cfg.data.test_split)
             metrics = evaluate(emb, lab, **kw)
-    except _USER_ERRORS as err:
+    except EXPECTED_ERRORS as err:
         return _fail(err, args)
     _print_metrics(metrics)
     return 0
@@ -225,7 +223,7 @@ def cmd_presets(args: argparse.Namespace) -> int:
             for d in datasets:
                 for p in profiles:
                     print("  " + presets.describe(presets.get(m, d, p)))
-    except _USER_ERRORS as err:
+    except EXPECTED_ERRORS as err:
         return _fail(err, args)
     return 0
 
@@ -267,11 +265,25 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--profile", default="quick", help="paper, quick or smoke (default quick, the embedded default)"
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="the run's seed (default 0)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override, e.g. loss.temperature=0.05")
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--two-stage", dest="two_stage", action="store_const", const=True, default=None)
-    g.add_argument("--single-stage", dest="two_stage", action="store_const", const=False)
+    stage = "default: the preset's run.two_stage"
+    g.add_argument(
+        "--two-stage",
+        dest="two_stage",
+        action="store_const",
+        const=True,
+        default=None,
+        help=f"ProxyNCA++'s protocol: stage 1 on train picks the epochs, stage 2 retrains on trainval ({stage})",
+    )
+    g.add_argument(
+        "--single-stage",
+        dest="two_stage",
+        action="store_const",
+        const=False,
+        help=f"one stage on the config's train split for all epochs, last model tested ({stage})",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--force", action="store_true", help="retrain even if the run is stored")
     p.add_argument(
@@ -298,12 +310,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "and --set evaluate the same network on other data.",
     )
     p.add_argument("target", help="results/runs/<hash>/seed<k> folder or a final.pt file")
-    p.add_argument("--dataset", default=None)
-    p.add_argument("--data-root", default=None)
+    p.add_argument("--dataset", default=None, help="evaluate on this dataset (default: the run's)")
+    p.add_argument("--data-root", default=None, help="its folder (default: the run's)")
     p.add_argument(
         "--split", default=None, help="default: the config's test split (query/gallery for In-Shop)"
     )
-    p.add_argument("--set", action="append", metavar="KEY=VALUE")
+    p.add_argument(
+        "--set", action="append", metavar="KEY=VALUE", help="override the run's config, as train --set does"
+    )
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser(
@@ -313,9 +327,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "each dataset and profile (or --dataset, --profile), the preset's key hyper-parameters and the method's "
         "options.",
     )
-    p.add_argument("--method", default=None)
-    p.add_argument("--dataset", default=None)
-    p.add_argument("--profile", default=None)
+    p.add_argument("--method", default=None, help="only this method (default: every one)")
+    p.add_argument("--dataset", default=None, help="only this dataset (default: every one)")
+    p.add_argument("--profile", default=None, help="only this profile (default: every one)")
     p.set_defaults(func=cmd_presets)
 
     p = sub.add_parser(
@@ -334,6 +348,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="the synthetic benchmark's draw whose pre-training pool it trains on (0)",
     )
     p.add_argument("--profile", default="quick", help="accepted for symmetry; the quick profile's CNN")
-    p.add_argument("--quiet", action="store_true")
-    p.add_argument("--force", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--force", action="store_true", help="pre-train again even if the weights are cached")
     p.set_defaults(func=cmd_pretrain)

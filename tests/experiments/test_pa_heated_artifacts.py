@@ -120,7 +120,8 @@ def test_claims_evaluate_on_rows(artifact_id: str) -> None:
     artifact = registry.get(artifact_id)
     rows = fake_rows(artifact, "smoke")
     for claim in artifact.claims:
-        _, verdict, why = verdicts.judge(claim, rows)
+        j = verdicts.assess(claim, rows)
+        verdict, why = j.verdict, j.why
         assert verdict in (CHECKS if claim.kind == "check" else verdicts.VERDICTS), claim.text
         assert "Error" not in why, f"{claim.text}: {why}"
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from dmllab.experiments import kit
-from dmllab.experiments.artifact import Run
+from dmllab.experiments import figures, kit
+from dmllab.experiments.artifact import Figure, Run
 from dmllab.experiments.compare import diff_at
 from dmllab.experiments.params import Params
 
@@ -19,20 +19,9 @@ from dmllab.experiments.params import Params
 ENHANCEMENTS: tuple[str, ...] = ("prob", "scale", "cbs", "norm", "max", "fast")
 PAPER_DATASETS: list[str] = ["cub", "cars", "sop", "inshop"]
 # Tables 3-6 (and 14/15 rows) per dataset; the offline benchmark faces CUB's table.
-SOTA_TABLE: dict[str, str] = {
-    "cub": "Table 3",
-    "cars": "Table 4",
-    "sop": "Table 5",
-    "inshop": "Table 6",
-    "synthetic": "Table 3",
-}
-REF_DATASET: dict[str, str] = {
-    "synthetic": "cub",
-    "cub": "cub",
-    "cars": "cars",
-    "sop": "sop",
-    "inshop": "inshop",
-}
+SOTA_TABLE: dict[str, str] = {"cub": "Table 3", "cars": "Table 4", "sop": "Table 5", "inshop": "Table 6"}
+SOTA_TABLE["synthetic"] = SOTA_TABLE["cub"]
+REF_DATASET: dict[str, str] = {"synthetic": "cub", **{d: d for d in PAPER_DATASETS}}
 ROW_NAME: dict[str, str] = {"cub": "CUB", "cars": "CARS", "sop": "SOP", "inshop": "InShop"}
 # Side of the final feature map the global pooling reduces: SmallCNN on 56-pixel quick crops and 32-pixel smoke
 # images (stride 8), ResNet-50 on 256 crops.
@@ -72,7 +61,11 @@ def datasets(params: Params) -> list[str]:
     return list(params["datasets"])
 
 
-# ------------------------------------------------------------------------------------------- sweep claims
+#: The flags a sweep tags its runs with (``param_<flag>``, True on the tagged runs; :func:`sweep_runs`), in words.
+SWEEP_TAGS = {
+    "preset": "the preset's value: the runs every table shares, where the claims compare",
+    "below": "the preset's value one step of the paper's grid lower (the claim that going lower hurts)",
+}
 
 
 def sweep_runs(
@@ -140,3 +133,13 @@ def preset_vs(df: Any, metric: str, param: str, which: str | float) -> Any:
     if which == "below":
         other = tagged_value(df, param, "below")
     return diff_at(df, metric, param, preset_value(df, param), float(other))
+
+
+def sweep_figure(param: str, xlabel: str, title: str, what: str, preset: bool = True) -> Figure:
+    """R@1 against ``param`` (:func:`dmllab.experiments.figures.sweep_figure`), the preset's value dotted."""
+
+    def draw(tables: Any) -> Any:
+        mark = preset_value(tables["rows"], param) if preset else None
+        return figures.sweep_figure(tables, param, xlabel=xlabel, mark=mark, title=title)
+
+    return Figure(draw, caption=f"R@1 against {what}, mean +- one std over seeds (shaded).")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments import analogue, figures
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Run, printed
+from dmllab.experiments import analogue
+from dmllab.experiments.artifact import Artifact, Claim, Run, printed
 from dmllab.experiments.params import Params
 from dmllab.experiments.pnpp import _common as C
 
@@ -24,14 +24,15 @@ PARAMETERS = {
 BELOW = 3.0
 
 
-def _grid(profile: str) -> str:
+def _values(profile: str) -> str:
+    """The profile's swept T as fractions, highest first: ``"1, 1/3, 1/9, 1/81"``."""
     ts = sorted(PARAMETERS[profile]["temperatures"], reverse=True)
+    return ", ".join(f"1/{1 / t:.3g}" if t < 1 else f"{t:g}" for t in ts)
+
+
+def _grid(profile: str) -> str:
     own = preset_temperature("synthetic" if profile != "paper" else "cub", profile)
-    return (
-        "T = "
-        + ", ".join(f"1/{1 / t:.3g}" if t < 1 else f"{t:g}" for t in ts)
-        + f", the preset's {own:.3g} and a third of it (the paper prints its grid only as a curve)"
-    )
+    return f"T = {_values(profile)}, the preset's {own:.3g} and a third of it (the paper prints its grid only as a curve)"
 
 
 def preset_temperature(dataset: str, profile: str) -> float:
@@ -60,15 +61,9 @@ def _below(df: Any) -> Any:
     return C.preset_vs(df, "R@1", "temperature", "below")
 
 
-def _figure(tables: Any) -> Any:
-    return figures.sweep_figure(
-        tables,
-        "temperature",
-        xlabel="temperature T (log)",
-        mark=C.preset_value(tables["rows"], "temperature"),
-        title="Fig. 4a: ProxyNCA++ R@1 against T (dotted: the preset's T)",
-    )
-
+_FIGURE = C.sweep_figure(
+    "temperature", "temperature T (log)", "Fig. 4a: ProxyNCA++ R@1 against T (dotted: the preset's T)", "T"
+)
 
 ARTIFACT = Artifact(
     id="pnpp_fig4a_temperature",
@@ -78,9 +73,9 @@ ARTIFACT = Artifact(
     description=(
         "ProxyNCA++ Fig. 4a: R@1 of ProxyNCA++ on CUB against the temperature T (mean and one std over seeds); "
         "the paper's optimum is T = 1/9, and lowering T further overfits the training classes. The paper does "
-        "not print the swept values; dmllab sweeps T = 1, 1/3, 1/9, 1/27, 1/81 on the quick profile (factors of "
-        "3 around 1/9) and a finer grid on the paper profile, and always adds the preset's T: 1/9 on the paper "
-        "profile, on quick the T that dmllab tune chose on validation. The preset's runs are the ones every "
+        f"not print the swept values; dmllab sweeps T = {_values('quick')} on the quick profile and "
+        f"{_values('paper')} on the paper profile, and always adds the preset's T and a third of it: 1/9 on the "
+        "paper profile, on quick the T that dmllab tune chose on validation. The preset's runs are the ones every "
         "table shares, and T = 1 is Table 7's -scale configuration (the same runs). Quick: the "
         "offline benchmark."
     ),
@@ -109,5 +104,5 @@ ARTIFACT = Artifact(
             key="below_optimum",
         ),
     ),
-    figures=(Figure(_figure, caption="R@1 against T, mean +- one std over seeds (shaded)."),),
+    figures=(_FIGURE,),
 )

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments import analogue, figures
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Run, printed
+from dmllab.experiments import analogue
+from dmllab.experiments.artifact import Artifact, Claim, Run, printed
 from dmllab.experiments.compare import extremes
 from dmllab.experiments.params import Params
 from dmllab.experiments.pnpp import _common as C
@@ -41,14 +41,13 @@ def _correlation(df: Any) -> Any:
     )
 
 
-def _figure(tables: Any) -> Any:
-    return figures.sweep_figure(
-        tables,
-        "k",
-        xlabel="k of global k-max pooling (log; 1 = GMP, H x W = GAP)",
-        title="Fig. 4b: ProxyNCA++ R@1 against k",
-    )
-
+_FIGURE = C.sweep_figure(
+    "k",
+    "k of global k-max pooling (log; 1 = GMP, H x W = GAP)",
+    "Fig. 4b: ProxyNCA++ R@1 against k",
+    "k",
+    preset=False,
+)
 
 ARTIFACT = Artifact(
     id="pnpp_fig4b_kmax",
@@ -110,5 +109,5 @@ ARTIFACT = Artifact(
             key="k_correlation",
         ),
     ),
-    figures=(Figure(_figure, caption="R@1 against k, mean +- one std over seeds (shaded)."),),
+    figures=(_FIGURE,),
 )

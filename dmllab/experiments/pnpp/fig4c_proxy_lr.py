@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments import analogue, figures
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
+from dmllab.experiments import analogue
+from dmllab.experiments.artifact import Artifact, Claim, Run
 from dmllab.experiments.params import Params
 from dmllab.experiments.pnpp import _common as C
 
@@ -25,15 +25,12 @@ def runs(params: Params) -> list[Run]:
     return C.sweep_runs(params, build, "proxy_lr", params["proxy_lrs"], preset=preset_proxy_lr)
 
 
-def _figure(tables: Any) -> Any:
-    return figures.sweep_figure(
-        tables,
-        "proxy_lr",
-        xlabel="proxy learning rate (log)",
-        mark=C.preset_value(tables["rows"], "proxy_lr"),
-        title="Fig. 4c: ProxyNCA++ R@1 against the proxy lr (dotted: the preset's)",
-    )
-
+_FIGURE = C.sweep_figure(
+    "proxy_lr",
+    "proxy learning rate (log)",
+    "Fig. 4c: ProxyNCA++ R@1 against the proxy lr (dotted: the preset's)",
+    "the proxy lr",
+)
 
 ARTIFACT = Artifact(
     id="pnpp_fig4c_proxy_lr",
@@ -76,5 +73,5 @@ ARTIFACT = Artifact(
             key="fast_vs_slowest",
         ),
     ),
-    figures=(Figure(_figure, caption="R@1 against the proxy lr, mean +- one std over seeds (shaded)."),),
+    figures=(_FIGURE,),
 )

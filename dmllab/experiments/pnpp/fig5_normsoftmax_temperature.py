@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from dmllab.experiments import analogue, figures, kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
+from dmllab.experiments import analogue, kit
+from dmllab.experiments.artifact import Artifact, Claim, Run
 from dmllab.experiments.params import Params
 from dmllab.experiments.pnpp import _common as C
 
@@ -33,15 +31,9 @@ def runs(params: Params) -> list[Run]:
     )
 
 
-def _figure(tables: Any) -> Any:
-    return figures.sweep_figure(
-        tables,
-        "temperature",
-        xlabel="temperature T (log)",
-        mark=C.preset_value(tables["rows"], "temperature"),
-        title="Fig. 5: NormSoftMax R@1 against T (dotted: the preset's T)",
-    )
-
+_FIGURE = C.sweep_figure(
+    "temperature", "temperature T (log)", "Fig. 5: NormSoftMax R@1 against T (dotted: the preset's T)", "T"
+)
 
 ARTIFACT = Artifact(
     id="pnpp_fig5_normsoftmax_temperature",
@@ -89,5 +81,5 @@ ARTIFACT = Artifact(
             key="below_optimum",
         ),
     ),
-    figures=(Figure(_figure, caption="R@1 against T, mean +- one std over seeds (shaded)."),),
+    figures=(_FIGURE,),
 )

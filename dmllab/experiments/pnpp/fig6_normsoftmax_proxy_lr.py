@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments import analogue, figures, kit
-from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
+from dmllab.experiments import analogue, kit
+from dmllab.experiments.artifact import Artifact, Claim, Run
 from dmllab.experiments.params import Params
 from dmllab.experiments.pnpp import _common as C
 
@@ -40,15 +40,12 @@ def _lrs(profile: str) -> str:
     return f"proxy lrs {swept} and the +fast preset's {own:.3g} with the preset's other lrs ({base}; paper: base lr 4e-3)"
 
 
-def _figure(tables: Any) -> Any:
-    return figures.sweep_figure(
-        tables,
-        "proxy_lr",
-        xlabel="proxy learning rate (log)",
-        mark=C.preset_value(tables["rows"], "proxy_lr"),
-        title="Fig. 6: NormSoftMax R@1 against the proxy lr (dotted: the +fast preset's)",
-    )
-
+_FIGURE = C.sweep_figure(
+    "proxy_lr",
+    "proxy learning rate (log)",
+    "Fig. 6: NormSoftMax R@1 against the proxy lr (dotted: the +fast preset's)",
+    "the proxy lr",
+)
 
 ARTIFACT = Artifact(
     id="pnpp_fig6_normsoftmax_proxy_lr",
@@ -92,5 +89,5 @@ ARTIFACT = Artifact(
             key="vs_fastest",
         ),
     ),
-    figures=(Figure(_figure, caption="R@1 against the proxy lr, mean +- one std over seeds (shaded)."),),
+    figures=(_FIGURE,),
 )

@@ -188,6 +188,9 @@ def _subset(text: str, better: str, worse: str, key: str, extra: Any = "") -> Cl
     )
 
 
+LABELS = {"baseline": "ProxyNCA (no enhancement)"}
+
+
 def _chart(tables: Any) -> Any:
     groups = [("Table 7: ProxyNCA++ and each single removal", list(TABLE7))]
     for label, table, extra in (
@@ -201,12 +204,56 @@ def _chart(tables: Any) -> Any:
             if name not in names and name not in {_name(v) for v in TABLE7.values()}:
                 names.append(name)
         groups.append((f"{label}: subsets with and without +{extra}", names))
-    return figures.dot_table_figure(
-        tables,
-        groups,
-        title="Tables 7-10: R@1 of each configuration",
-        labels={"baseline": "ProxyNCA (no enhancement)"},
+    return _dot_table(tables, groups)
+
+
+def _dot_table(tables: Any, groups: list[tuple[str, list[str]]]) -> Any:
+    """A table-like chart of the variants: one line each, grouped under headings (``groups``: ``(heading,
+    variants)``), its R@1 mean over seeds with a +- one std bar, the seeds as ticks, and the paper's value where
+    printed (:func:`dmllab.experiments.figures.anchored` at the first value the paper prints). Reads top to
+    bottom."""
+    import matplotlib.pyplot as plt
+
+    rows = tables["rows"]
+    data = rows[rows["metric"] == "R@1"]
+    stats = data.groupby("variant")["value"].agg(["mean", "std"])
+    lines: list[tuple[str, str | None]] = []
+    for heading, values in groups:
+        present = [v for v in values if v in stats.index]
+        if present:
+            lines += [(heading, None)] + [(LABELS.get(v, v), v) for v in present]
+    fig, ax = plt.subplots(figsize=(7.0, 0.26 * len(lines) + 1.0))
+    paper = figures.paper_values(tables, "R@1", ["variant"])
+    order = [v for _, v in lines if v is not None]
+    where, anchor = figures.anchored(
+        {v: float(stats.loc[v, "mean"]) for v in order},
+        {v: paper[(v,)] for v in order if (v,) in paper},
+        order,
+        relative=not figures.is_paper_profile(rows),
     )
+    for y, (_, v) in enumerate(lines):
+        if v is None:
+            continue
+        m, sd = float(stats.loc[v, "mean"]), float(stats.loc[v, "std"])
+        ax.errorbar(
+            [m], [y], xerr=[sd if sd == sd else 0.0], color="tab:blue", marker="o", capsize=3, markersize=5
+        )
+        seeds = data.loc[data["variant"] == v, "value"]
+        ax.plot(seeds, [y] * len(seeds), "|", color="black", alpha=0.6, markersize=7)
+        if v in where:
+            ax.plot([where[v]], [y], marker="D", color=figures.PAPER_COLOUR, markersize=5, ls="")
+    ax.set_yticks(range(len(lines)), [text for text, _ in lines], fontsize=8)
+    for tick, (_, v) in zip(ax.get_yticklabels(), lines):
+        if v is None:
+            tick.set_fontweight("bold")
+    ax.set_ylim(len(lines) - 0.5, -0.5)
+    ax.set_xlabel("R@1 (%): mean +- std over seeds, seeds as ticks")
+    ax.grid(axis="x", alpha=0.3)
+    if where:
+        figures.paper_legend(ax, anchor)
+    ax.set_title("Tables 7-10: R@1 of each configuration", fontsize=10)
+    fig.tight_layout()
+    return fig
 
 
 ARTIFACT = Artifact(

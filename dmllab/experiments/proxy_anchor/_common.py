@@ -17,6 +17,33 @@ COLUMN_PREFIX = {"cub": "CUB-200-2011 ", "cars": "Cars-196 ", "sop": "", "inshop
 TABLE = {"cub": "Table 2", "cars": "Table 2", "sop": "Table 3", "inshop": "Table 4"}
 
 
+def with_image_files(table: Any, dataset: Any) -> Any:
+    """``table`` with an ``image`` column naming the file of each row's ``index`` where ``dataset`` is read from a
+    folder (its ``image_path``), so the figure is drawn from the table wherever the data root is; unchanged for a
+    dataset rendered in memory (the offline benchmark: :func:`figure_images` renders it again)."""
+    path = getattr(dataset, "image_path", None)
+    return (
+        table
+        if path is None or not len(table)
+        else table.assign(image=[str(path(int(i))) for i in table["index"]])
+    )
+
+
+def figure_images(table: Any, cfg: Any) -> dict[int, Any]:
+    """``{index: PIL image}`` of a figure table's rows: from the files its ``image`` column names, else from
+    ``cfg``'s test split without a transform (the data are regenerated or read, never stored as results)."""
+    if "image" in table and table["image"].notna().all():
+        from pathlib import Path
+
+        from dmllab.data.real import load_image
+
+        return {int(i): load_image(Path(p)) for i, p in zip(table["index"], table["image"])}
+    from dmllab.data.loaders import open_split
+
+    ds = open_split(cfg.data, cfg.data.test_split, train=False, raw=True)
+    return {int(i): ds[int(i)][0] for i in table["index"]}
+
+
 def config(method: str, profile: str, dataset: str, *, overrides: Mapping[str, Any] | None = None) -> Any:
     """``method``'s preset on the paper dataset ``dataset`` (the offline benchmark on smoke/quick)."""
     return kit.config(method, kit.benchmark_for(profile, dataset), profile, overrides=overrides)

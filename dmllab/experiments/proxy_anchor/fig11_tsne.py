@@ -11,7 +11,7 @@ from dmllab.experiments import figures
 from dmllab.experiments.artifact import Artifact, Figure, Run
 from dmllab.experiments.lookup import Lookup
 from dmllab.experiments.params import Params
-from dmllab.experiments.proxy_anchor._common import pa_config
+from dmllab.experiments.proxy_anchor._common import figure_images, pa_config, with_image_files
 
 
 def runs(params: Params) -> list[Run]:
@@ -53,9 +53,7 @@ def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str
         t = tsne_grid(
             emb.numpy(), labels.numpy(), n=params["points"], seed=run.seed, perplexity=params["perplexity"]
         )
-        files = figures.image_files(ds, t["index"])
-        if any(files):  # a real dataset: the table names its images (the figure needs no data root)
-            t = t.assign(image=files)
+        t = with_image_files(t, ds)
         share = t["label"].value_counts(normalize=True)
         agree = neighbour_agreement(t[["gx", "gy"]].to_numpy(), t["label"].to_numpy())
         out += tidy(
@@ -79,7 +77,7 @@ def _figure(tables: Any) -> Any:
     t = t[t["seed"] == t["seed"].min()]
     profile = str(tables["rows"]["profile"].iloc[0]) if "profile" in tables["rows"] else "quick"
     cfg = pa_config(profile, "cars")
-    images = figures.figure_images(t, lambda: figures.raw_dataset(cfg, cfg.data.test_split))
+    images = figure_images(t, cfg)
     fig, axes = plt.subplots(1, 2, figsize=(11, 5.4))
     axes[0].scatter(t["x"], t["y"], c=t["label"], cmap="tab20", s=8)
     axes[0].set_title("t-SNE of test embeddings (colour: class)")

@@ -7,13 +7,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dmllab.experiments import figures
 from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.compare import paired
 from dmllab.experiments.lookup import Lookup
 from dmllab.experiments.params import Params
 from dmllab.experiments.proxy_anchor import fig1_convergence as conv
-from dmllab.experiments.proxy_anchor._common import differs
+from dmllab.experiments.proxy_anchor._common import differs, figure_images, with_image_files
 
 PA, PNCA = "Proxy Anchor", "ProxyNCA"
 
@@ -81,10 +80,7 @@ def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str
                         }
                     )
     table = pd.DataFrame(grid)
-    files = figures.image_files(ds, table["index"]) if len(table) else []
-    if any(files):  # a real dataset: the table names its images (the figure needs no data root)
-        table = table.assign(image=files)
-    return out, {"retrievals": table}
+    return out, {"retrievals": with_image_files(table, ds)}
 
 
 def _figure(tables: Any) -> Any:
@@ -95,7 +91,7 @@ def _figure(tables: Any) -> Any:
     table = tables["retrievals"]
     profile = str(tables["rows"]["profile"].iloc[0]) if "profile" in tables["rows"] else "quick"
     cfg = conv.curve_config("proxy_anchor", profile, "cars")
-    images = figures.figure_images(table, lambda: figures.raw_dataset(cfg, cfg.data.test_split))
+    images = figure_images(table, cfg)
     variants = list(dict.fromkeys(table["variant"]))
     fig, axes = plt.subplots(
         1, len(variants), figsize=(4.2 * len(variants), 0.9 * table["query"].nunique() + 1)

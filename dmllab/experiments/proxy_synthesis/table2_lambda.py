@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments import figures
 from dmllab.experiments.artifact import Artifact, Claim, Figure, Run, Smallest, printed
 from dmllab.experiments.compare import paired
 from dmllab.experiments.params import Params
@@ -118,6 +117,7 @@ def _stochastic(profile: str) -> str:
 
 def _plot_table2(tables: Any) -> Any:
     import matplotlib.pyplot as plt
+    import seaborn as sns
 
     df = _test(tables["rows"])
     df = df[df["metric"] == "R@1"]
@@ -130,7 +130,16 @@ def _plot_table2(tables: Any) -> Any:
     ):
         if len(data):
             data = data.assign(x=data[col].astype(float).map(lambda v: f"{v:g}"))
-            figures.mean_std_plot(ax, data.sort_values(col), "x")
+            sns.pointplot(
+                data=data.sort_values(col),
+                x="x",
+                y="value",
+                errorbar="sd",
+                ax=ax,
+                dodge=False,
+                capsize=0.1,
+                linestyles="-",
+            )
         ax.set_xlabel(col.removeprefix("param_").replace("lam", "lambda"))
         ax.set_title(title)
     axes[0].set_ylabel("R@1 (%), mean +- std over seeds")

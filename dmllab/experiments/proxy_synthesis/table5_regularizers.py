@@ -58,14 +58,31 @@ def reference(rec: Any) -> tuple[str, ...] | None:
     return ("Table 5", reg, f"{rest} {col_ds}", ds)
 
 
-def _vs(better: str, worse: str, base: str = "Norm-softmax"):
-    return lambda df: paired(df, "R@1", {"variant": f"{better} | {base}"}, {"variant": f"{worse} | {base}"})
-
-
-def _t5(better: str, worse: str, base: str = "Norm-softmax") -> Any:
-    """Table 5's Cars R@1 of regulariser ``better`` minus ``worse`` over ``base``."""
+def _claim(
+    text: str,
+    pair: tuple[str, str],
+    key: str,
+    differs: Any,
+    base: str = "Norm-softmax",
+    primary: bool = False,
+) -> Claim:
+    """R@1 of regulariser ``better`` minus ``worse`` over ``base``, facing Table 5's Cars cells; a claim over
+    Softmax trains the Softmax arm (Virtual Softmax the worse one)."""
+    better, worse = pair
     column = f"{base} CARS196"
-    return printed(C.cell("Table 5", better, column), C.cell("Table 5", worse, column))
+    softmax = base == "Softmax"
+    return Claim(
+        text,
+        lambda df: paired(df, "R@1", {"variant": f"{better} | {base}"}, {"variant": f"{worse} | {base}"}),
+        unit="R@1 points",
+        differs=C.differs(differs, "softmax" if softmax else "normsoftmax"),
+        arms=(_SM,) if softmax else (_NS,),
+        worse_arms=(_VS,) if worse == "Virtual Softmax" else (),
+        paper_effect=printed(C.cell("Table 5", better, column), C.cell("Table 5", worse, column)),
+        primary=primary,
+        training_fit=True,
+        key=key,
+    )
 
 
 def _mixup(profile: str) -> str:
@@ -148,71 +165,42 @@ ARTIFACT = Artifact(
     runs=runs,
     reference=reference,
     claims=(
-        Claim(
+        _claim(
             "PS beats Input Mixup (Norm-softmax)",
-            _vs("Proxy Synthesis", "Input Mixup"),
-            unit="R@1 points",
-            differs=C.differs(
-                lambda p: f"{_SETUP}; {_mixup(p)}; Input Mixup trains without the cached features"
-            ),
-            arms=(_NS,),
-            paper_effect=_t5("Proxy Synthesis", "Input Mixup"),
+            ("Proxy Synthesis", "Input Mixup"),
+            "ps_vs_input_mixup",
+            lambda p: f"{_SETUP}; {_mixup(p)}; Input Mixup trains without the cached features",
             primary=True,
-            training_fit=True,
-            key="ps_vs_input_mixup",
         ),
-        Claim(
+        _claim(
             "PS beats Manifold Mixup (Norm-softmax)",
-            _vs("Proxy Synthesis", "Manifold Mixup"),
-            unit="R@1 points",
-            differs=C.differs(lambda p: f"{_SETUP}; {_mixup(p)}"),
-            arms=(_NS,),
-            paper_effect=_t5("Proxy Synthesis", "Manifold Mixup"),
+            ("Proxy Synthesis", "Manifold Mixup"),
+            "ps_vs_manifold_mixup",
+            lambda p: f"{_SETUP}; {_mixup(p)}",
             primary=True,
-            training_fit=True,
-            key="ps_vs_manifold_mixup",
         ),
-        Claim(
-            "PS improves on the Norm-softmax baseline",
-            _vs("Proxy Synthesis", "Baseline"),
-            unit="R@1 points",
-            differs=C.differs(_SETUP),
-            arms=(_NS,),
-            paper_effect=_t5("Proxy Synthesis", "Baseline"),
-            training_fit=True,
-            key="ps_baseline",
+        _claim(
+            "PS improves on the Norm-softmax baseline", ("Proxy Synthesis", "Baseline"), "ps_baseline", _SETUP
         ),
-        Claim(
+        _claim(
             "PS beats Virtual Softmax (Softmax)",
-            _vs("Proxy Synthesis", "Virtual Softmax", "Softmax"),
-            unit="R@1 points",
-            differs=C.differs(f"{_SETUP}; the virtual logit clipped at 10 (PS supplement D.4)", "softmax"),
-            arms=(_SM,),
-            worse_arms=(_VS,),
-            paper_effect=_t5("Proxy Synthesis", "Virtual Softmax", "Softmax"),
-            training_fit=True,
-            key="ps_vs_virtual_softmax",
+            ("Proxy Synthesis", "Virtual Softmax"),
+            "ps_vs_virtual_softmax",
+            f"{_SETUP}; the virtual logit clipped at 10 (PS supplement D.4)",
+            "Softmax",
         ),
-        Claim(
+        _claim(
             "Virtual Softmax hurts Softmax on Cars",
-            _vs("Baseline", "Virtual Softmax", "Softmax"),
-            unit="R@1 points",
-            differs=C.differs(f"{_SETUP}; the virtual logit clipped at 10 (PS supplement D.4)", "softmax"),
-            arms=(_SM,),
-            worse_arms=(_VS,),
-            paper_effect=_t5("Baseline", "Virtual Softmax", "Softmax"),
-            training_fit=True,
-            key="virtual_softmax_hurts",
+            ("Baseline", "Virtual Softmax"),
+            "virtual_softmax_hurts",
+            f"{_SETUP}; the virtual logit clipped at 10 (PS supplement D.4)",
+            "Softmax",
         ),
-        Claim(
+        _claim(
             "Manifold Mixup improves on the Norm-softmax baseline",
-            _vs("Manifold Mixup", "Baseline"),
-            unit="R@1 points",
-            differs=C.differs(lambda p: f"{_SETUP}; {_mixup(p)}"),
-            arms=(_NS,),
-            paper_effect=_t5("Manifold Mixup", "Baseline"),
-            training_fit=True,
-            key="manifold_mixup_gain",
+            ("Manifold Mixup", "Baseline"),
+            "manifold_mixup_gain",
+            lambda p: f"{_SETUP}; {_mixup(p)}",
         ),
     ),
     figures=(Figure(_plot, caption="R@1 per regularizer and base loss (mean +- std over seeds)."),),
