@@ -59,9 +59,7 @@ class Calibration:
     embed: Mapping[Key, Mapping[int, float]] = field(default_factory=dict)
     end_to_end: Mapping[Key, Mapping[int, float]] = field(default_factory=dict)
     loader: Mapping[int, float] = field(default_factory=dict)  # batch -> images/s (all workers)
-    quick_run_s: Mapping[int, float] = field(
-        default_factory=dict
-    )  # GPU workers -> seconds per run (throughput)
+    quick_run_s: Mapping[int, float] = field(default_factory=dict)  # GPU workers -> seconds per run
 
     def gpu_run_s(self, profile: str, workers: int = 1) -> float | None:
         """Seconds per ``profile`` run of the study on the device with ``workers`` workers sharing it (wall time
