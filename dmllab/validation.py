@@ -189,11 +189,6 @@ VALUE_RULES: dict[str, Rule] = {
 }
 
 
-def rule_for_key(key: str) -> Rule | None:
-    """The rule of config key ``key`` ("section.field"), None when it has none."""
-    return VALUE_RULES.get(key)
-
-
 def refuse_huge(name: str, value: Any) -> None:
     """An integer beyond 64 bits (in ``value`` or one of its elements) named as such: it would surface as an
     OverflowError or torch's internal error far from where it was given."""
@@ -209,7 +204,7 @@ def check_value(key: str, value: Any) -> None:
     accepted).
 
     Raises ConfigValueError: naming the key, the value and what it must be."""
-    rule = rule_for_key(key)
+    rule = VALUE_RULES.get(key)
     refuse_huge(key, value)
     if rule is not None and not rule(value):
         raise ConfigValueError(f"{key} must be {rule.what}, got {value!r}")

@@ -172,7 +172,7 @@ def check_imagenet_weights(backbone: str, backbone_kwargs: Mapping[str, Any] | N
     every run failing alike.
 
     Raises MissingWeightsError: not cached and not downloadable (:func:`download_imagenet_state_dict`)."""
-    weights = _imagenet_member(backbone, dict(backbone_kwargs or {}))
+    weights = provide_imagenet(backbone, dict(backbone_kwargs or {}))
     path = hub_checkpoint_path(weights.url)
     if not path.is_file():
         download_imagenet_state_dict(weights, arch=backbone)
@@ -275,20 +275,16 @@ def weights_member(enum_cls: type, name: str, arch: str) -> Any:
         ) from None
 
 
-def _imagenet_member(backbone: str, backbone_kwargs: Mapping[str, Any]) -> Any:
+def provide_imagenet(backbone: str, backbone_kwargs: Mapping[str, Any], *, progress: bool = True) -> Any:
+    """The "imagenet" source: torchvision's ``WeightsEnum`` member (``imagenet_weights``, default V1); the
+    backbone downloads it (or reads torch's hub cache) when built with ``pretrained=True``."""
     name = str(backbone_kwargs.get("imagenet_weights", DEFAULT_IMAGENET_WEIGHTS))
     return weights_member(imagenet_weights_enum(backbone), name, backbone)
 
 
-def provide_imagenet(backbone: str, backbone_kwargs: Mapping[str, Any], *, progress: bool = True) -> Any:
-    """The "imagenet" source: torchvision's ``WeightsEnum`` member (``imagenet_weights``, default V1); the
-    backbone downloads it (or reads torch's hub cache) when built with ``pretrained=True``."""
-    return _imagenet_member(backbone, backbone_kwargs)
-
-
 def imagenet_fingerprint(backbone: str, backbone_kwargs: Mapping[str, Any]) -> str:
     """``"<WeightsEnum member>:<file name>"``; torchvision's file names carry the first digits of the sha256."""
-    member = _imagenet_member(backbone, backbone_kwargs)
+    member = provide_imagenet(backbone, backbone_kwargs)
     return f"{member}:{os.path.basename(member.url)}"
 
 

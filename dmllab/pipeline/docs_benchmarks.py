@@ -110,6 +110,7 @@ VIEWS: dict[str, Callable[[list[str], list[list[str]]], tuple[list[str], list[li
     "evaluator": lambda h, r: pivot(
         h, r, ("benchmark", "n", "dim", "method"), "metric", "value", unit="unit"
     ),
+    "numerics_ops": lambda h, r: pivot(h, r, ("op",), "setting", "sha256"),
     "quick_tradeoff": lambda h, r: compact(h, r, drop=("overrides",)),
     "study_reproduce": _summary_view(
         "CSVs identical", lambda r: r["differing_rows"] == "0", total=("rows", "timing_rows")

@@ -130,6 +130,7 @@ def execute_notebook(
                         kernel_name=kernel_name,
                         progress_bar=False,
                         log_output=False,
+                        coalesce_streams=True,  # a progress bar's redraws stored as its last line
                         start_timeout=start_timeout,
                         cwd=str(cwd if cwd is not None else paths.repo_root()),
                         config=config,

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 # Names the IPython kernel puts into a notebook's globals; never parameters.
 _KERNEL_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open"})
-__all__ = ["PROFILES", "ArtifactContext", "draw_figures", "resolve_device", "runs_frame", "setup"]
+__all__ = ["PROFILES", "ArtifactContext", "draw_figures", "readable", "resolve_device", "runs_frame", "setup"]
 
 
 @dataclass(frozen=True)
@@ -163,31 +163,47 @@ class ArtifactContext:
         )
         return table.style.hide(axis="index").set_properties(**{"text-align": "left"})
 
-    def verdicts(self) -> pd.DataFrame:
+    def verdicts(self) -> Styler:
         """Each claim's paper effect, effect, 95% interval, verdict (six classes) and why, the seeds that would
         resolve it, what differs from the paper here, and its unadjusted p-value
-        (:func:`dmllab.experiments.verdicts.verdict_table`; whether a compared method trains comes from the offline
-        benchmark's rows as they are now, and the adjustment for multiplicity needs every claim of the paper: the
-        report, built last, is definitive)."""
+        (:func:`dmllab.experiments.verdicts.verdict_table`, shown by :func:`readable`; whether a compared method
+        trains comes from the offline benchmark's rows as they are now, and the adjustment for multiplicity needs
+        every claim of the paper: the report, built last, is definitive)."""
         from dmllab.experiments.verdicts import regime, training_status, verdict_table
         from dmllab.reference import load_reference
 
         status = training_status(self.profile, self.destination.results)
         fit = regime(self.profile, self.destination.results)
-        return verdict_table(
-            self.artifact, self.read_results(), self.profile, status, load_reference(), fit
-        ).set_index("claim")
+        return readable(
+            verdict_table(self.artifact, self.read_results(), self.profile, status, load_reference(), fit)
+        )
 
-    def checks(self) -> pd.DataFrame:
-        """The analytic properties the artifact checks: measured value, passes or fails."""
+    def checks(self) -> Styler:
+        """The analytic properties the artifact checks: measured value, passes or fails (shown by :func:`readable`)."""
         from dmllab.experiments.verdicts import check_table
 
-        return check_table(self.artifact, self.read_results(), self.profile).set_index("check")
+        return readable(check_table(self.artifact, self.read_results(), self.profile))
 
     def figures(self, save: bool = False) -> list[Figure]:
         """Draw every figure of the artifact from its CSVs (and save it in the destination's figures folder with
         ``save``)."""
         return draw_figures(self.artifact, self.profile, save=save, device=self.device)
+
+
+def readable(frame: pd.DataFrame) -> Styler:
+    """``frame`` as a table to read in a notebook: every column shown whole (pandas' own display cuts the columns
+    and the text of a wide frame), a number to 3 significant digits, a missing value (NaN, None, "") as an empty
+    cell, a column missing in every row left out, the text left-aligned, no index."""
+    missing = frame.isna() | frame.eq("")
+    shown = frame.loc[:, ~missing.all()]
+    floats = shown.select_dtypes("float").columns
+    text = shown.select_dtypes(exclude="number").columns
+    return (
+        shown.style.format(na_rep="")
+        .format("{:.3g}", subset=floats, na_rep="")
+        .set_properties(subset=text, **{"text-align": "left"})
+        .hide(axis="index")
+    )
 
 
 def runs_frame(runs: Sequence[Run]) -> pd.DataFrame:
@@ -305,6 +321,29 @@ def _one_line_errors() -> None:
         shell.set_custom_exc((*EXPECTED_ERRORS, RuntimeError), _one_line)
 
 
+def _kernel_settings(device: str) -> None:
+    """In IPython (a notebook's kernel), what a study's notebook kernel runs with: torch on the threads a study's
+    worker gives one notebook on ``device`` (:func:`dmllab.pipeline.jobs.threads_per_worker`: one on the CPU, as
+    every CPU run trains), and tqdm's plain-text progress bars, which tqdm.auto falls back to without ipywidgets
+    (warning once, into every executed notebook, that it is missing)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    if get_ipython() is None:
+        return
+    import warnings
+
+    from tqdm import TqdmWarning
+
+    from dmllab.pipeline.jobs import set_threads, threads_per_worker
+
+    set_threads(threads_per_worker(device, 1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TqdmWarning)
+        import tqdm.auto  # noqa: F401  (imported once here: every later import is the module already loaded)
+
+
 def setup(namespace: Mapping[str, Any], name: str) -> ArtifactContext:
     """The setup cell of every artifact notebook: validate the parameters, fill defaults, return the context.
 
@@ -321,6 +360,7 @@ def setup(namespace: Mapping[str, Any], name: str) -> ArtifactContext:
     given = _user_globals(namespace)
     train_missing = check_train_missing(artifact.id, given.pop("train_missing", None))
     context = ArtifactContext(artifact, resolve_parameters(artifact, given), train_missing=train_missing)
+    _kernel_settings(context.device)
     if not context.destination.tracked:
         print(f"{artifact.id} ({context.profile}, {context.device}): {context.destination.note()}")
     return context

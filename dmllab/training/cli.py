@@ -1,7 +1,7 @@
 """``dmllab train``, ``dmllab evaluate``, ``dmllab presets`` and ``dmllab pretrain``.
 
 Expected user errors (a wrong ``--data-root``, an unknown ``--set`` key, an unknown method) are printed as
-one clean message on stderr with exit status 2, never as a traceback.
+one clean message on stderr with exit status 2, never as a traceback (:func:`dmllab.cli.main` reports them).
 """
 
 from __future__ import annotations
@@ -9,14 +9,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 from typing import Any
-
-from dmllab.errors import EXPECTED_ERRORS  # one line and status 2; any other error reaches dmllab.cli
-
-
-def _fail(err: BaseException, args: argparse.Namespace) -> int:
-    from dmllab.errors import report_error
-
-    return report_error(err, debug=getattr(args, "debug", False))
 
 
 def _config_from_args(args: argparse.Namespace):
@@ -107,31 +99,27 @@ _MLRC_OPTIONS = tuple(_MLRC_DEFAULTS)
 def cmd_train(args: argparse.Namespace) -> int:
     from dmllab.profiles import resolve_device
     from dmllab.training import RunStore, config_hash, presets, run
+    from dmllab.training.config import check_value
     from dmllab.training.presets import tuned as tuned_recipes
 
-    try:
-        from dmllab.training.config import check_value
-
-        check_value("run.seed", args.seed)
-        given = [name for name in _MLRC_OPTIONS if getattr(args, name, None) is not None]
-        if given and getattr(args, "protocol", "standard") != "mlrc":
-            names = ", ".join("--" + n.replace("_", "-") for n in given)
-            raise ValueError(f"{names} only act with --protocol mlrc; add it or drop them")
-        cfg = _config_from_args(args)
-        _one_seed(args, cfg)
-        if cfg.run.device == "auto":  # resolved once, here: the run's key names the device it trains on
-            cfg = cfg.replace("run.device", resolve_device("auto"))
-        untuned = tuned_recipes.untuned(cfg)
-        if untuned:  # the first line: the other methods of the profile run their tuned recipes
-            print(f"UNTUNED: {untuned}")
-        if getattr(args, "protocol", "standard") == "mlrc":
-            return _cmd_train_mlrc(args, cfg)
-        if not args.quiet:
-            print(presets.describe(cfg))
-            print(f"config {config_hash(cfg)} seed {args.seed}")
-        result = run(cfg, seed=args.seed, store=RunStore(), progress=not args.quiet, force=args.force)
-    except EXPECTED_ERRORS as err:
-        return _fail(err, args)
+    check_value("run.seed", args.seed)
+    given = [name for name in _MLRC_OPTIONS if getattr(args, name, None) is not None]
+    if given and getattr(args, "protocol", "standard") != "mlrc":
+        names = ", ".join("--" + n.replace("_", "-") for n in given)
+        raise ValueError(f"{names} only act with --protocol mlrc; add it or drop them")
+    cfg = _config_from_args(args)
+    _one_seed(args, cfg)
+    if cfg.run.device == "auto":  # resolved once, here: the run's key names the device it trains on
+        cfg = cfg.replace("run.device", resolve_device("auto"))
+    untuned = tuned_recipes.untuned(cfg)
+    if untuned:  # the first line: the other methods of the profile run their tuned recipes
+        print(f"UNTUNED: {untuned}")
+    if getattr(args, "protocol", "standard") == "mlrc":
+        return _cmd_train_mlrc(args, cfg)
+    if not args.quiet:
+        print(presets.describe(cfg))
+        print(f"config {config_hash(cfg)} seed {args.seed}")
+    result = run(cfg, seed=args.seed, store=RunStore(), progress=not args.quiet, force=args.force)
     src = "stored result" if result.cached else f"trained in {result.wall_time_s:.1f} s"
     print(f"test ({src}; best epoch {result.best_epoch}, lr drops {result.lr_drop_epochs}):")
     _print_metrics(result.metrics)
@@ -183,26 +171,23 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from dmllab.training import apply_overrides, load_model
     from dmllab.training.export import embed_split
 
-    try:
-        cfg, weights = _find_weights(Path(args.target))
-        overrides = []
-        if args.dataset:
-            overrides.append(f"data.dataset={args.dataset}")
-        if args.data_root:
-            overrides.append(f"data.root={args.data_root}")
-        cfg = apply_overrides(cfg, overrides + list(args.set or []))
-        model = load_model(cfg, weights)
-        r = cfg.run
-        kw = dict(metrics=r.metrics, ks=r.ks, distance=r.distance)
-        if args.split is None and cfg.data.query_split is not None:
-            q, ql, _ = embed_split(model, cfg, cfg.data.query_split)
-            g, gl, _ = embed_split(model, cfg, cfg.data.gallery_split)
-            metrics = evaluate(q, ql, gallery=g, gallery_labels=gl, **kw)
-        else:
-            emb, lab, _ = embed_split(model, cfg, args.split or cfg.data.test_split)
-            metrics = evaluate(emb, lab, **kw)
-    except EXPECTED_ERRORS as err:
-        return _fail(err, args)
+    cfg, weights = _find_weights(Path(args.target))
+    overrides = []
+    if args.dataset:
+        overrides.append(f"data.dataset={args.dataset}")
+    if args.data_root:
+        overrides.append(f"data.root={args.data_root}")
+    cfg = apply_overrides(cfg, overrides + list(args.set or []))
+    model = load_model(cfg, weights)
+    r = cfg.run
+    kw = dict(metrics=r.metrics, ks=r.ks, distance=r.distance)
+    if args.split is None and cfg.data.query_split is not None:
+        q, ql, _ = embed_split(model, cfg, cfg.data.query_split)
+        g, gl, _ = embed_split(model, cfg, cfg.data.gallery_split)
+        metrics = evaluate(q, ql, gallery=g, gallery_labels=gl, **kw)
+    else:
+        emb, lab, _ = embed_split(model, cfg, args.split or cfg.data.test_split)
+        metrics = evaluate(emb, lab, **kw)
     _print_metrics(metrics)
     return 0
 
@@ -216,15 +201,12 @@ def cmd_presets(args: argparse.Namespace) -> int:
     print(f"profiles: {', '.join(presets.list_profiles())}")
     datasets = [args.dataset] if args.dataset else presets.list_datasets()
     profiles = [args.profile] if args.profile else presets.list_profiles()
-    try:
-        for m in methods:
-            opts = presets.method_options(m)
-            print(f"\n{m}  (options: {', '.join(opts) or 'none'})")
-            for d in datasets:
-                for p in profiles:
-                    print("  " + presets.describe(presets.get(m, d, p)))
-    except EXPECTED_ERRORS as err:
-        return _fail(err, args)
+    for m in methods:
+        opts = presets.method_options(m)
+        print(f"\n{m}  (options: {', '.join(opts) or 'none'})")
+        for d in datasets:
+            for p in profiles:
+                print("  " + presets.describe(presets.get(m, d, p)))
     return 0
 
 
@@ -234,11 +216,8 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     from dmllab.training.pretrain import ensure_pretrained_smallcnn
     from dmllab.validation import MAX_SIZE, check_int
 
-    try:
-        check_int("--width", args.width, high=MAX_SIZE)
-        check_int("--seed", args.seed, low=0)
-    except ValueError as err:
-        return _fail(err, args)
+    check_int("--width", args.width, high=MAX_SIZE)
+    check_int("--seed", args.seed, low=0)
     t0 = time.perf_counter()
     path = ensure_pretrained_smallcnn(
         width=args.width, progress=not args.quiet, force=args.force, seed=args.seed
@@ -250,8 +229,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(sub: argparse._SubParsersAction) -> None:
-    """Register ``train``, ``evaluate``, ``presets`` and ``pretrain`` on the ``dmllab`` parser."""
+def _add_train(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "train",
         help="train (or fetch from the run store) one preset run",
@@ -302,6 +280,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mlrc-dim", type=int, default=None, help="per-fold embedding size (MLRC: 128)")
     p.set_defaults(func=cmd_train)
 
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    """Register ``train``, ``evaluate``, ``presets`` and ``pretrain`` on the ``dmllab`` parser."""
+    _add_train(sub)
     p = sub.add_parser(
         "evaluate",
         help="evaluate a stored run's final model or a checkpoint file",
