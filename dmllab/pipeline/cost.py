@@ -59,9 +59,7 @@ class Calibration:
     embed: Mapping[Key, Mapping[int, float]] = field(default_factory=dict)
     end_to_end: Mapping[Key, Mapping[int, float]] = field(default_factory=dict)
     loader: Mapping[int, float] = field(default_factory=dict)  # batch -> images/s (all workers)
-    quick_run_s: Mapping[int, float] = field(
-        default_factory=dict
-    )  # GPU workers -> seconds per run (throughput)
+    quick_run_s: Mapping[int, float] = field(default_factory=dict)  # GPU workers -> seconds per run
 
     def gpu_run_s(self, profile: str, workers: int = 1) -> float | None:
         """Seconds per ``profile`` run of the study on the device with ``workers`` workers sharing it (wall time
@@ -174,7 +172,11 @@ def _evaluations(total_epochs: int, every: int) -> int:
 
 
 def workload(cfg: ExperimentConfig) -> Workload | Unpriced:
-    """The images ``cfg`` trains and evaluates in a real (not fast dev) run (module docstring)."""
+    """The images ``cfg`` trains and evaluates in a real (not fast dev) run, from the protocol's stage plans and the
+    canonical split sizes (an MLRC fold's parts: (folds - 1) / folds and 1 / folds of ``trainval``): per stage
+    (warm-up + schedule epochs) x the split's full batches (warm-up epochs, with the trunk frozen, counted as full
+    steps: an over-estimate of a few percent), stage 2 counted as long as stage 1 (its upper bound); the
+    validation split at every evaluated epoch of stage 1 and the test split (or query + gallery) once."""
     import dataclasses
 
     from dmllab.data.real import is_real_dataset

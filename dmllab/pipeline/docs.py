@@ -9,10 +9,7 @@ out of date (a test runs it).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from dmllab.experiments.verdicts import VERDICTS
@@ -55,20 +52,6 @@ def verdict_counts(verdicts: list[str]) -> str:
     return ", ".join(f"{verdicts.count(v)} {v}" for v in order if v in verdicts)
 
 
-@contextmanager
-def _results_at(folder: Path) -> Iterator[None]:
-    """Point ``DMLLAB_RESULTS`` at ``folder`` for the duration (the readers take the folder from it)."""
-    before = os.environ.get("DMLLAB_RESULTS")
-    os.environ["DMLLAB_RESULTS"] = str(folder)
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ["DMLLAB_RESULTS"]
-        else:
-            os.environ["DMLLAB_RESULTS"] = before
-
-
 def _checks(results: list[str]) -> str:
     """``["passes", "fails"]`` -> ``"1 of 2 checks pass"`` (a check not testable on the profile is left out); no
     checks -> ``""``."""
@@ -94,11 +77,10 @@ def artifact_table(results: Path, profile: str = TABLE_PROFILE) -> str:
         f"| paper | table / figure | notebook | verdicts ({profile}) | run it |",
         "| --- | --- | --- | --- | --- |",
     ]
-    with _results_at(results):
-        rows = {a.id: read_artifact_rows(a.id, profile) for a in artifacts}
-        frame = claims_frame(
-            artifacts, rows, profile, training_status(profile, results), None, regime(profile, results)
-        )
+    rows = {a.id: read_artifact_rows(a.id, profile, folder=results) for a in artifacts}
+    frame = claims_frame(
+        artifacts, rows, profile, training_status(profile, results), None, regime(profile, results)
+    )
     shown_paper = None
     for art in artifacts:
         mine = frame[frame["artifact"] == art.id]

@@ -62,13 +62,8 @@ def terminate_trees(pids: Sequence[int], grace_s: float = STOP_GRACE_S) -> None:
 
 class LocalExecutor:
     """Jobs in a pool of ``workers`` spawned processes (a fresh interpreter each: nothing leaks from the study
-    process), each with ``threads`` torch threads (:func:`dmllab.pipeline.jobs.threads_per_worker`).
-
-    Every call runs its items to completion and returns one :class:`JobResult` per item, in order; a failing
-    item, or a worker that died (killed, out of memory), is reported, never raised. On :class:`Interrupted` (or a
-    KeyboardInterrupt) the pool is stopped (module docstring) and :class:`Interrupted` is raised with the
-    results that finished.
-    """
+    process), each with ``threads`` torch threads. Every call returns one :class:`JobResult` per item, in order; a
+    failing item, or a worker that died (killed, out of memory), is reported, never raised."""
 
     def __init__(self, workers: int, *, threads: int = CPU_THREADS_PER_RUN, progress: bool = True) -> None:
         self.workers = max(1, int(workers))

@@ -121,10 +121,7 @@ def forest(frame: pd.DataFrame, labels: dict[str, str]) -> Forest | None:
             )
             if _finite(rec["effect"]):
                 row.x_mean = x(rec["effect"])
-            if (
-                _finite(rec["95% low"], rec["95% high"])
-                and len(_finite(rec["95% low"], rec["95% high"])) == 2
-            ):
+            if len(_finite(rec["95% low"], rec["95% high"])) == 2:
                 row.x_low, row.x_high = x(rec["95% low"]), x(rec["95% high"])
             if _finite(rec["paper effect"]):
                 row.x_paper = x(rec["paper effect"])

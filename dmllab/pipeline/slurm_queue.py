@@ -244,14 +244,10 @@ def cancel_named(
 
 @dataclass
 class Watch:
-    """Wait for submitit ``jobs`` (one per item of ``names``), collecting each result as its job finishes.
-
-    ``states(job_ids)`` says what the cluster knows (a :class:`Snapshot`, :func:`slurm_states`); ``say``
-    gets a status line every ``status_every_s`` seconds and a warning for a job PENDING longer than
-    ``pending_warn_s``; ``vanished_s`` bounds the wait for a job that nothing knows; ``done(result)`` is called
-    for each result as it comes. :attr:`results` holds those collected so far (by index), also after an
-    interruption.
-    """
+    """Wait for submitit ``jobs`` (one per item of ``names``), collecting each result as its job finishes
+    (``done(result)``); ``states(job_ids)`` says what the cluster knows (:func:`slurm_states`), ``say`` gets the
+    status lines and warnings (:class:`~dmllab.pipeline.slurm.SlurmOptions`: the intervals). :attr:`results`
+    holds those collected so far (by index), also after an interruption."""
 
     jobs: Sequence[Any]
     names: Sequence[str]

@@ -47,20 +47,18 @@ def count_lines(frame: pd.DataFrame, papers: Sequence[str] = PAPERS) -> list[dic
     if counts.empty:
         return []
     total = counts.sum(numeric_only=True).to_dict()
-    out = []
-    for rec in [*counts.to_dict("records"), {"paper": "", **total}]:
-        out.append(
-            {
-                "paper": rec["paper"],
-                "title": PAPER_TITLES.get(rec["paper"], "all papers"),
-                "classes": [int(rec[v]) for v in verdicts.VERDICTS],
-                "primary": f"{int(rec['primary yes'])} / {int(rec['primary no'])} of {int(rec['primary'])}",
-                "secondary": f"{int(rec['secondary yes'])} / {int(rec['secondary no'])} of {int(rec['secondary'])}",
-                "shared": int(rec["shared"]),
-                "checks": f"{int(rec['checks passed'])} of {int(rec['checks'])}" if rec["checks"] else "",
-            }
-        )
-    return out
+    return [
+        {
+            "paper": rec["paper"],
+            "title": PAPER_TITLES.get(rec["paper"], "all papers"),
+            "classes": [int(rec[v]) for v in verdicts.VERDICTS],
+            "primary": f"{int(rec['primary yes'])} / {int(rec['primary no'])} of {int(rec['primary'])}",
+            "secondary": f"{int(rec['secondary yes'])} / {int(rec['secondary no'])} of {int(rec['secondary'])}",
+            "shared": int(rec["shared"]),
+            "checks": f"{int(rec['checks passed'])} of {int(rec['checks'])}" if rec["checks"] else "",
+        }
+        for rec in [*counts.to_dict("records"), {"paper": "", **total}]
+    ]
 
 
 def _effect(rec: dict[str, Any]) -> tuple[str, str]:
@@ -129,19 +127,17 @@ def _p(p: float) -> str:
 
 def check_lines(frame: pd.DataFrame) -> list[dict[str, Any]]:
     """The checks of ``frame``: property, measured value (mean over seeds), seeds, passes or fails."""
-    out = []
-    for rec in frame[frame["kind"] == "check"].to_dict("records"):
-        out.append(
-            {
-                "claim": rec["claim"],
-                "measured": _num(rec["effect"]),
-                "unit": rec["unit"],
-                "seeds": int(rec["seeds"]),
-                "verdict": rec["verdict"],
-                "why": rec["why"],
-            }
-        )
-    return out
+    return [
+        {
+            "claim": rec["claim"],
+            "measured": _num(rec["effect"]),
+            "unit": rec["unit"],
+            "seeds": int(rec["seeds"]),
+            "verdict": rec["verdict"],
+            "why": rec["why"],
+        }
+        for rec in frame[frame["kind"] == "check"].to_dict("records")
+    ]
 
 
 def trains_note(status: verdicts.TrainingStatus, profile: str) -> str:

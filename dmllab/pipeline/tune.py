@@ -245,6 +245,11 @@ def _sampler(seed: int) -> Any:
         )
 
 
+def _stored(store: Any, run: Any) -> bool:
+    """Whether the run store holds ``run``, trained or recorded as diverged."""
+    return store.load(run.config, run.seed) is not None or store.diverged(run.config, run.seed) is not None
+
+
 def _outcome(trial: Trial, store: Any, job: Any | None) -> None:
     """Fill ``trial``'s outcome from the run store (and the executor's result of its run, if it trained)."""
     cfg, seed = trial.run.config, trial.run.seed
@@ -312,14 +317,8 @@ def tune(
                 values = space.values(ot.params)
                 run = Run(space.config(values), run_seed, variant=space.method)
                 asked.append((i, ot, Trial(space.method, space.dataset, ot.number, values, run)))
-        missing = {}
-        for _, _, t in asked:
-            if (
-                store.load(t.run.config, t.run.seed) is None
-                and store.diverged(t.run.config, t.run.seed) is None
-            ):
-                missing.setdefault(t.run.key, t.run)
-        to_train = list(missing.values())
+        # one run per key (the same config and seed), in the order asked
+        to_train = list({t.run.key: t.run for _, _, t in asked if not _stored(store, t.run)}.values())
         done = (
             train(to_train, jobs=jobs, executor=executor, slurm=slurm, progress=progress) if to_train else []
         )
@@ -428,11 +427,7 @@ def write_records(result: TuneResult, *, profile: str, seed: int, batch: int) ->
 
 def format_spaces(spaces: Sequence[SearchSpace]) -> str:
     """One line per method: its search space and why its loss hyper-parameter."""
-    lines = []
-    for s in spaces:
-        lines.append(s.describe())
-        lines.append(f"    loss hyper-parameter: {s.loss_reason}")
-    return "\n".join(lines)
+    return "\n".join(f"{s.describe()}\n    loss hyper-parameter: {s.loss_reason}" for s in spaces)
 
 
 def format_result(result: TuneResult) -> str:

@@ -210,6 +210,8 @@ def restore_threads(monkeypatch):
     yield
     torch.set_num_threads(threads)
     signal.signal(signal.SIGTERM, previous)
+    for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # set by the job; a user value comes back
+        os.environ.pop(key, None)
 
 
 @pytest.mark.parametrize("device, threads", [("cpu", 1), ("cuda", 3)])
