@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments import figures
 from dmllab.experiments.artifact import Artifact, Claim, Figure, Run, printed
 from dmllab.experiments.compare import averaged, paired
 from dmllab.experiments.lookup import Lookup
@@ -124,7 +123,7 @@ def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str
             ("train", (emb, labels, None)),
             ("test", lookup.embed(run, run.config.data.test_split)),
         ):
-            points = figures.tsne_by_class(
+            points = C.tsne_by_class(
                 e, y, classes=params["tsne_classes"], per_class=params["tsne_per_class"], seed=run.seed
             )
             tsne_rows += [
