@@ -109,16 +109,8 @@ def _plot(tables: Any) -> Any:
     for ax, split in zip(axes[0], splits):
         for variant, g in df[df["param_split"] == split].groupby("variant"):
             s = g.groupby("lam")["value"].agg(["mean", "std"]).reset_index()
-            ax.errorbar(
-                s["lam"],
-                s["mean"],
-                yerr=s["std"].fillna(0),
-                marker="o",
-                ms=3,
-                capsize=2,
-                label=variant,
-                linestyle="--" if not variant.startswith("PS") else "-",
-            )
+            style = dict(marker="o", ms=3, capsize=2, linestyle="--" if not variant.startswith("PS") else "-")
+            ax.errorbar(s["lam"], s["mean"], yerr=s["std"].fillna(0), label=variant, **style)
         ax.set_xlabel("lambda of the synthetic embeddings")
         ax.set_title(f"{split} set")
         ax.legend(fontsize=8)
