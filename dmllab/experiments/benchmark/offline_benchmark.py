@@ -310,7 +310,7 @@ ARTIFACT = Artifact(
     },
     benchmark_on_paper=True,  # the benchmark itself: on the paper profile it repeats the quick setup
     parameter_help={
-        "methods": "method labels whose gain over the pre-trained network is measured (their default runs)",
+        "methods": "method labels whose gain over the pre-trained network is measured (their default runs)"
     },
     runs=runs,
     rows=rows,

@@ -219,11 +219,7 @@ ARTIFACT = Artifact(
             "rescale_blur": True,
             "datasets": ["synthetic"],
         },
-        "quick": {
-            "deformations": list(ROW),
-            "rescale_blur": True,
-            "datasets": ["synthetic"],
-        },
+        "quick": {"deformations": list(ROW), "rescale_blur": True, "datasets": ["synthetic"]},
         "paper": {"seeds": [0, 1, 2], "deformations": list(ROW), "rescale_blur": False, "datasets": ["cars"]},
     },
     parameter_help={
