@@ -2,7 +2,7 @@
 paper's printed numbers side by side; the claims' verdicts are :mod:`dmllab.experiments.verdicts`'.
 
 Also the small helpers artifacts use to state a claim's per-seed effect (:func:`per_seed`, :func:`paired`,
-:func:`extremes`, :func:`members`), which record the runs each side read (:func:`arms_of`).
+:func:`diff_at`, :func:`extremes`, :func:`members`), which record the runs each side read (:func:`arms_of`).
 """
 
 from __future__ import annotations
@@ -163,6 +163,27 @@ def paired(df: pd.DataFrame, metric: str, better: Mapping[str, Any], worse: Mapp
     a, b = _select(df, metric, better), _select(df, metric, worse)
     diff = (a.groupby("seed")["value"].mean() - b.groupby("seed")["value"].mean()).dropna()
     return with_arms(diff, a, b, ("paired", metric, _condition(a), _condition(b)))
+
+
+def _near(df: pd.DataFrame, metric: str, param: str, value: float) -> pd.DataFrame:
+    """The ``metric`` rows whose ``param_<param>`` is numerically close to ``value`` (a swept float's grid)."""
+    import numpy as np
+    import pandas as pd
+
+    sel = df[df["metric"] == metric]
+    col = f"param_{param}"
+    if col not in sel.columns:
+        return sel.iloc[0:0]
+    return sel[np.isclose(pd.to_numeric(sel[col], errors="coerce"), value, rtol=1e-6, atol=0)]
+
+
+def diff_at(df: pd.DataFrame, metric: str, param: str, better: float, worse: float) -> pd.Series:
+    """Per seed: ``metric`` at ``param = better`` minus at ``param = worse`` (two values of a swept float
+    parameter, matched to a relative 1e-6), on the seeds both have, with the runs each side read
+    (:func:`with_arms`)."""
+    a, b = _near(df, metric, param, better), _near(df, metric, param, worse)
+    diff = (a.groupby("seed")["value"].mean() - b.groupby("seed")["value"].mean()).dropna()
+    return with_arms(diff, a, b)
 
 
 def extremes(

@@ -1,5 +1,5 @@
 """What artifacts' figures share: t-SNE (:func:`tsne`) and the bars per variant with the paper's values beside
-them (:func:`bar_figure`), drawn from the tidy CSVs.
+them (:func:`bar_figure`), a swept parameter's curve (:func:`sweep_figure`), drawn from the tidy CSVs.
 """
 
 from __future__ import annotations
@@ -129,5 +129,47 @@ def bar_figure(
             ax.tick_params(axis="x", rotation=35)
             for lab in ax.get_xticklabels():
                 lab.set_horizontalalignment("right")
+    fig.tight_layout()
+    return fig
+
+
+def sweep_figure(
+    tables: Mapping[str, Any],
+    param: str,
+    *,
+    metric: str = "R@1",
+    logx: bool = True,
+    xlabel: str | None = None,
+    title: str = "",
+    by: str | None = None,
+    mark: float | None = None,
+) -> Any:
+    """``metric`` against ``param_<param>``: mean over seeds with a shaded +- one std (as ProxyNCA++'s
+    Figs. 4-6), one line per ``by`` value (or per dataset)."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    rows = tables["rows"]
+    col = f"param_{param}"
+    data = rows[(rows["metric"] == metric)].copy()
+    fig, ax = plt.subplots(figsize=(5.2, 3.6))
+    if col not in data.columns or data.empty:
+        ax.text(0.5, 0.5, "no rows", ha="center")
+        return fig
+    data[col] = pd.to_numeric(data[col], errors="coerce")
+    data = data.dropna(subset=[col])
+    for name, sub in data.groupby(by or "dataset", sort=False):
+        s = sub.groupby(col, sort=False)["value"].agg(["mean", "std"]).reset_index().sort_values(col)
+        std = s["std"].fillna(0.0)
+        ax.plot(s[col], s["mean"], marker="o", label=str(name))
+        ax.fill_between(s[col], s["mean"] - std, s["mean"] + std, alpha=0.2)
+    if mark is not None:
+        ax.axvline(mark, color="grey", ls=":", lw=1)
+    if logx:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel or param)
+    ax.set_ylabel(f"{metric} (%), mean +- std over seeds")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
     fig.tight_layout()
     return fig

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from dmllab.experiments import kit
+from dmllab.experiments import figures, kit
 from dmllab.experiments.artifact import Figure, Run
-from dmllab.experiments.compare import with_arms
+from dmllab.experiments.compare import diff_at
 from dmllab.experiments.params import Params
 
 # The six enhancements in the paper's order (Sec. 3).
@@ -118,58 +118,22 @@ def preset_value(df: Any, param: str) -> float:
 
 def preset_vs(df: Any, metric: str, param: str, which: str | float) -> Any:
     """Per seed: ``metric`` at the preset's value of ``param`` minus at the ``"min"`` or ``"max"`` value swept,
-    at the ``"below"`` step (:func:`sweep_runs`), or at a number given as ``which`` (each matched to a relative
-    1e-6), on the seeds both have, with the runs each side read (:func:`~dmllab.experiments.compare.with_arms`)."""
+    at the ``"below"`` step (:func:`sweep_runs`), or at a number given as ``which``
+    (:func:`~dmllab.experiments.compare.diff_at`)."""
     import pandas as pd
 
     swept = pd.to_numeric(df.get(f"param_{param}"), errors="coerce")
     other = {"min": swept.min(), "max": swept.max()}.get(which, which) if which != "below" else None
     if which == "below":
         other = tagged_value(df, param, "below")
-    a, b = _near(df, metric, param, preset_value(df, param)), _near(df, metric, param, float(other))
-    return with_arms((a.groupby("seed")["value"].mean() - b.groupby("seed")["value"].mean()).dropna(), a, b)
-
-
-def _near(df: Any, metric: str, param: str, value: float) -> Any:
-    """The ``metric`` rows whose ``param_<param>`` is numerically close to ``value`` (a swept float's grid)."""
-    import numpy as np
-    import pandas as pd
-
-    sel = df[df["metric"] == metric]
-    col = f"param_{param}"
-    if col not in sel.columns:
-        return sel.iloc[0:0]
-    return sel[np.isclose(pd.to_numeric(sel[col], errors="coerce"), value, rtol=1e-6, atol=0)]
+    return diff_at(df, metric, param, preset_value(df, param), float(other))
 
 
 def sweep_figure(param: str, xlabel: str, title: str, what: str, preset: bool = True) -> Figure:
-    """R@1 against ``param_<param>``: mean over seeds with a shaded +- one std (as ProxyNCA++'s Figs. 4-6), one line
-    per dataset, the preset's value dotted (``preset``), x on a log scale."""
+    """R@1 against ``param`` (:func:`dmllab.experiments.figures.sweep_figure`), the preset's value dotted."""
 
     def draw(tables: Any) -> Any:
-        import matplotlib.pyplot as plt
-        import pandas as pd
-
-        rows, col = tables["rows"], f"param_{param}"
-        mark = preset_value(rows, param) if preset else None
-        data = rows[(rows["metric"] == "R@1")].copy()
-        fig, ax = plt.subplots(figsize=(5.2, 3.6))
-        if col not in data.columns or data.empty:
-            ax.text(0.5, 0.5, "no rows", ha="center")
-            return fig
-        data[col] = pd.to_numeric(data[col], errors="coerce")
-        for name, sub in data.dropna(subset=[col]).groupby("dataset", sort=False):
-            s = sub.groupby(col, sort=False)["value"].agg(["mean", "std"]).reset_index().sort_values(col)
-            std = s["std"].fillna(0.0)
-            ax.plot(s[col], s["mean"], marker="o", label=str(name))
-            ax.fill_between(s[col], s["mean"] - std, s["mean"] + std, alpha=0.2)
-        if mark is not None:
-            ax.axvline(mark, color="grey", ls=":", lw=1)
-        ax.set_xscale("log")
-        ax.set(xlabel=xlabel, ylabel="R@1 (%), mean +- std over seeds")
-        ax.set_title(title, fontsize=10)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        return fig
+        mark = preset_value(tables["rows"], param) if preset else None
+        return figures.sweep_figure(tables, param, xlabel=xlabel, mark=mark, title=title)
 
     return Figure(draw, caption=f"R@1 against {what}, mean +- one std over seeds (shaded).")
