@@ -138,35 +138,30 @@ def sweep_figure(
     param: str,
     *,
     metric: str = "R@1",
-    logx: bool = True,
-    xlabel: str | None = None,
+    xlabel: str = "",
     title: str = "",
-    by: str | None = None,
-    mark: float | None = None,
+    mark: Any = None,
 ) -> Any:
-    """``metric`` against ``param_<param>``: mean over seeds with a shaded +- one std (as ProxyNCA++'s
-    Figs. 4-6), one line per ``by`` value (or per dataset)."""
+    """``metric`` against ``param_<param>`` on a log scale: mean over seeds with a shaded +- one std (as
+    ProxyNCA++'s Figs. 4-6), one line per dataset, a dotted line at ``mark`` where given."""
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    rows = tables["rows"]
-    col = f"param_{param}"
+    rows, col = tables["rows"], f"param_{param}"
     data = rows[(rows["metric"] == metric)].copy()
     fig, ax = plt.subplots(figsize=(5.2, 3.6))
     if col not in data.columns or data.empty:
         ax.text(0.5, 0.5, "no rows", ha="center")
         return fig
     data[col] = pd.to_numeric(data[col], errors="coerce")
-    data = data.dropna(subset=[col])
-    for name, sub in data.groupby(by or "dataset", sort=False):
+    for name, sub in data.dropna(subset=[col]).groupby("dataset", sort=False):
         s = sub.groupby(col, sort=False)["value"].agg(["mean", "std"]).reset_index().sort_values(col)
         std = s["std"].fillna(0.0)
         ax.plot(s[col], s["mean"], marker="o", label=str(name))
         ax.fill_between(s[col], s["mean"] - std, s["mean"] + std, alpha=0.2)
     if mark is not None:
         ax.axvline(mark, color="grey", ls=":", lw=1)
-    if logx:
-        ax.set_xscale("log")
+    ax.set_xscale("log")
     ax.set_xlabel(xlabel or param)
     ax.set_ylabel(f"{metric} (%), mean +- std over seeds")
     ax.set_title(title, fontsize=10)
