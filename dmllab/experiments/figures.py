@@ -100,17 +100,13 @@ def bar_figure(
             for (v, h) in slots
             if len(part := sub[(sub["variant"] == v) & ((sub[hue].astype(str) == h) if hue else True)])
         }
-        printed = {
-            (v, h): paper[(v, str(dset), *((h,) if hue else ()))]
-            for v, h in slots
-            if (v, str(dset), *((h,) if hue else ())) in paper
-        }
+        cell = {(v, h): (v, str(dset), *((h,) if hue else ())) for v, h in slots}
+        printed = {slot: paper[key] for slot, key in cell.items() if key in paper}
         relative = not is_paper_profile(rows)
         if hue:  # each group of bars anchored at its own first bar: the comparison is within the group
             where, anchor = {}, "the first bar of its group" if relative else None
             for v in present:
-                group = [(v, h) for h in levels]
-                where.update(anchored(means, printed, group, relative)[0])
+                where.update(anchored(means, printed, [(v, h) for h in levels], relative)[0])
         else:
             where, anchor = anchored(means, printed, slots, relative)
             anchor = None if anchor is None else anchor[0]
@@ -120,8 +116,7 @@ def bar_figure(
             ax.plot([x], [y], marker="D", color=PAPER_COLOUR, markersize=6, ls="", zorder=5)
         if where:
             paper_legend(ax, anchor)
-        ax.set_xlabel("")
-        ax.set_ylabel(f"{metric} (%)")
+        ax.set(xlabel="", ylabel=f"{metric} (%)")
         ax.set_title(f"{title} ({dset})" if title else str(dset), fontsize=10)
         if labels:
             ax.set_xticks(range(len(present)), [labels.get(v, v) for v in present], fontsize=8)
