@@ -9,7 +9,7 @@ STAMP := $(VENV)/.dmllab-installed
 PROFILE ?= quick
 JOBS ?= auto
 
-.PHONY: setup study test lint bench clean-results
+.PHONY: setup study test lint bench lab clean-results
 
 setup: $(STAMP)
 
@@ -25,6 +25,10 @@ study: setup
 
 test: setup
 	$(BIN)/python -m pytest
+
+# JupyterLab on notebooks/ (as root too); a save never writes into a committed notebook (dmllab/pipeline/lab.py)
+lab: setup
+	$(BIN)/python -m dmllab.pipeline.lab
 
 lint: setup
 	$(BIN)/ruff check dmllab tests benchmarks

@@ -58,7 +58,7 @@ def error_message(err: BaseException) -> str:
         text = f"{what}{where} ({err.strerror or err}); {todo}"
     else:
         text = str(err) or type(err).__name__
-        if not isinstance(err, (ValueError, KeyError, OSError, FloatingPointError, RuntimeError)):
+        if not isinstance(err, (*EXPECTED_ERRORS, RuntimeError)):
             text = f"{type(err).__name__}: {text}"
     hint = getattr(err, "hint", None)
     if hint:

@@ -286,9 +286,7 @@ def write_sidecar(path: str | os.PathLike, digest: str | None = None) -> str:
 def check_sidecar(path: str | os.PathLike, what: str = "file") -> str | None:
     """Verify ``path`` against its sidecar, if it has one; returns the digest (None without a sidecar).
 
-    Raises:
-        CorruptFileError: the file's bytes differ from those the sidecar was written for.
-    """
+    Raises CorruptFileError: the file's bytes differ from those the sidecar was written for."""
     side = sidecar(path)
     try:
         expected = side.read_text().strip()
@@ -347,9 +345,7 @@ def check_fingerprints(folder: str | os.PathLike, expected: dict[str, str], what
     """Compare every ``name -> fingerprint`` of ``expected`` with :func:`content_fingerprint` of
     ``folder/name``.
 
-    Raises:
-        CorruptFileError: naming the first file that differs (or is missing) and ``what`` it belongs to.
-    """
+    Raises CorruptFileError: naming the first file that differs (or is missing) and ``what`` it belongs to."""
     for name, digest in expected.items():
         path = Path(folder) / name
         if not path.is_file():

@@ -134,9 +134,7 @@ def exclusive(
         timeout: give up after this many seconds (None: wait for ever).
         what: what the lock protects, for the timeout's message.
 
-    Raises:
-        LockTimeout: still held after ``timeout`` seconds, naming the holder and ``path``.
-    """
+    Raises LockTimeout: still held after ``timeout`` seconds, naming the holder and ``path``."""
     from filelock import FileLock, Timeout
 
     path = Path(path)

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from dmllab.numerics import cpu_isa_mode, stamp_cache
+from dmllab.numerics import claim_cache, cpu_isa_mode
 
 _REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -49,9 +49,7 @@ def resolve_folders(environ: MutableMapping[str, str] = os.environ) -> None:
     made absolute (against the current folder) in ``environ``, so that the workers and notebook kernels a study
     starts in other folders find the same runs; a folder (given or default) that is a dangling link is refused.
 
-    Raises:
-        ValueError: naming the variable, the folder and the link's missing target.
-    """
+    Raises ValueError: naming the variable, the folder and the link's missing target."""
     for name in FOLDER_VARIABLES:
         if environ.get(name, "").strip():
             environ[name] = os.path.abspath(os.path.expanduser(environ[name]))
@@ -70,12 +68,11 @@ def resolve_folders(environ: MutableMapping[str, str] = os.environ) -> None:
 def cache_dir() -> Path:
     """Generated data, pre-trained weights and checkpoints: ``$DMLLAB_CACHE`` or ``~/.cache/dmllab``; its
     ``native/`` subfolder with ``DMLLAB_CPU_ISA=native`` (:mod:`dmllab.numerics`: what the machine's own CPU
-    kernels build never mixes with what the pinned ones build). A folder it makes is stamped as built by a dmllab
-    that pins (:func:`dmllab.numerics.stamp_cache`)."""
+    kernels build never mixes with what the pinned ones build). A folder it makes, or finds empty, is stamped as
+    built by a dmllab that pins (:func:`dmllab.numerics.claim_cache`)."""
     base = Path(os.environ.get("DMLLAB_CACHE", Path.home() / ".cache" / "dmllab")).expanduser()
     root = base / "native" if _native() else base
-    if not root.exists():  # made by a dmllab that pins: stamped (dmllab.numerics.stale_cache_message)
-        stamp_cache(root)
+    claim_cache(root)  # new or empty: this pin's (dmllab.numerics.stale_cache_message)
     return root
 
 

@@ -49,9 +49,7 @@ def resolve_device(device: str) -> str:
     returned unchanged. A study resolves its device once, where it places its runs
     (:func:`dmllab.pipeline.placement.plan_study`); everything after it receives the resolved device.
 
-    Raises:
-        ValueError: as :func:`check_device`.
-    """
+    Raises ValueError: as :func:`check_device`."""
     import torch
 
     if device != "auto":

@@ -12,7 +12,7 @@ Retrieval metrics (R@K, NMI, MAP@R, ...) are stored in percent, as the papers pr
 offline benchmark the row's run trained on (empty for a row of no run).
 
 Writes are atomic (:func:`dmllab.fileio.write_atomic`: a temporary file in the same folder, flushed to disk and
-moved over the old one) while the lock ``<path>.lock`` is held (:func:`dmllab.locks.exclusive`), for the rows and
+moved over the old one) while the lock ``.locks/<name>.lock`` beside it is held (:func:`dmllab.locks.exclusive`), for the rows and
 the extra figure tables alike, so concurrent writers never lose rows and a reader never sees a partial row. A
 value written again unchanged keeps the provenance it was first written with (:data:`PRODUCED_COLUMNS`), and a
 file whose content would not change is not rewritten: a re-run that changes nothing leaves every file
@@ -196,7 +196,7 @@ LOCK_TIMEOUT_S = 600.0
 @contextmanager
 def _locked(path: Path) -> Iterator[None]:
     with exclusive(
-        Path(str(path) + ".lock"),
+        path.parent / ".locks" / f"{path.name}.lock",  # one hidden folder, not a lock beside every CSV
         waiting=lambda holder: f"{path} is being written by another process ({holder}): waiting for it",
         notice_s=LOCK_NOTICE_S,
         timeout=LOCK_TIMEOUT_S,
@@ -220,11 +220,6 @@ def keep_produced(new: pd.DataFrame, old: pd.DataFrame) -> pd.DataFrame:
     """``new`` where each row that ``old`` holds with the same identity and value takes the old row's
     :data:`PRODUCED_COLUMNS`: a value written again unchanged keeps the provenance it was first written with."""
     return rowkeys.carry_over(new, old, PRODUCED_COLUMNS)
-
-
-def _write_csv(path: Path, frame: pd.DataFrame, **to_csv: Any) -> bool:
-    """Write ``frame`` to ``path`` (:func:`dmllab.fileio.write_atomic`; not rewritten when unchanged)."""
-    return write_atomic(path, frame.to_csv(index=False, lineterminator="\n", **to_csv).encode("utf-8"))
 
 
 def _update(path: str | os.PathLike, change: Callable[[pd.DataFrame | None], pd.DataFrame]) -> None:
@@ -262,9 +257,7 @@ def write_rows(
             rewrites the file with ``rows`` only.
         device: recorded in the ``device`` column where the rows do not give one.
 
-    Raises:
-        ValueError: unknown mode, unknown column, a missing required column or a non-numeric value.
-    """
+    Raises ValueError: unknown mode, unknown column, a missing required column or a non-numeric value."""
     if mode not in ("append", "replace"):
         raise ValueError(f"unknown mode {mode!r}; valid modes: append, replace")
     new = _to_frame(_normalise_rows(rows, provenance(device)))
@@ -605,7 +598,8 @@ def write_table(path: str | os.PathLike, frame: Any, *, profile: str, device: st
                 if device is not None:
                     drop &= _device_mask(old, device)
                 frame = rowkeys.splice(old, drop, frame)
-        _write_csv(path, frame, float_format="%.6g")
+        text = frame.to_csv(index=False, lineterminator="\n", float_format="%.6g")
+        write_atomic(path, text.encode("utf-8"))  # not rewritten when unchanged
 
 
 # ------------------------------------------------------------------------------------------ row builders

@@ -76,7 +76,6 @@ NON_NEGATIVE_INT = Rule("an integer >= 0", lambda v: is_int(v) and 0 <= v <= MAX
 SIZE = Rule(f"a positive integer <= {MAX_SIZE}", lambda v: is_int(v) and 0 < v <= MAX_SIZE)
 POSITIVE = Rule("a finite number > 0", lambda v: _finite(v) and v > 0)
 NON_NEGATIVE = Rule("a finite number >= 0", lambda v: _finite(v) and v >= 0)
-FINITE = Rule("a finite number", _finite)
 FRACTION = Rule("a number in [0, 1]", lambda v: _finite(v) and 0 <= v <= 1)
 BELOW_ONE = Rule("a number in [0, 1)", lambda v: _finite(v) and 0 <= v < 1)
 OPEN_FRACTION = Rule("a number in (0, 1)", lambda v: _finite(v) and 0 < v < 1)
@@ -118,19 +117,11 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def _cores(auto: bool) -> Rule:
-    """At most one process per usable core (read once, when dmllab is imported), and ``auto`` with ``auto``."""
-    cores = usable_cores()
-    what = f"an integer in 0..{cores} (the CPU cores this process may use)"
-    return Rule(
-        f"'auto' or {what}" if auto else what,
-        lambda v: (auto and v == "auto") or (NON_NEGATIVE_INT(v) and v <= cores),
-    )
-
-
-#: Worker processes: ``data.num_workers`` (``auto`` too) and ``dmllab data cache --workers``.
-CORES_OR_AUTO = _cores(auto=True)
-CORES = _cores(auto=False)
+#: Worker processes (``data.num_workers``): ``auto`` or at most one per usable core (read when dmllab is imported).
+CORES_OR_AUTO = Rule(
+    f"'auto' or an integer in 0..{usable_cores()} (the CPU cores this process may use)",
+    lambda v, cores=usable_cores(): v == "auto" or (NON_NEGATIVE_INT(v) and v <= cores),
+)
 
 
 # --------------------------------------------------------------------------------------------------- config
@@ -198,11 +189,6 @@ VALUE_RULES: dict[str, Rule] = {
 }
 
 
-def rule_for_key(key: str) -> Rule | None:
-    """The rule of config key ``key`` ("section.field"), None when it has none."""
-    return VALUE_RULES.get(key)
-
-
 def refuse_huge(name: str, value: Any) -> None:
     """An integer beyond 64 bits (in ``value`` or one of its elements) named as such: it would surface as an
     OverflowError or torch's internal error far from where it was given."""
@@ -217,10 +203,8 @@ def check_value(key: str, value: Any) -> None:
     """Check one config value (``key`` = "section.field") against :data:`VALUE_RULES` (a NaN float is never
     accepted).
 
-    Raises:
-        ConfigValueError: naming the key, the value and what it must be.
-    """
-    rule = rule_for_key(key)
+    Raises ConfigValueError: naming the key, the value and what it must be."""
+    rule = VALUE_RULES.get(key)
     refuse_huge(key, value)
     if rule is not None and not rule(value):
         raise ConfigValueError(f"{key} must be {rule.what}, got {value!r}")
@@ -291,12 +275,7 @@ PARAMETER_RULES: dict[str, Rule] = {
     "tables_8_10": TEXT,
     "data_seed": TEXT,
     "train_missing": optional(BOOL),
-    "fast_dev_run": NON_NEGATIVE_INT,
-    "pretrained": optional(BOOL),
-    "check_counts": optional(BOOL),
-    "device": TEXT,
     "profile": TEXT,
-    "data_root": optional(PATH),
 }
 # By the end of the name: counts and sizes are positive integers, rates and scales positive numbers.
 PARAMETER_SUFFIXES: tuple[tuple[str, Rule], ...] = (
@@ -352,9 +331,7 @@ def check_parameter(name: str, value: Any) -> None:
     """Check one notebook / artifact parameter: its range by name (:func:`rule_for_parameter`); for a name
     without a rule, that no number in it is NaN or infinite.
 
-    Raises:
-        InvalidValueError: naming the parameter, the value and what it must be.
-    """
+    Raises InvalidValueError: naming the parameter, the value and what it must be."""
     rule = rule_for_parameter(name)
     refuse_huge(f"parameter {name}", value)
     if rule is not None:
@@ -375,9 +352,7 @@ def check_environment(environ: Mapping[str, str] = os.environ) -> None:
     """Check dmllab's environment variables: ``DMLLAB_CPU_ISA`` (:func:`dmllab.numerics.cpu_isa_mode`) and the
     folder variables of :data:`PATH_VARIABLES` (set but empty would put caches or results in the working folder).
 
-    Raises:
-        InvalidValueError: naming the variable, its value and what it must be.
-    """
+    Raises InvalidValueError: naming the variable, its value and what it must be."""
     from dmllab.numerics import cpu_isa_mode
 
     try:
@@ -403,9 +378,7 @@ def check_number(
     """``value`` as a float when it is a finite real number in the given range (bounds inclusive unless
     ``*_open``); None when ``allow_none`` and it is None.
 
-    Raises:
-        InvalidValueError: naming ``name``, the range and the value.
-    """
+    Raises InvalidValueError: naming ``name``, the range and the value."""
     if value is None and allow_none:
         return None
     lo = "" if low is None else f"{'>' if low_open else '>='} {low:g}"
@@ -431,9 +404,7 @@ def check_int(name: str, value: Any, *, low: int = 1, high: int | None = None, w
     """``value`` as an int when it is an integer (not a bool) in ``low``..``high`` (``high`` None: no upper
     bound; ``why`` says where it comes from).
 
-    Raises:
-        InvalidValueError: naming ``name``.
-    """
+    Raises InvalidValueError: naming ``name``."""
     if not is_int(value) or value < low or (high is not None and value > high):
         if high is not None:
             what = f"an int in {low}..{high}" + (f" ({why})" if why else "")
@@ -446,9 +417,7 @@ def check_int(name: str, value: Any, *, low: int = 1, high: int | None = None, w
 def check_choice(name: str, value: Any, choices: Iterable[Any]) -> Any:
     """``value`` when it is one of ``choices``.
 
-    Raises:
-        InvalidValueError: listing the valid choices.
-    """
+    Raises InvalidValueError: listing the valid choices."""
     choices = tuple(choices)
     if value not in choices:
         raise InvalidValueError(f"invalid {name} {value!r}; valid: {', '.join(map(str, choices))}")
@@ -458,9 +427,7 @@ def check_choice(name: str, value: Any, choices: Iterable[Any]) -> Any:
 def check_path(name: str, value: Any, *, allow_none: bool = True) -> Path | None:
     """``value`` as a Path when it is a string or path-like (None passes with ``allow_none``).
 
-    Raises:
-        InvalidValueError: for anything else (an int, a list, an empty string), naming ``name``.
-    """
+    Raises InvalidValueError: for anything else (an int, a list, an empty string), naming ``name``."""
     if value is None and allow_none:
         return None
     if not PATH(value):

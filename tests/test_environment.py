@@ -12,7 +12,7 @@ tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
 
 ROOT = Path(__file__).resolve().parents[1]
 #: PyPI names that conda-forge spells otherwise.
-CONDA_NAMES = {"torch": "pytorch"}
+CONDA_NAMES = {"torch": "pytorch", "playwright": "playwright-python"}  # conda-forge spells these so
 #: What environment.yml adds of its own: the interpreter and the installer of `pip install -e .`.
 CONDA_ONLY = {"python", "pip"}
 

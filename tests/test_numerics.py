@@ -170,6 +170,12 @@ def test_a_cache_folder_that_dmllab_makes_is_stamped(monkeypatch: pytest.MonkeyP
     assert stamp == {"cpu_isa": "avx2", "pinned": pinned_env()}
     monkeypatch.setenv(CPU_ISA_VAR, "native")
     assert json.loads((paths.cache_dir() / CACHE_STAMP).read_text()) == {"cpu_isa": "native", "pinned": {}}
+    made = tmp_path / "made"  # a folder its user made empty: stamped too, so what is built there is not stale
+    made.mkdir()
+    monkeypatch.setenv("DMLLAB_CACHE", str(made))
+    monkeypatch.delenv(CPU_ISA_VAR)
+    (paths.cache_dir() / "weights").mkdir()
+    assert stale_cache_message(made, tmp_path / "runs", machine="x86_64") is None
 
 
 def test_a_cache_built_without_this_pin_is_stale_on_x86_only(monkeypatch, tmp_path) -> None:

@@ -75,7 +75,7 @@ def test_a_result_csv_is_replaced_only_by_one_the_reader_accepts(tmp_path):
     with pytest.raises(ValueError, match=r"not writing .*R@1 = 400.0 is not a plausible value"):
         results.write_rows(path, [{**row, "seed": 1, "value": 400.0}])
     assert path.read_bytes() == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.csv", "a.csv.lock"]  # no temporary file left
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".locks", "a.csv"]  # no temporary file left
 
 
 @pytest.mark.parametrize(

@@ -53,7 +53,7 @@ def test_a_file_size_limit_names_the_result_file(tmp_path):
     code, message = out.stdout.strip().split(" ", 1)
     assert int(code) == errno.EFBIG, out.stderr
     assert message.startswith(f"file too large writing {tmp_path / 'r.csv'}") and "ulimit -f" in message
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.csv.lock"]  # no CSV, no temporary file
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".locks"]  # no CSV, no temporary file
 
 
 def test_a_short_write_under_a_size_limit_is_not_a_failing_disk(tmp_path):
@@ -95,7 +95,7 @@ def test_a_full_disk_names_the_table_and_leaves_no_temporary_file(tmp_path, monk
         results.write_table(path, pd.DataFrame({"x": range(1000)}), profile="smoke", device="cpu")
     assert error_message(info.value).startswith(f"no space left on device writing {path}")
     assert path.read_bytes() == before  # the old table stays whole
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["e.tsne.csv", "e.tsne.csv.lock"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".locks", "e.tsne.csv"]
 
 
 def test_a_waiting_lock_names_its_holder_and_a_timeout_names_the_file(tmp_path, capfd):

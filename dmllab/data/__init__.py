@@ -5,6 +5,8 @@
 ``build_transforms(preset, train)`` gives the papers' transform presets.
 """
 
+# ruff: noqa: F401 - the imports are the package's public names
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -42,30 +44,3 @@ def input_fingerprint(spec: Any, root: str | None) -> str | None:
 def list_datasets() -> list[str]:
     """Names accepted by :func:`build_dataset`, sorted."""
     return DATASETS.names()
-
-
-__all__ = [
-    "CUB200",
-    "DATASETS",
-    "Digits",
-    "SyntheticFineGrained",
-    "SOP",
-    "TRANSFORMS",
-    "Cars196",
-    "ClassBalancedSampler",
-    "RandomBatchSampler",
-    "SAMPLERS",
-    "DatasetCountError",
-    "DatasetNotFoundError",
-    "DuplicateImageIdError",
-    "ImageLoadError",
-    "IndexFileError",
-    "InShop",
-    "RetrievalDataset",
-    "build_dataset",
-    "build_transforms",
-    "fingerprint",
-    "input_fingerprint",
-    "list_datasets",
-    "list_transforms",
-]

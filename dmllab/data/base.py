@@ -50,9 +50,7 @@ def contiguous_labels(
         class_order: the classes in label order; default: the distinct ids of ``image_classes`` sorted.
             Passing it lets two splits share one label map (In-Shop query and gallery).
 
-    Returns:
-        ``(labels, class_ids)`` with ``class_ids[labels[i]] == image_classes[i]``.
-    """
+    Returns ``(labels, class_ids)`` with ``class_ids[labels[i]] == image_classes[i]``."""
     class_ids = sorted(set(image_classes)) if class_order is None else list(class_order)
     index = {c: i for i, c in enumerate(class_ids)}
     missing = set(image_classes) - index.keys()

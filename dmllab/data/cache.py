@@ -18,6 +18,7 @@ source, and opening a dataset at a cache root refuses a copy that changed since 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sys
@@ -111,14 +112,8 @@ def build_cache(
     _write_manifest(dst_root, manifest)  # before any image: an interrupted build is known as one
     bar = tqdm(total=len(jobs), desc=f"caching {name}", unit="img", disable=not progress, file=sys.stderr)
     scales: dict[str, float] = {}
-    if workers > 1:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            for rel, scale in pool.map(_cache_job, jobs, chunksize=32):
-                scales[rel] = scale
-                bar.update()
-    else:
-        for job in jobs:
-            rel, scale = _cache_job(job)
+    with ProcessPoolExecutor(max_workers=workers) if workers > 1 else contextlib.nullcontext() as pool:
+        for rel, scale in pool.map(_cache_job, jobs, chunksize=32) if pool else map(_cache_job, jobs):
             scales[rel] = scale
             bar.update()
     bar.close()

@@ -36,8 +36,6 @@ import torch
 from dmllab.data.transforms import IMAGENET_MEAN, IMAGENET_STD
 from dmllab.registry import Registry
 
-__all__ = ["DEFORMATIONS", "DeformedTransform", "build_deformation", "list_deformations"]
-
 DEFORMATIONS: Registry = Registry("input deformation")
 
 

@@ -126,6 +126,14 @@ class _Clock:
             self.mark = (now, got)
 
 
+def byte_bar(desc: str, total: int | None, progress: bool, initial: int = 0) -> Any:
+    """A tqdm progress bar of bytes on stderr (shown only with ``progress``)."""
+    from tqdm.auto import tqdm
+
+    kw = dict(unit="B", unit_scale=True, unit_divisor=1024, disable=not progress, file=sys.stderr)
+    return tqdm(total=total, initial=initial, desc=desc, **kw)
+
+
 def _download_once(session, url: str, part: Path, clock: _Clock, stall_s: float, progress: bool) -> None:
     """Append the rest of ``url`` to ``part`` (a Range request when ``part`` holds bytes already).
 
@@ -136,7 +144,6 @@ def _download_once(session, url: str, part: Path, clock: _Clock, stall_s: float,
     """
     import requests
     import urllib3
-    from tqdm.auto import tqdm
 
     have = part.stat().st_size if part.exists() else 0
     headers = {"User-Agent": "dmllab-fetch", "Accept-Encoding": "identity"}
@@ -173,16 +180,7 @@ def _download_once(session, url: str, part: Path, clock: _Clock, stall_s: float,
         got = have
         with (
             _open_part(part, append=bool(have)) as out,
-            tqdm(
-                total=total,
-                initial=have,
-                desc=part.name.removesuffix(".part"),
-                unit="B",
-                unit_scale=True,
-                unit_divisor=1024,
-                disable=not progress,
-                file=sys.stderr,
-            ) as bar,
+            byte_bar(part.name.removesuffix(".part"), total, progress, initial=have) as bar,
         ):
             while True:
                 clock.check(got)

@@ -21,42 +21,25 @@ import json
 import os
 import secrets
 import shutil
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from dmllab.data.base import DATASETS
-from dmllab.data.download import DownloadLimits, download
+from dmllab.data.download import DownloadLimits, byte_bar, download
 from dmllab.data.sources import (
     SOURCES,
     Archive,
     ChecksumError,
     Copy,
     DatasetSource,
-    DownloadError,
     FetchError,
     ManualDownloadError,
 )
 from dmllab.data.unpack import unpack
 from dmllab.fileio import regular_file
 from dmllab.locks import LockTimeout, describe, exclusive, read_holder
-
-__all__ = [
-    "SOURCES",
-    "Archive",
-    "ChecksumError",
-    "Copy",
-    "DatasetSource",
-    "DownloadError",
-    "DownloadLimits",
-    "FetchError",
-    "FetchResult",
-    "LockHeldError",
-    "ManualDownloadError",
-    "fetch_dataset",
-]
 
 MANIFEST = "dmllab_fetch.json"
 CHUNK = 1 << 20  # bytes per read while hashing
@@ -71,21 +54,8 @@ _NO_STREAM = (
 
 def digests(path: Path, progress: bool = False) -> dict[str, str]:
     """``{"md5": ..., "sha256": ...}`` of a file, read once."""
-    from tqdm.auto import tqdm
-
     md5, sha256 = hashlib.md5(), hashlib.sha256()
-    with (
-        open(path, "rb") as fh,
-        tqdm(
-            total=path.stat().st_size,
-            desc=f"verifying {path.name}",
-            unit="B",
-            unit_scale=True,
-            unit_divisor=1024,
-            disable=not progress,
-            file=sys.stderr,
-        ) as bar,
-    ):
+    with open(path, "rb") as fh, byte_bar(f"verifying {path.name}", path.stat().st_size, progress) as bar:
         while chunk := fh.read(CHUNK):
             md5.update(chunk)
             sha256.update(chunk)
@@ -97,9 +67,7 @@ def verify(archive: Archive, path: Path, found: dict[str, str]) -> bool:
     """True when ``archive`` has a published checksum and ``found`` (from :func:`digests`) matches it; False
     when none is published.
 
-    Raises:
-        ChecksumError: the checksum differs (naming the file, both digests and the checksum's source).
-    """
+    Raises ChecksumError: the checksum differs (naming the file, both digests and the checksum's source)."""
     checksum = archive.checksum
     if checksum is None:
         return False

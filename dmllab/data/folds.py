@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["ClassSubset", "class_folds", "fold_classes", "fold_split", "parse_fold_split"]
-
 
 def class_folds(num_classes: int, folds: int) -> list[list[int]]:
     """Contiguous, class-disjoint blocks of the labels 0..num_classes-1 (sizes differ by at most one)."""

@@ -20,9 +20,7 @@ class DatasetCacheError(ValueError):
 def read_manifest(root: str | Path) -> dict | None:
     """The cache manifest of ``root``, None when it has none.
 
-    Raises:
-        DatasetCacheError: the manifest is not valid JSON (naming it).
-    """
+    Raises DatasetCacheError: the manifest is not valid JSON (naming it)."""
     path = Path(root) / MANIFEST
     if not path.is_file():
         return None

@@ -129,6 +129,10 @@ class ImageFileDataset(RetrievalDataset):
             )
         self.files: list[str] = [f for f, _ in records]
         self.labels, self.class_ids = contiguous_labels([c for _, c in records], class_order)
+        self._attach()
+
+    def _attach(self) -> None:
+        """Set a dataset's extra attributes (``boxes``, ``class_names``, ...) once the split is built."""
 
     # -- layout -------------------------------------------------------------------------------------------
     def _check_root(self, root: str | Path | None) -> Path:
@@ -166,9 +170,7 @@ class ImageFileDataset(RetrievalDataset):
         counts give, else the images of the canonical group it is part of in proportion to its classes (what a
         study's GPU cost is estimated from, :mod:`dmllab.pipeline.cost`).
 
-        Raises:
-            KeyError: a split the dataset does not have.
-        """
+        Raises KeyError: a split the dataset does not have."""
         raise NotImplementedError
 
     @classmethod
@@ -228,6 +230,9 @@ class _ClassRangeDataset(ImageFileDataset):
     def _select(self, sides: dict[str, list[Record]], split: str) -> tuple[list[Record], list | None]:
         lo, hi = self.class_ranges[split]
         return _by_class_range(sides["trainval"] + sides["test"], lo, hi), None
+
+    def _attach(self) -> None:
+        self.class_names = [self._names.get(c, str(c)) for c in self.class_ids]
 
     def _sides_from(self, records: list[Record]) -> dict[str, list[Record]]:
         return {s: _by_class_range(records, *self.class_ranges[s]) for s in ("trainval", "test")}
@@ -294,18 +299,11 @@ class CUB200(_ClassRangeDataset):
         records = [(f"images/{paths[i]}", classes[i]) for i in sorted(paths)]
         return self._sides_from(records)
 
-    def __init__(
-        self,
-        root: str | Path | None,
-        split: str,
-        transform: Callable[[Any], Any] | None = None,
-        check_counts: bool = True,
-    ) -> None:
-        super().__init__(root, split, transform, check_counts)
+    def _attach(self) -> None:
         self.boxes = np.asarray(
             [self._boxes_by_id[self._ids_by_file[f]] for f in self.files], dtype=np.float32
         ).reshape(-1, 4)
-        self.class_names = [self._names.get(c, str(c)) for c in self.class_ids]
+        super()._attach()
 
     def cache_scale_hook(self, dst_root: Path, scales: dict[str, float]) -> None:
         """Scale ``bounding_boxes.txt`` in the cache by each image's resize factor."""
@@ -366,16 +364,6 @@ class Cars196(_ClassRangeDataset):
         check_unique([(p, i + 1) for i, (p, _) in enumerate(records)], path, "image path (annotation)")
         return self._sides_from(sorted(records))
 
-    def __init__(
-        self,
-        root: str | Path | None,
-        split: str,
-        transform: Callable[[Any], Any] | None = None,
-        check_counts: bool = True,
-    ) -> None:
-        super().__init__(root, split, transform, check_counts)
-        self.class_names = [self._names.get(c, str(c)) for c in self.class_ids]
-
 
 @DATASETS.register("sop")
 class SOP(ImageFileDataset):
@@ -429,14 +417,7 @@ class SOP(ImageFileDataset):
             return _by_class_range(sides["trainval"], self.last_train_class + 1, 10**9), None
         return sides[split], None
 
-    def __init__(
-        self,
-        root: str | Path | None,
-        split: str,
-        transform: Callable[[Any], Any] | None = None,
-        check_counts: bool = True,
-    ) -> None:
-        super().__init__(root, split, transform, check_counts)
+    def _attach(self) -> None:
         self.super_class_ids = [self._super[f] for f in self.files]
 
 

@@ -209,9 +209,7 @@ def convert_kaggle_cars(root: Path) -> None:
     are the classification split's (``train/<class>/00001.jpg``...), not ``car_ims/000001.jpg``..., so the
     images are ordered differently within a split and the fingerprint differs from the official copy's.
 
-    Raises:
-        FetchError: a file is missing, a row is malformed, or an annotated image is not in the archive.
-    """
+    Raises FetchError: a file is missing, a row is malformed, or an annotated image is not in the archive."""
     import numpy as np
     import scipy.io
 
@@ -261,17 +259,13 @@ def convert_kaggle_cars(root: Path) -> None:
 
 
 SOURCES: Registry[DatasetSource] = Registry("dataset to fetch")
-SOURCES.register(
-    "cub",
+for _source in (
     DatasetSource(
         name="cub",
         title="CUB-200-2011",
         homepage="https://www.vision.caltech.edu/datasets/cub_200_2011/",
         copies=(Copy("official", (CUB_ARCHIVE,), folder="CUB_200_2011"),),
     ),
-)
-SOURCES.register(
-    "cars",
     DatasetSource(
         name="cars",
         title="Stanford Cars (Cars196)",
@@ -293,18 +287,12 @@ SOURCES.register(
         ),
         gone="the Stanford page has been gone since 2023, pytorch/vision#7545 and #8309",
     ),
-)
-SOURCES.register(
-    "sop",
     DatasetSource(
         name="sop",
         title="Stanford Online Products",
         homepage="https://cvgl.stanford.edu/projects/lifted_struct/",
         copies=(Copy("official", (SOP_ARCHIVE,), folder="Stanford_Online_Products"),),
     ),
-)
-SOURCES.register(
-    "inshop",
     DatasetSource(
         name="inshop",
         title="DeepFashion In-Shop Clothes Retrieval",
@@ -320,4 +308,5 @@ SOURCES.register(
         ),
         gone="its files are in a Google Drive folder that needs a browser",
     ),
-)
+):
+    SOURCES.register(_source.name, _source)

@@ -67,9 +67,7 @@ _POOL_TAG = {"main": 0, "pretrain": 1}
 _ARRAYS = ("images", "class_ids", "boxes")
 
 
-# ----------------------------------------------------------------------------------------------------------
-# Class parameters: genus -> species
-# ----------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------ Class parameters: genus -> species
 
 
 @dataclass(frozen=True)
@@ -208,9 +206,7 @@ def species_params(seed: int, pool: str, class_id: int) -> Species:
     return Species(**values)
 
 
-# ----------------------------------------------------------------------------------------------------------
-# Rendering (vectorised over the images of one class)
-# ----------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------- Rendering (vectorised over the images of one class)
 
 
 def _hsv_to_rgb(h: np.ndarray, s: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -567,9 +563,7 @@ def render_class(
     return _composite(bg, bird, d, xs, ys, rng), boxes
 
 
-# ----------------------------------------------------------------------------------------------------------
-# Generation and the on-disk cache
-# ----------------------------------------------------------------------------------------------------------
+# -------------------------------------------------------------------------- Generation and the on-disk cache
 
 
 def _per_class_range(images_per_class: int | Sequence[int]) -> tuple[int, int]:
@@ -770,9 +764,7 @@ def verify_cache(folder: str | os.PathLike) -> None:
     """Check a cache folder of :func:`ensure_cached` against the fingerprints in its ``meta.json`` and that its
     arrays load with matching lengths; a folder written before fingerprints were recorded gets them now.
 
-    Raises:
-        CorruptFileError: naming the file that fails.
-    """
+    Raises CorruptFileError: naming the file that fails."""
     folder = Path(folder)
     meta_path = folder / "meta.json"
     try:
@@ -800,9 +792,7 @@ def verify_cache(folder: str | os.PathLike) -> None:
             pass
 
 
-# ----------------------------------------------------------------------------------------------------------
-# The dataset
-# ----------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------- The dataset
 
 
 def split_classes(split: str, num_classes: int) -> list[int]:
@@ -898,9 +888,7 @@ class SyntheticFineGrained(RetrievalDataset):
         )
         data = load_cached(folder)
         all_ids = np.asarray(data["class_ids"])
-        if split.startswith(
-            "heldout"
-        ):  # same classes on both sides (Heated-up Table 4): 80/20 of test's images
+        if split.startswith("heldout"):  # both sides: test's classes (Heated-up Table 4), 80/20 of its images
             classes = split_classes("test", num_classes)
             keep = np.isin(all_ids, classes) & _pretrain_mask(all_ids, split == "heldout_train")
         elif pool == "main":
@@ -940,9 +928,7 @@ def _pretrain_mask(class_ids: np.ndarray, train: bool) -> np.ndarray:
     return mask
 
 
-# ----------------------------------------------------------------------------------------------------------
-# A picture of the benchmark
-# ----------------------------------------------------------------------------------------------------------
+# -------------------------------------------------------------------------------- A picture of the benchmark
 
 
 def sample_grid(

@@ -175,9 +175,9 @@ def augment_batch(
     # A flipped crop is the same box read right to left: with aligned=True roi_align accepts x1 > x2 and
     # samples mirrored positions, so the flip costs nothing.
     x1, x2 = torch.where(flip, x2, x1), torch.where(flip, x1, x2)
-    rois = torch.stack([torch.arange(b, dtype=x.dtype), x1, box[:, 1], x2, box[:, 1] + box[:, 3]], dim=1).to(
-        x.device, non_blocking=True
-    )  # (B, 5): batch index, x1, y1, x2, y2 in pixel-edge coordinates (drawn on the host)
+    # (B, 5): batch index, x1, y1, x2, y2 in pixel-edge coordinates (drawn on the host)
+    rois = torch.stack([torch.arange(b, dtype=x.dtype), x1, box[:, 1], x2, box[:, 1] + box[:, 3]], dim=1)
+    rois = rois.to(x.device, non_blocking=True)
     out = roi_align(x, rois, output_size=spec.size, spatial_scale=1.0, sampling_ratio=2, aligned=True)
     return _normalise(out)  # (B, 3, size, size)
 

@@ -11,19 +11,8 @@ cropped uint8 tensor (3, S, S), a quarter of the bytes to collate, pin and copy;
 makes the same float input of a whole batch, on the device (:class:`dmllab.data.feed.DevicePrefetcher`). The v1
 presets return their float tensor either way.
 
-========================= ============================================== ==================================
-preset                    train                                          test
-========================= ============================================== ==================================
-``proxynca++``            RandomResizedCrop(256, scale .08-1,            Resize(288) + CenterCrop(256)
-                          ratio 3/4-4/3) + flip (official-code.md)
-``proxy_anchor``          RandomResizedCrop(224) + flip                  Resize(256) + CenterCrop(224)
-``heated``                Resize((256, 256)) + RandomCrop(224) + flip    Resize((256, 256)) + CenterCrop(224)
-``mlrc``                  Resize(256) + RandomResizedCrop(227,           Resize(256) + CenterCrop(227)
-                          scale .16-1, ratio 3/4-4/3) + flip
-``quick`` (64x64 input)   RandomResizedCrop(56, scale .35-1) + flip      Resize(64) + CenterCrop(56)
-``smoke`` (any input)     RandomResizedCrop(32, scale .35-1) + flip      Resize(36) + CenterCrop(32)
-``none``                  to tensor + normalise                          to tensor + normalise
-========================= ============================================== ==================================
+Each preset is one function registered in :data:`TRANSFORMS`, its docstring giving its train and test geometry
+(random-resized crops default to scale 0.08-1 and ratio 3/4-4/3); every train crop is followed by a random flip.
 
 ``mlrc`` follows the Proxy Synthesis paper's MLRC protocol (supplement, "MLRC Evaluation": shorter side to
 256, a random crop of size 40-256 with aspect ratio 3/4-4/3 resized to 227, flip; test resize 256 + centre

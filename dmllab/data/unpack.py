@@ -2,7 +2,8 @@
 
 dmllab checks every member itself and writes every file itself; it never relies on the interpreter's
 ``tarfile`` extraction filters (``filter="data"`` is not enforced by every Python in use: CVE-2025-4517 was fixed
-in 3.9.23, 3.10.18, 3.11.13, 3.12.11 and 3.13.4). A dataset archive holds folders and regular files only, so:
+in 3.9.23, 3.10.18, 3.11.13, 3.12.11 and 3.13.4; the filter would also apply the members' modes, and zipfile has
+none). A dataset archive holds folders and regular files only, so:
 
 * the format is read from the content (magic bytes) and must be the one its published name says (a tar named
   ``img.zip`` is refused), :class:`ArchiveFormatError`;

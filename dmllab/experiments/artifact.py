@@ -15,7 +15,7 @@ from dmllab.experiments.params import (
     DATA_SEED,
     DEFAULT_DATA_SEED,
     DEFAULT_SEEDS,
-    EXECUTION_PARAMETERS,
+    NOTEBOOK_PARAMETERS,
     STANDARD_PARAMETERS,
     Params,
     resolve_parameters,
@@ -284,7 +284,7 @@ class Artifact:
         keys = [set(self.parameters[p]) - {"seeds", DATA_SEED} for p in PROFILES]
         if any(k != keys[0] for k in keys):
             raise self._error(f"the profiles declare different parameter keys: {keys}")
-        clash = keys[0] & {"profile", "device", "data_root", *EXECUTION_PARAMETERS}
+        clash = keys[0] & {*STANDARD_PARAMETERS, *NOTEBOOK_PARAMETERS}
         if clash:
             raise self._error(f"{sorted(clash)} are standard parameters, not per profile")
         if not self.trains and any(DATA_SEED in self.parameters[p] for p in PROFILES):
@@ -314,7 +314,7 @@ class Artifact:
                 "paper's datasets there, or declare benchmark_on_paper=True"
             )
         if not self.figures:
-            settings = {run.key.split("/")[0] for run in self.runs(self.params("quick", device="cpu"))}
+            settings = {run.key.split("/")[0] for run in self.runs(self.params("quick", "device=cpu"))}
             if len(settings) > 1:
                 raise self._error(
                     f"without a figure it trains one setting, its quick runs have {len(settings)}; give it a "
@@ -350,20 +350,11 @@ class Artifact:
         values.update(self.parameters[profile])
         return values
 
-    def params(
-        self,
-        profile: str,
-        device: str = "auto",
-        data_root: str | None = None,
-        execution: Execution | None = None,
-        **given: Any,
-    ) -> Params:
-        """The resolved :class:`Params` of ``profile`` (defaults, overridden by ``given``); in ``execution`` (the
-        study's, :func:`~dmllab.experiments.params.resolve_parameters`) where given, else on ``device`` with
-        ``data_root``."""
-        return resolve_parameters(
-            self, {"profile": profile, "device": device, "data_root": data_root, **given}, execution
-        )
+    def params(self, profile: str, execution: Execution | str | None = None, **given: Any) -> Params:
+        """The resolved :class:`Params` of ``profile`` (defaults, overridden by ``given``) in ``execution`` (an
+        :class:`~dmllab.experiments.execution.Execution`, its text, or None: the default, on ``auto``;
+        :func:`~dmllab.experiments.params.resolve_parameters`)."""
+        return resolve_parameters(self, {"profile": profile, "execution": execution, **given})
 
     def derive(self, params: Params, lookup: Any) -> tuple[Rows, dict[str, Any]]:
         """``(rows, extra tables)`` of ``params``: :attr:`rows`, or the test metrics of every run."""

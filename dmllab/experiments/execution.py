@@ -1,5 +1,6 @@
 """Where and how a study executes its artifacts: one :class:`Execution` value, built once by the command line (or
-from a notebook's parameters) and passed down to the plan, the placement of every run and every notebook.
+from a notebook's ``execution`` parameter, its text: :meth:`Execution.parse`) and passed down to the plan, the
+placement of every run and every notebook.
 
 It holds the settings that decide where a run trains and what it reads, never what the papers specify: the device
 (``--device``, resolved once where the study places its runs, :mod:`dmllab.pipeline.placement`), the datasets'
@@ -10,24 +11,26 @@ threads of each run (the placement's).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import re
+from dataclasses import dataclass, fields, replace
 from typing import Any
-
-#: The notebook parameters an execution sets (``Execution.parameters``), beside ``profile`` and the seeds.
-EXECUTION_FIELDS: tuple[str, ...] = ("device", "data_root", "fast_dev_run", "pretrained", "check_counts")
 
 
 @dataclass(frozen=True)
 class Execution:
     """Where and how a study's runs execute (module docstring).
 
+    Its text (``str``, :meth:`parse`) names the device and every field that differs from its default, ``data_root``
+    last: ``device=cuda,fast_dev_run=2,pretrained=false,data_root=/data``, what a notebook's ``execution`` parameter
+    holds (``papermill -p execution device=cuda``).
+
     Args:
         device: "auto" (the study's placement chooses), "cpu", "cuda", "cuda:1", "mps".
-        data_root: the folder holding the real datasets (``D/cub``, ..., or one dataset's folder).
         fast_dev_run: N > 0: every run is a fast dev run of N batches per epoch (``run.fast_dev_run``).
         pretrained: False: every run from random initialisation (fast dev runs only); None: as the presets say.
         check_counts: False: real datasets read without checking their canonical counts (a partial copy).
         threads: torch threads of each run (``run.threads``; None: as its config says, one on the CPU).
+        data_root: the folder holding the real datasets (``D/cub``, ..., or one dataset's folder).
     """
 
     device: str = "auto"
@@ -54,32 +57,49 @@ class Execution:
         return replace(self, device=device, threads=threads)
 
     def resolved(self) -> Execution:
-        """This execution with its device resolved (``auto``: CUDA where there is one, else the CPU)."""
-        from dmllab.profiles import resolve_device
+        """This execution with its device resolved (``auto``: CUDA where there is one, else the CPU; any other
+        name checked, :func:`dmllab.profiles.check_device`)."""
+        from dmllab.profiles import check_device, resolve_device
 
-        return replace(self, device=resolve_device(self.device))
+        device = resolve_device(self.device) if self.device == "auto" else check_device(self.device)
+        return self if device == self.device else replace(self, device=device)
 
-    def parameters(self) -> dict[str, Any]:
-        """The notebook parameters of this execution: the device, and every other field that differs from a real
-        study's default."""
-        out: dict[str, Any] = {"device": self.device}
-        if self.data_root is not None:
-            out["data_root"] = self.data_root
-        if self.fast_dev_run:
-            out["fast_dev_run"] = int(self.fast_dev_run)
-        if self.pretrained is False:
-            out["pretrained"] = False
-        if not self.check_counts:
-            out["check_counts"] = False
-        return out
+    def __str__(self) -> str:
+        default, out = Execution(), []
+        for f in sorted(fields(self), key=lambda f: f.name == "data_root"):  # last: a folder may hold a comma
+            value = getattr(self, f.name)
+            if f.name == "device" or value != getattr(default, f.name):
+                out.append(f"{f.name}={str(value).lower() if isinstance(value, bool) else value}")
+        return ",".join(out)
 
     @classmethod
-    def from_parameters(cls, values: Any) -> Execution:
-        """The execution a notebook's resolved parameters (a mapping with ``device`` ... ``check_counts``) name."""
-        return cls(
-            device=values.get("device") or "auto",
-            data_root=values.get("data_root"),
-            fast_dev_run=int(values.get("fast_dev_run") or 0),
-            pretrained=values.get("pretrained"),
-            check_counts=values.get("check_counts", True) is not False,
-        )
+    def parse(cls, text: str | None) -> Execution:
+        """The execution ``text`` names (``str`` of one; None: the default, on ``auto``).
+
+        Raises:
+            ValueError: not ``NAME=VALUE,...`` with NAME a field, or a value of another kind.
+        """
+        if text is None:
+            return cls()
+        names = [f.name for f in fields(cls)]
+        if not isinstance(text, str) or not re.match(rf"\s*({'|'.join(names)})=", text):
+            raise ValueError(f"execution {text!r}: not NAME=VALUE,... with NAME one of {', '.join(names)}")
+        items = re.split(rf",\s*(?=(?:{'|'.join(names)})=)", text.strip())
+        return cls(**{n: _value(n, v.strip(), text) for n, _, v in (i.partition("=") for i in items)})
+
+
+_KINDS = {"fast_dev_run": int, "threads": int, "pretrained": bool, "check_counts": bool}  # the others: text
+
+
+def _value(name: str, value: str, text: str) -> Any:
+    """The field ``name``'s value written as ``value`` in the execution ``text``."""
+    kind = _KINDS.get(name, str)
+    if kind is int and value.isdigit():
+        return int(value)
+    if kind is bool and value in ("true", "false"):
+        return value == "true"
+    if kind is str:
+        return value
+    raise ValueError(
+        f"execution {text!r}: {name}={value!r} is not {'a count' if kind is int else 'true or false'}"
+    )

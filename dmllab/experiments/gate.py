@@ -1,10 +1,13 @@
 """Whether the methods a claim compares learn on a profile (the offline benchmark's validation gate:
 :func:`training_status`, :class:`Gate`, :func:`testability`), how much relative to ProxyNCA++ (:func:`learning`, a
-caveat) and whether the profile is in the papers' regime (:func:`regime`); the rules are docs/preregistration.md's.
+caveat) and whether the profile is in the papers' regime (:func:`regime`: the mean training R@1 of the profile's
+committed ProxyNCA++ runs; the regime benchmark, ``benchmarks/quick_regime.py``, :func:`regime_benchmark`, adds
+whether a cheaper setting was measured to fit); the rules are docs/preregistration.md's.
 """
 
 from __future__ import annotations
 
+import csv
 import math
 import os
 from collections.abc import Mapping
@@ -27,8 +30,11 @@ THRESHOLD = 0.0
 MAX_DIVERGED = 0
 REFERENCE_METHOD = "proxynca++"
 REGIME_TRAIN_R1 = 85.0
-# The committed quick runs' training R@1 the regime reads without a regime benchmark: ProxyNCA++'s test-split runs.
+# The committed runs' training R@1 the regime reads: ProxyNCA++'s test-split runs of the offline benchmark.
 REGIME_VARIANT, TRAIN_METRIC = "ProxyNCA++", "train_R@1"
+# The regime benchmark's CSV under the results folder (benchmarks/quick_regime.py): per candidate setting and method,
+# train_R1 and test_R1 (percent), the projected study (projected_study_min), fits and in_budget.
+REGIME_BENCHMARK = Path("benchmarks") / "quick_regime.csv"
 
 
 @dataclass(frozen=True)
@@ -152,6 +158,43 @@ def regime(profile: str, results_dir: str | os.PathLike | None = None) -> Regime
         return None
     source = (
         f"mean over {len(train)} seeds of the committed {profile} ProxyNCA++ runs' training R@1 in "
-        f"results/{STATUS_ARTIFACT}.csv, no regime benchmark committed"
+        f"results/{STATUS_ARTIFACT}.csv; {regime_benchmark(profile, results_dir)}"
     )
     return Regime(float(train.mean()), source)
+
+
+def regime_benchmark(profile: str, results_dir: str | os.PathLike | None = None) -> str:
+    """What the regime benchmark (:data:`REGIME_BENCHMARK`) measured for :data:`REFERENCE_METHOD` on ``profile``,
+    in one clause: the cheapest setting that fits within the study's budget, or that none does with the best
+    within it and the best at any cost (``"no regime benchmark committed"`` without its rows)."""
+    from dmllab import paths
+
+    path = Path(results_dir if results_dir is not None else paths.results_dir()) / REGIME_BENCHMARK
+    rows = []
+    if path.exists():
+        with path.open(newline="") as fh:
+            rows = [
+                r for r in csv.DictReader(fh) if (r["profile"], r["method"]) == (profile, REFERENCE_METHOD)
+            ]
+    if not rows:
+        return "no regime benchmark committed"
+
+    def said(r: dict[str, str]) -> str:
+        return (
+            f"{r['knobs']}: train R@1 {float(r['train_R1']):.1f} %, test {float(r['test_R1']):.1f} %, a study of "
+            f"about {float(r['projected_study_min']):.0f} min"
+        )
+
+    def fit(r: dict[str, str]) -> float:
+        return float(r["train_R1"])
+
+    where = f"results/{REGIME_BENCHMARK.as_posix()}"
+    within = [r for r in rows if r["in_budget"] == "True"]
+    fitting = [r for r in within if r["fits"] == "True"]
+    if fitting:
+        cheapest = min(fitting, key=lambda r: float(r["projected_study_min"]))
+        return f"the cheapest {profile} setting measured to fit ({where}) is {said(cheapest)}"
+    text = f"no {profile} setting measured in {where} fits within the study's budget"
+    if within:
+        text += f" (the best within it, {said(max(within, key=fit))})"
+    return text + f"; the best measured at any cost, {said(max(rows, key=fit))}"

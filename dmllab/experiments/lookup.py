@@ -3,11 +3,12 @@
 An artifact declares its runs without saying where they run. :func:`place` puts on a run's config what the study
 sets for the whole execution: the draw of the offline benchmark its seed trains on (``data_seed``: with
 "per_seed", seed k on draw k with its own pre-trained trunk; part of the key), the resolved ``device`` (part of the
-run key), the dataset's folder under the data root (:func:`dataset_root`; not part of the key, the dataset copy's fingerprint is), with ``--no-counts`` the real
-datasets' ``check_counts=False``, and for a fast dev run its limit ``run.fast_dev_run`` (part of the key) and, with
-``--pretrained none``, ``model.pretrained=False``; the study
-plans :func:`planned_runs` and the notebook's :class:`Lookup` places every run it is asked about the same way, so
-a notebook reads exactly the runs the study trained, on every profile and machine.
+run key), the dataset's folder under the data root (:func:`dataset_root`; not part of the key, the dataset copy's
+fingerprint is), with ``--no-counts`` the real datasets' ``check_counts=False``, and for a fast dev run its limit
+``run.fast_dev_run`` (part of the key) and, with ``--pretrained none``, ``model.pretrained=False``. The study places
+each run once (:func:`planned_runs`) and writes the placed runs to its manifest; a notebook's :class:`Lookup` reads
+them from there (:func:`read_manifest`), or, run by hand, places them the same way, so a notebook reads exactly the
+runs the study trained, on every profile and machine.
 
 A :class:`Lookup` is built from the resolved :class:`~dmllab.experiments.params.Params` and gives an artifact's
 ``rows`` what a run left: its stored :class:`~dmllab.training.protocol.RunResult` (:meth:`Lookup.result`), tidy
@@ -31,6 +32,9 @@ if TYPE_CHECKING:
 
     from dmllab.training.protocol import RunResult
     from dmllab.training.store import RunStore
+
+
+Declared = tuple[Any, int, int]  # a run as its artifact declared it: its config, seed and draw (placed_run)
 
 
 class MissingRunError(RuntimeError):
@@ -104,24 +108,39 @@ def _draw(run: Run, params: Params) -> int:
     return draw_of(params, run.seed) if run.config.data.dataset.name == "synthetic" else 0
 
 
-def planned_runs(
-    artifact: Artifact, params: Params, placed: dict[tuple[str, int], Run] | None = None
-) -> list[Run]:
-    """The runs ``artifact`` reads with ``params``, placed: what the study trains for it.
+def planned_runs(artifact: Artifact, params: Params, placed: dict[Declared, Run] | None = None) -> list[Run]:
+    """The runs ``artifact`` reads with ``params``, each placed once (:func:`placed_run`): what the study trains
+    for it."""
+    placed = {} if placed is None else placed
+    return [placed_run(run, params, placed) for run in artifact.runs(params)]
 
-    ``placed``: the runs placed so far in this execution, by the key and draw of the run as declared; a run that
-    another artifact declared as well is taken from there (with this artifact's variant and tags), not placed
-    again."""
-    if placed is None:
-        return [place(run, params) for run in artifact.runs(params)]
-    out = []
-    for run in artifact.runs(params):
-        declared = (run.key, _draw(run, params))
-        if declared not in placed:
-            placed[declared] = place(run, params)
-        first = placed[declared]
-        same = (first.variant, first.tags) == (run.variant, run.tags)
-        out.append(first if same else Run(first.config, first.seed, run.variant, run.tags, first.draw))
+
+def placed_run(run: Run, params: Params, placed: dict[Declared, Run]) -> Run:
+    """``run`` as this execution trains it: from ``placed`` (the runs placed so far in this execution, or a study's
+    manifest, :func:`read_manifest`, by the config, seed and draw of the run as declared) with this run's variant
+    and tags, else placed here (:func:`place`) and added to it."""
+    declared = (run.config, run.seed, _draw(run, params))
+    if declared not in placed:
+        placed[declared] = place(run, params)
+    first = placed[declared]
+    same = (first.variant, first.tags) == (run.variant, run.tags)
+    return first if same else Run(first.config, first.seed, run.variant, run.tags, first.draw)
+
+
+def read_manifest(path: str | os.PathLike) -> dict[Declared, Run]:
+    """The placed runs of a study's manifest (:meth:`dmllab.pipeline.plan.Plan.manifest`), by the config, seed and
+    draw of each run as its artifacts declared it, for :func:`placed_run` (ValueError: not a manifest)."""
+    import json
+
+    from dmllab.training.config import ExperimentConfig
+
+    try:
+        out = {}
+        for e in json.loads(Path(path).read_text())["runs"]:
+            run = Run(ExperimentConfig.from_dict(e["config"]), int(e["seed"]), draw=e["draw"])
+            out.update({(ExperimentConfig.from_dict(c), run.seed, int(d)): run for c, d in e["declared"]})
+    except (KeyError, TypeError, ValueError) as err:
+        raise ValueError(f"{path} is not a study's manifest ({type(err).__name__}: {err})") from None
     return out
 
 
@@ -143,11 +162,14 @@ def _trained_with(result: RunResult) -> dict[str, str]:
 
 
 class Lookup:
-    """What an artifact's ``rows`` receives: every run placed by :func:`place`, then read from the run store
-    (trained first where missing, when ``train_missing``).
+    """What an artifact's ``rows`` receives: every run it asks about placed once (:func:`placed_run`: read from the
+    study's manifest where the study gave one, else placed here), then read from the run store (trained first where
+    missing, when ``train_missing``).
 
     Args:
         params: the resolved parameters of the execution (device, data root).
+        placed: the runs placed so far by the config, seed and draw of the run as declared (a study's manifest,
+            :func:`read_manifest`); None: none yet.
         train_missing: train a run that is not stored instead of raising :class:`MissingRunError`.
         progress: progress bars while training here.
         store: the run store (default: ``dmllab.paths.runs_dir()``).
@@ -157,14 +179,17 @@ class Lookup:
         self,
         params: Params,
         *,
+        placed: dict[Declared, Run] | None = None,
         train_missing: bool = False,
         progress: bool = False,
         store: RunStore | None = None,
     ) -> None:
         self.params = params
+        self.placed = {} if placed is None else placed
         self.train_missing = train_missing
         self.progress = progress
         self._store = store
+        self._given: set[Run] = set()  # the placed runs this lookup gave: placing one again changes nothing
 
     @property
     def store(self) -> RunStore:
@@ -175,8 +200,12 @@ class Lookup:
         return self._store
 
     def place(self, run: Run) -> Run:
-        """``run`` where this execution runs it (:func:`place`)."""
-        return place(run, self.params)
+        """``run`` where this execution runs it (:func:`placed_run`); a run this lookup placed, as it is."""
+        if run in self._given:
+            return run
+        out = placed_run(run, self.params, self.placed)
+        self._given.add(out)
+        return out
 
     def result(self, run: Run) -> RunResult:
         """The stored :class:`RunResult` of ``run``; trains it when missing and allowed.
@@ -246,11 +275,9 @@ class Lookup:
 
     def _final(self, run: Run) -> Any:
         """The path of the placed run's ``final.pt`` (stored, or trained here where allowed)."""
-        from dmllab.training.store import RunStore
-
         run = self.place(run)
         self.result(run)
-        path = RunStore().checkpoint_dir(run.config, run.seed) / "final.pt"
+        path = self.store.checkpoint_dir(run.config, run.seed) / "final.pt"
         if not path.is_file():
             raise FileNotFoundError(
                 f"{path}: the final weights of run {run.key} are not stored (the checkpoint cache was cleared?); "

@@ -10,11 +10,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from dmllab.experiments.execution import Execution
-from dmllab.profiles import PROFILES, check_device, resolve_device
+from dmllab.profiles import PROFILES
 from dmllab.validation import InvalidValueError, check_parameter
 
-# Parameters every notebook has; ``None`` means "the profile's default".
-STANDARD_PARAMETERS: tuple[str, ...] = ("profile", "seeds", "device", "data_root")
+# Parameters every notebook has; ``None`` means "the profile's default" (``execution``: the text of an Execution,
+# :meth:`Execution.parse`; None: on ``auto``).
+STANDARD_PARAMETERS: tuple[str, ...] = ("profile", "seeds", "execution")
 # The seeds of a profile where an artifact declares none: five on quick and paper, two on smoke (which only checks
 # that every notebook runs). ``dmllab study --seeds`` replaces them (a list, or N for 0..N-1).
 DEFAULT_SEEDS: dict[str, tuple[int, ...]] = {
@@ -29,11 +30,9 @@ DEFAULT_SEEDS: dict[str, tuple[int, ...]] = {
 DATA_SEED = "data_seed"
 DATA_SEED_MODES: tuple[str, ...] = ("per_seed", "fixed")
 DEFAULT_DATA_SEED: dict[str, str] = {"smoke": "per_seed", "quick": "per_seed", "paper": "fixed"}
-# Parameters of the execution a notebook accepts beyond its parameters cell (``dmllab study`` passes them):
-# ``train_missing``, ``fast_dev_run`` (N > 0: the runs are fast dev runs, ``run.fast_dev_run``), ``pretrained``
-# (False: every run from random initialisation, ``dmllab study --fast-dev-run --pretrained none``) and
-# ``check_counts`` (False: real datasets are read without their canonical counts, ``dmllab study --no-counts``).
-EXECUTION_PARAMETERS: tuple[str, ...] = ("train_missing", "fast_dev_run", "pretrained", "check_counts")
+# Parameters of a notebook that are not the artifact's (:func:`dmllab.pipeline.notebook.setup` reads them):
+# ``manifest`` (the study's placed runs, read instead of placed again) and ``train_missing``.
+NOTEBOOK_PARAMETERS: tuple[str, ...] = ("manifest", "train_missing")
 # List parameters whose elements may repeat (the widths of a network's layers); in every other list each element is
 # one measured setting (a seed, a dataset, a temperature), so a repeated one would measure it twice and its CSV
 # would hold duplicate measurements the reader refuses.
@@ -43,15 +42,11 @@ REPEATABLE_PARAMETERS: tuple[str, ...] = ("hidden",)
 @dataclass(frozen=True)
 class Params:
     """The resolved parameters of one artifact execution (profile defaults filled in) and its
-    :class:`~dmllab.experiments.execution.Execution`: the one the study placed its runs in, passed on as it is,
-    or (a notebook run by hand) the one its values name, built once here."""
+    :class:`~dmllab.experiments.execution.Execution` (its device resolved): the one the study placed its runs in,
+    passed on as it is, or the one a notebook's ``execution`` parameter names, parsed and resolved once."""
 
     values: Mapping[str, Any]
-    execution: Execution = None  # type: ignore[assignment]  # None: Execution.from_parameters(values)
-
-    def __post_init__(self) -> None:
-        if self.execution is None:
-            object.__setattr__(self, "execution", Execution.from_parameters(self.values))
+    execution: Execution
 
     @property
     def profile(self) -> str:
@@ -63,7 +58,7 @@ class Params:
 
     @property
     def device(self) -> str:
-        return self.values["device"]
+        return self.execution.device
 
     @property
     def data_seed(self) -> str:
@@ -73,22 +68,7 @@ class Params:
 
     @property
     def data_root(self) -> str | None:
-        return self.values.get("data_root")
-
-    @property
-    def fast_dev_run(self) -> int:
-        """N > 0: every run is a fast dev run of N batches per epoch (``run.fast_dev_run``); 0: real runs."""
-        return int(self.values.get("fast_dev_run", 0))
-
-    @property
-    def pretrained(self) -> bool | None:
-        """False: every run from random initialisation (no pre-trained weights); None: as its preset says."""
-        return self.values.get("pretrained")
-
-    @property
-    def check_counts(self) -> bool:
-        """False: the real datasets are read without checking their canonical counts (a partial copy)."""
-        return self.values.get("check_counts", True) is not False
+        return self.execution.data_root
 
     def __getitem__(self, key: str) -> Any:
         try:
@@ -178,12 +158,12 @@ def check_train_missing(artifact_id: str, value: Any) -> bool:
     return value is not False
 
 
-def resolve_parameters(artifact: Any, given: Mapping[str, Any], execution: Execution | None = None) -> Params:
+def resolve_parameters(artifact: Any, given: Mapping[str, Any]) -> Params:
     """Check ``given`` against the artifact's parameters and fill the profile's defaults for ``None`` values.
 
-    ``execution``: where the study placed this execution (its device resolved); its parameters
-    (:meth:`Execution.parameters`) are the values of ``device`` ... ``check_counts`` and the :class:`Params` keep
-    it as it is (its torch threads included). None: the execution ``given`` names.
+    ``given["execution"]``: where the runs execute, an :class:`Execution` (the study's, its device resolved: kept as
+    it is, its torch threads included), its text (:meth:`Execution.parse`) or None (the default); its device is
+    resolved here when it is "auto".
 
     Every value, given or filled in, is checked by :func:`dmllab.validation.check_parameter` (the one place that
     holds a parameter's range), after the checks of this function: names and kinds.
@@ -191,15 +171,15 @@ def resolve_parameters(artifact: Any, given: Mapping[str, Any], execution: Execu
     Raises:
         ValueError: an unknown parameter name (listing the valid ones), an unknown profile, an artifact
             parameter whose type differs from its defaults' (a scalar for a list, a float for an int, a list
-            element of another type), or a value out of its range (a negative seed, ``fast_dev_run=-1``).
+            element of another type), a value out of its range (a negative seed), or an execution text that
+            :meth:`Execution.parse` refuses.
     """
-    if execution is not None:
-        given = {**given, **execution.parameters()}
-    valid = artifact.parameter_names + EXECUTION_PARAMETERS
+    valid = artifact.parameter_names
     unknown = sorted(set(given) - set(valid))
     if unknown:
         raise ValueError(
-            f"unknown parameter {unknown[0]!r} for notebook {artifact.id}; valid parameters: {', '.join(valid)}"
+            f"unknown parameter {unknown[0]!r} for notebook {artifact.id}; valid parameters: "
+            f"{', '.join(valid + NOTEBOOK_PARAMETERS)}"
             + (f" (also unknown: {', '.join(unknown[1:])})" if len(unknown) > 1 else "")
             + ". Interactively: restart the kernel before running the setup cell again."
         )
@@ -210,11 +190,12 @@ def resolve_parameters(artifact: Any, given: Mapping[str, Any], execution: Execu
         )
     defaults = artifact.defaults(profile)
     params: dict[str, Any] = {"profile": profile}
-    for key in artifact.parameter_names[1:]:
+    for key in valid[1:]:
         value = given.get(key)
         if value is not None and key in artifact.specific_parameters:
             _check_kind(artifact, key, value)
         params[key] = defaults.get(key) if value is None else value
+    execution = params.pop("execution")
     params["seeds"] = _as_seeds(params["seeds"], artifact.id)
     for key, value in params.items():
         if value is not None:
@@ -225,14 +206,5 @@ def resolve_parameters(artifact: Any, given: Mapping[str, Any], execution: Execu
             f"notebook {artifact.id}: data_seed must be one of {', '.join(map(repr, DATA_SEED_MODES))}, "
             f"got {params[DATA_SEED]!r}"
         )
-    device = params["device"] or "auto"  # a placed run's device is resolved already (the study's placement)
-    params["device"] = resolve_device(device) if device == "auto" else check_device(device)
-    for key in ("fast_dev_run", "pretrained", "check_counts"):
-        if given.get(key) is not None:
-            _check(artifact.id, key, given[key])
-    if given.get("fast_dev_run"):
-        params["fast_dev_run"] = given["fast_dev_run"]
-    for key in ("pretrained", "check_counts"):
-        if given.get(key) is False:
-            params[key] = False
-    return Params(params, execution)
+    execution = execution if isinstance(execution, Execution) else Execution.parse(execution)
+    return Params(params, execution.resolved())

@@ -13,6 +13,8 @@ uniformly: ``build_loss("proxynca", num_classes=100, embedding_dim=2048, tempera
 temperature=1/23)`` (remaining keywords go to the base loss).
 """
 
+# ruff: noqa: F401 - the imports are the package's public names
+
 from __future__ import annotations
 
 import importlib
@@ -41,39 +43,6 @@ from .proxy import (
 from .softtriple import SoftTripleLoss
 from .synthesis import COMPOSITIONS, PAIRINGS, ProxySynthesis, sample_beta, synthesis_partners, synthesize
 from .virtual_softmax import VirtualSoftmaxLoss
-
-__all__ = [
-    "COMPOSITIONS",
-    "LOSSES",
-    "MIXUP_MODES",
-    "PAIRINGS",
-    "Mixup",
-    "SoftTripleLoss",
-    "VirtualSoftmaxLoss",
-    "MARGIN_SOFTMAX_PRESETS",
-    "PROXY_INITS",
-    "HeatedSoftmaxLoss",
-    "MarginLoss",
-    "MarginSoftmaxLoss",
-    "MultiSimilarityLoss",
-    "NormSoftmaxLoss",
-    "PairLoss",
-    "ProxyAnchorLoss",
-    "ProxyLoss",
-    "ProxyNCALoss",
-    "ProxySynthesis",
-    "SoftmaxLoss",
-    "TripletSemiHardLoss",
-    "build_loss",
-    "functional",
-    "input_mixup",
-    "is_wrapper",
-    "list_losses",
-    "manifold_mixup",
-    "sample_beta",
-    "synthesis_partners",
-    "synthesize",
-]
 
 
 def _import_all() -> None:

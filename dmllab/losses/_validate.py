@@ -18,18 +18,6 @@ from collections.abc import Iterator
 
 import torch
 
-from dmllab.validation import check_int
-
-__all__ = [
-    "DeviceChecks",
-    "check_batch",
-    "check_embeddings",
-    "check_labels",
-    "check_positive_int",
-    "sync_free",
-    "sync_free_checks",
-]
-
 
 class DeviceChecks:
     """The value checks of the loss inputs inside :func:`sync_free`, as device flags: ``nonfinite`` (some
@@ -79,12 +67,6 @@ def sync_free(checks: DeviceChecks) -> Iterator[DeviceChecks]:
 def sync_free_checks() -> DeviceChecks | None:
     """The :class:`DeviceChecks` of the enclosing :func:`sync_free` block, None outside one."""
     return _CHECKS.get()
-
-
-def check_positive_int(name: str, value: int) -> int:
-    """Return ``value`` if it is a positive ``int``; otherwise raise a ValueError naming ``name``
-    (:func:`dmllab.validation.check_int`)."""
-    return check_int(name, value)
 
 
 def check_embeddings(embeddings: torch.Tensor, embedding_dim: int | None = None) -> None:

@@ -23,28 +23,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-__all__ = [
-    "cosine_similarity_matrix",
-    "heated_softmax",
-    "heated_softmax_logits",
-    "margin_softmax",
-    "margin_softmax_logits",
-    "norm_softmax",
-    "norm_softmax_logits",
-    "proxy_anchor",
-    "proxy_nca",
-    "proxy_nca_logits",
-    "mixup_loss",
-    "softmax",
-    "softmax_logits",
-    "soft_triple",
-    "soft_triple_logits",
-    "soft_triple_regularizer",
-    "squared_euclidean_to_proxies",
-    "virtual_softmax",
-    "virtual_softmax_logits",
-]
-
 
 def cosine_similarity_matrix(embeddings: torch.Tensor, proxies: torch.Tensor) -> torch.Tensor:
     """Cosine similarity s(x, p) between every embedding and every proxy, shape (B, C)."""

@@ -33,8 +33,6 @@ from ._registry import LOSSES
 from .functional import mixup_loss
 from .synthesis import sample_beta
 
-__all__ = ["MIXUP_MODES", "Mixup", "MixupDraw", "input_mixup", "manifold_mixup", "mix"]
-
 MIXUP_MODES = ("input_mixup", "manifold_mixup")
 
 

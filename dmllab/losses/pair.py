@@ -22,13 +22,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from dmllab.validation import check_number
+from dmllab.validation import check_int, check_number
 
 from ._registry import LOSSES
-from ._validate import check_batch, check_positive_int
+from ._validate import check_batch
 from .proxy import _fp32_region
-
-__all__ = ["MarginLoss", "MultiSimilarityLoss", "PairLoss", "TripletSemiHardLoss"]
 
 
 class PairLoss(nn.Module):
@@ -40,8 +38,8 @@ class PairLoss(nn.Module):
         self, num_classes: int, embedding_dim: int, pml_loss: nn.Module, miner: nn.Module | None
     ) -> None:
         super().__init__()
-        self.num_classes = check_positive_int("num_classes", num_classes)
-        self.embedding_dim = check_positive_int("embedding_dim", embedding_dim)
+        self.num_classes = check_int("num_classes", num_classes)
+        self.embedding_dim = check_int("embedding_dim", embedding_dim)
         self.pml_loss = pml_loss
         self.miner = miner
 

@@ -27,25 +27,12 @@ from functools import partial
 import torch
 from torch import nn
 
-from dmllab.validation import check_number
+from dmllab.validation import check_int, check_number
 
 from ..registry import Registry
 from . import functional as LF
 from ._registry import LOSSES
-from ._validate import check_batch, check_embeddings, check_positive_int
-
-__all__ = [
-    "MARGIN_SOFTMAX_PRESETS",
-    "PROXY_INITS",
-    "HeatedSoftmaxLoss",
-    "MarginSoftmaxLoss",
-    "NormSoftmaxLoss",
-    "ProxyAnchorLoss",
-    "ProxyLoss",
-    "ProxyNCALoss",
-    "SoftmaxLoss",
-    "init_proxies",
-]
+from ._validate import check_batch, check_embeddings
 
 # Proxy Synthesis supplement, Section "Implementation details" (values quoted from the PS paper text):
 # "gamma = 30.0, m1 = 1.05, m2 = 0.0, m3 = 0.0 ... SphereFace, gamma = 23.0, m1 = 1.0, m2 = 0.0, m3 = 0.1 ...
@@ -67,9 +54,7 @@ PROXY_INITS.register("linear", lambda t: nn.init.kaiming_uniform_(t, a=math.sqrt
 def init_proxies(tensor: torch.Tensor, scheme: str) -> torch.Tensor:
     """Initialise a (C, D) proxy/weight tensor in place with the :data:`PROXY_INITS` entry ``scheme``; return it.
 
-    Raises:
-        ValueError: an unknown ``scheme``, listing the valid ones.
-    """
+    Raises ValueError: an unknown ``scheme``, listing the valid ones."""
     if scheme not in PROXY_INITS:
         raise ValueError(f"unknown proxy_init {scheme!r}; valid: {', '.join(PROXY_INITS.names())}")
     with torch.no_grad():
@@ -96,8 +81,8 @@ class ProxyLoss(nn.Module):
 
     def __init__(self, num_classes: int, embedding_dim: int, *, proxy_init: str, bias: bool = False) -> None:
         super().__init__()
-        self.num_classes = check_positive_int("num_classes", num_classes)
-        self.embedding_dim = check_positive_int("embedding_dim", embedding_dim)
+        self.num_classes = check_int("num_classes", num_classes)
+        self.embedding_dim = check_int("embedding_dim", embedding_dim)
         self.proxies = nn.Parameter(init_proxies(torch.empty(num_classes, embedding_dim), proxy_init))
         self.bias: nn.Parameter | None = nn.Parameter(torch.zeros(num_classes)) if bias else None
 

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import torch
 
-from dmllab.validation import check_number
+from dmllab.validation import check_int, check_number
 
 from . import functional as LF
 from ._registry import LOSSES
-from ._validate import check_batch, check_positive_int
+from ._validate import check_batch
 from .proxy import ProxyLoss, _check_positive_float, _fp32_region
-
-__all__ = ["SoftTripleLoss"]
 
 
 @LOSSES.register("softtriple")
@@ -50,10 +48,8 @@ class SoftTripleLoss(ProxyLoss):
         tau: float = 0.2,
         proxy_init: str = "linear",
     ) -> None:
-        k = check_positive_int("centers_per_class", centers_per_class)
-        super().__init__(
-            check_positive_int("num_classes", num_classes) * k, embedding_dim, proxy_init=proxy_init
-        )
+        k = check_int("centers_per_class", centers_per_class)
+        super().__init__(check_int("num_classes", num_classes) * k, embedding_dim, proxy_init=proxy_init)
         self.num_classes = num_classes  # the base class set C * K rows; C classes
         self.centers_per_class = k
         self.scale = _check_positive_float("scale", scale)

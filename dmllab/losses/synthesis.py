@@ -57,16 +57,6 @@ from ._registry import LOSSES
 from ._validate import check_batch, sync_free_checks
 from .proxy import ProxyLoss, _fp32_region
 
-__all__ = [
-    "COMPOSITIONS",
-    "PAIRINGS",
-    "ProxySynthesis",
-    "SynthesizedBatch",
-    "sample_beta",
-    "synthesis_partners",
-    "synthesize",
-]
-
 PAIRINGS = ("sorted", "random")
 # PS Table 1: (embeddings, proxies) entering the loss -> the paper's row name.
 COMPOSITIONS = {
@@ -139,9 +129,8 @@ def synthesis_partners(
     anchors = k % batch_size
     s = rank[anchors]  # (K,) sorted positions of the anchors
     a, n = block_start[s], block_size[s]
-    others = (batch_size - n).clamp_min(
-        1
-    )  # >= 1 but for a one-class batch, which only sync_free lets through
+    # >= 1 but for a one-class batch, which only sync_free lets through
+    others = (batch_size - n).clamp_min(1)
     if pairing == "sorted":
         offset = (s - a + k // batch_size) % others
     else:
@@ -306,9 +295,7 @@ class ProxySynthesis(nn.Module):
             embeddings, labels, num_classes=self.base.num_classes, embedding_dim=self.base.embedding_dim
         )
         num_synthetic = int(self.mu * embeddings.shape[0])
-        if (
-            num_synthetic == 0 or self.composition == "M1"
-        ):  # mu * B < 1, or M1: the base loss on the real batch
+        if num_synthetic == 0 or self.composition == "M1":  # mu * B < 1, or M1: base loss on the real batch
             self.last_lam, self.last_partners = None, None
             return self.base(embeddings, labels)
         if sync_free_checks() is not None:  # the one-class case decided on the device (module docstring)

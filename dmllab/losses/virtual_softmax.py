@@ -17,8 +17,6 @@ from . import functional as LF
 from ._registry import LOSSES
 from .proxy import ProxyLoss
 
-__all__ = ["VirtualSoftmaxLoss"]
-
 
 @LOSSES.register("virtual_softmax")
 class VirtualSoftmaxLoss(ProxyLoss):

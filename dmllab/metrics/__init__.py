@@ -5,6 +5,8 @@ neighbour information once per query chunk for every requested retrieval metric;
 O(chunk_size x N_ref), never N x N.
 """
 
+# ruff: noqa: F401 - the imports are the package's public names
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -19,6 +21,7 @@ from dmllab.metrics.evaluator import (
     DISTANCES,
     CollapsedEmbeddingError,
     DegenerateEmbeddingError,
+    FewReferencesWarning,
     NonFiniteEmbeddingError,
     RetrievalResult,
     ZeroEmbeddingError,
@@ -76,26 +79,13 @@ def evaluate(
     out: dict[str, float] = {}
     if "recall" in wanted or mlrc:
         res = retrieval_metrics(
-            embeddings,
-            labels,
-            ks=ks,
-            mlrc=mlrc,
-            gallery=gallery,
-            gallery_labels=gallery_labels,
-            distance=distance,
-            chunk_size=chunk_size,
-            dtype=dtype,
-            matmul=matmul,
-            allow_collapsed=allow_collapsed,
-        )
+            embeddings, labels, ks=ks, mlrc=mlrc, gallery=gallery, gallery_labels=gallery_labels,
+            distance=distance, chunk_size=chunk_size, dtype=dtype, matmul=matmul, allow_collapsed=allow_collapsed,
+        )  # fmt: skip
         out.update({f"R@{k}": v for k, v in res.recall.items()})
-        every = "mlrc" in wanted
-        if every or "precision_at_1" in wanted:
-            out["P@1"] = res.precision_at_1
-        if every or "r_precision" in wanted:
-            out["RP"] = res.r_precision
-        if every or "map_at_r" in wanted:
-            out["MAP@R"] = res.map_at_r
+        for name, column in zip(_MLRC, ("P@1", "RP", "MAP@R")):
+            if "mlrc" in wanted or name in wanted:
+                out[column] = getattr(res, name)
     if "nmi" in wanted:
         out["NMI"] = nmi(
             embeddings,
@@ -106,26 +96,3 @@ def evaluate(
             allow_collapsed=allow_collapsed,
         )
     return out
-
-
-__all__ = [
-    "DISTANCES",
-    "CollapsedEmbeddingError",
-    "DegenerateEmbeddingError",
-    "KMEANS_N_INIT",
-    "METRICS",
-    "NMI_AVERAGES",
-    "NonFiniteEmbeddingError",
-    "RetrievalResult",
-    "ZeroEmbeddingError",
-    "embed_dataset",
-    "evaluate",
-    "is_collapsed",
-    "kmeans_torch",
-    "map_at_r",
-    "nmi",
-    "precision_at_1",
-    "r_precision",
-    "recall_at_k",
-    "retrieval_metrics",
-]

@@ -210,9 +210,7 @@ def nmi(
         )
         return float("nan")
     exponent = power_of_two_exponent(float(emb.abs().max()))
-    if (
-        exponent
-    ):  # exact and changes no clustering: no overflow of squared distances (module doc of evaluator)
+    if exponent:  # exact, changes no clustering, no squared distance overflows (module doc of evaluator)
         emb = scale_by_power_of_two(emb, exponent, torch.float64)
     if kmeans_choice(kmeans, emb.shape[0], emb.device) == "torch":
         pred = kmeans_torch(emb, k, seed=seed).cpu().numpy()

@@ -21,8 +21,6 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-__all__ = ["DeformedEmbeddings", "embedding_deformation", "embedding_deformation_recall"]
-
 
 class DeformedEmbeddings(NamedTuple):
     query: torch.Tensor  # (Q, D) synthetic

@@ -132,6 +132,12 @@ class ZeroEmbeddingError(ValueError):
     """The cosine distance was asked for an all-zero embedding, whose direction is undefined."""
 
 
+class FewReferencesWarning(UserWarning):
+    """A split too small for what is asked: K above the references per query, or queries without a positive.
+    The metrics stay defined (Recall@K counts such a query as a miss); a fast dev run's splits are that small on
+    purpose and do not show it."""
+
+
 @dataclass(frozen=True)
 class RetrievalResult:
     """Output of :func:`retrieval_metrics`; MLRC fields are None when not requested.
@@ -315,12 +321,9 @@ def _collapsed_message(what: str, n: int, spread: float, magnitude: float, rtol:
 def check_not_collapsed(x: Tensor, what: str, *, input_dtype: torch.dtype | None = None) -> None:
     """Raise :class:`CollapsedEmbeddingError` when the rows of ``x`` are collapsed (sets of one row never are);
     ``input_dtype``: the precision the rule is judged at (default ``x.dtype``)."""
-    if x.shape[0] < 2:
-        return
     rtol = collapse_tolerance(input_dtype or x.dtype)
-    spread, magnitude = coordinate_spread(x)
-    if spread <= rtol * magnitude:
-        raise CollapsedEmbeddingError(_collapsed_message(what, x.shape[0], spread, magnitude, rtol))
+    if is_collapsed(x, rtol):  # the spread is measured again only to word the error
+        raise CollapsedEmbeddingError(_collapsed_message(what, x.shape[0], *coordinate_spread(x), rtol))
 
 
 def _sqnorms64(x: Tensor) -> Tensor:
@@ -764,6 +767,7 @@ def retrieval_metrics(
         warnings.warn(
             f"Recall@{ks[-1]} asked with only {n_candidates} references per query: for K >= {n_candidates} "
             "it is the fraction of queries with at least one positive",
+            FewReferencesWarning,
             stacklevel=2,
         )
     chunk = chunk_size if chunk_size is not None else _default_chunk(query.device)
@@ -934,6 +938,7 @@ def _recall(
         warnings.warn(
             f"{n_query - n_with_pos} of {n_query} queries have no positive reference: they count as misses "
             "in Recall@K and are left out of P@1, RP and MAP@R",
+            FewReferencesWarning,
             stacklevel=3,
         )
     return {k: float(h) / n_query for k, h in zip(ks, hits)}

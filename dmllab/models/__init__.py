@@ -1,5 +1,7 @@
 """Models: backbones returning conv feature maps, global poolings (incl. k-max, ProxyNCA++ Eq. 7), embedding heads."""
 
+# ruff: noqa: F401 - the imports are the package's public names
+
 from __future__ import annotations
 
 from dmllab.models.backbones import (
@@ -7,7 +9,6 @@ from dmllab.models.backbones import (
     ConvTrunk,
     InceptionInputTransform,
     build_backbone,
-    imagenet_weights_enum,
     list_backbones,
 )
 from dmllab.models.heads import HEAD_INITS, NORM_POSITIONS, NORMS, EmbeddingHead, ScaledBatchNorm1d
@@ -23,37 +24,9 @@ from dmllab.models.pooling import (
     list_poolings,
 )
 from dmllab.models.smallcnn import SmallCNN, build_smallcnn, default_smallcnn_weights_path
-from dmllab.models.weights import hub_checkpoint_path, load_trunk_state_dict, read_state_dict
-
-__all__ = [
-    "BACKBONES",
-    "POOLINGS",
-    "NORMS",
-    "NORM_POSITIONS",
-    "HEAD_INITS",
-    "ConvTrunk",
-    "InceptionInputTransform",
-    "SmallCNN",
-    "EmbeddingHead",
-    "EmbeddingNet",
-    "EmbeddingTail",
-    "ScaledBatchNorm1d",
-    "GlobalAvgPool2d",
-    "GlobalMaxPool2d",
-    "GlobalAvgMaxPool2d",
-    "GlobalKMaxPool2d",
-    "global_kmax_pool2d",
-    "build_backbone",
-    "build_model",
-    "build_pooling",
-    "build_smallcnn",
-    "list_backbones",
-    "list_poolings",
-    "freeze_batchnorm",
-    "unfreeze_batchnorm",
-    "default_smallcnn_weights_path",
-    "imagenet_weights_enum",
-    "hub_checkpoint_path",
-    "load_trunk_state_dict",
-    "read_state_dict",
-]
+from dmllab.models.weights import (
+    hub_checkpoint_path,
+    imagenet_weights_enum,
+    load_trunk_state_dict,
+    read_state_dict,
+)

@@ -36,20 +36,11 @@ from dmllab.models.smallcnn import build_smallcnn
 from dmllab.models.weights import (
     TORCHVISION_SPECS,
     download_imagenet_state_dict,
-    imagenet_weights_enum,
     load_trunk_state_dict,
     read_state_dict,
+    weights_member,
 )
 from dmllab.registry import Registry
-
-__all__ = [
-    "ConvTrunk",
-    "InceptionInputTransform",
-    "BACKBONES",
-    "build_backbone",
-    "list_backbones",
-    "imagenet_weights_enum",
-]
 
 _IMAGENET_MEAN = (0.485, 0.456, 0.406)
 _IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -103,16 +94,6 @@ class ConvTrunk(nn.Module):
         return x  # (B, out_channels, h, w)
 
 
-def _weights_member(enum_cls: type, name: str, arch: str):
-    try:
-        return enum_cls[name]
-    except KeyError:
-        valid = ["DEFAULT", *(member.name for member in enum_cls)]
-        raise ValueError(
-            f"unknown imagenet_weights {name!r} for {arch!r}; valid: {', '.join(valid)}"
-        ) from None
-
-
 def _build_torchvision_trunk(
     arch: str,
     *,
@@ -125,7 +106,7 @@ def _build_torchvision_trunk(
     loads_weights = pretrained or weights_path is not None
     # Random init is wasted work when every parameter is overwritten by strict loading.
     classifier, enum_cls = spec.make(not loads_weights)
-    weights = _weights_member(enum_cls, imagenet_weights, arch) if pretrained else None
+    weights = weights_member(enum_cls, imagenet_weights, arch) if pretrained else None
     if transform_input is None:
         transform_input = spec.tf_ported_weights and loads_weights
     trunk = ConvTrunk(

@@ -26,8 +26,6 @@ from torch import nn
 
 from dmllab.models.pooling import build_pooling
 
-__all__ = ["ScaledBatchNorm1d", "EmbeddingHead", "NORMS", "NORM_POSITIONS", "HEAD_INITS"]
-
 NORMS = ("none", "layernorm", "batchnorm")
 NORM_POSITIONS = ("pre", "post")
 HEAD_INITS = ("default", "kaiming")

@@ -11,8 +11,6 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from dmllab.models.backbones import build_backbone
 from dmllab.models.heads import EmbeddingHead
 
-__all__ = ["EmbeddingNet", "EmbeddingTail", "build_model", "freeze_batchnorm", "unfreeze_batchnorm"]
-
 
 def _batchnorm_layers(module: nn.Module) -> list[_BatchNorm]:
     return [m for m in module.modules() if isinstance(m, _BatchNorm)]

@@ -18,17 +18,6 @@ from torch import nn
 
 from dmllab.registry import Registry
 
-__all__ = [
-    "GlobalAvgPool2d",
-    "GlobalMaxPool2d",
-    "GlobalAvgMaxPool2d",
-    "GlobalKMaxPool2d",
-    "global_kmax_pool2d",
-    "POOLINGS",
-    "build_pooling",
-    "list_poolings",
-]
-
 
 def _check_feature_map(x: torch.Tensor) -> None:
     if x.dim() != 4:
@@ -42,9 +31,7 @@ def global_kmax_pool2d(x: torch.Tensor, k: int) -> torch.Tensor:
         x: feature map (B, C, H, W); any memory format (channels-last included).
         k: number of top activations averaged, 1 <= k <= H*W.
 
-    Returns:
-        (B, C) pooled features. The gradient reaches only the k selected positions, 1/k each.
-    """
+    Returns (B, C) pooled features. The gradient reaches only the k selected positions, 1/k each."""
     _check_feature_map(x)
     height, width = x.shape[-2:]
     if k > height * width:

@@ -21,8 +21,6 @@ from torch import nn
 from dmllab.models.weights import load_trunk_state_dict, read_state_dict
 from dmllab.paths import cache_dir
 
-__all__ = ["SmallCNN", "build_smallcnn", "default_smallcnn_weights_path"]
-
 SMALLCNN_WEIGHTS_FILE = "smallcnn-synthetic.pt"
 
 

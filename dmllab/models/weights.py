@@ -28,25 +28,6 @@ from dmllab.fileio import regular_file
 from dmllab.registry import Registry
 from dmllab.rng import random_state_kept
 
-__all__ = [
-    "CLASSIFIER_HEAD_PREFIXES",
-    "read_state_dict",
-    "WeightsFileError",
-    "load_trunk_state_dict",
-    "download_imagenet_state_dict",
-    "hub_checkpoint_path",
-    "MissingWeightsError",
-    "check_imagenet_weights",
-    "WeightsSource",
-    "WEIGHTS_SOURCES",
-    "TORCHVISION_SPECS",
-    "TorchvisionSpec",
-    "imagenet_weights_enum",
-    "weights_source",
-    "resolve_weights",
-    "weights_fingerprint",
-]
-
 # Keys of the classifier heads that a feature-map trunk drops (torchvision's fc, GoogLeNet's aux1/aux2,
 # Inception-v3's AuxLogits); a file may hold them or not.
 CLASSIFIER_HEAD_PREFIXES = ("fc.", "aux1.", "aux2.", "AuxLogits.")
@@ -190,10 +171,8 @@ def check_imagenet_weights(backbone: str, backbone_kwargs: Mapping[str, Any] | N
     torchvision's cache first when it is not there: what ``dmllab study`` checks once before training, instead of
     every run failing alike.
 
-    Raises:
-        MissingWeightsError: not cached and not downloadable (:func:`download_imagenet_state_dict`).
-    """
-    weights = _imagenet_member(backbone, dict(backbone_kwargs or {}))
+    Raises MissingWeightsError: not cached and not downloadable (:func:`download_imagenet_state_dict`)."""
+    weights = provide_imagenet(backbone, dict(backbone_kwargs or {}))
     path = hub_checkpoint_path(weights.url)
     if not path.is_file():
         download_imagenet_state_dict(weights, arch=backbone)
@@ -285,27 +264,27 @@ def imagenet_weights_enum(arch: str) -> type:
 DEFAULT_IMAGENET_WEIGHTS = "IMAGENET1K_V1"  # the torchvision backbones' default ``imagenet_weights``
 
 
-def _imagenet_member(backbone: str, backbone_kwargs: Mapping[str, Any]) -> Any:
-    name = str(backbone_kwargs.get("imagenet_weights", DEFAULT_IMAGENET_WEIGHTS))
-    enum_cls = imagenet_weights_enum(backbone)
+def weights_member(enum_cls: type, name: str, arch: str) -> Any:
+    """The member ``name`` of ``arch``'s torchvision ``WeightsEnum`` class; ValueError listing the valid ones."""
     try:
         return enum_cls[name]
     except KeyError:
         valid = ["DEFAULT", *(member.name for member in enum_cls)]
         raise ValueError(
-            f"unknown imagenet_weights {name!r} for {backbone!r}; valid: {', '.join(valid)}"
+            f"unknown imagenet_weights {name!r} for {arch!r}; valid: {', '.join(valid)}"
         ) from None
 
 
 def provide_imagenet(backbone: str, backbone_kwargs: Mapping[str, Any], *, progress: bool = True) -> Any:
     """The "imagenet" source: torchvision's ``WeightsEnum`` member (``imagenet_weights``, default V1); the
     backbone downloads it (or reads torch's hub cache) when built with ``pretrained=True``."""
-    return _imagenet_member(backbone, backbone_kwargs)
+    name = str(backbone_kwargs.get("imagenet_weights", DEFAULT_IMAGENET_WEIGHTS))
+    return weights_member(imagenet_weights_enum(backbone), name, backbone)
 
 
 def imagenet_fingerprint(backbone: str, backbone_kwargs: Mapping[str, Any]) -> str:
     """``"<WeightsEnum member>:<file name>"``; torchvision's file names carry the first digits of the sha256."""
-    member = _imagenet_member(backbone, backbone_kwargs)
+    member = provide_imagenet(backbone, backbone_kwargs)
     return f"{member}:{os.path.basename(member.url)}"
 
 
@@ -326,9 +305,7 @@ WEIGHTS_SOURCES.register(
 def weights_source(backbone: str) -> tuple[str, WeightsSource]:
     """``(name, source)`` of the source serving ``backbone``'s ``pretrained=True`` weights.
 
-    Raises:
-        KeyError: no source serves ``backbone``; the message lists the sources and their backbones.
-    """
+    Raises KeyError: no source serves ``backbone``; the message lists the sources and their backbones."""
     for name in WEIGHTS_SOURCES:
         source = WEIGHTS_SOURCES.get(name)
         if backbone in source.backbones:

@@ -32,7 +32,7 @@ the committed bits (it runs the SmallCNN, so it stands above the components, not
 
 from __future__ import annotations
 
-from dmllab.numerics.cache import CACHE_STAMP, stale_cache_message, stamp_cache
+from dmllab.numerics.cache import CACHE_STAMP, claim_cache, stale_cache_message, stamp_cache
 from dmllab.numerics.kernels import cpu_kernels, late_pin_message, mkl_branch, numpy_simd, openblas_cores
 from dmllab.numerics.pin import (
     CPU_ISA_MODES,
@@ -61,6 +61,7 @@ __all__ = [
     "OPENBLAS_VAR",
     "PINNED_ENV",
     "PINNED_MARKER",
+    "claim_cache",
     "cpu_flags",
     "cpu_isa_mode",
     "cpu_kernels",

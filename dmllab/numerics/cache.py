@@ -68,6 +68,13 @@ def stale_cache_message(root: Path, runs: Path, *, machine: str | None = None) -
     )
 
 
+def claim_cache(root: Path) -> None:
+    """Stamp ``root`` (:func:`stamp_cache`, made if missing) while it holds no stamp and nothing built: a folder
+    that is new, or that its user made empty (``mkdir -p $DMLLAB_CACHE``), is this pin's from its first file on."""
+    if not (root / CACHE_STAMP).exists() and not any((root / name).exists() for name in _CACHE_BUILT):
+        stamp_cache(root)
+
+
 def stamp_cache(root: Path) -> None:
     """Write :data:`CACHE_STAMP` into ``root`` (made if missing): this dmllab's pin built this cache.
     :func:`dmllab.paths.cache_dir` stamps every cache folder it makes."""

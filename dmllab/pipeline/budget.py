@@ -1,16 +1,7 @@
-"""What a study leaves out: the datasets a researcher has (``dmllab study --datasets``) and a GPU-hour budget
-(``--max-gpu-hours``), and the plan's table of what each artifact costs (:func:`dmllab.pipeline.plan_text.cost_lines`).
-
-**Datasets** (:func:`dataset_overrides`): an artifact whose parameters list its ``datasets`` runs on the ones
-available (its notebook gets the shorter list, so the rows of the others are absent and its claims say so:
-:func:`dmllab.experiments.verdicts.missing_datasets`); an artifact left with none, one whose single ``dataset`` is
-not available, or one whose runs read an unavailable dataset some other way is left out, with the reason.
-
-**Budget** (:func:`select`): the artifacts in the papers' order of importance
-(:func:`dmllab.experiments.registry.by_importance`, headline tables first), each with the GPU hours of the runs it
-adds to those already chosen (central value, :mod:`dmllab.pipeline.cost`), are taken while they fit in the budget;
-one that does not fit, or whose runs the calibration cannot price, is left out and a later, cheaper one may still
-fit. Artifacts without training runs cost nothing and are always kept.
+"""What a study leaves out (docs/guide/gpu.md): an artifact that needs a dataset not in ``--datasets``
+(:func:`dataset_overrides`; one over several datasets runs on those available), and under ``--max-gpu-hours`` the
+artifacts, in the papers' order of importance, that do not fit in what is left of the budget or cannot be priced
+(:func:`select`).
 """
 
 from __future__ import annotations

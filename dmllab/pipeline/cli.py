@@ -58,9 +58,7 @@ def _study(args: argparse.Namespace) -> int:
         **selection,
     )
     print(format_summary(result), flush=True)
-    if (
-        result.stopped
-    ):  # everything the study wrote is closed: skip the interpreter's teardown (seconds with torch)
+    if result.stopped:  # everything the study wrote is closed: skip the teardown (seconds with torch)
         sys.stderr.flush()
         os._exit(result.exit_code)
     return result.exit_code

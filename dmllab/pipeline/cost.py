@@ -1,32 +1,8 @@
-"""What a study's runs cost on a GPU, from benchmark rows: :class:`Calibration` (the rows of
-``benchmarks/bench_gpu.py``, committed as ``results/benchmarks/gpu.csv``) and the images each run processes
-(:func:`workload`); :func:`price` puts them together.
-
-**Images of a run** (:func:`workload`), from the protocol's own stage plans (:mod:`dmllab.training.protocol`) and
-the dataset's canonical split sizes (``split_images`` of :mod:`dmllab.data.real`; an MLRC fold's parts are
-(folds - 1) / folds and 1 / folds of ``trainval``):
-
-* training: per stage, (warm-up + schedule epochs) x floor(split images / batch) x batch; stage 2 of the
-  two-stage protocol trains ``trainval`` until stage 1's best epoch, counted as stage 1's length (its upper
-  bound); warm-up epochs count as full steps (the trunk is frozen there: an over-estimate of a few percent);
-* evaluation: the validation split at every evaluated epoch of stage 1 (``run.eval_every``) and the test split
-  (or query + gallery) once.
-
-**Rates**, from the rows measured for the run's backbone, crop, batch and precision (``run.amp``; "auto" is bf16
-on CUDA, as the trainer resolves it on every card that supports it): training at the model step's images/s
-(``model_step`` rows) bounded by the training loader's (``loader`` rows: the slower part bounds a steady-state
-pipeline); evaluation at the forward pass's (``embed`` rows; where none is measured, 3 x the model step's rate,
-a forward pass being about a third of a training step), bounded by the loader.
-
-**Approximations**, each named in the run's :attr:`Price.notes` and counted in the plan: a batch between two
-measured ones is interpolated linearly (outside them: the nearest), a crop other than the measured one scales
-the rate by the pixel ratio, fp16 runs at the bf16 rate (both 16-bit autocast on the same tensor cores). A
-backbone without a ``model_step`` row is not priced (:class:`Unpriced`, with the row that is missing), never
-guessed.
-
-**Uncertainty** (:class:`Price`): ``hours`` is the central value; ``low`` is model-bound (the loader never the
-bottleneck) with stage 2 half as long as stage 1; ``high`` trains at the measured end-to-end rate of the trainer's
-whole epochs (``end_to_end`` rows) where one is measured for the key, else equals the central value.
+"""What a study's runs cost on a GPU: the images each run processes (:func:`workload`) at the rates of a
+:class:`Calibration` (the rows of ``benchmarks/bench_gpu.py``, committed as ``results/benchmarks/gpu.csv``);
+:func:`price` puts them together, naming each approximation in :attr:`Price.notes`, and never guesses a rate
+that is not measured (:class:`Unpriced`). The model (images, rates, approximations, range) is described in
+docs/guide/gpu.md.
 """
 
 from __future__ import annotations
@@ -334,7 +310,12 @@ def price_config(cfg: ExperimentConfig, cal: Calibration) -> Price | Unpriced:
     return price(work, cal)
 
 
-def total(prices: Iterable[Price | Unpriced]) -> tuple[float, float, float, int]:
+def hours_text(seconds: float) -> str:
+    """GPU seconds as the plan and the docs print hours: ``"1,378.5"``."""
+    return f"{seconds / 3600:,.1f}"
+
+
+def total(prices: Iterable[Price | Unpriced | None]) -> tuple[float, float, float, int]:
     """``(central, low, high)`` GPU seconds of the priced ones, and how many are not priced."""
     prices = list(prices)
     priced = [p for p in prices if isinstance(p, Price)]

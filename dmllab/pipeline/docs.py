@@ -1,20 +1,9 @@
-"""``dmllab docs``: the generated parts of the documentation, written from the code and the committed CSVs.
-
-Four things are generated, so that they cannot drift from what they describe:
-
-* the README's artifact table, between :data:`TABLE_BEGIN` and :data:`TABLE_END`: every artifact of the
-  registry (paper table or figure, notebook, the quick profile's verdicts from the committed result CSVs, the
-  command that runs it);
-* ``docs/benchmarks.md``: one section per ``results/benchmarks/*.csv`` (what it measures, the command that
-  wrote it, the machine, the CSV as a markdown table), from :data:`dmllab.pipeline.docs_benchmarks.BENCHMARKS`;
-* ``docs/guide/cli.md``: every ``dmllab`` sub-command and its options, read from the argument parser
-  (:mod:`dmllab.pipeline.docs_cli`);
-* ``docs/guide/gpu.md``'s table of what each paper's reproduction costs, between :data:`COST_BEGIN` and
-  :data:`COST_END`, from the cost model and the committed GPU calibration
-  (:func:`reproduction_table`).
-
-``dmllab docs`` rewrites them; ``dmllab docs --check`` exits 1 when one is out of date (a test runs it). The
-generator reads the checkout's own ``results/`` (the committed CSVs), whatever ``DMLLAB_RESULTS`` says.
+"""``dmllab docs``: the generated parts of the documentation (:func:`expected_files`), written from the code and
+the committed CSVs so that they cannot drift from what they describe: the README's artifact table
+(:func:`artifact_table`), ``docs/benchmarks.md`` (:mod:`dmllab.pipeline.docs_benchmarks`), ``docs/guide/cli.md``
+(:mod:`dmllab.pipeline.docs_cli`) and ``docs/guide/gpu.md``'s cost table (:func:`reproduction_table`). The
+generator reads the checkout's own ``results/``, whatever ``DMLLAB_RESULTS`` says; ``--check`` exits 1 when one is
+out of date (a test runs it).
 """
 
 from __future__ import annotations
@@ -149,11 +138,8 @@ def reproduction_table(calibration_path: str | Path) -> str:
     from dmllab.experiments import registry
     from dmllab.experiments.artifact import PAPER_TITLES, PAPERS
     from dmllab.experiments.execution import Execution
-    from dmllab.pipeline.cost import Price, load_calibration
+    from dmllab.pipeline.cost import hours_text, load_calibration, total
     from dmllab.pipeline.plan import make_plan
-
-    def hours(seconds: float) -> str:
-        return f"{seconds / 3600:,.1f}"
 
     cal = load_calibration(calibration_path)
     plan = make_plan(registry.select(None), "paper", Execution("cpu"), calibration=cal)
@@ -164,10 +150,8 @@ def reproduction_table(calibration_path: str | Path) -> str:
     ]
 
     def row(label: str, runs: list) -> str:
-        priced = [r.price for r in runs if isinstance(r.price, Price)]
-        central = sum(p.seconds for p in priced)
-        span = f"{hours(sum(p.low_s for p in priced))}-{hours(sum(p.high_s for p in priced))}"
-        return f"| {label} | {len(runs):,} | {hours(central)} | {span} | {len(runs) - len(priced)} |"
+        central, low, high, unpriced = total(r.price for r in runs)
+        return f"| {label} | {len(runs):,} | {hours_text(central)} | {hours_text(low)}-{hours_text(high)} | {unpriced} |"
 
     for paper in PAPERS:
         runs = [r for r in plan.runs if any(papers[a] == paper for a in r.artifacts)]

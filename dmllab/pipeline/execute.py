@@ -23,7 +23,7 @@ from dmllab import paths
 from dmllab.fileio import regular_file, replacing, write_text_atomic
 from dmllab.pipeline.executors import LocalExecutor
 from dmllab.pipeline.jobs import SKIPPED, Interrupted, JobResult, quiet
-from dmllab.pipeline.plan import Plan
+from dmllab.pipeline.plan import Plan, manifest_path
 
 KERNEL_NAME = "python3"
 _FALLBACK_KERNEL = "dmllab-python"
@@ -130,6 +130,7 @@ def execute_notebook(
                         kernel_name=kernel_name,
                         progress_bar=False,
                         log_output=False,
+                        coalesce_streams=True,  # a progress bar's redraws stored as its last line
                         start_timeout=start_timeout,
                         cwd=str(cwd if cwd is not None else paths.repo_root()),
                         config=config,
@@ -265,16 +266,20 @@ def run_notebooks(
 ) -> list[JobResult]:
     """Run every artifact notebook whose inputs changed since its last success (all with ``force``), the
     longest first (by its last execution), so the last one ends sooner; results in artifact order. Each gets
-    the plan's execution parameters (:meth:`~dmllab.pipeline.plan.Plan.parameters`: device, data root, a fast dev
-    run's limit and seed) and ``train_missing=False``."""
+    the plan's profile, its execution (:class:`~dmllab.experiments.execution.Execution`'s text), the plan's
+    manifest (the placed runs it reads, :func:`~dmllab.pipeline.plan.manifest_path`), the artifact's parameters the
+    study sets (:meth:`~dmllab.pipeline.plan.Plan.parameters`: a fast dev run's seed, ``--seeds``, ``--datasets``)
+    and ``train_missing=False``."""
     from dmllab.results import artifact_csv
 
     kernel = ensure_kernel()
     code = source_fingerprint()
     where = paths.destination(plan.profile, plan.device)
+    manifest = str(manifest_path(plan))
     jobs, stamps, skipped = [], {}, []
     for a in plan.artifacts:
-        params: dict[str, Any] = {"profile": plan.profile, "train_missing": False, **plan.parameters(a)}
+        params = {"profile": plan.profile, "execution": str(plan.execution), "manifest": manifest}
+        params.update(train_missing=False, **plan.parameters(a))
         job = NotebookJob(nb_dir / f"{a.id}.ipynb", out_dir / f"{a.id}.ipynb", params, kernel)
         stamps[a.id] = stamp(code, job, [r.run.key for r in plan.runs if a.id in r.artifacts])
         if not force and up_to_date(job, stamps[a.id], artifact_csv(a.id, folder=where.results)):

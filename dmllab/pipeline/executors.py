@@ -1,14 +1,7 @@
-"""Where the study's jobs (:mod:`dmllab.pipeline.jobs`) run, behind one ``submit(runs)``, and how they stop.
-
-* :class:`LocalExecutor`: a pool of spawned worker processes; each dies with the study, even on ``kill -9``
-  (``PR_SET_PDEATHSIG``), and ignores the terminal's Ctrl-C (the study stops its workers itself).
-* :class:`~dmllab.pipeline.slurm.SlurmExecutor` (:mod:`dmllab.pipeline.slurm`): one SLURM job per run, through
-  submitit.
-
-Stopping: on :class:`~dmllab.pipeline.jobs.Interrupted` (SIGINT or SIGTERM in the study process,
-:func:`dmllab.pipeline.jobs.stop_on_signals`) the executor cancels what has not started, terminates every worker
-with its children (notebook kernels included) and raises :class:`~dmllab.pipeline.jobs.Interrupted` with the jobs
-that finished.
+"""Where the study's jobs (:mod:`dmllab.pipeline.jobs`) run, behind one ``submit(runs)``: :class:`LocalExecutor`
+(a process pool) or :class:`~dmllab.pipeline.slurm.SlurmExecutor`. On :class:`~dmllab.pipeline.jobs.Interrupted`
+an executor cancels what has not started, stops every worker with its children (notebook kernels included) and
+raises :class:`~dmllab.pipeline.jobs.Interrupted` with the jobs that finished.
 """
 
 from __future__ import annotations

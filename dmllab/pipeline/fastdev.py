@@ -1,10 +1,5 @@
-"""``dmllab study --fast-dev-run``: a study checked in minutes before it spends GPU hours.
-
-Every planned run of the selected artifacts (first seed only: :func:`dmllab.pipeline.plan.execution_parameters`) is a
-fast dev run (``run.fast_dev_run``, placed by :func:`dmllab.experiments.lookup.place`: N batches per epoch, at most one
-warm-up and one schedule epoch per stage, N batches per evaluation, the batch shrunk to fit a split smaller than one
-batch; :mod:`dmllab.training.protocol`, :class:`dmllab.training.Trainer`); the notebooks, plots and report then run on
-their rows. Everything goes to scratch folders (:func:`scratch_paths`), never the committed results, and the summary
+"""``dmllab study --fast-dev-run`` (docs/guide/study.md): every planned run (first seed only) is a fast dev run,
+the notebooks, plots and report run on its rows, all in scratch folders (:func:`scratch_paths`), and the summary
 (:func:`format_fast_dev`) says per artifact what trained, in how many steps, with what peak memory and time, and
 whether its notebook found its runs.
 """

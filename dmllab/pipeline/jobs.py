@@ -1,16 +1,7 @@
-"""A study's jobs: what one job reports (:class:`JobResult`), how many run at once with how many threads, what a
-training job runs (:func:`train_run`), and how the study is asked to stop. Where the jobs run is
-:mod:`dmllab.pipeline.executors`.
-
-Workers and threads: ``jobs="auto"`` is one worker per usable core (``os.sched_getaffinity``) on the CPU and one
-worker on an accelerator (:func:`resolve_jobs`). A CPU run always uses one torch thread, whatever the machine:
-CPU kernels reduce in a thread-count-dependent order, so a run's numbers depend on its thread count
-(:mod:`dmllab.training.trainer`), and the committed results were trained with one thread per run. A worker on an
-accelerator gets its share of the usable cores (:func:`threads_per_worker`).
-
-Stopping (:func:`stop_on_signals`): SIGINT (Ctrl-C, which the terminal sends to the whole foreground process
-group) and SIGTERM raise :class:`Interrupted` in the study process; the executor stops its workers and raises
-:class:`Interrupted` with the jobs that finished.
+"""A study's jobs: what one job reports (:class:`JobResult`), how many run at once with how many threads
+(:func:`resolve_jobs`, :func:`threads_per_worker`: a CPU run always on one torch thread, so that its numbers do
+not depend on the machine), what a training job runs (:func:`train_run`), and how the study is asked to stop
+(:func:`stop_on_signals`). Where the jobs run is :mod:`dmllab.pipeline.executors`.
 """
 
 from __future__ import annotations
@@ -135,60 +126,49 @@ def quiet() -> None:
     os.environ.setdefault("PYTHONWARNINGS", "ignore::DeprecationWarning,ignore:resource_tracker:UserWarning")
 
 
-class PeakMemory:
-    """The peak memory of what runs inside the block: CPU RSS of this process and its children (DataLoader
-    workers), sampled every ``interval_s`` by a thread, and on CUDA ``torch.cuda.max_memory_allocated`` (exact).
-    ``info()`` gives ``{"peak_rss_mb": ..., "cuda_max_allocated_mb": ...}`` (the latter on CUDA only)."""
+@contextmanager
+def peak_memory(device: str, into: dict[str, float], interval_s: float = 0.05) -> Iterator[None]:
+    """Puts in ``into``, when the block ends, the peak memory of what ran inside it: ``peak_rss_mb``, the CPU RSS
+    of this process and its children (DataLoader workers) sampled every ``interval_s`` by a thread, and on CUDA
+    ``cuda_max_allocated_mb`` (``torch.cuda.max_memory_allocated``, exact)."""
+    import psutil
 
-    def __init__(self, device: str, interval_s: float = 0.05) -> None:
-        self.cuda = str(device).startswith("cuda")
-        self.interval_s = interval_s
-        self.peak_rss = 0
-        self._stop = threading.Event()
+    me, cuda, stop, peak = psutil.Process(), str(device).startswith("cuda"), threading.Event(), [0]
 
-    def _rss(self) -> int:
-        import psutil
-
-        me = psutil.Process()
-        total = me.memory_info().rss
-        for child in me.children(recursive=True):
-            with suppress(psutil.Error):
-                total += child.memory_info().rss
-        return total
-
-    def _sample(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            with suppress(Exception):
-                self.peak_rss = max(self.peak_rss, self._rss())
-
-    def __enter__(self) -> PeakMemory:
-        if self.cuda:
-            import torch
-
-            torch.cuda.reset_peak_memory_stats()
-        self.peak_rss = self._rss()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join()
+    def sample() -> None:
         with suppress(Exception):
-            self.peak_rss = max(self.peak_rss, self._rss())
+            total = me.memory_info().rss
+            for child in me.children(recursive=True):
+                with suppress(psutil.Error):
+                    total += child.memory_info().rss
+            peak[0] = max(peak[0], total)
 
-    def info(self) -> dict[str, float]:
-        out = {"peak_rss_mb": self.peak_rss / 2**20}
-        if self.cuda:
-            import torch
+    if cuda:
+        import torch
 
-            out["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated() / 2**20
-        return out
+        torch.cuda.reset_peak_memory_stats()
+    sample()
+
+    def watch() -> None:
+        while not stop.wait(interval_s):
+            sample()
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        sample()
+        into["peak_rss_mb"] = peak[0] / 2**20
+        if cuda:
+            into["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated() / 2**20
 
 
 def train_run(run: Run) -> JobResult:
     """Train one run through the run store (a stored run is returned at once); never raises. A fast dev run
-    (``run.fast_dev_run``) also reports its steps, peak memory (:class:`PeakMemory`) and what it shrank to fit the
+    (``run.fast_dev_run``) also reports its steps, peak memory (:func:`peak_memory`) and what it shrank to fit the
     data in ``JobResult.info``."""
     from dmllab.metrics import DegenerateEmbeddingError as NonFiniteEmbeddingError  # collapsed too
     from dmllab.training import NonFiniteLossError
@@ -196,18 +176,18 @@ def train_run(run: Run) -> JobResult:
 
     start = time.perf_counter()
     fast = run.config.run.fast_dev_run > 0
-    memory = PeakMemory(run.config.run.device) if fast else None
     info: dict[str, Any] = {}
+    memory: dict[str, float] = {}
     try:
-        with memory if memory is not None else nullcontext():
+        with peak_memory(run.config.run.device, memory) if fast else nullcontext():
             result = train(run.config, seed=run.seed, progress=False)
         info = dict(result.extra.get("fast_dev", {}), cached=result.cached)
     except (NonFiniteLossError, NonFiniteEmbeddingError) as err:  # recorded by the store
         return JobResult(run.key, "diverged", time.perf_counter() - start, f"{type(err).__name__}: {err}")
     except Exception as err:
         error = f"{type(err).__name__}: {err}"
-        return JobResult(_key(run), "FAILED", time.perf_counter() - start, error, info=_memory(memory))
-    return JobResult(run.key, "ok", time.perf_counter() - start, info={**info, **_memory(memory)})
+        return JobResult(_key(run), "FAILED", time.perf_counter() - start, error, info=memory)
+    return JobResult(run.key, "ok", time.perf_counter() - start, info={**info, **memory})
 
 
 def _key(run: Run) -> str:
@@ -216,7 +196,3 @@ def _key(run: Run) -> str:
         return run.key
     except Exception:  # noqa: BLE001 - the job's own error is reported; this only names it
         return f"{run.config.method}/{run.config.dataset}/seed{run.seed} (no key)"
-
-
-def _memory(memory: PeakMemory | None) -> dict[str, float]:
-    return memory.info() if memory is not None else {}

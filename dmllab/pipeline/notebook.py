@@ -19,9 +19,8 @@ from typing import TYPE_CHECKING, Any
 from dmllab import paths
 from dmllab.experiments import registry
 from dmllab.experiments.artifact import Artifact, Run
-from dmllab.experiments.lookup import Lookup, planned_runs
+from dmllab.experiments.lookup import Lookup, read_manifest
 from dmllab.experiments.params import Params, check_train_missing, resolve_parameters
-from dmllab.profiles import PROFILES, resolve_device
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -30,19 +29,20 @@ if TYPE_CHECKING:
 
 # Names the IPython kernel puts into a notebook's globals; never parameters.
 _KERNEL_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open"})
-__all__ = ["PROFILES", "ArtifactContext", "draw_figures", "resolve_device", "runs_frame", "setup"]
+__all__ = ["ArtifactContext", "draw_figures", "readable", "runs_frame", "setup"]
 
 
 @dataclass(frozen=True)
 class ArtifactContext:
-    """What the setup cell returns (``A``): the artifact, its resolved parameters, and its steps.
+    """What the setup cell returns (``A``): the artifact, its resolved parameters, the
+    :class:`~dmllab.experiments.lookup.Lookup` of its runs, and its steps.
 
     Every method reads or writes files; the figures are drawn from the CSVs only.
     """
 
     artifact: Artifact
     params: Params
-    train_missing: bool = True
+    lookup: Lookup
     _tables: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -76,18 +76,17 @@ class ArtifactContext:
     def figure_prefix(self) -> Path:
         return self.destination.figures / self.name
 
+    @property
+    def train_missing(self) -> bool:
+        return self.lookup.train_missing
+
     def __getitem__(self, key: str) -> Any:
         return self.params[key]
 
-    def lookup(self) -> Lookup:
-        """The :class:`~dmllab.experiments.lookup.Lookup` of these parameters (trains what is missing when
-        ``train_missing``)."""
-        return Lookup(self.params, train_missing=self.train_missing, progress=True)
-
     # ------------------------------------------------------------------------------------------ steps
     def runs(self) -> list[Run]:
-        """The training runs this artifact reads, placed as the study places them."""
-        return planned_runs(self.artifact, self.params)
+        """The training runs this artifact reads, placed as the study places them (read from its manifest)."""
+        return [self.lookup.place(run) for run in self.artifact.runs(self.params)]
 
     def runs_table(self) -> pd.DataFrame:
         """One line per run: variant, seed, config summary, run key, stored or not, wall time."""
@@ -96,7 +95,7 @@ class ArtifactContext:
     def derive_rows(self) -> list[dict[str, Any]]:
         """The artifact's tidy rows (and extra tables, written by :meth:`write_results`), from the stored runs
         (or computed, for toys). Runs missing from the store are trained here only when ``train_missing``."""
-        rows, tables = self.artifact.derive(self.params, self.lookup())
+        rows, tables = self.artifact.derive(self.params, self.lookup)
         self._tables.clear()
         self._tables.update(tables)
         return rows
@@ -156,38 +155,58 @@ class ArtifactContext:
         from dmllab.pipeline.template import STANDARD_HELP
 
         helps = {**STANDARD_HELP, **self.artifact.parameter_help}
-        values = {**self.params.values, "train_missing": self.train_missing}
+        values = {
+            **self.params.values,
+            "execution": str(self.params.execution),
+            "train_missing": self.train_missing,
+        }
         table = pd.DataFrame(
             [{"parameter": k, "value": human(v), "why": helps.get(k, "")} for k, v in values.items()],
             columns=["parameter", "value", "why"],
         )
         return table.style.hide(axis="index").set_properties(**{"text-align": "left"})
 
-    def verdicts(self) -> pd.DataFrame:
+    def verdicts(self) -> Styler:
         """Each claim's paper effect, effect, 95% interval, verdict (six classes) and why, the seeds that would
         resolve it, what differs from the paper here, and its unadjusted p-value
-        (:func:`dmllab.experiments.verdicts.verdict_table`; whether a compared method trains comes from the offline
-        benchmark's rows as they are now, and the adjustment for multiplicity needs every claim of the paper: the
-        report, built last, is definitive)."""
+        (:func:`dmllab.experiments.verdicts.verdict_table`, shown by :func:`readable`; whether a compared method
+        trains comes from the offline benchmark's rows as they are now, and the adjustment for multiplicity needs
+        every claim of the paper: the report, built last, is definitive)."""
         from dmllab.experiments.verdicts import regime, training_status, verdict_table
         from dmllab.reference import load_reference
 
         status = training_status(self.profile, self.destination.results)
         fit = regime(self.profile, self.destination.results)
-        return verdict_table(
-            self.artifact, self.read_results(), self.profile, status, load_reference(), fit
-        ).set_index("claim")
+        return readable(
+            verdict_table(self.artifact, self.read_results(), self.profile, status, load_reference(), fit)
+        )
 
-    def checks(self) -> pd.DataFrame:
-        """The analytic properties the artifact checks: measured value, passes or fails."""
+    def checks(self) -> Styler:
+        """The analytic properties the artifact checks: measured value, passes or fails (shown by :func:`readable`)."""
         from dmllab.experiments.verdicts import check_table
 
-        return check_table(self.artifact, self.read_results(), self.profile).set_index("check")
+        return readable(check_table(self.artifact, self.read_results(), self.profile))
 
     def figures(self, save: bool = False) -> list[Figure]:
         """Draw every figure of the artifact from its CSVs (and save it in the destination's figures folder with
         ``save``)."""
         return draw_figures(self.artifact, self.profile, save=save, device=self.device)
+
+
+def readable(frame: pd.DataFrame) -> Styler:
+    """``frame`` as a table to read in a notebook: every column shown whole (pandas' own display cuts the columns
+    and the text of a wide frame), a number to 3 significant digits, a missing value (NaN, None, "") as an empty
+    cell, a column missing in every row left out, the text left-aligned, no index."""
+    missing = frame.isna() | frame.eq("")
+    shown = frame.loc[:, ~missing.all()]
+    floats = shown.select_dtypes("float").columns
+    text = shown.select_dtypes(exclude="number").columns
+    return (
+        shown.style.format(na_rep="")
+        .format("{:.3g}", subset=floats, na_rep="")
+        .set_properties(subset=text, **{"text-align": "left"})
+        .hide(axis="index")
+    )
 
 
 def runs_frame(runs: Sequence[Run]) -> pd.DataFrame:
@@ -305,11 +324,36 @@ def _one_line_errors() -> None:
         shell.set_custom_exc((*EXPECTED_ERRORS, RuntimeError), _one_line)
 
 
+def _kernel_settings(device: str) -> None:
+    """In IPython (a notebook's kernel), what a study's notebook kernel runs with: torch on the threads a study's
+    worker gives one notebook on ``device`` (:func:`dmllab.pipeline.jobs.threads_per_worker`: one on the CPU, as
+    every CPU run trains), and tqdm's plain-text progress bars, which tqdm.auto falls back to without ipywidgets
+    (warning once, into every executed notebook, that it is missing)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    if get_ipython() is None:
+        return
+    import warnings
+
+    from tqdm import TqdmWarning
+
+    from dmllab.pipeline.jobs import set_threads, threads_per_worker
+
+    set_threads(threads_per_worker(device, 1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TqdmWarning)
+        import tqdm.auto  # noqa: F401  (imported once here: every later import is the module already loaded)
+
+
 def setup(namespace: Mapping[str, Any], name: str) -> ArtifactContext:
     """The setup cell of every artifact notebook: validate the parameters, fill defaults, return the context.
 
     Args:
-        namespace: the notebook's ``globals()`` right after the parameters cell (and papermill's injected one).
+        namespace: the notebook's ``globals()`` right after the parameters cell (and papermill's injected one):
+            its parameters, ``execution`` (a text), ``train_missing`` and ``manifest`` (the study's placed runs,
+            :func:`~dmllab.experiments.lookup.read_manifest`; None: placed here, as the study places them).
         name: the artifact id (the notebook stem).
 
     Raises:
@@ -320,7 +364,12 @@ def setup(namespace: Mapping[str, Any], name: str) -> ArtifactContext:
     artifact = registry.get(name)
     given = _user_globals(namespace)
     train_missing = check_train_missing(artifact.id, given.pop("train_missing", None))
-    context = ArtifactContext(artifact, resolve_parameters(artifact, given), train_missing=train_missing)
+    manifest = given.pop("manifest", None)
+    params = resolve_parameters(artifact, given)
+    placed = None if manifest is None else read_manifest(manifest)
+    lookup = Lookup(params, placed=placed, train_missing=train_missing, progress=True)
+    context = ArtifactContext(artifact, params, lookup)
+    _kernel_settings(context.device)
     if not context.destination.tracked:
         print(f"{artifact.id} ({context.profile}, {context.device}): {context.destination.note()}")
     return context

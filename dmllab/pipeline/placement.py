@@ -1,17 +1,7 @@
-"""Where a study's runs train: the CPU pool or workers on the GPU, chosen by measured rates (:func:`plan_study`).
-
-* ``--device cpu``: the CPU pool, ``--jobs auto`` one worker per usable core, one torch thread each (the committed
-  runs' keys: :mod:`dmllab.pipeline.jobs`).
-* ``--device cuda``: workers on the GPU; ``--jobs N`` is N workers sharing the device (each with its share of the
-  cores), ``--jobs auto`` the worker count whose seconds per run the calibration measured lowest (one where it
-  measured none).
-* ``--device auto --jobs auto`` on a machine with CUDA: both, compared on the runs this study would train. The CPU
-  pool's time is the CPU plan's estimate (stored wall times, else the profile's typical run on one thread,
-  :data:`dmllab.profiles.TYPICAL_RUN_S`) divided by the workers; the GPU's is the runs times the calibration's
-  seconds per run with that many workers sharing the device (``quick_run`` and ``quick_workers`` rows of
-  ``benchmarks/bench_gpu.py``: wall time over runs). The faster one trains; where one side has no rate (the paper
-  profile has no CPU rate, the quick profile none on an uncalibrated GPU) the GPU does, as without a choice.
-  The plan's header says which, with both times (:attr:`Placement.line`).
+"""Where a study's runs train (:func:`plan_study`): the CPU pool (one worker per usable core, one torch thread
+each), workers sharing a GPU, or, with ``--device auto --jobs auto`` on a machine with CUDA, the faster of the two
+by measured rates (the GPU where one side has no rate); docs/guide/gpu.md, "Where the runs train". The plan's
+header says which, with both times (:attr:`Placement.line`).
 """
 
 from __future__ import annotations

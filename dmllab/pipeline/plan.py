@@ -1,5 +1,5 @@
 """The study's plan: the union of the selected artifacts' runs (:class:`~dmllab.experiments.Run`), placed where the
-study runs them (:func:`dmllab.experiments.lookup.planned_runs` with :func:`execution_parameters`) and
+study runs them (:func:`dmllab.experiments.lookup.planned_runs` with :func:`artifact_overrides`) and
 de-duplicated by the run store's key (two artifacts that need the same config and seed share one run), with how many
 are already stored and an estimated cost from stored wall times of the same device kind, else the profile's typical
 run on that device (:func:`make_plan`; ``dmllab study --plan`` prints
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from dmllab import paths
 from dmllab.experiments.artifact import Artifact, Run
 from dmllab.experiments.execution import Execution
-from dmllab.experiments.lookup import planned_runs
+from dmllab.experiments.lookup import Declared, planned_runs
 from dmllab.pipeline import budget
 from dmllab.pipeline.cost import Calibration, Price, Unpriced, price_config
 from dmllab.profiles import PROFILES, TYPICAL_RUN_S
@@ -42,6 +42,9 @@ class PlannedRun:
     wall_s: float | None  # stored wall time, or the estimate for a missing run (None: no basis)
     diverged: bool = False  # the store records it as diverged (dmllab.training.store, DivergedRunError)
     price: Price | Unpriced | None = None  # GPU cost of the real run (None: no calibration given)
+    declared: tuple[
+        tuple[Any, int], ...
+    ] = ()  # the config and draw of each declaration of it (the manifest's)
 
 
 @dataclass(frozen=True)
@@ -71,8 +74,9 @@ class Plan:
         return self.execution.fast_dev_run
 
     def parameters(self, artifact: Artifact) -> dict[str, Any]:
-        """:func:`execution_parameters` of ``artifact`` in this plan (what its notebook receives)."""
-        return execution_parameters(
+        """:func:`artifact_overrides` of ``artifact`` in this plan: its own parameters that its notebook receives
+        from the study (beside ``profile``, the ``execution`` and the ``manifest``)."""
+        return artifact_overrides(
             artifact, self.profile, self.execution, seeds=self.seeds, datasets=self.datasets
         )
 
@@ -96,16 +100,16 @@ class Plan:
         return dependencies(r.run.config for r in self.missing)
 
     def manifest(self) -> dict[str, Any]:
-        """The placed runs of this plan, as the study trains and reads them (:func:`write_manifest`): per run its
-        key, seed, draw, device, threads, whether it is stored, the artifacts that read it and its complete
+        """The placed runs of this plan, as the study trains and its notebooks read them (:func:`write_manifest`,
+        :func:`dmllab.experiments.lookup.read_manifest`): per run its key, seed, draw, threads, whether it
+        is stored, the artifacts that read it, the config and draw of each declaration of it and its complete
         config."""
         from dmllab.training.config import complete
 
         return {
             "profile": self.profile,
             "placement": self.placement,
-            "device": self.device,
-            "fast_dev_run": self.fast_dev_run,
+            "execution": str(self.execution),
             "runs": [
                 {
                     "key": r.run.key,
@@ -113,11 +117,11 @@ class Plan:
                     "draw": r.run.draw,
                     "method": r.run.config.method,
                     "dataset": r.run.config.dataset,
-                    "device": r.run.config.run.device,
                     "threads": r.run.config.run.threads,
                     "stored": r.stored,
                     "diverged": r.diverged,
                     "artifacts": list(r.artifacts),
+                    "declared": [[c.to_dict(), d] for c, d in r.declared],
                     "config": complete(r.run.config).to_dict(),
                 }
                 for r in self.runs
@@ -131,12 +135,17 @@ class Plan:
         return None if any(c is None for c in costs) else float(sum(costs))
 
 
+def manifest_path(plan: Plan) -> Path:
+    """``<run store>/manifests/study-<profile>-<device kind>.json``: where :func:`write_manifest` writes (beside the
+    runs, never committed; rewritten by the next study of that profile and device)."""
+    return paths.runs_dir() / "manifests" / f"study-{plan.profile}-{_kind(plan.device)}.json"
+
+
 def write_manifest(plan: Plan) -> Path:
-    """Write :meth:`Plan.manifest` to ``<run store>/manifests/study-<profile>-<device kind>.json`` (beside the
-    runs, never committed; rewritten by the next study of that profile and device) and return its path."""
+    """Write :meth:`Plan.manifest` to :func:`manifest_path` and return its path."""
     from dmllab.fileio import write_atomic
 
-    path = paths.runs_dir() / "manifests" / f"study-{plan.profile}-{_kind(plan.device)}.json"
+    path = manifest_path(plan)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, (json.dumps(plan.manifest(), indent=1, sort_keys=True) + "\n").encode("utf-8"))
     return path
@@ -196,30 +205,6 @@ def check_seeds(seeds: Any) -> tuple[int, ...] | None:
     return tuple(seeds)
 
 
-def execution_parameters(
-    artifact: Artifact,
-    profile: str,
-    execution: Execution,
-    *,
-    seeds: Any = None,
-    datasets: tuple[str, ...] | None = None,
-) -> dict[str, Any]:
-    """What the study sets on every execution of ``artifact`` (its runs' placement and its notebook's parameters,
-    beside ``profile`` and ``train_missing``): the ``execution``'s (:meth:`Execution.parameters`), with ``seeds``
-    (``--seeds``, :func:`check_seeds`: a list, or N for 0..N-1) those seeds for every artifact whose profile runs several seeds (one-seed illustrations keep
-    theirs), for a fast dev run only the first of the artifact's seeds (the other seeds train the same configs),
-    and with ``datasets`` (``--datasets``) the artifact's own ``datasets`` parameter cut to the available ones
-    (:func:`dmllab.pipeline.budget.dataset_overrides`).
-
-    Raises:
-        ValueError: fewer than two seeds (an interval needs two seeds), as :func:`check_seeds`.
-    """
-    return {
-        **execution.parameters(),
-        **artifact_overrides(artifact, profile, execution, seeds=seeds, datasets=datasets),
-    }
-
-
 def artifact_overrides(
     artifact: Artifact,
     profile: str,
@@ -228,7 +213,16 @@ def artifact_overrides(
     seeds: Any = None,
     datasets: tuple[str, ...] | None = None,
 ) -> dict[str, Any]:
-    """The artifact's own parameters the study sets (:func:`execution_parameters` without the execution's)."""
+    """The artifact's own parameters the study sets on every execution of ``artifact`` (its runs' placement and its
+    notebook's parameters, beside ``profile`` and the ``execution``): with ``seeds`` (``--seeds``,
+    :func:`check_seeds`: a list, or N for 0..N-1) those seeds for every artifact whose profile runs several seeds
+    (one-seed illustrations keep theirs), for a fast dev run only the first of the artifact's seeds (the other seeds
+    train the same configs), and with ``datasets`` (``--datasets``) the artifact's own ``datasets`` parameter cut to
+    the available ones (:func:`dmllab.pipeline.budget.dataset_overrides`).
+
+    Raises:
+        ValueError: fewer than two seeds (an interval needs two seeds), as :func:`check_seeds`.
+    """
     values: dict[str, Any] = dict(budget.dataset_overrides(artifact, profile, datasets)[0])
     seeds = check_seeds(seeds)
     if seeds is not None and len(artifact.defaults(profile)["seeds"]) > 1:
@@ -250,7 +244,7 @@ def make_plan(
     calibration: Calibration | None = None,
 ) -> Plan:
     """The de-duplicated runs of ``artifacts`` at ``profile`` (module docstring), placed in ``execution`` (its
-    device resolved here when it is "auto") with :func:`execution_parameters`, priced with ``calibration``; ``datasets`` and ``max_gpu_hours`` leave artifacts
+    device resolved here when it is "auto") with :func:`artifact_overrides`, priced with ``calibration``; ``datasets`` and ``max_gpu_hours`` leave artifacts
     out (:mod:`dmllab.pipeline.budget`; a fast dev run leaves out what the real study would, priced from empty).
 
     Raises:
@@ -267,7 +261,7 @@ def make_plan(
     if execution.device == "auto":  # a caller of its own; the study passes its placed (resolved) device
         execution = execution.resolved()
     options = dict(seeds=seeds, datasets=available)
-    per_artifact, left_out, errors = _declared(artifacts, profile, execution, options)
+    per_artifact, left_out, errors, placed = _declared(artifacts, profile, execution, options)
     prices, store = _Prices(calibration), RunStore()
     if max_gpu_hours is not None:
         chosen, dropped = _within_budget(
@@ -286,7 +280,10 @@ def make_plan(
     for aid, runs in per_artifact.items():
         for run in runs:
             unique.setdefault(run.key, (run, []))[1].append(aid)
-    planned, typical = _planned(unique, profile, execution.fast_dev_run, prices, store)
+    declared: dict[tuple[Any, int], list[tuple[Any, int]]] = {}
+    for (config, _, draw), run in placed.items():
+        declared.setdefault((run.config, run.seed), []).append((config, draw))
+    planned, typical = _planned(unique, declared, profile, execution.fast_dev_run, prices, store)
     return Plan(
         profile,
         tuple(a for a in artifacts if a.id not in left_out),
@@ -305,10 +302,11 @@ def make_plan(
 
 def _declared(
     artifacts: Sequence[Artifact], profile: str, execution: Execution, options: Mapping[str, Any]
-) -> tuple[dict[str, list[Run]], dict[str, str], dict[str, str]]:
+) -> tuple[dict[str, list[Run]], dict[str, str], dict[str, str], dict[Declared, Run]]:
     """``(placed runs per artifact, artifact -> why it is left out, artifact -> why its runs could not be
-    listed)``: every artifact's runs placed in ``execution``, a run several artifacts declare placed once."""
-    placed: dict[tuple[str, int], Run] = {}
+    listed, the placed runs by their declarations)``: every artifact's runs placed in ``execution``, a run several
+    artifacts declare placed once."""
+    placed: dict[Declared, Run] = {}
     per_artifact: dict[str, list[Run]] = {}
     left_out: dict[str, str] = {}
     errors: dict[str, str] = {}
@@ -325,7 +323,7 @@ def _declared(
             left_out[artifact.id] = why
         else:
             per_artifact[artifact.id] = runs
-    return per_artifact, left_out, errors
+    return per_artifact, left_out, errors, placed
 
 
 class _Prices:
@@ -370,13 +368,15 @@ def _within_budget(
 
 def _planned(
     unique: Mapping[str, tuple[Run, list[str]]],
+    declared: Mapping[tuple[Any, int], list[tuple[Any, int]]],
     profile: str,
     fast_dev_run: int,
     prices: _Prices,
     store: RunStore,
 ) -> tuple[list[PlannedRun], float | None]:
     """``(every unique run as a PlannedRun, the typical run an estimate fell back to)``: whether the store holds it
-    (or records it as diverged), its price and its wall time (stored, else :func:`_estimate`)."""
+    (or records it as diverged), its price, its wall time (stored, else :func:`_estimate`) and its declarations
+    (``declared``: by config and seed)."""
     history = _stored_wall_times()
     by_profile: dict[str, list[float]] = {}
     for key, walls in history.items():
@@ -393,7 +393,10 @@ def _planned(
                 run, profile, fast_dev_run, cost, history, by_profile, prices.calibration
             )
             typical = wall if fell_back else typical
-        planned.append(PlannedRun(run, tuple(users), stored_run is not None, wall, diverged, cost))
+        declarations = tuple(declared.get((run.config, run.seed), ()))
+        planned.append(
+            PlannedRun(run, tuple(users), stored_run is not None, wall, diverged, cost, declarations)
+        )
     return planned, typical
 
 
@@ -428,12 +431,12 @@ def _runs(
     profile: str,
     execution: Execution,
     options: Mapping[str, Any],
-    placed: dict[tuple[str, int], Run] | None = None,
+    placed: dict[Declared, Run] | None = None,
 ) -> list[Run]:
-    """The placed runs of ``artifact`` in ``execution`` (:func:`execution_parameters` with ``options``; ``placed``:
+    """The placed runs of ``artifact`` in ``execution`` (:func:`artifact_overrides` with ``options``; ``placed``:
     the runs of this execution placed so far, :func:`~dmllab.experiments.lookup.planned_runs`)."""
     given = artifact_overrides(artifact, profile, execution, **options)
-    return planned_runs(artifact, artifact.params(profile, execution=execution, **given), placed)
+    return planned_runs(artifact, artifact.params(profile, execution, **given), placed)
 
 
 def _unavailable(runs: Sequence[Run], available: tuple[str, ...] | None) -> str:

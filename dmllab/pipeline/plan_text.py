@@ -165,16 +165,12 @@ def format_plan(plan: Plan, *, jobs: int = 1, limit: int = 40) -> str:
     return "\n".join(x for line in lines for x in _fit(line))
 
 
-def _hours(seconds: float) -> str:
-    return f"{seconds / 3600:,.1f}"
-
-
 def cost_lines(plan: Plan) -> list[str]:
     """Per artifact (in the order of importance) the GPU hours of the runs it adds to the ones above it, then the
     total with its range and the approximations used; [] for a fast dev run and when no run on a real dataset is
     priced."""
     from dmllab.experiments.registry import by_importance
-    from dmllab.pipeline.cost import STAGE2_LOW, Price, Unpriced
+    from dmllab.pipeline.cost import STAGE2_LOW, Price, Unpriced, hours_text, total
 
     missing = [r for r in plan.missing if r.price is not None]
     if plan.fast_dev_run:
@@ -198,21 +194,18 @@ def cost_lines(plan: Plan) -> list[str]:
         mine = [r.price for r in missing if owner.get(r.run.key) == a.id]
         if not mine:
             continue
-        priced = [p for p in mine if isinstance(p, Price)]
-        central = sum(p.seconds for p in priced)
+        central, low, high, unpriced = total(mine)
         cumulative += central
-        span = f"{_hours(sum(p.low_s for p in priced))}-{_hours(sum(p.high_s for p in priced))}"
-        unpriced = len(mine) - len(priced)
+        span = f"{hours_text(low)}-{hours_text(high)}"
         lines.append(
-            f"{a.id[:34]:<34} {a.tier:<10} {len(mine):>5} {_hours(central):>9} {span:>17} {_hours(cumulative):>10}"
+            f"{a.id[:34]:<34} {a.tier:<10} {len(mine):>5} {hours_text(central):>9} {span:>17} {hours_text(cumulative):>10}"
             + (f"  + {unpriced} not priced" if unpriced else "")
         )
     prices = [r.price for r in missing]
+    central, low, high, unpriced = total(prices)
     priced = [p for p in prices if isinstance(p, Price)]
-    low, high = sum(p.low_s for p in priced), sum(p.high_s for p in priced)
-    central = sum(p.seconds for p in priced)
     lines.append(
-        f"total: {_hours(central)} GPU-hours ({_hours(low)}-{_hours(high)}) for {len(priced)} runs"
+        f"total: {hours_text(central)} GPU-hours ({hours_text(low)}-{hours_text(high)}) for {len(priced)} runs"
         + (f"; {len(prices) - len(priced)} runs not priced" if len(priced) < len(prices) else "")
     )
     lines.append(

@@ -1,7 +1,6 @@
 """What the plotting notebooks (``notebooks/plots_<paper>.ipynb``) call: every figure of a paper's artifacts,
-drawn from the CSVs only, in the execution's :func:`dmllab.paths.destination` (``results/`` and ``figures/`` for a
-study of the committed profile on the committed device, ``results/scratch/<profile>/`` and
-``figures/scratch/<profile>/`` otherwise) and, in a notebook, shown under its artifact's title."""
+drawn from the CSVs only, in the execution's :func:`dmllab.paths.destination` and, in a notebook, shown under its
+artifact's title."""
 
 from __future__ import annotations
 
@@ -48,9 +47,7 @@ def draw_paper(
             continue
         try:
             figs = draw_figures(artifact, profile, save=True, device=device)
-        except (
-            Exception
-        ) as err:  # reported in the notebook output and by the study, never fatal to the others
+        except Exception as err:  # reported in the notebook and by the study, never fatal to the others
             out[artifact.id] = f"error: {type(err).__name__}: {err}"
             continue
         if show:

@@ -1,16 +1,8 @@
-"""The report ``figures/report.html``, rebuilt from ``results/`` by ``dmllab report`` (and ``dmllab study``): the
-study's results section, rendered from the Jinja2 template ``dmllab/pipeline/templates/report.html.j2``.
-
-It opens with a summary: per paper the claims' verdicts counted in six classes (a comparison several claims read
-counted once), the primary and secondary claims that survive Holm / Benjamini-Hochberg, and the checks apart; then
-per paper a forest plot of its claims (:mod:`dmllab.pipeline.forest`: the reproduced effect and its 95% interval,
-the paper's effect as a marker, the verdict as the colour) and the claims table (the paper's effect, the
-reproduced effect, verdict and why, adjusted verdict, the seeds that would resolve it, a link to the artifact).
-Then each paper's artifacts in the paper's order (:func:`dmllab.experiments.registry.label_key`): description,
-what differs from the paper (once per artifact), what the seeds cover, figures (relative ``<img>`` links to
-``figures/<id>*.png``), the reproduced numbers (mean +- std over seeds; per device where rows come from several),
-the paper's printed numbers side by side, the claims and the checks. One self-contained HTML file with inline CSS;
-images are linked, not embedded, so it opens from ``figures/``.
+"""The report ``figures/report.html``, rebuilt from ``results/`` by ``dmllab report`` (and ``dmllab study``): one
+self-contained HTML file (inline CSS, figures linked so that it opens from ``figures/``) rendered from the Jinja2
+template ``dmllab/pipeline/templates/report.html.j2``, which lays it out: the summary of the claims' verdicts
+(:mod:`dmllab.pipeline.summary`), per paper a forest plot (:mod:`dmllab.pipeline.forest`) and the claims table,
+then each paper's artifacts in the paper's order with their figures, numbers, the paper's numbers and checks.
 """
 
 from __future__ import annotations
@@ -25,6 +17,7 @@ from dmllab import paths
 from dmllab.experiments import multiplicity, registry, verdicts
 from dmllab.experiments.artifact import PAPER_TITLES, PAPERS, Artifact
 from dmllab.experiments.compare import paper_vs_reproduced, summarise
+from dmllab.experiments.pnpp._common import SWEEP_TAGS
 from dmllab.fileio import write_atomic
 from dmllab.pipeline import summary
 from dmllab.pipeline.forest import forest, legend
@@ -98,6 +91,14 @@ def numbers_table(
     table.columns.name = None
     table = table.reset_index().rename(columns=lambda c: c.removeprefix("param_"))
     notes = [fixed] if fixed else []
+    marks = [c for c in table.columns[1:] if c in SWEEP_TAGS]
+    if marks:  # a sweep's flags as a mark on the rows they tag, said in words, instead of True/False columns
+        on = table[marks].astype(str).isin(["True", "true", "1", "1.0"])
+        tags = [", ".join(m for m in marks if row[m]) for _, row in on.iterrows()]
+        first = table.columns[0]
+        table[first] = [f"{v} ({t})" if t else v for v, t in zip(table[first], tags)]
+        table = table.drop(columns=marks)
+        notes.append("; ".join(f"({m}) {SWEEP_TAGS[m]}" for m in marks))
     if len(table) > max_rows:
         notes.append(f"first {max_rows} of {len(table)} lines; all in {csv_name}")
         table = table.head(max_rows)

@@ -1,31 +1,7 @@
 """``--executor slurm``: one SLURM job per run, through submitit, as a job array (as facebookresearch's
-DINO/MAE/DETR launchers do).
-
-Before submitting, :meth:`SlurmOptions.check`, :func:`partition` and :func:`fits` check the options (one line
-naming the flag): the partition exists and is up (``sinfo``), one of its nodes takes jobs, its ``MaxTime`` is not
-below ``--time-min``, a job's CPUs and GPUs fit one of its usable nodes (a job that fits none stays PENDING for
-ever), ``--time-min`` leaves submitit room to tell a preemption from a time-out. What a job asks for
-(:func:`resources`): no GPU unless its profile needs one (:data:`dmllab.profiles.GPU_PROFILES`) or
-``--gpus-per-job`` says so; one CPU for a CPU job (a CPU run uses one thread), :data:`GPU_JOB_CPUS` (at most a
-node's) for a GPU job, unless ``--cpus-per-job`` says so.
-
-The submission folder (submitit's pickles, the sbatch script, the jobs' logs) is
-``<results>/tmp/slurm-<stamp>/`` (:func:`dmllab.paths.tmp_dir`, or ``--slurm-folder``): removed when the study's
-wait ends, however it ends (the failures' logs moved to ``<results>/logs/slurm-<stamp>/``: :func:`keep_logs`).
-Every job of a study carries the name ``dmllab-<stamp>``: Ctrl-C (:class:`~dmllab.pipeline.jobs.Interrupted`)
-cancels them all by that name, in every state that has not ended (COMPLETING and requeued copies included:
-:func:`~dmllab.pipeline.slurm_queue.cancel_named`), and so does the end of the wait (a job requeued after its
-result was written).
-
-The wait (:class:`~dmllab.pipeline.slurm_queue.Watch`) collects results as jobs finish, prints job states at least
-every minute, warns of a job long PENDING, names a controller or accounting that does not answer, and ends every
-job with its result or a named failure.
-
-In the job (:class:`TrainJob`): torch threads from the job's CPUs (:func:`~dmllab.pipeline.jobs.threads_per_worker`,
-as a local worker), a ``scancel`` stops the run at once (submitit ignores SIGTERM so that a preempted job can
-requeue itself: the job asks ``sacct`` whether it was cancelled), and a preempted or timed-out job writes its epoch
-checkpoint at the end of the current epoch, requeues itself and resumes from it, while its :class:`Budget` lasts
-(``--max-requeues``; two copies in a row without a new checkpoint end it).
+DINO/MAE/DETR launchers do). What is checked before submitting, what a job asks for (:func:`resources`), the
+submission folder, cancelling, the wait (:class:`~dmllab.pipeline.slurm_queue.Watch`) and requeueing on preemption
+(:class:`TrainJob`, :class:`Budget`) are described in docs/guide/slurm.md.
 """
 
 from __future__ import annotations
@@ -39,7 +15,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -89,13 +65,9 @@ CHECKPOINT_WAIT_S = 60.0
 
 @dataclass(frozen=True)
 class SlurmOptions:
-    """``--executor slurm`` settings: partition (None: the cluster's default), time limit per job, GPUs and CPUs
-    per job (None: :func:`resources`), array jobs running at once, requeues of one run's job at most (preempted or
-    out of time: :class:`Budget`), how long a signalled job waits for its epoch's end to checkpoint (0: it
-    requeues at once from its last checkpoint), where the submission folder goes (None:
-    :func:`dmllab.paths.tmp_dir`), ``cluster`` ("local": submitit's local executor, the tests' stand-in; None:
-    SLURM), and the wait: a status line every ``status_every_s``, a warning for a job PENDING longer than
-    ``pending_warn_s``, a job that nothing knows for ``vanished_s`` a failure."""
+    """``--executor slurm`` settings (the flags of :mod:`dmllab.pipeline.slurm_args`); None: :func:`resources`'s
+    default, ``folder`` :func:`dmllab.paths.tmp_dir`, ``cluster`` SLURM ("local": submitit's local executor, the
+    tests' stand-in)."""
 
     partition: str | None = None
     time_min: int = 240
@@ -130,11 +102,11 @@ class SlurmOptions:
 
 
 def resources(options: SlurmOptions, runs: Sequence[Run], part: Partition) -> tuple[int, int]:
-    """``(gpus, cpus)`` per job of ``runs`` on ``part`` (module docstring).
+    """``(gpus, cpus)`` per job of ``runs`` on ``part``: no GPU unless a run's profile needs one or
+    ``--gpus-per-job`` says so; one CPU for a CPU job, :data:`GPU_JOB_CPUS` (at most a node's) for a GPU job.
 
     Raises:
-        ValueError: :func:`fits`, or more GPUs or CPUs than any usable node of the partition has (one line
-            naming the flag).
+        ValueError: :func:`fits`, or more GPUs or CPUs than any usable node has (one line naming the flag).
     """
     fits(options, part)
     needs = sorted({r.config.profile for r in runs if r.config.profile in GPU_PROFILES})
@@ -263,18 +235,11 @@ class Budget:
 
 
 class TrainJob:
-    """The callable of one SLURM job: :func:`train_run` of its run (module docstring: threads, cancellation),
-    requeued when preempted or out of time while its :class:`Budget` lasts.
-
-    submitit signals the job (USR2) :data:`SIGNAL_DELAY_S` seconds before its time limit, or when it is
-    preempted; the job then writes its epoch checkpoint at the end of the current epoch
-    (:meth:`EpochCheckpoint.request`), not only every ``run.checkpoint_minutes``, and requeues (from its last
-    checkpoint after :data:`CHECKPOINT_WAIT_S` seconds without an epoch end).
-
-    submitit requeues a job whose callable has a ``checkpoint`` method (``submitit/core/job_environment.py``,
-    ``checkpoint_and_try_requeue``), the protocol of ``submitit.helpers.Checkpointable``; a plain class with that
-    method keeps submitit out of every ``dmllab study`` that does not use SLURM.
-    """
+    """The callable of one SLURM job: :func:`train_run` of its run, requeued when preempted or out of time while
+    its :class:`Budget` lasts. On submitit's USR2 it writes its epoch checkpoint at the end of the current epoch
+    (:meth:`EpochCheckpoint.request`) and requeues (from its last checkpoint after ``wait_s`` seconds without an
+    epoch end). submitit requeues a callable with a ``checkpoint`` method (``submitit.helpers.Checkpointable``'s
+    protocol); a plain class keeps submitit out of every study that does not use SLURM."""
 
     def __init__(self, budget: Budget | None = None, wait_s: float = CHECKPOINT_WAIT_S) -> None:
         self.budget = budget or Budget()
@@ -426,19 +391,17 @@ def sweep(base: Path) -> list[Path]:
     return gone
 
 
+@dataclass
 class SlurmExecutor:
     """One submitit job per run, as a job array (module docstring); ``say`` gets the status lines."""
 
-    def __init__(
-        self,
-        options: SlurmOptions | None = None,
-        *,
-        progress: bool = True,
-        say: Callable[[str], None] = print,
-    ) -> None:
-        self.options = options or SlurmOptions()
-        self.progress = progress
-        self.say = say
+    options: SlurmOptions | None = None
+    _: KW_ONLY
+    progress: bool = True
+    say: Callable[[str], None] = print
+
+    def __post_init__(self) -> None:
+        self.options = self.options or SlurmOptions()
 
     def submit(self, runs: Sequence[Run], *, desc: str = "train (slurm)") -> list[JobResult]:
         """Train ``runs``, one job each; returns one :class:`JobResult` per run, in order. However it ends, no
@@ -529,15 +492,13 @@ class SlurmExecutor:
         )
         try:
             results = watch.run()
-        except KeyboardInterrupt as err:
+        except BaseException as err:
             bar.close()
             self._cancel(cluster, name, jobs)
+            if not isinstance(err, KeyboardInterrupt):
+                raise
             signum = err.signum if isinstance(err, Interrupted) else signal.SIGINT
             raise Interrupted(signum, [watch.results[i] for i in sorted(watch.results)]) from None
-        except BaseException:
-            bar.close()
-            self._cancel(cluster, name, jobs)
-            raise
         bar.close()
         leftover = self._cancel(cluster, name, jobs, settle_s=RESULT_GRACE_S)
         if leftover:

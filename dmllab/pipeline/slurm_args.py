@@ -11,9 +11,10 @@ from typing import Any
 def add_slurm_arguments(parser: argparse.ArgumentParser, *, unit: str, time_min: int) -> None:
     """The SLURM flags of a command whose jobs are ``unit``s ("run", "trial"), with its time limit per job in
     minutes; what a job asks for by default is :func:`dmllab.pipeline.slurm.resources`."""
-    from dmllab.pipeline.slurm import GPU_JOB_CPUS, GPU_JOB_GPUS, MIN_TIME_MIN
+    from dmllab.pipeline.slurm import GPU_JOB_CPUS, GPU_JOB_GPUS, MIN_TIME_MIN, SlurmOptions
     from dmllab.profiles import GPU_PROFILES
 
+    at_once, requeues = SlurmOptions.array_parallelism, SlurmOptions.max_requeues  # the defaults
     slurm = parser.add_argument_group("slurm executor (submitit)")
     slurm.add_argument("--partition", help="SLURM partition (default: the cluster's default partition)")
     slurm.add_argument(
@@ -35,13 +36,15 @@ def add_slurm_arguments(parser: argparse.ArgumentParser, *, unit: str, time_min:
         help=f"CPUs per {unit} (default: 1 without a GPU, as a CPU run uses one thread; {GPU_JOB_CPUS} with one, "
         "at most a node's); checked against the partition's nodes (sinfo)",
     )
-    slurm.add_argument("--array-parallelism", type=int, default=32, help=f"{unit}s at once (default 32)")
+    slurm.add_argument(
+        "--array-parallelism", type=int, default=at_once, help=f"{unit}s at once (default {at_once})"
+    )
     slurm.add_argument(
         "--max-requeues",
         type=int,
-        default=10,
-        help=f"requeues of one {unit}'s job at most, preempted or out of time (default 10; two copies in a row "
-        "without a new epoch checkpoint also end it)",
+        default=requeues,
+        help=f"requeues of one {unit}'s job at most, preempted or out of time (default {requeues}; two copies in a "
+        "row without a new epoch checkpoint also end it)",
     )
     slurm.add_argument(
         "--slurm-folder",
@@ -58,13 +61,7 @@ def slurm_options(args: argparse.Namespace) -> Any:
     """The :class:`~dmllab.pipeline.slurm.SlurmOptions` of parsed :func:`add_slurm_arguments` flags."""
     from dmllab.pipeline.slurm import SlurmOptions
 
+    same = ("partition", "time_min", "gpus_per_job", "cpus_per_job", "array_parallelism", "max_requeues")
     return SlurmOptions(
-        partition=args.partition,
-        time_min=args.time_min,
-        gpus_per_job=args.gpus_per_job,
-        cpus_per_job=args.cpus_per_job,
-        array_parallelism=args.array_parallelism,
-        max_requeues=args.max_requeues,
-        folder=args.slurm_folder,
-        cluster=args.slurm_cluster,
+        **{name: getattr(args, name) for name in same}, folder=args.slurm_folder, cluster=args.slurm_cluster
     )

@@ -1,13 +1,7 @@
-"""What SLURM says about its partitions (:func:`partition`) and a study's jobs, and the wait for them
-(:class:`Watch`), for :class:`~dmllab.pipeline.slurm.SlurmExecutor`.
-
-States come from ``squeue`` (live: pending, running and, for a few minutes, finished jobs, with the reason a job
-waits) and ``sacct`` (accounting: finished jobs), one call each for all the study's jobs (:func:`slurm_states`);
-submitit's own watcher is not used, because it reads a job that neither knows (an array task cancelled while
-PENDING) as not done and waits for ever. The wait collects each job's result as soon as its result file exists,
-in whatever order the jobs finish, and ends every job in one of three ways: its result; a named failure when SLURM
-says it ended without one (cancelled, failed, out of time or memory, node failure); a named failure when neither
-``squeue`` nor ``sacct`` has known it for :attr:`~dmllab.pipeline.slurm.SlurmOptions.vanished_s` seconds.
+"""What SLURM says about its partitions (:func:`partition`) and a study's jobs (:func:`slurm_states`: ``squeue``
+and ``sacct``, one call each for all the jobs), and the wait for them (:class:`Watch`: docs/guide/slurm.md,
+"Waiting"). submitit's own watcher is not used: it takes a job that neither knows (an array task cancelled while
+PENDING) for not done and waits for ever.
 """
 
 from __future__ import annotations
@@ -18,7 +12,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from dmllab.pipeline.jobs import JobResult
@@ -248,6 +242,7 @@ def cancel_named(
     return cancelled
 
 
+@dataclass
 class Watch:
     """Wait for submitit ``jobs`` (one per item of ``names``), collecting each result as its job finishes.
 
@@ -258,25 +253,20 @@ class Watch:
     interruption.
     """
 
-    def __init__(
-        self,
-        jobs: Sequence[Any],
-        names: Sequence[str],
-        states: Callable[[Sequence[str]], Snapshot],
-        *,
-        say: Callable[[str], None],
-        done: Callable[[JobResult], None],
-        status_every_s: float,
-        pending_warn_s: float,
-        vanished_s: float,
-    ) -> None:
-        self.jobs, self.names, self.states, self.say, self.done = jobs, names, states, say, done
-        self.status_every_s, self.pending_warn_s, self.vanished_s = status_every_s, pending_warn_s, vanished_s
-        self.results: dict[int, JobResult] = {}
-        self._since: dict[str, tuple[str, float]] = {}  # job id -> (state it is in, since when)
-        self._warned: set[str] = set()
-        self._last: dict[str, tuple[str, str] | None] = {}
-        self._down: dict[str, tuple[str, float]] = {}  # source -> (its error, since when)
+    jobs: Sequence[Any]
+    names: Sequence[str]
+    states: Callable[[Sequence[str]], Snapshot]
+    _: KW_ONLY
+    say: Callable[[str], None]
+    done: Callable[[JobResult], None]
+    status_every_s: float
+    pending_warn_s: float
+    vanished_s: float
+    results: dict[int, JobResult] = field(default_factory=dict, init=False)
+    _since: dict[str, tuple[str, float]] = field(default_factory=dict, init=False)  # job id -> (state, since)
+    _warned: set[str] = field(default_factory=set, init=False)
+    _last: dict[str, tuple[str, str] | None] = field(default_factory=dict, init=False)
+    _down: dict[str, tuple[str, float]] = field(default_factory=dict, init=False)  # source -> (error, since)
 
     def run(self) -> list[JobResult]:
         start = time.monotonic()
@@ -345,19 +335,16 @@ class Watch:
                 )
             elif label in ENDED and for_s >= RESULT_GRACE_S and not job.paths.result_pickle.exists():
                 self._finish(i, self._failure(i, f"ended {label} without a result{_ADVICE.get(label, '')}"))
-        late = [
-            i
-            for i in self._waiting()
-            if self._since.get(self.jobs[i].job_id, ("",))[0] == "PENDING"
-            and now - self._since[self.jobs[i].job_id][1] >= self.pending_warn_s
-            and self.jobs[i].job_id not in self._warned
-            and (self._last[self.jobs[i].job_id] or ("", ""))[1] not in THROTTLED
-        ]
+        late = {}  # job id -> the reason it waits
+        for job_id in (self.jobs[i].job_id for i in self._waiting()):
+            label, since = self._since.get(job_id, ("", now))
+            reason = (self._last.get(job_id) or ("", "?"))[1]
+            if label == "PENDING" and now - since >= self.pending_warn_s and reason not in THROTTLED:
+                late[job_id] = reason
+        late = {j: why for j, why in late.items() if j not in self._warned}
         if late:
-            self._warned.update(self.jobs[i].job_id for i in late)
-            reasons = ", ".join(
-                f"{self.jobs[i].job_id} ({(self._last[self.jobs[i].job_id] or ('', '?'))[1]})" for i in late
-            )
+            self._warned.update(late)
+            reasons = ", ".join(f"{j} ({why})" for j, why in late.items())
             self.say(
                 f"slurm: WARNING: {len(late)} job(s) PENDING for more than {_duration(self.pending_warn_s)}: "
                 f"{reasons}; `scontrol show job ID` says why (check --partition, --cpus-per-job, --gpus-per-job, "

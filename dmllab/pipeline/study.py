@@ -1,32 +1,7 @@
-"""``dmllab study``: plan, train, notebooks, plots, report.
-
-1. **plan** (:mod:`dmllab.pipeline.plan`): the selected artifacts' runs, placed and de-duplicated, with what is
-   stored and an estimate (``--plan`` prints it and stops); the placed runs are written to the run store's
-   ``manifests/study-<profile>-<device>.json`` (:func:`~dmllab.pipeline.plan.write_manifest`);
-   **prepare**: the pre-trained SmallCNN trunks the missing runs start from, built once each before training;
-2. **train** the missing runs on an executor (:mod:`dmllab.pipeline.executors`): ``local`` (a process pool,
-   ``--jobs auto``: one worker per usable core on the CPU) or ``slurm`` (one submitit job per run);
-3. **notebooks** (:mod:`dmllab.pipeline.execute`): each artifact's notebook runs with papermill, reads the stored
-   runs only (``train_missing=False``) and writes ``<artifact>.csv``; a notebook whose code, parameters
-   and runs are unchanged since its last success is skipped;
-4. **plots**: ``notebooks/plots_<paper>.ipynb`` reads only the CSVs and writes the paper's figures;
-5. **report**: ``report.html`` beside the figures.
-
-The CSVs and figures go to :func:`dmllab.paths.destination`: the committed ``results/`` and ``figures/`` for the
-committed profile on the committed device (quick, cpu), else the git-ignored ``results/scratch/<profile>/`` and
-``figures/scratch/<profile>/`` (said before training). A re-run whose values are unchanged rewrites no file.
-
-A failing run or notebook is reported with its error and never stops the others. Ctrl-C or SIGTERM stops the
-study within seconds, workers and notebook kernels included, and the summary says what finished. Before training,
-the study checks once what every run to train needs (:func:`preflight`: the ImageNet weights in torchvision's cache,
-each real dataset's index files, every artifact's notebook, a tuned recipe for every quick method) and stops with one
-line per problem instead of failing every run alike.
-
-Where and how the study executes is one :class:`~dmllab.experiments.execution.Execution` (device, data root, fast
-dev run, pre-trained weights, count check, threads), built once by the command line: a fast dev run
-(``dmllab study --fast-dev-run``) checks a study in minutes before spending GPU hours (:mod:`dmllab.pipeline.fastdev`):
-every step as above, with fast dev runs, in scratch folders. ``seeds`` (``--seeds``: a list, or N for 0..N-1) runs those seeds of every
-artifact that runs several seeds.
+"""``dmllab study``: plan (:mod:`dmllab.pipeline.plan`, the manifest of the placed runs, the preflight), prepare
+(the pre-trained SmallCNN trunks), train the missing runs on an executor (:mod:`dmllab.pipeline.executors`), run
+the notebooks and the plots (:mod:`dmllab.pipeline.execute`), build the report; where the files go, how a failure
+or a signal stops it, and ``--fast-dev-run`` (:mod:`dmllab.pipeline.fastdev`) are described in docs/guide/study.md.
 """
 
 from __future__ import annotations
@@ -34,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -111,23 +87,19 @@ def run_study(
         )
 
 
+@dataclass
 class _Study:
     """One study's steps in order (module docstring), its phases timed, a stop by signal or preflight kept."""
 
-    def __init__(
-        self,
-        profile: str,
-        execution: Execution,
-        artifacts: list[Any],
-        calibration: Any,
-        nb_dir: Path,
-        executed_dir: str | os.PathLike | None,
-        say: Callable[[str], None],
-    ) -> None:
-        self.profile, self.execution, self.artifacts = profile, execution, artifacts
-        self.calibration, self.nb_dir, self.executed_dir, self.say = calibration, nb_dir, executed_dir, say
-        self.phase_s: dict[str, float] = {}
-        self.start = time.perf_counter()
+    profile: str
+    execution: Execution
+    artifacts: list[Any]
+    calibration: Any
+    nb_dir: Path
+    executed_dir: str | os.PathLike | None
+    say: Callable[[str], None]
+    phase_s: dict[str, float] = field(default_factory=dict)
+    start: float = field(default_factory=time.perf_counter)
 
     def finished(self, name: str, next_step: str) -> str:
         self.phase_s[name] = time.perf_counter() - self.start - sum(self.phase_s.values())

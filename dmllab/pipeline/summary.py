@@ -1,9 +1,6 @@
 """The report's summary and claims as data for its template (:mod:`dmllab.pipeline.report`), from the profile's
-claims frame (:func:`dmllab.experiments.multiplicity.claims_frame`): per paper the adjusted verdicts counted in
-their six classes (one claim per paper statement), the primary and secondary claims that survive their adjustment,
-and the checks apart; then every claim with the paper's effect, the reproduced effect and its interval,
-the verdict and why, the adjusted verdict, the seeds that would resolve it and, for a regulariser, each arm's
-training R@1."""
+claims frame (:func:`dmllab.experiments.multiplicity.claims_frame`): the verdicts counted per paper
+(:func:`count_lines`), every claim (:func:`claim_lines`) and every check (:func:`check_lines`)."""
 
 from __future__ import annotations
 

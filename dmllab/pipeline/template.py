@@ -1,11 +1,11 @@
 """How every notebook is generated from one template, and checked against it.
 
 Every artifact notebook has the same cells (:func:`make_notebook`): a title (the paper's claims, what dmllab
-varies), one cell tagged ``parameters`` (``profile``, ``seeds``, ``device``, ``data_root``, ``train_missing`` and
+varies), one cell tagged ``parameters`` (``profile``, ``seeds``, ``execution``, ``manifest``, ``train_missing`` and
 the artifact's own parameters; ``None`` means "the profile's default", whose values the comment shows), the setup
 cell ``A = nb.setup(globals(), "<id>")`` (:mod:`dmllab.pipeline.notebook`; it prints the resolved values), the
-runs it reads, its tidy rows (written to ``results/<id>.csv``), the paper-vs-reproduced table, the verdicts and the
-figures. Each paper also has a plotting notebook, ``plots_<paper>.ipynb``. Notebooks are generated from their
+runs it reads, its tidy rows (written to ``<id>.csv`` in :func:`dmllab.paths.destination`), the paper-vs-reproduced
+table, the verdicts and the figures. Each paper also has a plotting notebook, ``plots_<paper>.ipynb``. Notebooks are generated from their
 :class:`~dmllab.experiments.Artifact` and committed without outputs; ``dmllab notebooks --check`` says when one is
 out of date (:func:`stale_notebooks`).
 """
@@ -13,7 +13,7 @@ out of date (:func:`stale_notebooks`).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +32,8 @@ STANDARD_HELP = {
     "seeds": "one training per seed; claims are judged over the seeds",
     "data_seed": "per_seed: seed k trains on draw k of the benchmark (its own classes, images, trunk) | fixed: draw 0",
     "device": "auto (cuda, then mps, then cpu) | cpu | cuda | mps",
-    "data_root": "folder of the benchmark datasets (None where none is needed)",
+    "execution": "where the runs train (None: on auto, cuda then mps then cpu), for example",
+    "manifest": "the placed runs of a study, read instead of placed here (dmllab study passes it)",
     "train_missing": "train runs missing from the run store here (dmllab study trains them beforehand: False)",
 }
 
@@ -77,8 +78,9 @@ def parameters_source(artifact: Artifact) -> str:
             if artifact.trains
             else []
         ),
-        f'device = "auto"  # {STANDARD_HELP["device"]}',
-        f"data_root = None  # {STANDARD_HELP['data_root']}",
+        f"execution = None  # {STANDARD_HELP['execution']}",
+        '#   "device=cuda,data_root=data" (also fast_dev_run, pretrained, check_counts, threads)',
+        f"manifest = None  # {STANDARD_HELP['manifest']}",
         f"train_missing = None  # {STANDARD_HELP['train_missing']}",
     ]
     if artifact.specific_parameters:
@@ -150,9 +152,15 @@ def title_source(artifact: Artifact) -> str:
             + (f"; figures: `figures/{artifact.id}*.png`" if artifact.figures else "")
             + f" (a study of the {paths.COMMITTED_PROFILE} profile on the {paths.COMMITTED_DEVICE}; run by hand, with "
             "another profile or on another device, under the git-ignored `results/scratch/<profile>/`, as the setup "
-            "cell says)."
+            "cell says). In JupyterLab (`make lab`) a save leaves this file as committed and writes the notebook, "
+            f"outputs included, to `results/{lab_copy(artifact.id)}`."
         ]
     )
+
+
+def lab_copy(stem: str) -> str:
+    """Where JupyterLab saves ``notebooks/<stem>.ipynb``, under ``results/`` (:func:`dmllab.pipeline.lab.saved_copy`)."""
+    return f"executed/lab/{stem}.ipynb"
 
 
 def setup_source(artifact: Artifact) -> str:
@@ -168,7 +176,7 @@ def _count(n: int, word: str) -> str:
 
 def _runs_sentence(artifact: Artifact, profile: str) -> str:
     """``32 configurations x 3 seeds (96 runs)`` of ``profile``."""
-    runs = artifact.runs(artifact.params(profile, device="cpu"))
+    runs = artifact.runs(artifact.params(profile, "device=cpu"))
     configs = {run.key.rsplit("/", 1)[0] for run in runs}
     seeds = {run.seed for run in runs}
     return (
@@ -185,7 +193,7 @@ def body_cells(artifact: Artifact) -> list[Cell]:
     """The steps after the setup cell, each with a markdown cell that says what it computes for this artifact:
     its runs, its rows, the paper's printed cells, the verdicts, the checks, the figures (only those it has)."""
     cells: list[Cell] = []
-    if artifact.runs(artifact.params("quick", device="cpu")):
+    if artifact.runs(artifact.params("quick", "device=cpu")):
         cells += [
             (
                 "markdown",
@@ -203,12 +211,14 @@ def body_cells(artifact: Artifact) -> list[Cell]:
             or f"Derived by the artifact's `rows` ({_module(artifact)})"
         )
     )
-    tables = "".join(f", `results/{artifact.id}.{t}.csv`" for t in artifact.tables)
+    tables = "".join(f", `{artifact.id}.{t}.csv`" for t in artifact.tables)
     cells += [
         (
             "markdown",
-            f"## Rows\n{what}. Written to `results/{artifact.id}.csv`{tables} (this profile's rows replace the "
-            "earlier ones); below, the mean, std and seed count of each line.",
+            f"## Rows\n{what}. Written to `{artifact.id}.csv`{tables} in `results/scratch/<profile>/`, as the "
+            f"setup cell says (in `results/` by a study of the {paths.COMMITTED_PROFILE} profile on the "
+            f"{paths.COMMITTED_DEVICE}); this profile's rows replace the earlier ones. Below, the mean, std and seed "
+            "count of each line.",
         ),
         ("code", "rows = A.derive_rows()\nA.write_results(rows)\nA.results_table()"),
     ]
@@ -311,10 +321,12 @@ def make_plots_notebook(paper: str) -> nbformat.NotebookNode:
     return _new_notebook(cells, f"plots_{paper}")
 
 
-def _all_notebooks() -> dict[str, nbformat.NotebookNode]:
-    out = {a.id: make_notebook(a) for a in registry.all_artifacts()}
+def _all_notebooks(only: Collection[str] | None = None) -> dict[str, nbformat.NotebookNode]:
+    """Every generated notebook by stem (those of ``only``)."""
+    wanted = (lambda stem: True) if only is None else (lambda stem: stem in only)
+    out = {a.id: make_notebook(a) for a in registry.all_artifacts() if wanted(a.id)}
     papers = {a.paper for a in registry.all_artifacts()}
-    out.update({f"plots_{p}": make_plots_notebook(p) for p in PAPERS if p in papers})
+    out.update({f"plots_{p}": make_plots_notebook(p) for p in PAPERS if p in papers and wanted(f"plots_{p}")})
     return out
 
 
@@ -342,13 +354,15 @@ def _shape(nb: Any) -> list[tuple[str, str, tuple[str, ...]]]:
     return [(c.cell_type, c.source, tuple(c.metadata.get("tags", ()))) for c in nb.cells]
 
 
-def stale_notebooks(directory: str | os.PathLike | None = None) -> list[str]:
+def stale_notebooks(
+    directory: str | os.PathLike | None = None, only: Collection[str] | None = None
+) -> list[str]:
     """Notebook stems that differ from the generated ones (cell kinds, sources, tags), are missing, have outputs,
-    or belong to no artifact."""
+    or belong to no artifact (of the stems ``only``, when given)."""
     import nbformat
 
     directory = Path(directory) if directory is not None else notebooks_dir()
-    wanted = _all_notebooks()
+    wanted = _all_notebooks(only)
     stale = []
     for stem, nb in wanted.items():
         path = directory / f"{stem}.ipynb"
@@ -359,5 +373,7 @@ def stale_notebooks(directory: str | os.PathLike | None = None) -> list[str]:
         has_outputs = any(c.get("outputs") for c in committed.cells if c.cell_type == "code")
         if has_outputs or _shape(committed) != _shape(nb):
             stale.append(stem)
-    stale += [p.stem for p in directory.glob("*.ipynb") if p.stem not in wanted]
+    stale += [
+        p.stem for p in directory.glob("*.ipynb") if p.stem not in wanted and (only is None or p.stem in only)
+    ]
     return sorted(stale)

@@ -1,41 +1,8 @@
 """``dmllab tune``: an equal-budget hyper-parameter search on the validation split for every method a profile's
-study trains (Optuna's TPE sampler, seeded).
-
-**Methods** (:func:`study_methods`): every preset method that the artifacts' runs at the profile train, by
-:func:`dmllab.training.presets.tuned.unit` (Heated-up's HLN / HBN are arms of LN / BN; a Proxy Synthesis base is
-tuned without PS, whose on/off is the arm's switch: the PS supplement, "Conventional Evaluation", searches the
-base losses' hyper-parameters and then adds PS with alpha 0.4, mu 1.0). A method whose preset declares no tuned
-loss hyper-parameter (``Method.tuned``) is an error, so a new method cannot go untuned unnoticed.
-
-**Search space**, the same shape for every method (:func:`search_space`), each dimension a multiplier of the
-method's own untuned preset value, log-uniform over the same number of decades for every method (so every
-method is searched around its own scale: Adam eps 1 in the ProxyNCA++ code base, 1e-2 in the PS release,
-1e-8 for Proxy Anchor and the pair losses, SGD for Heated-up):
-
-* ``lr`` (trunk) and ``lr_embedding`` (embedding layer): :data:`LR_DECADES` decades;
-* ``proxy_ratio`` (the proxies' lr over the embedding lr), :data:`LR_DECADES` decades, where the method trains
-  its proxies at their own lr (its preset sets ``optim.lr_proxies`` and its loss has proxies: ProxyNCA++'s
-  +fast, Proxy Anchor, every PS base). Methods whose definition shares one lr ("-fast": ProxyNCA, NormSoftmax,
-  Heated-up) keep ratio 1, and the pair losses have no proxies;
-* the loss hyper-parameter its preset declares (``Method.tuned``: a temperature, scale or margin its paper tunes or
-  studies, or none), :data:`LOSS_DECADES` decades.
-
-**Budget**: the same number of trials per method (:data:`DEFAULT_TRIALS`), the profile's epochs, frozen blocks,
-batch and schedule, one run seed. Trial 0 is the method's untuned preset (every multiplier 1), so the chosen
-recipe is never worse on validation than the preset; then TPE's random start (up to :data:`STARTUP_TRIALS`
-trials in all) and its model. Every method uses the same sampler seed.
-
-**Validation only**: a trial is an ordinary run of the run store (:func:`dmllab.training.store.run`) whose config
-trains on ``train`` and evaluates ``val`` as its test split (:func:`on_validation`): its ``metrics.json`` holds
-validation numbers and no trial reads the test split. A re-run asks the same trials (the sampler is
-deterministic given its seed, the batch size and the told values) and finds them stored, so it trains only what
-is missing. Trials are asked ``batch`` at a time per method (TPE with the constant liar for the trials not yet
-told), and each round's runs of every method train together on the study's executor (:func:`train_runs`).
-
-**Records** (tidy CSVs with provenance, :mod:`dmllab.results`): ``results/tuning/<profile>.csv``, one row per
-trial (``variant`` = method, ``metric`` = R@1 on ``param_split`` = val, the parameters, ``config_hash`` = run
-key, ``param_wall_time_s``), and ``results/tuning/<profile>_best.csv``, the chosen trial per method (best
-validation R@1; ties by trial number), which the quick presets read (:mod:`dmllab.training.presets.tuned`).
+study trains (Optuna's TPE sampler, seeded): the methods (:func:`study_methods`), the search space, each dimension
+a multiplier of the method's untuned preset value (:func:`search_space`), the budget, the validation-only trials
+(:func:`~dmllab.training.protocol.on_validation`) and the records (:func:`write_records`) are described in
+docs/guide/tuning.md. A method whose preset declares no tuned loss hyper-parameter (``Method.tuned``) is an error.
 """
 
 from __future__ import annotations
@@ -201,6 +168,14 @@ def search_space(method: str, dataset: str = "synthetic", profile: str = "quick"
     return SearchSpace(method, dataset, profile, base, tuple(dims), reason)
 
 
+def search_spaces(methods: Sequence[str] | None, profile: str) -> list[SearchSpace]:
+    """The search space of each of ``methods`` (default: :func:`study_methods`) on each dataset the study trains
+    it on (the synthetic benchmark for a method the study does not train)."""
+    derived = study_methods(profile)
+    chosen = list(derived) if methods is None else methods
+    return [search_space(m, d, profile) for m in chosen for d in derived.get(m, ("synthetic",))]
+
+
 # ---------------------------------------------------------------------------------------------- executor
 
 
@@ -317,9 +292,7 @@ def tune(
     check_int("trials", trials, high=MAX_TRIALS, why="per method")
     check_int("batch", batch, high=MAX_TRIALS, why="trials asked at once")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    derived = study_methods(profile)
-    chosen = list(derived) if methods is None else list(methods)
-    spaces = [search_space(m, d, profile) for m in chosen for d in derived.get(m, ("synthetic",))]
+    spaces = search_spaces(methods, profile)
     studies = [optuna.create_study(direction="maximize", sampler=_sampler(seed)) for _ in spaces]
     for space, st in zip(spaces, studies):  # trial 0: the method's untuned preset
         st.enqueue_trial({d.name: 1.0 for d in space.dims})
@@ -420,10 +393,8 @@ def trial_row(t: Trial, *, profile: str, seed: int, batch: int) -> dict[str, Any
         "config_hash": run_key(t.run.config),
         "run_id": t.run.key,
     }
-    for name, value in t.values.items():
-        row[f"param_{name}" if not name.startswith("loss_") else LOSS_PREFIX + name.removeprefix("loss_")] = (
-            value
-        )
+    for name, value in t.values.items():  # loss_<keyword> -> the loss keyword's column
+        row[LOSS_PREFIX + name.removeprefix("loss_") if name.startswith("loss_") else f"param_{name}"] = value
     return row
 
 

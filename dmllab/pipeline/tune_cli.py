@@ -1,7 +1,5 @@
 """``dmllab tune``: the equal-budget search on validation for every method a study trains (:mod:`dmllab.pipeline.tune`).
-
-Expected user errors are one line on stderr with exit status 2, never a traceback.
-"""
+Expected user errors are one line on stderr with exit status 2 (:func:`dmllab.cli.main`), never a traceback."""
 
 from __future__ import annotations
 
@@ -9,45 +7,27 @@ import argparse
 
 from dmllab.pipeline.slurm_args import add_slurm_arguments, slurm_options
 
-# The library's expected failures: one line and exit status 2 (dmllab.errors.report_error).
-_USER_ERRORS = (ValueError, KeyError, OSError, FloatingPointError)
-
-
-def _fail(err: BaseException, args: argparse.Namespace) -> int:
-    from dmllab.errors import report_error
-
-    return report_error(err, debug=getattr(args, "debug", False))
-
 
 def cmd_tune(args: argparse.Namespace) -> int:
     """``dmllab tune``: :mod:`dmllab.pipeline.tune`."""
     from dmllab.pipeline import tune
 
-    try:
-        methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None
-        if args.list:
-            derived = tune.study_methods(args.profile)
-            names = methods or list(derived)
-            spaces = [
-                tune.search_space(m, d, args.profile) for m in names for d in derived.get(m, ("synthetic",))
-            ]
-            print(tune.format_spaces(spaces))
-            return 0
-        slurm = slurm_options(args)
-        result = tune.tune(
-            methods,
-            profile=args.profile,
-            trials=args.trials,
-            batch=args.batch,
-            seed=args.seed,
-            run_seed=args.run_seed,
-            jobs=args.jobs,
-            executor=args.executor,
-            slurm=slurm,
-            progress=not args.quiet,
-        )
-    except _USER_ERRORS as err:
-        return _fail(err, args)
+    methods = [m.strip() for m in (args.methods or "").split(",") if m.strip()] or None
+    if args.list:
+        print(tune.format_spaces(tune.search_spaces(methods, args.profile)))
+        return 0
+    result = tune.tune(
+        methods,
+        profile=args.profile,
+        trials=args.trials,
+        batch=args.batch,
+        seed=args.seed,
+        run_seed=args.run_seed,
+        jobs=args.jobs,
+        executor=args.executor,
+        slurm=slurm_options(args),
+        progress=not args.quiet,
+    )
     print(tune.format_result(result))
     return 1 if result.failed else 0
 
@@ -83,7 +63,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         metavar="N|auto",
         help="local workers; auto (default): one per usable core (each trial on one thread)",
     )
-    p.add_argument("--executor", choices=("local", "slurm"), default="local")
+    p.add_argument(
+        "--executor",
+        choices=("local", "slurm"),
+        default="local",
+        help="where the trials train: local process pool (default), or SLURM jobs via submitit",
+    )
     p.add_argument("--list", action="store_true", help="print the methods and their search spaces and stop")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     add_slurm_arguments(p, unit="trial", time_min=60)

@@ -5,6 +5,8 @@
 artifacts (``dmllab.plots.toys``, ...) build on these two.
 """
 
+# ruff: noqa: F401 - the imports are the package's public names
+
 from __future__ import annotations
 
 import io
@@ -18,8 +20,6 @@ from dmllab.plots.style import PALETTE, is_headless, set_theme, use_headless_bac
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
-
-__all__ = ["PALETTE", "is_headless", "save_figure", "set_theme", "use_headless_backend"]
 
 _FORMATS = ("png", "pdf")
 

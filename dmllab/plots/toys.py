@@ -221,23 +221,20 @@ def plot_proxy_gradient_ratio(rows: pd.DataFrame) -> Figure:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
-    sel = rows[rows["metric"] == "ratio_proxies_embedding"]
-    for variant, part in sel.groupby("variant"):
-        s = part.groupby("param_global_step")["value"].mean().sort_index()
-        axes[0].plot(s.index.to_numpy(), s.to_numpy(), label=variant)
-    axes[0].axhline(1e-3, color="gray", ls=":", lw=1, label="paper: ~1e-3")
-    axes[0].set_yscale("log")
-    axes[0].set_xlabel("training step")
-    axes[0].set_ylabel("||grad proxies|| / ||grad embedding layer||")
-    axes[0].legend(fontsize=8)
-    norms = rows[rows["metric"] == "mean_proxy_norm"]
-    for variant, part in norms.groupby("variant"):
-        s = part.groupby("param_global_step")["value"].mean().sort_index()
-        axes[1].plot(s.index.to_numpy(), s.to_numpy(), label=variant)
-    axes[1].set_yscale("log")
-    axes[1].set_xlabel("training step")
-    axes[1].set_ylabel("mean proxy norm ||p||")
-    axes[1].legend(fontsize=8)
+    panels = (
+        ("ratio_proxies_embedding", "||grad proxies|| / ||grad embedding layer||"),
+        ("mean_proxy_norm", "mean proxy norm ||p||"),
+    )
+    for ax, (metric, ylabel) in zip(axes, panels):
+        for variant, part in rows[rows["metric"] == metric].groupby("variant"):
+            s = part.groupby("param_global_step")["value"].mean().sort_index()
+            ax.plot(s.index.to_numpy(), s.to_numpy(), label=variant)
+        if metric == "ratio_proxies_embedding":
+            ax.axhline(1e-3, color="gray", ls=":", lw=1, label="paper: ~1e-3")
+        ax.set_yscale("log")
+        ax.set_xlabel("training step")
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=8)
     fig.suptitle("ProxyNCA++ Sec. 3.6: the proxies' gradient vs the embedding layer's", fontsize=10)
     fig.tight_layout()
     return fig

@@ -44,9 +44,7 @@ def fit_full_batch(
         lr: learning rate.
         optimizer: "adam" (torch defaults otherwise) or "sgd" (with ``momentum``).
 
-    Returns:
-        The loss before each step (length ``steps``).
-    """
+    Returns the loss before each step (length ``steps``)."""
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {optimizer!r}; valid: {', '.join(OPTIMIZERS)}")
     if steps < 0:

@@ -26,6 +26,7 @@ from torch import nn
 
 from dmllab.losses import HeatedSoftmaxLoss, SoftmaxLoss
 from dmllab.losses.functional import heated_softmax_logits
+from dmllab.results import tidy
 from dmllab.toys.fit import accuracy, fit_full_batch, mlp
 
 GROUPS = ("centroid", "boundary", "incorrect")
@@ -138,9 +139,7 @@ def gradient_vs_alpha(
     groups = sample_groups(cosine_margin(f_hat, labels, weight), group_quantile)
     rows: list[dict[str, Any]] = []
     for g, mask in groups.items():
-        rows.append(
-            {"variant": g, "metric": "group_size", "value": float(mask.sum()), "param_alpha": float("nan")}
-        )
+        rows += tidy({"group_size": float(mask.sum())}, percent=False, variant=g, param_alpha=float("nan"))
     for a in alphas:
         a = float(a)
         auto = feature_gradient(f_hat, labels, weight, a).norm(dim=1)
@@ -148,17 +147,8 @@ def gradient_vs_alpha(
         for g, mask in groups.items():
             if not mask.any():
                 continue
-            rows.append(
-                {"variant": g, "metric": "grad_norm", "value": float(auto[mask].mean()), "param_alpha": a}
-            )
-            rows.append(
-                {
-                    "variant": g,
-                    "metric": "grad_norm_analytic",
-                    "value": float(ana[mask].mean()),
-                    "param_alpha": a,
-                }
-            )
+            norms = {"grad_norm": float(auto[mask].mean()), "grad_norm_analytic": float(ana[mask].mean())}
+            rows += tidy(norms, percent=False, variant=g, param_alpha=a)
     return rows
 
 
@@ -331,18 +321,7 @@ def run_heated_embeddings(
             acc = 100.0 * accuracy(loss.logits(emb), y_te)
         r1 = 100.0 * recall_at_k(F.normalize(raw, dim=1), y_te, ks=(1,))[1]
         metrics = {"test_accuracy": acc, "R@1": r1, **angular_statistics(raw, y_te)}
-        for metric, value in metrics.items():
-            rows.append(
-                {
-                    "variant": variant,
-                    "dataset": "digits",
-                    "seed": seed,
-                    "metric": metric,
-                    "value": value,
-                    "param_alpha": 1.0 if variant == "SM" else alpha,
-                    "param_steps": steps,
-                    "param_lr": lr,
-                }
-            )
+        setting = {"alpha": 1.0 if variant == "SM" else alpha, "steps": steps, "lr": lr}
+        rows += tidy(metrics, percent=False, variant=variant, dataset="digits", seed=seed, **setting)
         plot[variant] = {"emb": raw.numpy(), "labels": y_te.numpy(), "weights": loss.proxies.detach().numpy()}
     return rows, plot

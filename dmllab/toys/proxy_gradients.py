@@ -17,6 +17,8 @@ from typing import Any
 
 from torch import nn
 
+from dmllab.results import tidy
+
 VARIANTS = {"+fast": True, "-fast": False}
 METHOD = "proxynca++"
 
@@ -91,20 +93,8 @@ def records_to_rows(
             values["rms_ratio_proxies_embedding"] = (
                 ratio * (r["embedding_entries"] / r["proxies_entries"]) ** 0.5
             )
-        for metric, value in values.items():
-            rows.append(
-                {
-                    "variant": variant,
-                    "dataset": dataset,
-                    "seed": seed,
-                    "metric": metric,
-                    "value": value,
-                    "param_epoch": r["epoch"],
-                    "param_step": r["step"],
-                    "param_global_step": r["global_step"],
-                    **params,
-                }
-            )
+        steps = {"param_epoch": r["epoch"], "param_step": r["step"], "param_global_step": r["global_step"]}
+        rows += tidy(values, percent=False, variant=variant, dataset=dataset, seed=seed, **steps, **params)
     return rows
 
 
@@ -153,18 +143,8 @@ def run_proxy_gradients(
             "param_every": every,
         }
         mine = records_to_rows(hook.records, variant=variant, seed=seed, dataset=dataset, params=params)
-        r1 = result.metrics.get("R@1")
-        if r1 is not None:
-            mine.append(
-                {
-                    "variant": variant,
-                    "dataset": dataset,
-                    "seed": seed,
-                    "metric": "R@1",
-                    "value": 100.0 * r1,
-                    "config_hash": result.config_hash,
-                    **params,
-                }
-            )
+        if "R@1" in result.metrics:  # in percent
+            identity = dict(variant=variant, dataset=dataset, seed=seed, config_hash=result.config_hash)
+            mine += tidy({"R@1": result.metrics["R@1"]}, **identity, **params)
         rows += [{**r, "run_id": run_id} for r in mine] if run_id is not None else mine
     return rows

@@ -22,11 +22,11 @@ import torch
 from torch import nn
 
 from dmllab.losses import NormSoftmaxLoss, ProxySynthesis
+from dmllab.results import tidy
 from dmllab.toys.fit import accuracy, fit_full_batch, mlp
 
 DATASET = "gaussian2d"
 METHODS = ("normsoftmax", "ps+normsoftmax")
-CLASS_NAMES = ("red", "blue", "gray")
 
 
 def gaussian_centres(separation: float) -> np.ndarray:
@@ -147,17 +147,7 @@ def run_ps_gaussian(
                 circle_prob.max(dim=1).values.numpy(), threshold
             ),
         }
-        for metric, value in metrics.items():
-            rows.append(
-                {
-                    "variant": method,
-                    "dataset": DATASET,
-                    "seed": seed,
-                    "metric": metric,
-                    "value": value,
-                    **params,
-                }
-            )
+        rows += tidy(metrics, percent=False, variant=method, dataset=DATASET, seed=seed, **params)
         proxies = torch.nn.functional.normalize(loss.proxies.detach(), dim=1).numpy()
         plot["methods"][method] = {
             "input_p_blue": grid_prob[:, 1].numpy().reshape(len(gy), len(gx)),

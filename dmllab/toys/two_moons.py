@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from dmllab.results import tidy
 from dmllab.toys.fit import accuracy, fit_full_batch, mlp
 
 DATASET = "two_moons"
@@ -136,16 +137,6 @@ def run_two_moons(
             "param_optimizer": optimizer,
             "param_hidden": hidden,
         }
-        for metric, value in metrics.items():
-            rows.append(
-                {
-                    "variant": f"T={t:g}",
-                    "dataset": DATASET,
-                    "seed": seed,
-                    "metric": metric,
-                    "value": value,
-                    **params,
-                }
-            )
+        rows += tidy(metrics, percent=False, variant=f"T={t:g}", dataset=DATASET, seed=seed, **params)
     plot_data = {"x": x_np, "y": y_np, "gx": gx, "gy": gy, "prob": probs}
     return rows, plot_data

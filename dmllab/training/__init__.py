@@ -5,6 +5,8 @@ a run store keyed by config hash and seed, tidy result rows and embedding export
 (resuming from an epoch checkpoint if one exists), stores and returns it.
 """
 
+# ruff: noqa: F401 - the imports are the package's public names
+
 from __future__ import annotations
 
 from dmllab.training import presets, schedules
@@ -22,36 +24,6 @@ from dmllab.training.config import (
 )
 from dmllab.training.evaluation import NonFiniteLossError
 from dmllab.training.export import export_embeddings, load_model, result_rows
-from dmllab.training.protocol import RunResult, run_protocol, run_single_stage, run_two_stage
+from dmllab.training.protocol import RunResult, run_protocol, run_single_stage
 from dmllab.training.store import DivergedRunError, RunStore, load_run_dir, run, run_key
 from dmllab.training.trainer import StagePlan, Trainer
-
-__all__ = [
-    "DivergedRunError",
-    "DataConfig",
-    "ExperimentConfig",
-    "Spec",
-    "ModelConfig",
-    "NonFiniteLossError",
-    "OptimConfig",
-    "RunConfig",
-    "RunResult",
-    "RunStore",
-    "run_key",
-    "ScheduleConfig",
-    "StagePlan",
-    "Trainer",
-    "apply_overrides",
-    "config_hash",
-    "export_embeddings",
-    "load_model",
-    "load_run_dir",
-    "presets",
-    "result_rows",
-    "run",
-    "run_protocol",
-    "run_single_stage",
-    "run_two_stage",
-    "schedules",
-    "valid_keys",
-]

@@ -16,9 +16,8 @@ from typing import Any
 
 from torch import nn
 
-from dmllab.spec import Spec
 from dmllab.training import smallcnn_weights  # noqa: F401 - registers the SmallCNN's weights source
-from dmllab.training.callbacks import build_callbacks, check_callback_losses, check_callbacks
+from dmllab.training.callbacks import build_callbacks, check_callback_losses  # noqa: F401 - the trainer builds them here
 from dmllab.training.config import ExperimentConfig, ModelConfig, validate
 
 
@@ -118,9 +117,7 @@ def check(cfg: ExperimentConfig) -> ExperimentConfig:
     (the backbone and the dataset are checked by name and keywords only: building them reads weights or
     images). Returns ``cfg``.
 
-    Raises:
-        ConfigValueError: naming the component's path and the constructor's complaint.
-    """
+    Raises ConfigValueError: naming the component's path and the constructor's complaint."""
     from dmllab.data import SAMPLERS
     from dmllab.models import build_pooling
     from dmllab.validation import ConfigValueError
@@ -145,17 +142,3 @@ def check(cfg: ExperimentConfig) -> ExperimentConfig:
         except (ValueError, TypeError) as err:
             raise ConfigValueError(f"{path}: {err}") from None
     return cfg
-
-
-__all__ = [
-    "Spec",
-    "build_callbacks",
-    "build_loss",
-    "build_model",
-    "check",
-    "check_callbacks",
-    "embedder",
-    "freeze_prefix",
-    "frozen_prefix",
-    "model_kwargs",
-]

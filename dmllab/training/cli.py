@@ -1,7 +1,7 @@
 """``dmllab train``, ``dmllab evaluate``, ``dmllab presets`` and ``dmllab pretrain``.
 
 Expected user errors (a wrong ``--data-root``, an unknown ``--set`` key, an unknown method) are printed as
-one clean message on stderr with exit status 2, never as a traceback.
+one clean message on stderr with exit status 2, never as a traceback (:func:`dmllab.cli.main` reports them).
 """
 
 from __future__ import annotations
@@ -9,16 +9,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 from typing import Any
-
-# The library's expected failures (bad input, missing or corrupt files, full disk, a diverged training): one
-# line and exit status 2; anything else reaches the generic handler of dmllab.cli (one line, status 1).
-_USER_ERRORS = (ValueError, KeyError, OSError, FloatingPointError)
-
-
-def _fail(err: BaseException, args: argparse.Namespace) -> int:
-    from dmllab.errors import report_error
-
-    return report_error(err, debug=getattr(args, "debug", False))
 
 
 def _config_from_args(args: argparse.Namespace):
@@ -109,31 +99,27 @@ _MLRC_OPTIONS = tuple(_MLRC_DEFAULTS)
 def cmd_train(args: argparse.Namespace) -> int:
     from dmllab.profiles import resolve_device
     from dmllab.training import RunStore, config_hash, presets, run
+    from dmllab.training.config import check_value
     from dmllab.training.presets import tuned as tuned_recipes
 
-    try:
-        from dmllab.training.config import check_value
-
-        check_value("run.seed", args.seed)
-        given = [name for name in _MLRC_OPTIONS if getattr(args, name, None) is not None]
-        if given and getattr(args, "protocol", "standard") != "mlrc":
-            names = ", ".join("--" + n.replace("_", "-") for n in given)
-            raise ValueError(f"{names} only act with --protocol mlrc; add it or drop them")
-        cfg = _config_from_args(args)
-        _one_seed(args, cfg)
-        if cfg.run.device == "auto":  # resolved once, here: the run's key names the device it trains on
-            cfg = cfg.replace("run.device", resolve_device("auto"))
-        untuned = tuned_recipes.untuned(cfg)
-        if untuned:  # the first line: the other methods of the profile run their tuned recipes
-            print(f"UNTUNED: {untuned}")
-        if getattr(args, "protocol", "standard") == "mlrc":
-            return _cmd_train_mlrc(args, cfg)
-        if not args.quiet:
-            print(presets.describe(cfg))
-            print(f"config {config_hash(cfg)} seed {args.seed}")
-        result = run(cfg, seed=args.seed, store=RunStore(), progress=not args.quiet, force=args.force)
-    except _USER_ERRORS as err:
-        return _fail(err, args)
+    check_value("run.seed", args.seed)
+    given = [name for name in _MLRC_OPTIONS if getattr(args, name, None) is not None]
+    if given and getattr(args, "protocol", "standard") != "mlrc":
+        names = ", ".join("--" + n.replace("_", "-") for n in given)
+        raise ValueError(f"{names} only act with --protocol mlrc; add it or drop them")
+    cfg = _config_from_args(args)
+    _one_seed(args, cfg)
+    if cfg.run.device == "auto":  # resolved once, here: the run's key names the device it trains on
+        cfg = cfg.replace("run.device", resolve_device("auto"))
+    untuned = tuned_recipes.untuned(cfg)
+    if untuned:  # the first line: the other methods of the profile run their tuned recipes
+        print(f"UNTUNED: {untuned}")
+    if getattr(args, "protocol", "standard") == "mlrc":
+        return _cmd_train_mlrc(args, cfg)
+    if not args.quiet:
+        print(presets.describe(cfg))
+        print(f"config {config_hash(cfg)} seed {args.seed}")
+    result = run(cfg, seed=args.seed, store=RunStore(), progress=not args.quiet, force=args.force)
     src = "stored result" if result.cached else f"trained in {result.wall_time_s:.1f} s"
     print(f"test ({src}; best epoch {result.best_epoch}, lr drops {result.lr_drop_epochs}):")
     _print_metrics(result.metrics)
@@ -185,26 +171,23 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from dmllab.training import apply_overrides, load_model
     from dmllab.training.export import embed_split
 
-    try:
-        cfg, weights = _find_weights(Path(args.target))
-        overrides = []
-        if args.dataset:
-            overrides.append(f"data.dataset={args.dataset}")
-        if args.data_root:
-            overrides.append(f"data.root={args.data_root}")
-        cfg = apply_overrides(cfg, overrides + list(args.set or []))
-        model = load_model(cfg, weights)
-        r = cfg.run
-        kw = dict(metrics=r.metrics, ks=r.ks, distance=r.distance)
-        if args.split is None and cfg.data.query_split is not None:
-            q, ql, _ = embed_split(model, cfg, cfg.data.query_split)
-            g, gl, _ = embed_split(model, cfg, cfg.data.gallery_split)
-            metrics = evaluate(q, ql, gallery=g, gallery_labels=gl, **kw)
-        else:
-            emb, lab, _ = embed_split(model, cfg, args.split or cfg.data.test_split)
-            metrics = evaluate(emb, lab, **kw)
-    except _USER_ERRORS as err:
-        return _fail(err, args)
+    cfg, weights = _find_weights(Path(args.target))
+    overrides = []
+    if args.dataset:
+        overrides.append(f"data.dataset={args.dataset}")
+    if args.data_root:
+        overrides.append(f"data.root={args.data_root}")
+    cfg = apply_overrides(cfg, overrides + list(args.set or []))
+    model = load_model(cfg, weights)
+    r = cfg.run
+    kw = dict(metrics=r.metrics, ks=r.ks, distance=r.distance)
+    if args.split is None and cfg.data.query_split is not None:
+        q, ql, _ = embed_split(model, cfg, cfg.data.query_split)
+        g, gl, _ = embed_split(model, cfg, cfg.data.gallery_split)
+        metrics = evaluate(q, ql, gallery=g, gallery_labels=gl, **kw)
+    else:
+        emb, lab, _ = embed_split(model, cfg, args.split or cfg.data.test_split)
+        metrics = evaluate(emb, lab, **kw)
     _print_metrics(metrics)
     return 0
 
@@ -218,15 +201,12 @@ def cmd_presets(args: argparse.Namespace) -> int:
     print(f"profiles: {', '.join(presets.list_profiles())}")
     datasets = [args.dataset] if args.dataset else presets.list_datasets()
     profiles = [args.profile] if args.profile else presets.list_profiles()
-    try:
-        for m in methods:
-            opts = presets.method_options(m)
-            print(f"\n{m}  (options: {', '.join(opts) or 'none'})")
-            for d in datasets:
-                for p in profiles:
-                    print("  " + presets.describe(presets.get(m, d, p)))
-    except _USER_ERRORS as err:
-        return _fail(err, args)
+    for m in methods:
+        opts = presets.method_options(m)
+        print(f"\n{m}  (options: {', '.join(opts) or 'none'})")
+        for d in datasets:
+            for p in profiles:
+                print("  " + presets.describe(presets.get(m, d, p)))
     return 0
 
 
@@ -236,11 +216,8 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     from dmllab.training.pretrain import ensure_pretrained_smallcnn
     from dmllab.validation import MAX_SIZE, check_int
 
-    try:
-        check_int("--width", args.width, high=MAX_SIZE)
-        check_int("--seed", args.seed, low=0)
-    except ValueError as err:
-        return _fail(err, args)
+    check_int("--width", args.width, high=MAX_SIZE)
+    check_int("--seed", args.seed, low=0)
     t0 = time.perf_counter()
     path = ensure_pretrained_smallcnn(
         width=args.width, progress=not args.quiet, force=args.force, seed=args.seed
@@ -252,8 +229,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(sub: argparse._SubParsersAction) -> None:
-    """Register ``train``, ``evaluate``, ``presets`` and ``pretrain`` on the ``dmllab`` parser."""
+def _add_train(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "train",
         help="train (or fetch from the run store) one preset run",
@@ -267,11 +243,25 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--profile", default="quick", help="paper, quick or smoke (default quick, the embedded default)"
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="the run's seed (default 0)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override, e.g. loss.temperature=0.05")
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--two-stage", dest="two_stage", action="store_const", const=True, default=None)
-    g.add_argument("--single-stage", dest="two_stage", action="store_const", const=False)
+    stage = "default: the preset's run.two_stage"
+    g.add_argument(
+        "--two-stage",
+        dest="two_stage",
+        action="store_const",
+        const=True,
+        default=None,
+        help=f"ProxyNCA++'s protocol: stage 1 on train picks the epochs, stage 2 retrains on trainval ({stage})",
+    )
+    g.add_argument(
+        "--single-stage",
+        dest="two_stage",
+        action="store_const",
+        const=False,
+        help=f"one stage on the config's train split for all epochs, last model tested ({stage})",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--force", action="store_true", help="retrain even if the run is stored")
     p.add_argument(
@@ -290,6 +280,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mlrc-dim", type=int, default=None, help="per-fold embedding size (MLRC: 128)")
     p.set_defaults(func=cmd_train)
 
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    """Register ``train``, ``evaluate``, ``presets`` and ``pretrain`` on the ``dmllab`` parser."""
+    _add_train(sub)
     p = sub.add_parser(
         "evaluate",
         help="evaluate a stored run's final model or a checkpoint file",
@@ -298,12 +292,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "and --set evaluate the same network on other data.",
     )
     p.add_argument("target", help="results/runs/<hash>/seed<k> folder or a final.pt file")
-    p.add_argument("--dataset", default=None)
-    p.add_argument("--data-root", default=None)
+    p.add_argument("--dataset", default=None, help="evaluate on this dataset (default: the run's)")
+    p.add_argument("--data-root", default=None, help="its folder (default: the run's)")
     p.add_argument(
         "--split", default=None, help="default: the config's test split (query/gallery for In-Shop)"
     )
-    p.add_argument("--set", action="append", metavar="KEY=VALUE")
+    p.add_argument(
+        "--set", action="append", metavar="KEY=VALUE", help="override the run's config, as train --set does"
+    )
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser(
@@ -313,9 +309,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "each dataset and profile (or --dataset, --profile), the preset's key hyper-parameters and the method's "
         "options.",
     )
-    p.add_argument("--method", default=None)
-    p.add_argument("--dataset", default=None)
-    p.add_argument("--profile", default=None)
+    p.add_argument("--method", default=None, help="only this method (default: every one)")
+    p.add_argument("--dataset", default=None, help="only this dataset (default: every one)")
+    p.add_argument("--profile", default=None, help="only this profile (default: every one)")
     p.set_defaults(func=cmd_presets)
 
     p = sub.add_parser(
@@ -334,6 +330,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="the synthetic benchmark's draw whose pre-training pool it trains on (0)",
     )
     p.add_argument("--profile", default="quick", help="accepted for symmetry; the quick profile's CNN")
-    p.add_argument("--quiet", action="store_true")
-    p.add_argument("--force", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--force", action="store_true", help="pre-train again even if the weights are cached")
     p.set_defaults(func=cmd_pretrain)

@@ -16,7 +16,8 @@ command line) or :meth:`ExperimentConfig.replace`. Paths: ``section.field`` for 
 ``data.sampler.per_class=3``), the wrapped spec's through ``wraps`` (``loss.wraps.alpha=16`` under Proxy
 Synthesis, whose own ``loss.alpha`` is the Beta shape), a spec's name by its path alone (``model.pooling=max``,
 ``loss.name=proxy_anchor``), a callback's keyword by its name (``callbacks.heating.epoch=62``). An unknown path
-is an error listing the valid ones, never silently dropped.
+is an error listing the valid ones, never silently dropped. (OmegaConf's dotlist does not fit: a component's
+keywords are typed by its constructor's defaults, which a structured config cannot declare.)
 
 :func:`config_hash` is the sha256 of the canonical JSON of the config's result-relevant fields plus
 :data:`SCHEMA_VERSION`; fields that cannot change a result (``data.root``, ``data.num_workers``, ``run.seed``)
@@ -39,7 +40,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from dmllab.spec import Pairs, Spec, freeze, pairs
+from dmllab.spec import Spec, freeze
 from dmllab.validation import (  # noqa: F401
     VALUE_RULES,
     ConfigValueError,
@@ -48,28 +49,6 @@ from dmllab.validation import (  # noqa: F401
     is_int,
     refuse_huge,
 )
-
-__all__ = [
-    "SCHEMA_VERSION",
-    "ConfigValueError",
-    "DataConfig",
-    "ExperimentConfig",
-    "FinetuneConfig",
-    "ModelConfig",
-    "OptimConfig",
-    "Pairs",
-    "RunConfig",
-    "ScheduleConfig",
-    "Spec",
-    "apply_overrides",
-    "config_hash",
-    "is_finetune",
-    "pairs",
-    "parent_config",
-    "run_threads",
-    "valid_keys",
-    "validate",
-]
 
 #: The layout version of :class:`ExperimentConfig`, part of every run key (:func:`config_hash`).
 SCHEMA_VERSION = 3
@@ -223,18 +202,14 @@ class RunConfig:
     l2-normalized before calculating the evaluation metric"); False = the raw embeddings (ProxyNCA++ code).
     ``nmi_average``: the normalisation of NMI, "geometric" (the ProxyNCA++ authors' code: sqrt(H(Y) H(C)), the
     default) or "arithmetic" (the ProxyNCA++ paper text and scikit-learn's default), "min", "max".
-    ``keep_best``: single stage with a validation split (e.g. an MLRC fold, :mod:`dmllab.training.mlrc`): the
-    weights (model and loss) of the epoch with the best monitored validation value (``schedule.monitor``,
-    warm-up epochs excluded) are tested and saved as the final model, instead of the last epoch's (MLRC's early
-    stopping on validation); ``best_epoch`` of the result is that epoch (:class:`dmllab.training.callbacks.KeepBest`).
-    ``fast_dev_run``: 0 (a real run) or N > 0, a fast dev run that checks the run's code path in seconds (PyTorch
-    Lightning's name; ``dmllab study --fast-dev-run``): N training batches per epoch, at most one warm-up and
-    one schedule epoch per stage, N batches per evaluation, and the batch shrunk to fit a dataset smaller than
-    one class-balanced batch (:class:`dmllab.training.callbacks.FastDevRun`). It is part of the run key: a fast
-    dev run is never taken for a real one.
-    ``checkpoint_minutes``: the epoch checkpoint is written after an epoch when this many minutes have passed
-    since the stage started or since the last one was written, and after every stage's last epoch; 0 = after
-    every epoch (:class:`dmllab.training.callbacks.EpochCheckpoint`). Not part of the run key.
+    ``keep_best``: a single stage with a validation split (an MLRC fold, :mod:`dmllab.training.mlrc`) tests and saves
+    the weights of the best monitored validation epoch instead of the last (MLRC's early stopping; ``best_epoch``
+    of the result; :class:`dmllab.training.callbacks.KeepBest`).
+    ``fast_dev_run``: 0 (a real run) or N > 0 batches per epoch and evaluation, a run that checks its code path in
+    seconds (PyTorch Lightning's name, :class:`dmllab.training.callbacks.FastDevRun`); part of the run key, so a
+    fast dev run is never taken for a real one.
+    ``checkpoint_minutes``: the interval of the epoch checkpoint, 0 = every epoch
+    (:class:`dmllab.training.callbacks.EpochCheckpoint`); not part of the run key.
     ``threads``: the torch threads a CPU run trains on (``torch.set_num_threads``, applied by whatever trains it:
     :func:`dmllab.training.store.run`, the trunk's pre-training, the untrained network's evaluation;
     :func:`run_threads`). CPU kernels reduce in a thread-count-dependent order, so on the CPU 1 and 2 threads give
@@ -451,17 +426,6 @@ def _canonical(value: Any) -> Any:
     return value
 
 
-def _node(d: dict[str, Any], path: str) -> dict[str, Any]:
-    """The spec dict at ``path`` (a :func:`spec_paths` key) inside :meth:`ExperimentConfig.to_dict`'s ``d``."""
-    parts = path.split(".")
-    if parts[0] == "callbacks":
-        return next(c for c in d["callbacks"] if c["name"] == parts[1])
-    node = d[parts[0]] if parts[0] == "loss" else d[parts[0]][parts[1]]
-    for part in parts[1 if parts[0] == "loss" else 2 :]:
-        node = node[part]  # "wraps"
-    return node
-
-
 def config_hash(cfg: ExperimentConfig, length: int = 16) -> str:
     """Stable identifier of a config: sha256 of the canonical JSON of :func:`key_dict` (module docstring).
 
@@ -548,9 +512,7 @@ def check_components(cfg: ExperimentConfig) -> None:
     """Every spec's name is registered and its keyword arguments are keywords of its constructor (the values
     themselves are the constructor's to check, :func:`dmllab.training.build.check`).
 
-    Raises:
-        ConfigValueError: naming the path, the keyword and the valid ones.
-    """
+    Raises ConfigValueError: naming the path, the keyword and the valid ones."""
     for path, spec in spec_paths(cfg).items():
         registry = registry_of(path)
         try:
@@ -755,9 +717,7 @@ def validate(cfg: ExperimentConfig) -> ExperimentConfig:
     component's name and keywords (:func:`check_components`), and the rules that tie fields together;
     returns ``cfg``. Called by :func:`apply_overrides`, the trainer and the run store.
 
-    Raises:
-        ConfigValueError: the first bad value, naming its key.
-    """
+    Raises ConfigValueError: the first bad value, naming its key."""
     for section in SECTIONS:
         sub = getattr(cfg, section)
         for f in fields(sub):

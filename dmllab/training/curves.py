@@ -123,10 +123,8 @@ class LiveCurves(_EpochMeter):
 
         with naming(self.path, "writing"):
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(
-                self.path, "a"
-            ) as fh:  # one write of the whole line (under the buffer's size); closing flushes it
-                fh.write(line)
+            with open(self.path, "a") as fh:  # one write of the whole line (under the buffer's size)
+                fh.write(line)  # closing flushes it
 
 
 def tensorboard_available() -> bool:

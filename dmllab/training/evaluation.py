@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -214,11 +215,17 @@ def evaluate_split(
     ks: Sequence[int] | None = None,
 ) -> dict[str, float]:
     """The metrics of ``split`` (or of ``query_split`` against ``gallery_split``), ``embed(name)`` giving each
-    split's ``(embeddings, labels)``; fractions in [0, 1]."""
+    split's ``(embeddings, labels)``; fractions in [0, 1]. A fast dev run's N batches per split are small on
+    purpose: it does not show :class:`dmllab.metrics.FewReferencesWarning` (its summary says what it shrank)."""
+    from dmllab.metrics import FewReferencesWarning
+
     kw = metric_kwargs(run, metrics, ks)
-    if query_split is not None:
-        q, ql = embed(query_split)
-        g, gl = embed(gallery_split)
-        return compute_metrics(run, q, ql, kw, gallery=g, gallery_labels=gl)
-    emb, lab = embed(split)
-    return compute_metrics(run, emb, lab, kw)
+    with warnings.catch_warnings():
+        if run.fast_dev_run:
+            warnings.simplefilter("ignore", FewReferencesWarning)
+        if query_split is not None:
+            q, ql = embed(query_split)
+            g, gl = embed(gallery_split)
+            return compute_metrics(run, q, ql, kw, gallery=g, gallery_labels=gl)
+        emb, lab = embed(split)
+        return compute_metrics(run, emb, lab, kw)

@@ -35,7 +35,7 @@ def result_rows(
         cfg: the run's config (fills ``dataset``/``profile`` and ``param_method``); optional.
         params: extra ``param_*`` columns (the prefix is added when missing).
     """
-    from dmllab.results import provenance, to_percent
+    from dmllab.results import provenance, tidy
 
     prov = dict(provenance(result.device))
     prov["config_hash"] = result.config_hash
@@ -43,24 +43,9 @@ def result_rows(
     extra = {(k if k.startswith("param_") else f"param_{k}"): v for k, v in (params or {}).items()}
     if cfg is not None:
         extra.setdefault("param_method", cfg.method)
-    rows = []
-    for metric, value in result.metrics.items():
-        rows.append(
-            {
-                "experiment": experiment,
-                "paper": paper,
-                "artifact": artifact,
-                "variant": variant,
-                "dataset": cfg.dataset if cfg else "",
-                "profile": cfg.profile if cfg else "",
-                "seed": result.seed,
-                "metric": metric,
-                "value": to_percent(metric, float(value)),
-                **extra,
-                **prov,
-            }
-        )
-    return rows
+    row = dict(experiment=experiment, paper=paper, artifact=artifact, variant=variant, seed=result.seed)
+    row |= {"dataset": cfg.dataset if cfg else "", "profile": cfg.profile if cfg else ""}
+    return tidy(result.metrics, **row, **extra, **prov)
 
 
 def load_model(cfg: ExperimentConfig, weights: str | os.PathLike) -> torch.nn.Module:

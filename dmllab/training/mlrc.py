@@ -40,24 +40,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from dmllab.data.folds import ClassSubset, class_folds, fold_split
+from dmllab.data.folds import fold_split
 from dmllab.spec import Spec
 from dmllab.training.config import ExperimentConfig, config_hash
-
-__all__ = [
-    "MLRC_METRICS",
-    "ClassSubset",
-    "MLRCResult",
-    "MLRCSettings",
-    "aggregate",
-    "class_folds",
-    "fold_config",
-    "fold_runs",
-    "fold_split",
-    "fold_test_embeddings",
-    "mlrc_config",
-    "run_mlrc",
-]
 
 MLRC_METRICS = ("P@1", "RP", "MAP@R")
 
@@ -219,9 +204,7 @@ def aggregate(
         for _, fold, fcfg, run_seed, res in mine:
             emb, labels = embeddings(fcfg, run_seed)
             fold_embs.append(emb)
-            m = evaluate(
-                emb, labels, metrics=("mlrc",), distance=dist
-            )  # the same embeddings as the concatenation
+            m = evaluate(emb, labels, metrics=("mlrc",), distance=dist)  # the concatenation's embeddings
             per_fold.append({"fold": fold, "best_epoch": res.best_epoch, **{k: m[k] for k in MLRC_METRICS}})
         concat = F.normalize(torch.cat([F.normalize(e.float(), dim=1) for e in fold_embs], dim=1), dim=1)
         cm = evaluate(concat, labels, metrics=("mlrc",), distance=dist)

@@ -137,9 +137,7 @@ def on_validation(cfg: ExperimentConfig) -> ExperimentConfig:
     validation split is watched every epoch only where a plateau rule needs it (the smoke profile; the quick
     profile's schedules have none).
 
-    Raises:
-        ValueError: the dataset has no validation split.
-    """
+    Raises ValueError: the dataset has no validation split."""
     d = cfg.data
     if d.val_split is None:
         raise ValueError(f"dataset {cfg.dataset!r} has no validation split to tune on")
@@ -435,11 +433,6 @@ class _ProtocolRun:
         }
         save_atomic(final, path)
         self.phase["checkpoint"] += time.perf_counter() - t_ckpt
-
-
-def run_two_stage(cfg: ExperimentConfig, **kwargs: Any) -> RunResult:
-    """:func:`run_protocol` with ``run.two_stage=True``."""
-    return run_protocol(cfg.replace("run.two_stage", True), **kwargs)
 
 
 def run_single_stage(cfg: ExperimentConfig, **kwargs: Any) -> RunResult:

@@ -174,11 +174,9 @@ def check_schedule(
       ``d >= epochs`` would never take effect; ``d = 0`` lowers the lr before the first schedule epoch (after
       the warm-up; the released Proxy Anchor code's StepLR counts its warm-up epochs).
 
-    A callback's events are the callback's to check (:func:`dmllab.training.build.check_callbacks`).
+    A callback's events are the callback's to check (:func:`dmllab.training.callbacks.check_callbacks`).
 
-    Raises:
-        ValueError: naming the offending value and the fix.
-    """
+    Raises ValueError: naming the offending value and the fix."""
     if epochs < 1:
         raise ValueError(f"schedule.epochs must be >= 1, got {epochs}")
     if scheduler == "multistep":

@@ -138,9 +138,7 @@ def provide_smallcnn_weights(
 ) -> Path:
     """Provider of the "synthetic-pretrain" source: the pre-trained file of the config's width and draw.
 
-    Raises:
-        WeightsNotPreparedError: not pre-trained yet, or of another recipe.
-    """
+    Raises WeightsNotPreparedError: not pre-trained yet, or of another recipe."""
     width, draw = trunk(backbone_kwargs)
     if not is_fresh(width, draw):
         draw_flag = f" --seed {draw}" if draw else ""

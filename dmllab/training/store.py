@@ -380,9 +380,7 @@ def verify_run_dir(
     hash recorded in ``metrics.json``, and, where given, the run ``key`` (the folder's parent), ``cfg_hash`` and
     ``seed`` asked for.
 
-    Raises:
-        CorruptRunError: naming the file that fails and how.
-    """
+    Raises CorruptRunError: naming the file that fails and how."""
     d = Path(run_dir)
     if not (d / RECORD_FILE).is_file():
         raise CorruptRunError(
@@ -479,9 +477,7 @@ def verify_final_model(run_dir: str | os.PathLike, model: str | os.PathLike) -> 
     """Check ``model`` (a run's ``final.pt``) against the digest in the run's ``checksums.json``; a run without a
     record, or whose record lists no final model, vouches for none.
 
-    Raises:
-        CorruptRunError: the file is not the one the run wrote, naming both.
-    """
+    Raises CorruptRunError: the file is not the one the run wrote, naming both."""
     record_file = Path(run_dir) / RECORD_FILE
     if not record_file.is_file():
         raise CorruptRunError(
@@ -509,9 +505,7 @@ def load_run_dir(
     """Read a stored run folder; None if it does not hold a finished run. Verified by :func:`verify_run_dir`
     (``key``, ``cfg_hash``, ``seed``: what the run must be).
 
-    Raises:
-        CorruptRunError: the folder holds a damaged run (naming the file).
-    """
+    Raises CorruptRunError: the folder holds a damaged run (naming the file)."""
     d = Path(run_dir)
     if not (d / "metrics.json").is_file() and not (d / RECORD_FILE).is_file():
         return None
@@ -559,9 +553,7 @@ def run(
     from dmllab.numerics import late_pin_message, stale_cache_message
 
     store = store or RunStore()
-    cfg = check(
-        cfg.replace("run.seed", seed)
-    )  # reject what cannot work before any folder is made or key made
+    cfg = check(cfg.replace("run.seed", seed))  # reject what cannot work before any folder or key is made
     late = late_pin_message() if not str(cfg.run.device).startswith("cuda") else None
     for message in (late, stale_cache_message(paths.cache_dir(), store.root)):
         if message:
@@ -590,9 +582,7 @@ def run(
             if stored is not None:
                 return stored
         parent_model = _parent_model(cfg, seed, store, progress) if parent_config(cfg) is not None else None
-        prepare(
-            cfg, progress=progress
-        )  # what the run starts from (a pre-trained trunk), announced and cached
+        prepare(cfg, progress=progress)  # what it starts from (a pre-trained trunk), announced and cached
         ckpt_dir = store.checkpoint_dir(cfg, seed)
         if force:
             (ckpt_dir / "last.pt").unlink(missing_ok=True)

@@ -31,7 +31,6 @@ from dmllab.training.callbacks import FastDevRun
 from dmllab.training.config import ExperimentConfig
 from dmllab.training.evaluation import (
     EpochLoss,
-    NonFiniteLossError,
     embed_batches,
     evaluate_split,
     precision_name,
@@ -39,8 +38,6 @@ from dmllab.training.evaluation import (
 )
 from dmllab.training.optim import build_optimizer, check_all_params_in_groups, param_groups
 from dmllab.training.schedules import StagePlan
-
-__all__ = ["NonFiniteLossError", "StageState", "Trainer"]
 
 
 @dataclass
@@ -194,9 +191,7 @@ class Trainer:
             lrs[g["name"]] = g["lr"]
         for p in self.model.backbone.parameters():
             p.requires_grad_(not warm)
-        build.freeze_prefix(
-            self.model, self.cfg.model.frozen_blocks
-        )  # the frozen blocks stay frozen after the warm-up
+        build.freeze_prefix(self.model, self.cfg.model.frozen_blocks)  # they stay frozen after the warm-up
         # model.freeze_bn_affine: the BN affine parameters stay without gradient after the loop above; without it
         # they train from the end of the warm-up on (the Proxy Anchor release, train.py at epoch == args.warm)
         self.model.refreeze_bn()

@@ -25,7 +25,8 @@ from dmllab.data import CUB200, SOP, Cars196, InShop
 from dmllab.data import download as download_mod
 from dmllab.data import fetch as fetch_mod
 from dmllab.data.cli import add_commands
-from dmllab.data.fetch import SOURCES, DatasetSource, DownloadError, FetchError, fetch_dataset
+from dmllab.data.fetch import SOURCES, DatasetSource, FetchError, fetch_dataset
+from dmllab.data.sources import DownloadError
 from dmllab.registry import Registry
 
 

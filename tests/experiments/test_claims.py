@@ -75,7 +75,7 @@ def test_dropped_claims_stay_dropped():
 
 def _keys(artifact_id: str, variants: set[str] | None = None, **tags) -> set[str]:
     a = registry.get(artifact_id)
-    runs = planned_runs(a, a.params("quick", device="cpu"))
+    runs = planned_runs(a, a.params("quick", "device=cpu"))
     return {
         r.key
         for r in runs
@@ -105,7 +105,7 @@ def test_heated_arms_run_the_values_they_are_labelled_with():
     fixed = _keys("heated_table5_learned_alpha", {T5.FIXED_BN})
     assert fixed and fixed == _keys("heated_table3_fig4_alpha_dim", {"α = 16"})
     a = registry.get("heated_table5_learned_alpha")
-    for run in planned_runs(a, a.params("quick", device="cpu")):
+    for run in planned_runs(a, a.params("quick", "device=cpu")):
         if run.variant.startswith(T5.FIXED_BN):
             assert dict(run.config.loss.kwargs)["alpha"] == 16.0
     # Tables 1-2 say the alpha their BN runs at (the quick preset's, tuned), not the paper's 16
@@ -134,7 +134,7 @@ def _quick_labels() -> set[str]:
     """The method label of every run the quick study trains (heated variants are arms of SM/LN/BN)."""
     out = set()
     for a in registry.all_artifacts():
-        for run in planned_runs(a, a.params("quick", device="cpu")):
+        for run in planned_runs(a, a.params("quick", "device=cpu")):
             name, _, variant = run.config.method.partition(":")
             out.add(f"{name}:{variant.removeprefix('H')}" if name == "heated_softmax" else run.config.method)
     return out
@@ -142,7 +142,7 @@ def _quick_labels() -> set[str]:
 
 def test_trains_rows_cover_every_method_the_quick_study_trains_on_validation():
     assert _quick_labels() <= set(B.TRAINS)
-    params = B.ARTIFACT.params("quick", device="cpu")
+    params = B.ARTIFACT.params("quick", "device=cpu")
     assert set(params["methods"]) == set(B.TRAINS)
     gate = B.trains_runs(params)
     assert all(r.config.data.train_split == "train" and not r.config.run.two_stage for r in gate)
@@ -180,7 +180,7 @@ def test_trains_rows_gain_on_validation_over_the_pretrained_network_with_the_sam
         return {"R@1": {"avg": 0.2, "max": 0.3, "avg+max": 0.25}[cfg.model.pooling.name]}
 
     monkeypatch.setattr(kit, "evaluate_network", untrained)
-    params = B.ARTIFACT.params("quick", device="cpu", methods=["proxynca++", "proxy_anchor", "normsoftmax"])
+    params = B.ARTIFACT.params("quick", "device=cpu", methods=["proxynca++", "proxy_anchor", "normsoftmax"])
     lookup = _FakeLookup(params)
     df = pd.DataFrame(B._trains(params, lookup, B._gate_values(params, lookup)))
     gain = df[df["metric"] == B.GAIN].set_index(["variant", "seed"])
@@ -282,19 +282,19 @@ TRAINING = [a for a in registry.all_artifacts() if a.trains]
 
 @pytest.mark.parametrize("artifact", TRAINING, ids=[a.id for a in TRAINING])
 def test_every_training_artifact_trains_seed_k_on_draw_k_on_quick(artifact):
-    quick = artifact.params("quick", device="cpu")
+    quick = artifact.params("quick", "device=cpu")
     assert quick.data_seed == "per_seed" and len(quick.seeds) >= 5 or artifact.id == "ps_figd_tsne_epochs"
     for run in planned_runs(artifact, quick):
         if run.config.data.dataset.name == "synthetic" and run.config.run.fast_dev_run == 0:
             seed = run.seed if "fold" not in run.tag else run.draw  # an MLRC fold stays on its seed's draw
             assert kit.draw_in(run.config) == run.draw == seed, (run.variant, run.seed)
-    paper = artifact.params("paper", device="cpu")
+    paper = artifact.params("paper", "device=cpu")
     if artifact.id != "offline_benchmark":
         assert paper.data_seed == "fixed"  # the real datasets have one draw
 
 
 def test_the_ablation_shares_its_runs_with_the_other_artifacts_on_every_draw():
-    quick = registry.get("pnpp_table7_10_ablation").params("quick", device="cpu")
+    quick = registry.get("pnpp_table7_10_ablation").params("quick", "device=cpu")
     head = {
         r.key
         for r in planned_runs(registry.get("pnpp_table7_10_ablation"), quick)
@@ -405,7 +405,7 @@ def test_ps_table2_best_static_lambda_is_chosen_on_validation():
         is None
     )
     a = registry.get("ps_table2_lambda")
-    val = [r for r in a.runs(a.params("quick", device="cpu")) if r.tag.get("split") == "val"]
+    val = [r for r in a.runs(a.params("quick", "device=cpu")) if r.tag.get("split") == "val"]
     assert val and all(
         r.config.data.train_split == "train" and r.config.data.test_split == "val" for r in val
     )
@@ -527,7 +527,7 @@ def test_heated_arms_are_the_unheated_run_plus_heating():
 
     for aid in ("heated_table1_2_variants", "heated_table3_fig4_alpha_dim", "heated_table5_learned_alpha"):
         a = registry.get(aid)
-        runs = planned_runs(a, a.params("quick", device="cpu"))
+        runs = planned_runs(a, a.params("quick", "device=cpu"))
         keys = {r.key for r in runs}
         # Table 3's HBN at a size without a BN run (32-d) faces SM only
         heated = [r for r in runs if r.config.finetune.epochs and r.tag.get("dim") in (None, 128)]
@@ -542,9 +542,9 @@ def test_heated_arms_are_the_unheated_run_plus_heating():
 
 def test_data_seed_fixed_puts_every_seed_on_draw_zero():
     a = registry.get("pnpp_table7_10_ablation")
-    fixed = a.params("quick", device="cpu", data_seed="fixed")
+    fixed = a.params("quick", "device=cpu", data_seed="fixed")
     assert all(kit.draw_in(r.config) == 0 and r.draw == 0 for r in planned_runs(a, fixed))
     with pytest.raises(ValueError, match="data_seed"):
-        a.params("quick", device="cpu", data_seed="per-seed")
+        a.params("quick", "device=cpu", data_seed="per-seed")
     with pytest.raises(ValueError, match="data_seed"):
         registry.get("pnpp_fig3_two_moons").params("quick", data_seed="fixed")  # a toy has no draws

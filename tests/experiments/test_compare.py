@@ -126,6 +126,7 @@ def test_lookup_rows_mark_diverged_runs_and_raise_for_missing_ones():
     from types import SimpleNamespace
 
     from dmllab.experiments import Lookup, MissingRunError, Params, Run
+    from dmllab.experiments.execution import Execution
     from dmllab.training import DivergedRunError, presets
 
     cfg = presets.get("proxynca++", "synthetic", "smoke")
@@ -146,7 +147,7 @@ def test_lookup_rows_mark_diverged_runs_and_raise_for_missing_ones():
                 train_metrics={},
             )
 
-    lookup = Stored(Params({"profile": "smoke", "seeds": [0], "device": "cpu", "data_root": None}))
+    lookup = Stored(Params({"profile": "smoke", "seeds": [0]}, Execution("cpu")))
     rows = pd.DataFrame(lookup.rows([ok, diverged]))
     assert set(rows.loc[rows["variant"] == "SM+ α", "metric"]) == {"diverged"}
     assert rows.loc[rows["variant"] == "SM+ α", "value"].tolist() == [1.0]

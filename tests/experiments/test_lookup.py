@@ -111,7 +111,7 @@ def test_rows_look_up_only_the_runs_the_study_plans(artifact, profile, store_env
     monkeypatch.setattr(figures, "tsne", _tsne)
     monkeypatch.setattr(deform, "embedding_deformation_recall", _deformation_recall)
     root = str(store_env / "data")
-    params = artifact.params(profile, data_root=root)
+    params = artifact.params(profile, Execution(data_root=root))
     assert params.device == "cuda"
     plan = make_plan([artifact], profile, Execution(device=params.device, data_root=root))
     planned = {r.run.key for r in plan.runs}
@@ -132,7 +132,7 @@ def test_rows_look_up_only_the_runs_the_study_plans(artifact, profile, store_env
 
 def test_place_sets_the_device_and_data_root_and_is_idempotent():
     art = registry.get("pa_table5_6_batch")
-    params = art.params("quick", device="cpu", data_root="/data")
+    params = art.params("quick", Execution("cpu", data_root="/data"))
     run = Run(presets.get("proxy_anchor", "cub", "paper").replace("run.device", "auto"), 1, "v", (("a", 1),))
     placed = place(run, params)
     assert (placed.config.run.device, placed.config.data.root) == ("cpu", "/data/cub")
@@ -160,9 +160,9 @@ def test_one_data_root_serves_several_datasets_or_is_a_single_datasets_folder(tm
 
 def test_place_makes_a_fast_dev_run_with_its_own_key_and_without_weights_or_counts():
     art = registry.get("pnpp_table3_6_sota")
-    real = art.params("paper", device="cpu", data_root="/data")
+    real = art.params("paper", "device=cpu,data_root=/data")
     fast = art.params(
-        "paper", device="cpu", data_root="/data", fast_dev_run=2, pretrained=False, check_counts=False
+        "paper", "device=cpu,fast_dev_run=2,pretrained=false,check_counts=false,data_root=/data"
     )
     run = Run(presets.get("proxynca++", "cub", "paper"), 0)
     a, b = place(run, real), place(run, fast)
@@ -175,20 +175,20 @@ def test_place_makes_a_fast_dev_run_with_its_own_key_and_without_weights_or_coun
     assert b.config.data.dataset == Spec("cub", {"check_counts": False})
     assert a.key != b.key and place(b, fast) is b
     quick = Run(presets.get("proxynca++", "synthetic", "quick"), 0)  # counts are a real dataset's only
-    assert place(quick, art.params("quick", device="cpu", check_counts=False)).config.data.dataset == (
+    assert place(quick, art.params("quick", "device=cpu,check_counts=false")).config.data.dataset == (
         quick.config.data.dataset
     )
-    with pytest.raises(ValueError, match="fast_dev_run must be an integer"):
-        art.params("paper", fast_dev_run=-1)
-    with pytest.raises(ValueError, match="pretrained must be"):
-        art.params("paper", pretrained="none")
+    with pytest.raises(ValueError, match="fast_dev_run='-1' is not a count"):
+        art.params("paper", "fast_dev_run=-1")
+    with pytest.raises(ValueError, match="--pretrained none is for checking a study"):
+        art.params("paper", "pretrained=false")
 
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_a_fast_dev_studys_notebooks_look_up_the_runs_it_trains(profile, store_env, monkeypatch):
     """A fast dev run (first seed, its limit and --pretrained none on every run, CUDA mocked as available, a data
     root given): every key the rows ask for is a key of the fast dev plan, for a sample of artifacts."""
-    from dmllab.pipeline.plan import execution_parameters
+    from dmllab.pipeline.plan import artifact_overrides
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(kit, "evaluate_network", _stop)
@@ -200,7 +200,7 @@ def test_a_fast_dev_studys_notebooks_look_up_the_runs_it_trains(profile, store_e
         execution = Execution(
             device="cuda", data_root=root, fast_dev_run=2, pretrained=False, check_counts=False
         )
-        params = artifact.params(profile, **execution_parameters(artifact, profile, execution))
+        params = artifact.params(profile, execution, **artifact_overrides(artifact, profile, execution))
         assert params.seeds == artifact.defaults(profile)["seeds"][:1]
         plan = make_plan([artifact], profile, execution)
         planned = {r.run.key for r in plan.runs}

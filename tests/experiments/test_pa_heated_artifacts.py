@@ -45,7 +45,7 @@ def _reference() -> pd.DataFrame:
 
 def fake_rows(artifact, profile: str) -> pd.DataFrame:
     """Rows shaped like the artifact's (one per run, seed and metric) with random values."""
-    params = artifact.params(profile, device="cpu")
+    params = artifact.params(profile, "device=cpu")
     rng = np.random.default_rng(0)
     out = []
     for run in artifact.runs(params):
@@ -107,7 +107,7 @@ def fake_rows(artifact, profile: str) -> pd.DataFrame:
 def test_runs_build_on_every_profile(artifact_id: str) -> None:
     artifact = registry.get(artifact_id)
     for profile in ("smoke", "quick", "paper"):
-        runs = planned_runs(artifact, artifact.params(profile, device="cpu"))
+        runs = planned_runs(artifact, artifact.params(profile, "device=cpu"))
         assert all(r.config.profile == profile for r in runs)
         if profile != "paper":
             assert all(r.config.dataset == "synthetic" for r in runs)
@@ -161,7 +161,7 @@ def test_pa_batch_runs_fix_the_epochs_as_the_release_does(profile):
     per epoch (line 313; ``StepLR(step_size=args.lr_decay_step)`` in epochs, line 256), the lr unchanged with the
     batch. So a larger batch takes fewer steps; Tables 5-6's runs differ in the batch size only."""
     artifact = registry.get("pa_table5_6_batch")
-    runs = artifact.runs(artifact.params(profile, device="cpu"))
+    runs = artifact.runs(artifact.params(profile, "device=cpu"))
     by_batch = {
         r.config.data.batch_size: r.config for r in runs if r.config.dataset == runs[0].config.dataset
     }

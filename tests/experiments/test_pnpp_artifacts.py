@@ -85,9 +85,9 @@ def test_quick_runs_are_shared() -> None:
     keys: dict[str, set[str]] = {}
     for aid in TRAINED:
         a = registry.get(aid)
-        for r in planned_runs(a, a.params("quick", device="cpu")):
+        for r in planned_runs(a, a.params("quick", "device=cpu")):
             keys.setdefault(r.key, set()).add(aid)
-    seeds = registry.get("pnpp_table3_6_sota").params("quick", device="cpu").seeds
+    seeds = registry.get("pnpp_table3_6_sota").params("quick", "device=cpu").seeds
     default = {
         k
         for k, ids in keys.items()
@@ -98,7 +98,7 @@ def test_quick_runs_are_shared() -> None:
     assert default <= {k for k, ids in keys.items() if "pnpp_fig4c_proxy_lr" in ids}
     for sweep in ("pnpp_fig5_normsoftmax_temperature", "pnpp_fig6_normsoftmax_proxy_lr"):
         a = registry.get(sweep)
-        preset = {r.key for r in planned_runs(a, a.params("quick", device="cpu")) if r.tag["preset"]}
+        preset = {r.key for r in planned_runs(a, a.params("quick", "device=cpu")) if r.tag["preset"]}
         assert len(preset) == len(seeds) and all("pnpp_table12_13_normsoftmax" in keys[k] for k in preset), (
             sweep
         )
@@ -149,7 +149,7 @@ def test_sec36_runs_each_seed_on_its_own_draw(monkeypatch):
 
     monkeypatch.setattr(proxy_gradients, "run_proxy_gradients", fake)
     art = registry.get("pnpp_sec36_proxy_gradients")
-    params = art.params("quick", device="cpu")
+    params = art.params("quick", "device=cpu")
     art.rows(params, Lookup(params))
     assert {s: d for s, (d, _) in seen.items()} == {s: s for s in params.seeds}
     assert len({key.split("/")[0] for _, key in seen.values()}) == len(params.seeds)

@@ -28,7 +28,7 @@ REFERENCE = pd.read_csv("results/reference/proxy_synthesis.csv")
 
 def _fake_rows(artifact, profile):
     """Rows like the artifact's, from its declared runs (smoke) with made-up values, plus computed metrics."""
-    params = artifact.params(profile, device="cpu")
+    params = artifact.params(profile, "device=cpu")
     rows = []
     for run in planned_runs(artifact, params):
         for metric in (*(f"R@{k}" for k in run.config.run.ks), "P@1", "RP", "MAP@R"):
@@ -50,7 +50,7 @@ def _fake_rows(artifact, profile):
 def test_declared_runs_and_claims(artifact_id):
     a = registry.get(artifact_id)
     for profile in ("smoke", "quick", "paper"):
-        runs = planned_runs(a, a.params(profile, device="cpu"))
+        runs = planned_runs(a, a.params(profile, "device=cpu"))
         assert len({r.key for r in runs}) == len(runs), "an artifact declares each run once"
     rows = _fake_rows(a, "smoke")
     for claim in a.claims:  # evaluates (or says it cannot decide) without raising
@@ -100,10 +100,10 @@ def test_tablea_reference():
 def test_runs_are_shared_between_tables():
     def keys(artifact_id, profile="quick"):
         a = registry.get(artifact_id)
-        return {r.key for r in planned_runs(a, a.params(profile, device="cpu"))}
+        return {r.key for r in planned_runs(a, a.params(profile, "device=cpu"))}
 
     t6 = keys("ps_table6_losses")
-    n = len(registry.get("ps_table6_losses").params("quick", device="cpu").seeds)
+    n = len(registry.get("ps_table6_losses").params("quick", "device=cpu").seeds)
     for other in ("ps_table3_input_deformation", "ps_fig5_embedding_deformation"):
         assert keys(other) <= t6, f"{other} reuses the stored Table 6 runs"
     assert len(keys("ps_table1_composition") & t6) == 2 * n  # M1 and PS
@@ -128,7 +128,7 @@ def test_table4_fold_protocol_reads_store_runs(tmp_path, monkeypatch):
     from dmllab.training import RunStore
 
     a = registry.get("ps_table4_mlrc")
-    params = a.params("smoke", device="cpu", seeds=[0])
+    params = a.params("smoke", "device=cpu", seeds=[0])
     declared = planned_runs(a, params)
     folds = [r for r in declared if r.config.data.train_split.startswith("mlrc:")]
     assert len(folds) == 2 and {r.config.data.train_split for r in folds} == {"mlrc:0of4:train"}

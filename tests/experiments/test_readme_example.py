@@ -54,16 +54,16 @@ def test_it_shares_its_runs_with_the_artifact_it_shortens(example):
     """kit.config builds a config the one way: the README's T sweep is a subset of Fig. 4a's runs, and on the
     paper profile it trains on CUB, not on the offline benchmark."""
     fig4a = registry.get("pnpp_fig4a_temperature")
-    keys = {r.key for r in planned_runs(example, example.params("quick", device="cpu"))}
+    keys = {r.key for r in planned_runs(example, example.params("quick", "device=cpu"))}
     assert len(keys) == 3 * 5  # three temperatures, five seeds
-    assert keys <= {r.key for r in planned_runs(fig4a, fig4a.params("quick", device="cpu"))}
-    assert {r.config.dataset for r in example.runs(example.params("paper", device="cpu"))} == {"cub"}
+    assert keys <= {r.key for r in planned_runs(fig4a, fig4a.params("quick", "device=cpu"))}
+    assert {r.config.dataset for r in example.runs(example.params("paper", "device=cpu"))} == {"cub"}
 
 
 def test_it_trains_derives_judges_and_draws_on_smoke(example, tmp_path, monkeypatch):
     for key in ("DMLLAB_RESULTS", "DMLLAB_CACHE", "DMLLAB_FIGURES"):
         monkeypatch.setenv(key, str(tmp_path / key.lower()))
-    params = example.params("smoke", device="cpu")
+    params = example.params("smoke", "device=cpu")
     rows, tables = example.derive(params, Lookup(params, train_missing=True))
     df = pd.DataFrame(rows)
     assert tables == {} and set(df["seed"]) == {0, 1}

@@ -29,7 +29,7 @@ def test_declaration(artifact):
     if artifact.paper in ID_PREFIX:
         assert re.fullmatch(rf"{ID_PREFIX[artifact.paper]}_(table|fig|sec|app)[0-9a-z_]+", artifact.id)
     for profile in ("smoke", "quick"):  # runs are declared as data: listing them needs no training
-        for run in planned_runs(artifact, artifact.params(profile, device="cpu")):
+        for run in planned_runs(artifact, artifact.params(profile, "device=cpu")):
             assert run.config.profile in ("smoke", "quick"), run.config.profile
             assert run.key.endswith(f"/seed{run.seed}")
 

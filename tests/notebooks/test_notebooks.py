@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import headless_chromium as browser  # beside this file
 import nbformat
 import pytest
 
 from dmllab.experiments import registry
 from dmllab.experiments.execution import Execution
-from dmllab.pipeline import browser, outcome, study
+from dmllab.pipeline import outcome, study
 from dmllab.pipeline.plan import make_plan
 from dmllab.pipeline.template import make_notebook, notebooks_dir
 
@@ -48,7 +49,11 @@ def test_committed_clean_and_generated(path):
     artifact = registry.get(path.stem)
     import papermill
 
-    assert set(papermill.inspect_notebook(str(path))) == set(artifact.parameter_names) | {"train_missing"}
+    assert set(papermill.inspect_notebook(str(path))) == {
+        *artifact.parameter_names,
+        "manifest",
+        "train_missing",
+    }
     assert [c.source for c in nb.cells] == [c.source for c in make_notebook(artifact).cells]
 
 

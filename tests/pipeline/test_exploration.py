@@ -74,7 +74,7 @@ def _rows(values):
 
 def test_a_notebook_by_hand_writes_the_scratch_folder_and_says_so(folders, capsys):
     res, fig = folders
-    ctx = nbmod.setup({"profile": "quick", "device": "cpu"}, AID)
+    ctx = nbmod.setup({"profile": "quick", "execution": "device=cpu"}, AID)
     said = capsys.readouterr().out
     assert f"results go to {res / 'scratch' / 'quick'}/" in said and "git-ignored" in said
     assert said.count("\n") == 1  # one line
@@ -82,7 +82,7 @@ def test_a_notebook_by_hand_writes_the_scratch_folder_and_says_so(folders, capsy
     assert (res / "scratch" / "quick" / f"{AID}.csv").is_file() and not (res / f"{AID}.csv").exists()
     assert ctx.read_results()["value"].tolist() == [90.0, 91.0]  # read back from where it wrote
     with paths.study():  # the study's notebook of the same profile: the committed folder, silently
-        ctx = nbmod.setup({"profile": "quick", "device": "cpu"}, AID)
+        ctx = nbmod.setup({"profile": "quick", "execution": "device=cpu"}, AID)
         assert capsys.readouterr().out == ""
         ctx.write_results(_rows([90.0, 91.0]))
     assert (res / f"{AID}.csv").is_file()

@@ -18,7 +18,7 @@ from dmllab.experiments.execution import Execution
 from dmllab.pipeline import execute, fastdev, outcome, study
 from dmllab.pipeline.executors import LocalExecutor
 from dmllab.pipeline.jobs import JobResult
-from dmllab.pipeline.plan import make_plan
+from dmllab.pipeline.plan import make_plan, manifest_path
 from dmllab.pipeline.plan_text import estimate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
@@ -235,9 +235,8 @@ def test_notebooks_on_a_gpu_get_the_device_and_a_fast_dev_runs_parameters(store_
     params = submitted["notebooks"]["pa_table2_4_sota"]
     assert params == {
         "profile": "quick",
+        "execution": "device=cuda,fast_dev_run=3,pretrained=false",
+        "manifest": str(manifest_path(plan)),
         "train_missing": False,
-        "device": "cuda",
-        "fast_dev_run": 3,
         "seeds": [art.defaults("quick")["seeds"][0]],
-        "pretrained": False,
     }

@@ -8,6 +8,7 @@ import types
 import pytest
 
 from dmllab.experiments import Artifact, Claim, Figure
+from dmllab.experiments.execution import Execution
 from dmllab.experiments.params import resolve_parameters
 from dmllab.pipeline import notebook as nbmod
 from dmllab.pipeline import template
@@ -40,23 +41,17 @@ def test_unknown_parameter_lists_valid_ones():
         resolve_parameters(art, {"profile": "smoke", "seedz": [1]})
     msg = str(err.value)
     assert "unknown parameter 'seedz' for notebook pnpp_fig9_toy" in msg
-    for name in ("profile", "seeds", "device", "data_root", "train_missing", "temperature", "steps"):
+    for name in ("profile", "seeds", "execution", "manifest", "train_missing", "temperature", "steps"):
         assert name in msg
 
 
 def test_defaults_fill_none_and_keep_given_values():
     art = _artifact()
     p = resolve_parameters(
-        art, {"profile": "quick", "seeds": None, "device": "cpu", "temperature": None, "steps": 7}
+        art, {"profile": "quick", "seeds": None, "execution": "device=cpu", "temperature": None, "steps": 7}
     )
-    assert p.values == {
-        "profile": "quick",
-        "seeds": [0, 1, 2],
-        "device": "cpu",
-        "data_root": None,
-        "temperature": 0.1,
-        "steps": 7,
-    }
+    assert p.values == {"profile": "quick", "seeds": [0, 1, 2], "temperature": 0.1, "steps": 7}
+    assert p.execution == Execution("cpu") and p.device == "cpu"
     p = resolve_parameters(art, {"profile": "smoke", "seeds": 5})
     assert p["seeds"] == [5] and p["temperature"] == 1.0
 
@@ -96,12 +91,34 @@ def test_parameter_of_the_wrong_type_fails_in_setup():
 
 def test_train_missing_must_be_a_bool(tmp_path, monkeypatch):
     monkeypatch.setenv("DMLLAB_RESULTS", str(tmp_path / "res"))
-    ns = {"profile": "smoke", "device": "cpu"}
+    ns = {"profile": "smoke", "execution": "device=cpu"}
     assert nbmod.setup(ns, "pnpp_fig3_two_moons").train_missing is True  # None: a notebook run by hand trains
     assert nbmod.setup({**ns, "train_missing": False}, "pnpp_fig3_two_moons").train_missing is False
     for bad in ("maybe", 1, "False"):
         with pytest.raises(ValueError, match=r"parameter train_missing must be None or true or false, got"):
             nbmod.setup({**ns, "train_missing": bad}, "pnpp_fig3_two_moons")
+
+
+def test_the_execution_is_one_text_parameter(tmp_path, monkeypatch):
+    """A notebook's ``execution`` is the text of an Execution: the study's prints it, the setup cell parses it back
+    to the same value (a folder with a comma included); a misspelt field or value fails there, naming it."""
+    monkeypatch.setenv("DMLLAB_RESULTS", str(tmp_path / "res"))
+    study = Execution("cpu", "/data/a,b", fast_dev_run=2, pretrained=False, check_counts=False, threads=1)
+    assert (
+        str(study)
+        == "device=cpu,fast_dev_run=2,pretrained=false,check_counts=false,threads=1,data_root=/data/a,b"
+    )
+    assert Execution.parse(str(study)) == study and str(Execution()) == "device=auto"
+    ns = {"profile": "smoke", "execution": str(study)}
+    assert nbmod.setup(ns, "pnpp_fig3_two_moons").params.execution == study
+    for text, needle in [
+        ("device=cpu,fast_dev_run=-1", "fast_dev_run='-1' is not a count"),
+        ("device=cpu,check_counts=no", "check_counts='no' is not true or false"),
+        ("devices=cpu", "not NAME=VALUE,... with NAME one of device, data_root"),
+        ("device=gpu", "unknown device 'gpu'"),
+    ]:
+        with pytest.raises(ValueError, match=needle):
+            nbmod.setup({**ns, "execution": text}, "pnpp_fig3_two_moons")
 
 
 def test_user_globals_ignore_kernel_and_modules():
@@ -130,7 +147,7 @@ def test_artifact_validation():
     with pytest.raises(ValueError, match="different parameter keys"):
         _artifact(parameters={"smoke": {"a": 1}, "quick": {"a": 1}, "paper": {"b": 1}})
     with pytest.raises(ValueError, match="standard parameters"):
-        _artifact(parameters={p: {"device": "cpu"} for p in PROFILES})
+        _artifact(parameters={p: {"execution": "device=cpu"} for p in PROFILES})
     with pytest.raises(ValueError, match="give its runs, its rows, or both"):
         _artifact(rows=None)
     with pytest.raises(ValueError, match="must read pnpp_<table"):
@@ -152,7 +169,7 @@ def test_generated_notebook_shape(tmp_path):
     assert "#   smoke: 1 | quick, paper: 0.1" in nb.cells[1].source  # every profile's value
     assert 'nb.setup(globals(), "pnpp_fig9_toy")' in nb.cells[2].source
     assert "it works" in nb.cells[0].source  # the claims judged
-    assert set(papermill.inspect_notebook(str(path))) == set(art.parameter_names) | {"train_missing"}
+    assert set(papermill.inspect_notebook(str(path))) == {*art.parameter_names, "manifest", "train_missing"}
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
 
 
@@ -160,7 +177,13 @@ def test_setup_runs_in_a_namespace(tmp_path, monkeypatch):
     monkeypatch.setenv("DMLLAB_RESULTS", str(tmp_path / "res"))
     monkeypatch.setenv("DMLLAB_FIGURES", str(tmp_path / "fig"))
     name = "pnpp_fig3_two_moons"
-    ns = {"profile": "smoke", "seeds": None, "device": "cpu", "data_root": None, "train_missing": False}
+    ns = {
+        "profile": "smoke",
+        "seeds": None,
+        "execution": "device=cpu",
+        "manifest": None,
+        "train_missing": False,
+    }
     ctx = nbmod.setup(ns, name)
     assert ctx.csv_path == tmp_path / "res" / "scratch" / "smoke" / f"{name}.csv"  # not the committed profile
     assert ctx.figure_prefix == tmp_path / "fig" / "scratch" / "smoke" / name

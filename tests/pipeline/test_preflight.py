@@ -78,7 +78,7 @@ def test_a_quick_run_without_its_recipe_is_refused_unless_declared(monkeypatch):
 def test_paper_runs_on_the_offline_benchmark_are_announced_or_refused(declared):
     bench = registry.get("offline_benchmark")
     artifact = bench if declared else dataclasses.replace(bench, id="offline_copy", benchmark_on_paper=False)
-    configs = [r.config for r in artifact.runs(artifact.params("paper", device="cpu"))]
+    configs = [r.config for r in artifact.runs(artifact.params("paper", "device=cpu"))]
     assert configs and {c.dataset for c in configs} == {"synthetic"}
     found, problems = benchmark_runs(_plan("paper", [artifact], configs))
     n = len(configs)

@@ -13,7 +13,7 @@ def test_report_shows_verdicts_intervals_and_missing_artifacts(tmp_path, monkeyp
     monkeypatch.setenv("DMLLAB_RESULTS", str(tmp_path / "res"))
     monkeypatch.setenv("DMLLAB_FIGURES", str(tmp_path / "fig"))
     monkeypatch.setenv(paths.STUDY_ENV, "1")  # as the study runs the notebook: the committed folders
-    ctx = nbmod.setup({"profile": "quick", "device": "cpu"}, "heated_fig2_digits")
+    ctx = nbmod.setup({"profile": "quick", "execution": "device=cpu"}, "heated_fig2_digits")
     rows = []
     for seed, (sm, ln) in enumerate([(40.0, 50.0), (41.0, 52.0), (39.0, 51.0)]):
         rows += [

@@ -202,3 +202,15 @@ def test_device_column_only_where_rows_come_from_several():
     both = pd.concat([rows, rows.assign(device="cuda", value=rows["value"] + 0.5)])
     table = numbers_table(both)
     assert "device" in table["columns"] and any("cuda" in row for row in table["rows"])
+
+
+def test_a_sweeps_flags_mark_the_rows_they_tag_in_words():
+    from dmllab.experiments.pnpp._common import SWEEP_TAGS
+
+    rows = _rows().assign(dataset="synthetic", param_t=1.0, param_preset=False, param_below=False)
+    rows.loc[rows["variant"] == "B", "param_preset"] = True
+    rows.loc[rows["variant"] == "C", "param_below"] = True
+    table = numbers_table(rows)
+    assert "preset" not in table["columns"] and "below" not in table["columns"]
+    assert [r[0] for r in table["rows"]] == ["A", "B (preset)", "C (below)", "D"]
+    assert SWEEP_TAGS["preset"] in table["notes"][-1] and SWEEP_TAGS["below"] in table["notes"][-1]

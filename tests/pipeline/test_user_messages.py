@@ -48,7 +48,7 @@ def test_rendering_estimates_the_whole_pool_after_its_first_class():
     assert len(calls) == 1 and calls[0] > 0
 
 
-def test_every_command_has_a_description():
+def test_every_command_has_a_description_and_every_option_a_help():
     from dmllab.cli import build_parser
 
     def commands(parser, name):
@@ -58,6 +58,13 @@ def test_every_command_has_a_description():
                     yield f"{name} {sub}", child
                     yield from commands(child, f"{name} {sub}")
 
-    found = dict(commands(build_parser(), "dmllab"))
+    found = {"dmllab": build_parser(), **dict(commands(build_parser(), "dmllab"))}
     assert {"dmllab report", "dmllab data check", "dmllab train"} <= set(found)
     assert [name for name, p in found.items() if not (p.description or "").strip()] == []
+    no_help = [
+        f"{name} {action.option_strings[0] if action.option_strings else action.dest}"
+        for name, p in found.items()
+        for action in p._actions
+        if not isinstance(action, argparse._SubParsersAction) and not (action.help or "").strip()
+    ]
+    assert no_help == []

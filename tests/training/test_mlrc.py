@@ -7,13 +7,12 @@ import dataclasses
 import pytest
 import torch
 
+from dmllab.data.folds import ClassSubset, class_folds
 from dmllab.spec import Spec
 from dmllab.training import apply_overrides, config_hash
 from dmllab.training.mlrc import (
-    ClassSubset,
     MLRCSettings,
     aggregate,
-    class_folds,
     fold_config,
     fold_runs,
     fold_split,

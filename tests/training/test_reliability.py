@@ -20,10 +20,9 @@ from dmllab.data.loaders import RunData, resolve_num_workers
 from dmllab.metrics import CollapsedEmbeddingError, NonFiniteEmbeddingError
 from dmllab.training import RunStore, Trainer, apply_overrides, build, presets, run
 from dmllab.training.config import ConfigValueError, check_value, validate
-from dmllab.training.evaluation import check_embeddings
+from dmllab.training.evaluation import NonFiniteLossError, check_embeddings
 from dmllab.training.protocol import CorruptCheckpointError, _resume_state, load_checkpoint, save_atomic
 from dmllab.training.store import run_key
-from dmllab.training.trainer import NonFiniteLossError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
 from data_layouts import make_cub  # noqa: E402

@@ -280,9 +280,9 @@ def test_the_study_places_every_run_with_its_workers_threads():
     plan, placed = plan_study(artifact, "quick", Execution("cpu"), jobs=2, calibration=None)
     assert placed.threads == 1 and plan.runs
     assert {r.run.config.run.threads for r in plan.runs} == {1}
-    notebook = artifact[0].params("quick", **plan.parameters(artifact[0]))
+    notebook = artifact[0].params("quick", str(plan.execution), **plan.parameters(artifact[0]))
     first = plan.runs[0].run
-    assert notebook.execution.threads is None  # a notebook is given no thread count: its runs say theirs
+    assert notebook.execution == plan.execution  # its text names every field, the thread count included
     assert place(first, notebook).key == first.key
 
 

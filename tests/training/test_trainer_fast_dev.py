@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from dmllab.experiments import Run, registry
+from dmllab.experiments.execution import Execution
 from dmllab.experiments.lookup import place
 from dmllab.training import Trainer, presets
 from dmllab.training.config import config_hash
@@ -109,20 +110,15 @@ def data_root(tmp_path_factory):
     return root
 
 
+@pytest.mark.filterwarnings("error::dmllab.metrics.FewReferencesWarning")  # its splits are small on purpose
 @pytest.mark.parametrize("dataset", ["sop", "inshop"])
 def test_paper_preset_fast_dev_run_on_the_miniature_sop_and_inshop(dataset, data_root):
     """The paper preset of ProxyNCA++ (class-balanced 3-image batches, two-stage on SOP, the query/gallery test on
     In-Shop), placed as the study places it (data root with one folder per dataset, no counts check, random init),
     trains its fast dev run on the real layouts: the batch shrinks to the miniature's classes."""
     artifact = registry.get("pnpp_table3_6_sota")
-    params = artifact.params(
-        "paper",
-        device="cpu",
-        data_root=str(data_root),
-        fast_dev_run=1,
-        pretrained=False,
-        check_counts=False,
-    )
+    execution = Execution("cpu", str(data_root), fast_dev_run=1, pretrained=False, check_counts=False)
+    params = artifact.params("paper", execution)
     cfg = presets.get("proxynca++", dataset, "paper")
     run = place(Run(cfg, 0), params)
     c = run.config

@@ -248,7 +248,7 @@ def plot_trains(tables: Any) -> Any:
     ax.set_xticks(list(x), table["variant"], rotation=45, ha="right", fontsize=8)
     ax.set_ylabel("validation R@1 gain over the pre-trained network (points)")
     ax.set_title(
-        "Which methods train (dashed: threshold; triangle: 95% lower bound; green: it reaches the threshold)",
+        "Which methods train (green: the 95% lower bound, a triangle, is above the threshold, dashed)",
         fontsize=9,
     )
     fig.tight_layout()
@@ -341,8 +341,8 @@ ARTIFACT = Artifact(
         Figure(
             plot_trains,
             suffix="_trains",
-            caption="Which methods train: each method's test R@1 gain over the pre-trained network with its "
-            "pooling (mean, seeds as points) and its threshold.",
+            caption="Which methods train: each method's validation R@1 gain over the pre-trained network with its "
+            "pooling (mean, seeds as points), its 95% lower bound and the threshold it must be above.",
         ),
     ),
 )

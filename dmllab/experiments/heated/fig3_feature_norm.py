@@ -57,7 +57,8 @@ def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str
         for group, mask in (("correct", correct), ("incorrect", ~correct)):
             if mask.sum() < 3:
                 continue
-            rho = float(spearmanr(norm[mask], grad[mask]).statistic)
+            x, y = norm[mask], grad[mask]  # a constant one has no ranks to correlate: NaN, as spearmanr says
+            rho = float(spearmanr(x, y).statistic) if np.ptp(x) > 0 and np.ptp(y) > 0 else float("nan")
             out += tidy(
                 {"spearman_norm_grad": rho},
                 percent=False,

@@ -61,6 +61,13 @@ def datasets(params: Params) -> list[str]:
     return list(params["datasets"])
 
 
+#: The flags a sweep tags its runs with (``param_<flag>``, True on the tagged runs; :func:`sweep_runs`), in words.
+SWEEP_TAGS = {
+    "preset": "the preset's value: the runs every table shares, where the claims compare",
+    "below": "the preset's value one step of the paper's grid lower (the claim that going lower hurts)",
+}
+
+
 def sweep_runs(
     params: Params,
     build: Any,

@@ -24,14 +24,15 @@ PARAMETERS = {
 BELOW = 3.0
 
 
-def _grid(profile: str) -> str:
+def _values(profile: str) -> str:
+    """The profile's swept T as fractions, highest first: ``"1, 1/3, 1/9, 1/81"``."""
     ts = sorted(PARAMETERS[profile]["temperatures"], reverse=True)
+    return ", ".join(f"1/{1 / t:.3g}" if t < 1 else f"{t:g}" for t in ts)
+
+
+def _grid(profile: str) -> str:
     own = preset_temperature("synthetic" if profile != "paper" else "cub", profile)
-    return (
-        "T = "
-        + ", ".join(f"1/{1 / t:.3g}" if t < 1 else f"{t:g}" for t in ts)
-        + f", the preset's {own:.3g} and a third of it (the paper prints its grid only as a curve)"
-    )
+    return f"T = {_values(profile)}, the preset's {own:.3g} and a third of it (the paper prints its grid only as a curve)"
 
 
 def preset_temperature(dataset: str, profile: str) -> float:
@@ -72,9 +73,9 @@ ARTIFACT = Artifact(
     description=(
         "ProxyNCA++ Fig. 4a: R@1 of ProxyNCA++ on CUB against the temperature T (mean and one std over seeds); "
         "the paper's optimum is T = 1/9, and lowering T further overfits the training classes. The paper does "
-        "not print the swept values; dmllab sweeps T = 1, 1/3, 1/9, 1/27, 1/81 on the quick profile (factors of "
-        "3 around 1/9) and a finer grid on the paper profile, and always adds the preset's T: 1/9 on the paper "
-        "profile, on quick the T that dmllab tune chose on validation. The preset's runs are the ones every "
+        f"not print the swept values; dmllab sweeps T = {_values('quick')} on the quick profile and "
+        f"{_values('paper')} on the paper profile, and always adds the preset's T and a third of it: 1/9 on the "
+        "paper profile, on quick the T that dmllab tune chose on validation. The preset's runs are the ones every "
         "table shares, and T = 1 is Table 7's -scale configuration (the same runs). Quick: the "
         "offline benchmark."
     ),

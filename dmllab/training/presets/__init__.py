@@ -28,6 +28,8 @@ last epoch, or a heated run that would end (or stop) before heating, is an error
 difference. Sources are cited in each module; values the papers do not state are marked "dmllab choice".
 """
 
+# ruff: noqa: F401 - the imports are the package's public names
+
 from __future__ import annotations
 
 import dataclasses
@@ -42,27 +44,9 @@ from dmllab.training.config import ExperimentConfig
 from dmllab.training.presets import tuned as tuned_recipes
 from dmllab.training.presets.datasets import DATASETS, DatasetSpec
 from dmllab.training.presets.heated import HEATED_VARIANTS
-from dmllab.training.presets.methods import METHODS, Method, apply_overlay, method
+from dmllab.training.presets.methods import METHODS, Method, apply_overlay
 from dmllab.training.presets.profiles import PROFILE_OVERLAYS, paper_base
 from dmllab.training.presets.proxy_synthesis import PS_BASES
-
-__all__ = [
-    "DATASETS",
-    "HEATED_VARIANTS",
-    "METHODS",
-    "PROFILES",
-    "PS_BASES",
-    "DatasetSpec",
-    "Method",
-    "check",
-    "describe",
-    "get",
-    "list_datasets",
-    "list_methods",
-    "list_profiles",
-    "method",
-    "method_options",
-]
 
 
 def _import_families() -> None:

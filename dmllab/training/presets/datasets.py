@@ -6,7 +6,7 @@ branches on a dataset's name. Each field says which paper (or released code) it 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -62,10 +62,11 @@ class DatasetSpec:
     images_in_memory: bool = False
 
 
+_CUB = DatasetSpec(
+    "cub", 4e-3, 4e2, 32, 4, 40, True, (1, 2, 4, 8), True, pa_lr_decay_step=5, ps_decay_epoch_text=20
+)
 DATASETS: dict[str, DatasetSpec] = {
-    "cub": DatasetSpec(
-        "cub", 4e-3, 4e2, 32, 4, 40, True, (1, 2, 4, 8), True, pa_lr_decay_step=5, ps_decay_epoch_text=20
-    ),
+    "cub": _CUB,
     "cars": DatasetSpec(
         "cars", 4e-3, 4e2, 32, 4, 40, True, (1, 2, 4, 8), True, pa_lr_decay_step=10, ps_decay_epoch_text=50
     ),
@@ -109,18 +110,6 @@ DATASETS: dict[str, DatasetSpec] = {
         heated_nmi=False,
     ),
     # The offline benchmark and digits behave like CUB (class-disjoint halves), so they take CUB's facts.
-    "synthetic": DatasetSpec(
-        "synthetic",
-        4e-3,
-        4e2,
-        32,
-        4,
-        40,
-        True,
-        (1, 2, 4, 8),
-        True,
-        sized_by_profile=True,
-        images_in_memory=True,
-    ),
-    "digits": DatasetSpec("digits", 4e-3, 4e2, 32, 4, 40, True, (1, 2, 4, 8), True),
+    "synthetic": replace(_CUB, name="synthetic", sized_by_profile=True, images_in_memory=True),
+    "digits": replace(_CUB, name="digits"),
 }

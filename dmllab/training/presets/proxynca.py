@@ -120,18 +120,8 @@ def proxynca(
     temperature: float | None = None,
 ) -> ExperimentConfig:
     """Classic ProxyNCA in the ProxyNCA++ code base: every enhancement off unless toggled on."""
-    return _proxynca_family(
-        cfg,
-        prob=prob,
-        scale=scale,
-        cbs=cbs,
-        norm=norm,
-        max=max,
-        fast=fast,
-        pooling=pooling,
-        k=k,
-        temperature=temperature,
-    )
+    toggles = dict(prob=prob, scale=scale, cbs=cbs, norm=norm, max=max, fast=fast)
+    return _proxynca_family(cfg, **toggles, pooling=pooling, k=k, temperature=temperature)
 
 
 @method(
@@ -154,18 +144,8 @@ def proxynca_pp(
     temperature: float | None = None,
 ) -> ExperimentConfig:
     """ProxyNCA++: every enhancement on unless toggled off (ablations: ``get(..., fast=False)``)."""
-    return _proxynca_family(
-        cfg,
-        prob=prob,
-        scale=scale,
-        cbs=cbs,
-        norm=norm,
-        max=max,
-        fast=fast,
-        pooling=pooling,
-        k=k,
-        temperature=temperature,
-    )
+    toggles = dict(prob=prob, scale=scale, cbs=cbs, norm=norm, max=max, fast=fast)
+    return _proxynca_family(cfg, **toggles, pooling=pooling, k=k, temperature=temperature)
 
 
 @method(

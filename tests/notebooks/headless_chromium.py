@@ -1,4 +1,4 @@
-"""Looking at the report as a reader does: headless Chromium renders an HTML file into a PNG
+"""The report tests look at the report as a reader does: headless Chromium renders an HTML file into a PNG
 (:func:`screenshot`) or says where elements lie on the page (:func:`element_boxes`)."""
 
 from __future__ import annotations
