@@ -91,18 +91,16 @@ def analogue(method: str, dataset: str, profile: str, **options: Any) -> str:
     )
 
 
+Line = str | Callable[[str], str]  # a line, or profile -> line
+
+
 class Differs(Mapping[str, str]):
     """``{profile: line}`` for :attr:`dmllab.experiments.artifact.Claim.differs`, computed when first read (no
     preset is built at import): on smoke and quick, the claim's own difference followed by :func:`analogue` of
     its method; on the paper profile ``paper`` where given (no entry otherwise)."""
 
     def __init__(
-        self,
-        specific: str | Callable[[str], str],
-        method: str,
-        dataset: str,
-        paper: str | Callable[[str], str],
-        options: Mapping[str, Any],
+        self, specific: Line, method: str, dataset: str, paper: Line, options: Mapping[str, Any]
     ) -> None:
         self._specific, self._method, self._dataset, self._paper = specific, method, dataset, paper
         self._options, self._cache = dict(options), {}
@@ -143,12 +141,7 @@ class Differs(Mapping[str, str]):
 
 
 def differs(
-    specific: str | Callable[[str], str],
-    method: str = "",
-    dataset: str = "cub",
-    *,
-    paper: str | Callable[[str], str] = "",
-    **options: Any,
+    specific: Line, method: str = "", dataset: str = "cub", *, paper: Line = "", **options: Any
 ) -> Differs:
     """A claim's ``differs``: ``specific`` (a line, or ``profile -> line``) says what this comparison changes from
     the paper; ``method`` (with ``options``) on the paper dataset ``dataset`` adds the profile's network, data and

@@ -1,12 +1,7 @@
-"""What an artifact is (a paper's table or figure declared as data and a few small functions).
-
-An :class:`Artifact` names what it reproduces, its parameters per profile, the training runs it needs (:class:`Run`:
-a config plus a seed, so that a study plans and trains them before any notebook runs), how its tidy rows are derived
-(by default the test metrics of its runs), its claims (:class:`Claim`, judged over seeds), the printed cells of the
-paper its rows face, and its figures, drawn from the tidy CSVs only. One module per artifact under
-``dmllab/experiments/<package>/`` defines ``ARTIFACT`` (or ``ARTIFACTS``); :mod:`dmllab.experiments.registry` finds
-them. Its parameters are resolved into :class:`~dmllab.experiments.params.Params` by
-:func:`dmllab.experiments.params.resolve_parameters`.
+"""What an artifact is: a paper's table or figure declared as data and a few small functions (:class:`Artifact`):
+its parameters per profile, the training runs it needs (:class:`Run`), how its tidy rows are derived, its claims
+(:class:`Claim`, judged over seeds), the printed cells its rows face, and its figures, drawn from the tidy CSVs only.
+One module per artifact under ``dmllab/experiments/<package>/`` defines ``ARTIFACT`` (or ``ARTIFACTS``).
 """
 
 from __future__ import annotations

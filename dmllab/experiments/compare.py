@@ -205,6 +205,11 @@ def extremes(
     )
 
 
+def _all_arms(effects: Any) -> tuple[frozenset[str], frozenset[str]]:
+    arms = [arms_of(e) for e in effects]
+    return frozenset().union(*(a[0] for a in arms)), frozenset().union(*(a[1] for a in arms))
+
+
 def averaged(effects: Sequence[pd.Series] | Mapping[str, pd.Series]) -> pd.Series:
     """The per-seed mean of several comparisons (on the seeds all have), with the runs of all of them in
     ``attrs``; empty without comparisons. Named comparisons (a mapping) are also kept, as ``attrs[AVERAGE_OF]``,
@@ -216,10 +221,7 @@ def averaged(effects: Sequence[pd.Series] | Mapping[str, pd.Series]) -> pd.Serie
     if not effects:
         return pd.Series(dtype=float)
     mean = pd.concat(effects, axis=1).dropna().mean(axis=1)
-    mean.attrs[ARMS] = (
-        frozenset().union(*(arms_of(e)[0] for e in effects)),
-        frozenset().union(*(arms_of(e)[1] for e in effects)),
-    )
+    mean.attrs[ARMS] = _all_arms(effects)
     mean.attrs[READS] = ("averaged", *(reads_of(e) for e in effects))
     if named:
         mean.attrs[AVERAGE_OF] = {k: e for k, e in named.items() if len(e)}
@@ -232,8 +234,6 @@ def members(effects: Mapping[str, pd.Series]) -> pd.DataFrame:
     import pandas as pd
 
     frame = pd.concat(dict(effects), axis=1).dropna() if effects else pd.DataFrame()
-    better = frozenset().union(*(arms_of(e)[0] for e in effects.values())) if effects else frozenset()
-    worse = frozenset().union(*(arms_of(e)[1] for e in effects.values())) if effects else frozenset()
-    frame.attrs[ARMS] = (better, worse)
+    frame.attrs[ARMS] = _all_arms(effects.values())
     frame.attrs[READS] = ("members", *((str(name), reads_of(e)) for name, e in effects.items()))
     return frame

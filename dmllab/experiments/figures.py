@@ -1,5 +1,5 @@
-"""What artifacts' figures share: t-SNE (:func:`tsne`, :func:`tsne_by_class`) and the standard figures (bars per
-variant, sweep curves, mean and std over seeds), drawn from the tidy CSVs.
+"""What artifacts' figures share: t-SNE (:func:`tsne`) and the bars per variant with the paper's values beside
+them (:func:`bar_figure`), a swept parameter's curve (:func:`sweep_figure`), drawn from the tidy CSVs.
 """
 
 from __future__ import annotations
@@ -17,21 +17,6 @@ def tsne(points: Any, seed: int = 0, perplexity: float = 30.0) -> Any:
     x = np.asarray(points, dtype=np.float32)
     perp = float(min(perplexity, max(2.0, (len(x) - 1) / 3)))
     return TSNE(n_components=2, perplexity=perp, init="pca", random_state=seed).fit_transform(x)
-
-
-def tsne_by_class(
-    emb: Any, labels: Any, *, classes: int, per_class: int, seed: int
-) -> list[tuple[int, float, float]]:
-    """``(label, x, y)`` of a t-SNE (:func:`tsne`) of the first ``per_class`` samples of each of the first
-    ``classes`` labels (a readable picture)."""
-    import numpy as np
-
-    y = np.asarray(labels)
-    keep = np.isin(y, np.unique(y)[:classes])
-    e, y = np.asarray(emb)[keep], y[keep]
-    sel = np.concatenate([np.flatnonzero(y == c)[:per_class] for c in np.unique(y)])
-    xy = tsne(e[sel], seed=seed)
-    return [(int(y[s]), float(a), float(b)) for s, (a, b) in zip(sel, xy)]
 
 
 PAPER_COLOUR = "#d62728"
@@ -115,17 +100,13 @@ def bar_figure(
             for (v, h) in slots
             if len(part := sub[(sub["variant"] == v) & ((sub[hue].astype(str) == h) if hue else True)])
         }
-        printed = {
-            (v, h): paper[(v, str(dset), *((h,) if hue else ()))]
-            for v, h in slots
-            if (v, str(dset), *((h,) if hue else ())) in paper
-        }
+        cell = {(v, h): (v, str(dset), *((h,) if hue else ())) for v, h in slots}
+        printed = {slot: paper[key] for slot, key in cell.items() if key in paper}
         relative = not is_paper_profile(rows)
         if hue:  # each group of bars anchored at its own first bar: the comparison is within the group
             where, anchor = {}, "the first bar of its group" if relative else None
             for v in present:
-                group = [(v, h) for h in levels]
-                where.update(anchored(means, printed, group, relative)[0])
+                where.update(anchored(means, printed, [(v, h) for h in levels], relative)[0])
         else:
             where, anchor = anchored(means, printed, slots, relative)
             anchor = None if anchor is None else anchor[0]
@@ -135,8 +116,7 @@ def bar_figure(
             ax.plot([x], [y], marker="D", color=PAPER_COLOUR, markersize=6, ls="", zorder=5)
         if where:
             paper_legend(ax, anchor)
-        ax.set_xlabel("")
-        ax.set_ylabel(f"{metric} (%)")
+        ax.set(xlabel="", ylabel=f"{metric} (%)")
         ax.set_title(f"{title} ({dset})" if title else str(dset), fontsize=10)
         if labels:
             ax.set_xticks(range(len(present)), [labels.get(v, v) for v in present], fontsize=8)
@@ -153,51 +133,33 @@ def sweep_figure(
     param: str,
     *,
     metric: str = "R@1",
-    logx: bool = True,
-    xlabel: str | None = None,
+    xlabel: str = "",
     title: str = "",
-    by: str | None = None,
-    mark: float | None = None,
+    mark: Any = None,
 ) -> Any:
-    """``metric`` against ``param_<param>``: mean over seeds with a shaded +- one std (as ProxyNCA++'s
-    Figs. 4-6), one line per ``by`` value (or per dataset)."""
+    """``metric`` against ``param_<param>`` on a log scale: mean over seeds with a shaded +- one std (as
+    ProxyNCA++'s Figs. 4-6), one line per dataset, a dotted line at ``mark`` where given."""
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    rows = tables["rows"]
-    col = f"param_{param}"
+    rows, col = tables["rows"], f"param_{param}"
     data = rows[(rows["metric"] == metric)].copy()
     fig, ax = plt.subplots(figsize=(5.2, 3.6))
     if col not in data.columns or data.empty:
         ax.text(0.5, 0.5, "no rows", ha="center")
         return fig
     data[col] = pd.to_numeric(data[col], errors="coerce")
-    data = data.dropna(subset=[col])
-    for name, sub in data.groupby(by or "dataset", sort=False):
+    for name, sub in data.dropna(subset=[col]).groupby("dataset", sort=False):
         s = sub.groupby(col, sort=False)["value"].agg(["mean", "std"]).reset_index().sort_values(col)
         std = s["std"].fillna(0.0)
         ax.plot(s[col], s["mean"], marker="o", label=str(name))
         ax.fill_between(s[col], s["mean"] - std, s["mean"] + std, alpha=0.2)
     if mark is not None:
         ax.axvline(mark, color="grey", ls=":", lw=1)
-    if logx:
-        ax.set_xscale("log")
+    ax.set_xscale("log")
     ax.set_xlabel(xlabel or param)
     ax.set_ylabel(f"{metric} (%), mean +- std over seeds")
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
-
-
-def errorbar_lines(ax: Any, data: Any, x: str, hue: str, *, metric: str = "R@1", logx: bool = False) -> None:
-    """Mean +- std over seeds of ``metric`` against ``x``, one line per ``hue`` value."""
-    sel = data[data["metric"] == metric]
-    for name, part in sel.groupby(hue, sort=False):
-        stats = part.groupby(x)["value"].agg(["mean", "std"]).sort_index()
-        mean, std = stats["mean"], stats["std"].fillna(0)
-        ax.errorbar(stats.index.astype(float), mean, yerr=std, marker="o", capsize=3, label=str(name))
-    if logx:
-        ax.set_xscale("log", base=2)
-    ax.set_ylabel(f"{metric} (%)")
-    ax.legend(fontsize=8)

@@ -1,18 +1,8 @@
-"""Whether the methods a claim compares learn on a profile (the offline benchmark's validation gate), how much
-relative to ProxyNCA++, and whether the profile is in the papers' regime (the rules: docs/preregistration.md).
-
-A method trains when the lower bound of the 95% t interval of its per-seed validation R@1 gain over the pre-trained
-network (its recipe trained on the training classes, the pre-trained network with the same pooling on the same draw)
-is above :data:`THRESHOLD` (0: it learns) and no seed diverged (:class:`Gate`); the rows are ``offline_benchmark``'s
-:data:`GAIN_METRIC` rows (:func:`training_status`). A claim whose better (or equal) arms include a method that does
-not train is not testable there (:func:`testability`); an arm the claim says is worse (``Claim.worse_arms``) is
-never gated. :func:`learning` is the caveat every claim shows: each of its methods' gain over ProxyNCA++'s.
-
-:func:`regime` is ProxyNCA++'s training R@1 on a profile: below :data:`REGIME_TRAIN_R1` the profile's models do not
-fit their training classes, and a regulariser's claim (``Claim.training_fit``) is not testable there
-(optimisation-limited). It is the mean over the seeds of the profile's committed ProxyNCA++ runs (the claims' own
-runs); the regime benchmark (``benchmarks/quick_regime.py``, :data:`REGIME_BENCHMARK`), where committed, adds
-whether a cheaper setting of the profile was measured to fit within the study's budget (:func:`regime_benchmark`).
+"""Whether the methods a claim compares learn on a profile (the offline benchmark's validation gate:
+:func:`training_status`, :class:`Gate`, :func:`testability`), how much relative to ProxyNCA++ (:func:`learning`, a
+caveat) and whether the profile is in the papers' regime (:func:`regime`: the mean training R@1 of the profile's
+committed ProxyNCA++ runs; the regime benchmark, ``benchmarks/quick_regime.py``, :func:`regime_benchmark`, adds
+whether a cheaper setting was measured to fit); the rules are docs/preregistration.md's.
 """
 
 from __future__ import annotations

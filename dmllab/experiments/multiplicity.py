@@ -1,17 +1,13 @@
 """A profile's claims taken together, as docs/preregistration.md pre-registers them: every claim judged
 (:mod:`dmllab.experiments.verdicts`), every paper statement counted, and the p-values adjusted per paper.
 
-* **Counted.** One counted claim per statement of a paper: every verdict claim is counted. Claims whose effects
-  read the same comparison (the run ids of both sides, :func:`dmllab.experiments.compare.arms_of`, and the metric,
-  split and conditions, :func:`~dmllab.experiments.compare.reads_of`) are shown together ("shared with", a display
-  grouping that changes no count); claims whose rows carry no run id are never grouped.
-* **Families.** Within each paper the primary claims (``Claim.primary``: what an artifact exists to test) are
-  adjusted together by Holm's step-down method (family-wise error :data:`Q`), the paper's other claims by
-  Benjamini-Hochberg (false discovery rate :data:`Q`). Every tested claim enters its family with its decision
-  p-value (two-sided scale; yes, no, equivalent and "smaller than the paper" alike): testable, with a p-value.
-  The adjusted verdict is the raw one where its adjusted p-value is below :data:`Q`, else "inconclusive"; a claim
-  outside every family keeps its raw verdict (not testable; inconclusive without a p-value). The counts
-  (:func:`counts`) are the adjusted verdicts.
+Claims whose effects read the same comparison (the run ids of both sides, :func:`dmllab.experiments.compare.arms_of`,
+and the metric, split and conditions, :func:`~dmllab.experiments.compare.reads_of`) are shown together ("shared
+with", a display grouping that changes no count; rows without run ids are never grouped). Within each paper the
+tested primary claims are adjusted by Holm, the others by Benjamini-Hochberg (both at :data:`Q`), each with its
+decision p-value; the adjusted verdict is the raw one where its adjusted p-value is below :data:`Q`, else
+"inconclusive", and a claim outside every family keeps its raw verdict. The counts (:func:`counts`) are the adjusted
+verdicts.
 """
 
 from __future__ import annotations

@@ -84,17 +84,10 @@ TOY_SEEDS_COVER = "Seeds redraw the toy's initialisation (and its samples where 
 
 @dataclass(frozen=True)
 class Judgement:
-    """A claim judged on one profile's rows (module docstring).
-
-    ``verdict`` is one of :data:`VERDICTS` for a verdict claim and one of :data:`CHECKS` for a check; ``why``
-    explains it; ``interval`` and ``effects`` are the shown member's (the only one for a plain claim); ``p`` is the
-    p-value of the decision (two-sided t test; the IUT's for a set); ``paper`` the paper's effect and
-    ``yardstick`` / ``delta`` what the effect is compared with; ``seeds_observed`` / ``seeds_paper`` the seeds
-    a 5% two-sided t test needs for 80% power at the observed effect / at the yardstick (None: not reachable);
-    ``runs`` the run ids each side read (empty where unknown); ``reads`` what the effect read beside them (its
-    metric and conditions, :func:`dmllab.experiments.compare.reads_of`; empty where unknown); ``learning`` the
-    caveat of how much its methods learn relative to ProxyNCA++.
-    """
+    """A claim judged on one profile's rows (module docstring): ``verdict`` one of :data:`VERDICTS` (:data:`CHECKS`
+    for a check); ``interval`` and ``effects`` the shown member's; ``p`` the decision's p-value (the IUT's for a
+    set); ``seeds_observed`` / ``seeds_paper`` the seeds for 80% power at the observed effect / at the
+    ``yardstick`` (None: not reachable); ``runs`` and ``reads`` what each side read (empty where unknown)."""
 
     claim: Claim
     verdict: str

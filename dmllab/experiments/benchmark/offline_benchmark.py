@@ -215,13 +215,8 @@ def plot_recall(tables: Any, metric: str = "R@1") -> Any:
     sns.stripplot(data=data, x="variant", y="value", order=order, color="black", size=4, ax=ax)
     for patch, variant in zip(ax.patches, order):
         mean = data.loc[data["variant"] == variant, "value"].mean()
-        ax.annotate(
-            f"{mean:.1f}",
-            (patch.get_x() + patch.get_width() / 2, patch.get_height()),
-            ha="center",
-            va="bottom",
-            fontsize=9,
-        )
+        top = (patch.get_x() + patch.get_width() / 2, patch.get_height())
+        ax.annotate(f"{mean:.1f}", top, ha="center", va="bottom", fontsize=9)
     ax.set_xlabel("")
     ax.set_ylabel(f"{metric} (%) on the test classes")
     ax.set_title("Offline benchmark: what metric learning adds (seed k on draw k)")
@@ -315,7 +310,7 @@ ARTIFACT = Artifact(
     },
     benchmark_on_paper=True,  # the benchmark itself: on the paper profile it repeats the quick setup
     parameter_help={
-        "methods": "method labels whose gain over the pre-trained network is measured (their default runs)",
+        "methods": "method labels whose gain over the pre-trained network is measured (their default runs)"
     },
     runs=runs,
     rows=rows,

@@ -110,54 +110,46 @@ def claims(image_model: bool) -> tuple[Claim, ...]:
     part is checked on the grid instead."""
     where = "the LN run of Tables 1/2 on the benchmark's training images" if image_model else _TOY
     differs = analogue.differs(f"{_ANALYTIC}; {where}")
+
+    def check(text: str, measure: Any, key: str, unit: str = "share of the peak", **more: Any) -> Claim:
+        return Claim(
+            text, lambda df: _per_seed(df, measure), unit, differs=differs, kind="check", key=key, **more
+        )
+
     out = [
-        Claim(
+        check(
             "Property 1: as alpha -> 0 the gradient of every group vanishes (below 5% of its peak)",
-            lambda df: _per_seed(df, _property1),
-            unit="share of the peak",
-            differs=differs,
-            kind="check",
-            key="property1",
+            _property1,
+            "property1",
         ),
-        Claim(
+        check(
             "Property 2: at large alpha the gradient of correct (centroid, boundary) samples vanishes "
             "(below 1% of its peak)",
-            lambda df: _per_seed(df, _property2_correct),
-            unit="share of the peak",
-            differs=differs,
+            _property2_correct,
+            "property2_correct",
             not_testable={p: _NOT_ON_GRID for p in ("smoke", "quick", "paper")} if image_model else {},
-            kind="check",
-            key="property2_correct",
         ),
     ]
     if image_model:
         out.append(
-            Claim(
+            check(
                 "Property 2 on the grid: the gradient of the centroid samples vanishes by the largest alpha "
                 "(below 1% of its peak)",
-                lambda df: _per_seed(df, _vanished(("centroid",))),
-                unit="share of the peak",
-                differs=differs,
-                kind="check",
-                key="property2_centroid",
+                _vanished(("centroid",)),
+                "property2_centroid",
             )
         )
     out += [
-        Claim(
+        check(
             "Property 2: at large alpha the gradient of incorrect samples keeps growing",
-            lambda df: _per_seed(df, _property2_incorrect),
-            unit="share of the peak",
-            differs=differs,
-            kind="check",
-            key="property2_incorrect",
+            _property2_incorrect,
+            "property2_incorrect",
         ),
-        Claim(
+        check(
             "Fig. 1: centroid samples' gradient peaks at a smaller alpha than boundary samples'",
-            lambda df: _per_seed(df, _boundary_later),
-            unit="decades of alpha",
-            differs=differs,
-            kind="check",
-            key="peak_order",
+            _boundary_later,
+            "peak_order",
+            "decades of alpha",
         ),
     ]
     return tuple(out)

@@ -91,14 +91,9 @@ def _figure(tables: Any) -> Any:
     b = tables["norm_bins"]
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     for (group, seed), part in b.groupby(["group", "seed"]):
-        ax.plot(
-            part["norm"],
-            part["grad"],
-            marker="o",
-            alpha=0.7,
-            color="tab:green" if group == "correct" else "tab:red",
-            label=f"{group}" if seed == b["seed"].min() else None,
-        )
+        colour = "tab:green" if group == "correct" else "tab:red"
+        label = f"{group}" if seed == b["seed"].min() else None
+        ax.plot(part["norm"], part["grad"], marker="o", alpha=0.7, color=colour, label=label)
     ax.set_xlabel("feature norm ||f|| (bin mean)")
     ax.set_ylabel("||dl/df|| (bin mean)")
     ax.set_yscale("log")

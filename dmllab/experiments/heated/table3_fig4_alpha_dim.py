@@ -174,14 +174,8 @@ def _figure_hist(tables: Any) -> Any:
             for kind, colour in (("positive", "tab:green"), ("negative", "tab:red")):
                 part = h[(h["variant"] == v) & (h["split"] == side) & (h["pair"] == kind)]
                 total = max(part["count"].sum(), 1)
-                ax.stairs(
-                    part["count"] / total,
-                    np.r_[part["bin_left"].to_numpy(), part["bin_right"].iloc[-1:]],
-                    color=colour,
-                    fill=True,
-                    alpha=0.5,
-                    label=kind,
-                )
+                edges = np.r_[part["bin_left"].to_numpy(), part["bin_right"].iloc[-1:]]
+                ax.stairs(part["count"] / total, edges, color=colour, fill=True, alpha=0.5, label=kind)
             ax.set_title(f"{v} ({side})", fontsize=8)
             ax.set_xlabel("cosine similarity" if i == 1 else "")
     axes[0][0].legend(fontsize=7)

@@ -125,7 +125,8 @@ def preset_value(df: Any, param: str) -> float:
 
 def preset_vs(df: Any, metric: str, param: str, which: str | float) -> Any:
     """Per seed: ``metric`` at the preset's value of ``param`` minus at the ``"min"`` or ``"max"`` value swept,
-    at the ``"below"`` step (:func:`sweep_runs`), or at a number given as ``which``."""
+    at the ``"below"`` step (:func:`sweep_runs`), or at a number given as ``which``
+    (:func:`~dmllab.experiments.compare.diff_at`)."""
     import pandas as pd
 
     swept = pd.to_numeric(df.get(f"param_{param}"), errors="coerce")

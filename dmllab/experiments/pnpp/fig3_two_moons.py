@@ -69,12 +69,7 @@ ARTIFACT = Artifact(
         "of the P = 0.5 contour, and the number of grid sign changes). The seed draws the initialisation."
     ),
     parameters={
-        "smoke": {
-            "temperatures": [1.0, 0.0625],
-            "steps": 100,
-            "grid_resolution": 40,
-            **_SHARED,
-        },
+        "smoke": {"temperatures": [1.0, 0.0625], "steps": 100, "grid_resolution": 40, **_SHARED},
         "quick": {
             "temperatures": [1.0, 0.5, 0.25, 0.125, 0.0625],
             "steps": 2000,

@@ -65,11 +65,7 @@ ARTIFACT = Artifact(
     parameters={
         "smoke": {"datasets": ["synthetic"], "ks": [1, 4, 16], "map_size": 16},
         "quick": {"datasets": ["synthetic"], "ks": [1, 2, 8, 49], "map_size": 49},
-        "paper": {
-            "datasets": ["cub"],
-            "ks": [1, 2, 4, 8, 16, 32, 64],
-            "map_size": 64,
-        },
+        "paper": {"datasets": ["cub"], "ks": [1, 2, 4, 8, 16, 32, 64], "map_size": 64},
     },
     parameter_help={
         "datasets": "datasets to train on",

@@ -47,10 +47,7 @@ ARTIFACT = Artifact(
     parameters={
         "smoke": {"datasets": ["synthetic"], "proxy_lrs": [4.0, 400.0]},
         "quick": {"datasets": ["synthetic"], "proxy_lrs": [4.0, 40.0, 400.0, 4000.0]},
-        "paper": {
-            "datasets": ["cub"],
-            "proxy_lrs": [0.4, 4.0, 40.0, 400.0, 4000.0],
-        },
+        "paper": {"datasets": ["cub"], "proxy_lrs": [0.4, 4.0, 40.0, 400.0, 4000.0]},
     },
     parameter_help={"datasets": "datasets to train on", "proxy_lrs": "the swept proxy learning rates"},
     runs=runs,

@@ -50,10 +50,7 @@ ARTIFACT = Artifact(
     parameters={
         "smoke": {"datasets": ["synthetic"], "temperatures": [1.0, 0.5]},
         "quick": {"datasets": ["synthetic"], "temperatures": [1.0, 0.25, 0.0625]},
-        "paper": {
-            "datasets": ["cub"],
-            "temperatures": [1.0, 0.5, 0.25, 0.125, 1 / 16, 1 / 32],
-        },
+        "paper": {"datasets": ["cub"], "temperatures": [1.0, 0.5, 0.25, 0.125, 1 / 16, 1 / 32]},
     },
     parameter_help={"datasets": "datasets to train on", "temperatures": "the swept T"},
     runs=runs,

@@ -186,6 +186,6 @@ ARTIFACT = Artifact(
     not_reproduced={
         "ProxyNCA [17] [I1, 128], Margin, MS, HORDE, NormSoftMax [36] rows": "published numbers of other papers "
         "that ProxyNCA++ quotes (not trained by the authors); NormSoftMax in this code base is "
-        "pnpp_table12_13_normsoftmax",
+        "pnpp_table12_13_normsoftmax"
     },
 )

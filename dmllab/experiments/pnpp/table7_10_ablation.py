@@ -326,6 +326,6 @@ ARTIFACT = Artifact(
     not_reproduced={
         "Tables 8-10 (smoke, quick)": "smoke trains Table 7's 7 configurations only; quick adds the "
         f"{len(CLAIMED)} subsets the claims compare (`tables_8_10='claimed'`, the run budget); the paper profile "
-        "trains every printed subset (`tables_8_10='all'`)",
+        "trains every printed subset (`tables_8_10='all'`)"
     },
 )

@@ -80,3 +80,16 @@ def differs(specific: Any, dataset: str = "cub", method: str = "proxy_anchor") -
 def recall_column(dataset: str, metric: str) -> str:
     """The printed column of ``metric`` (R@K) on ``dataset`` in Tables 2-4 ("CUB-200-2011 R@1", "R@10")."""
     return f"{COLUMN_PREFIX.get(dataset, '')}{metric}"
+
+
+def errorbar_lines(ax: Any, data: Any, x: str, hue: str, *, metric: str = "R@1", logx: bool = False) -> None:
+    """Mean +- std over seeds of ``metric`` against ``x``, one line per ``hue`` value."""
+    sel = data[data["metric"] == metric]
+    for name, part in sel.groupby(hue, sort=False):
+        stats = part.groupby(x)["value"].agg(["mean", "std"]).sort_index()
+        mean, std = stats["mean"], stats["std"].fillna(0)
+        ax.errorbar(stats.index.astype(float), mean, yerr=std, marker="o", capsize=3, label=str(name))
+    if logx:
+        ax.set_xscale("log", base=2)
+    ax.set_ylabel(f"{metric} (%)")
+    ax.legend(fontsize=8)

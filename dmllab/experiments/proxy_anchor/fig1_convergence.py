@@ -128,14 +128,8 @@ def _figure(tables: Any) -> Any:
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     for name, part in c.groupby("variant", sort=False):
         by_epoch = part.groupby("param_epoch")["value"].agg(["mean", "std"])
-        axes[0].errorbar(
-            by_epoch.index,
-            by_epoch["mean"],
-            yerr=by_epoch["std"].fillna(0),
-            marker="o",
-            capsize=3,
-            label=name,
-        )
+        std = by_epoch["std"].fillna(0)
+        axes[0].errorbar(by_epoch.index, by_epoch["mean"], yerr=std, marker="o", capsize=3, label=name)
         by_time = part.groupby("param_epoch")[["param_time_s", "value"]].mean()
         axes[1].plot(by_time["param_time_s"], by_time["value"], marker="o", label=name)
     axes[0].set_xlabel("epoch")

@@ -6,11 +6,11 @@ from typing import Any
 
 import pandas as pd
 
-from dmllab.experiments import figures, kit
+from dmllab.experiments import kit
 from dmllab.experiments.artifact import Artifact, Claim, Figure, Run
 from dmllab.experiments.compare import extremes, members, paired, with_arms
 from dmllab.experiments.params import Params
-from dmllab.experiments.proxy_anchor._common import config, differs, pa_config
+from dmllab.experiments.proxy_anchor._common import config, differs, errorbar_lines, pa_config
 
 PA, MS = "Proxy Anchor", "Multi-Similarity"
 
@@ -53,7 +53,7 @@ def _figure(tables: Any) -> Any:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    figures.errorbar_lines(ax, tables["rows"], "param_dim", "variant", logx=True)
+    errorbar_lines(ax, tables["rows"], "param_dim", "variant", logx=True)
     ax.set_xlabel("embedding size")
     ax.set_title("R@1 against embedding size")
     return fig

@@ -108,11 +108,7 @@ ARTIFACT = Artifact(
     ),
     parameters={
         "smoke": {"dataset": "cars", "alphas": [4.0, 32.0], "deltas": [0.0, 0.1]},
-        "quick": {
-            "dataset": "cars",
-            "alphas": [4.0, 16.0, 32.0],
-            "deltas": [0.0, 0.1, 0.3],
-        },
+        "quick": {"dataset": "cars", "alphas": [4.0, 16.0, 32.0], "deltas": [0.0, 0.1, 0.3]},
         "paper": {
             "seeds": [0, 1, 2],
             "dataset": "cars",

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments import figures, kit
+from dmllab.experiments import kit
 from dmllab.experiments.artifact import Artifact, Claim, Figure, Run, printed
 from dmllab.experiments.compare import extremes
 from dmllab.experiments.lookup import Lookup
 from dmllab.experiments.params import Params
-from dmllab.experiments.proxy_anchor._common import differs, pa_config
+from dmllab.experiments.proxy_anchor._common import differs, errorbar_lines, pa_config
 
 COLUMN = {
     "cub": "Recall@1 CUB-200-2011",
@@ -85,7 +85,7 @@ def _figure(tables: Any) -> Any:
 
     data = tables["rows"]
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    figures.errorbar_lines(ax, data, "param_batch_size", "dataset", logx=True)
+    errorbar_lines(ax, data, "param_batch_size", "dataset", logx=True)
     ax.set_xlabel("batch size")
     ax.set_title("Proxy Anchor: R@1 against batch size")
     return fig

@@ -17,6 +17,7 @@ from typing import Any
 
 from dmllab.experiments import analogue, kit
 from dmllab.experiments.artifact import Run
+from dmllab.experiments.figures import tsne
 from dmllab.experiments.params import Params
 
 METHOD = "proxy_synthesis"
@@ -118,3 +119,18 @@ def stand_in(rec: Mapping[str, Any], default: str = "cars") -> str:
     """The paper dataset a row faces: itself on the paper profile; ``default`` for the offline benchmark."""
     ds = str(rec.get("dataset"))
     return ds if ds in PAPER_DATASETS else default
+
+
+def tsne_by_class(
+    emb: Any, labels: Any, *, classes: int, per_class: int, seed: int
+) -> list[tuple[int, float, float]]:
+    """``(label, x, y)`` of a t-SNE (:func:`tsne`) of the first ``per_class`` samples of each of the first
+    ``classes`` labels (a readable picture)."""
+    import numpy as np
+
+    y = np.asarray(labels)
+    keep = np.isin(y, np.unique(y)[:classes])
+    e, y = np.asarray(emb)[keep], y[keep]
+    sel = np.concatenate([np.flatnonzero(y == c)[:per_class] for c in np.unique(y)])
+    xy = tsne(e[sel], seed=seed)
+    return [(int(y[s]), float(a), float(b)) for s, (a, b) in zip(sel, xy)]

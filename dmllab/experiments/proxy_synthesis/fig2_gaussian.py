@@ -69,12 +69,7 @@ ARTIFACT = Artifact(
     ),
     parameters={
         "smoke": {"n_per_class": 50, "steps": 30, "grid_resolution": 40, **_COMMON},
-        "quick": {
-            "n_per_class": 200,
-            "steps": 500,
-            "grid_resolution": 100,
-            **_COMMON,
-        },
+        "quick": {"n_per_class": 200, "steps": 500, "grid_resolution": 100, **_COMMON},
         "paper": {
             "seeds": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
             "n_per_class": 200,

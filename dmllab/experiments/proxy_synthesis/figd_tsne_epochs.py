@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments import figures
 from dmllab.experiments.artifact import Artifact, Figure, Run
 from dmllab.experiments.lookup import Lookup
 from dmllab.experiments.params import Params
@@ -48,7 +47,7 @@ def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str
         for split in ("train", "test"):
             name = run.config.data.trainval_split if split == "train" else run.config.data.test_split
             emb, y, _ = lookup.embed(run, name)
-            points = figures.tsne_by_class(
+            points = C.tsne_by_class(
                 emb, y, classes=params["tsne_classes"], per_class=params["tsne_per_class"], seed=run.seed
             )
             pts += [

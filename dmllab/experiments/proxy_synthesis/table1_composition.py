@@ -91,10 +91,7 @@ ARTIFACT = Artifact(
         "Quick: the offline benchmark (rows face the paper's Cars column), paired on the seed."
     ),
     parameters={
-        "smoke": {
-            "compositions": ["M1 (baseline)", "M2", "Proxy Synthesis"],
-            "datasets": ["synthetic"],
-        },
+        "smoke": {"compositions": ["M1 (baseline)", "M2", "Proxy Synthesis"], "datasets": ["synthetic"]},
         "quick": {"compositions": list(COMPOSITIONS), "datasets": ["synthetic"]},
         "paper": {"seeds": [0, 1, 2], "compositions": list(COMPOSITIONS), "datasets": ["cars"]},
     },

@@ -130,16 +130,8 @@ def _plot_table2(tables: Any) -> Any:
     ):
         if len(data):
             data = data.assign(x=data[col].astype(float).map(lambda v: f"{v:g}"))
-            sns.pointplot(
-                data=data.sort_values(col),
-                x="x",
-                y="value",
-                errorbar="sd",
-                ax=ax,
-                dodge=False,
-                capsize=0.1,
-                linestyles="-",
-            )
+            style = dict(errorbar="sd", dodge=False, capsize=0.1, linestyles="-")
+            sns.pointplot(data=data.sort_values(col), x="x", y="value", ax=ax, **style)
         ax.set_xlabel(col.removeprefix("param_").replace("lam", "lambda"))
         ax.set_title(title)
     axes[0].set_ylabel("R@1 (%), mean +- std over seeds")

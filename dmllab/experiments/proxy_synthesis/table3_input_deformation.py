@@ -183,16 +183,9 @@ def _plot(tables: Any) -> Any:
     df = df[df["metric"] == "R@1"].copy()
     order = ["none", *[k for k in ROW if k in set(df["param_deformation"])]]
     fig, ax = plt.subplots(figsize=(9, 3.8))
+    hues, style = ["Norm-softmax", "PS + Norm-softmax"], dict(errorbar="sd", capsize=0.05)
     sns.barplot(
-        data=df,
-        x="param_deformation",
-        y="value",
-        hue="variant",
-        order=order,
-        errorbar="sd",
-        capsize=0.05,
-        ax=ax,
-        hue_order=["Norm-softmax", "PS + Norm-softmax"],
+        data=df, x="param_deformation", y="value", hue="variant", order=order, hue_order=hues, ax=ax, **style
     )
     ax.set_xlabel("test-time input deformation")
     ax.set_ylabel("R@1 (%), mean +- std over seeds")
@@ -226,11 +219,7 @@ ARTIFACT = Artifact(
             "rescale_blur": True,
             "datasets": ["synthetic"],
         },
-        "quick": {
-            "deformations": list(ROW),
-            "rescale_blur": True,
-            "datasets": ["synthetic"],
-        },
+        "quick": {"deformations": list(ROW), "rescale_blur": True, "datasets": ["synthetic"]},
         "paper": {"seeds": [0, 1, 2], "deformations": list(ROW), "rescale_blur": False, "datasets": ["cars"]},
     },
     parameter_help={

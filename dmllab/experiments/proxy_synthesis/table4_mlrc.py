@@ -161,8 +161,9 @@ def _plot(tables: Any) -> Any:
     panels = list(dict.fromkeys(df["panel"]))
     fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(6 * max(1, len(panels)), 3.8), squeeze=False)
     for ax, p in zip(axes[0], panels):
+        sub = df[df["panel"] == p]
         sns.barplot(
-            data=df[df["panel"] == p],
+            data=sub,
             x="metric",
             y="value",
             hue="variant",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmllab.experiments import figures
 from dmllab.experiments.artifact import Artifact, Claim, Figure, Run, printed
 from dmllab.experiments.compare import averaged, paired
 from dmllab.experiments.lookup import Lookup
@@ -124,7 +123,7 @@ def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str
             ("train", (emb, labels, None)),
             ("test", lookup.embed(run, run.config.data.test_split)),
         ):
-            points = figures.tsne_by_class(
+            points = C.tsne_by_class(
                 e, y, classes=params["tsne_classes"], per_class=params["tsne_per_class"], seed=run.seed
             )
             tsne_rows += [
@@ -186,15 +185,9 @@ def _plot_r1(tables: Any) -> Any:
         1, len(datasets), figsize=(1.2 + 1.6 * df["loss"].nunique() * len(datasets) / 2, 3.8), squeeze=False
     )
     for ax, ds in zip(axes[0], datasets):
+        sub, hues = df[df["dataset"] == ds], ["without PS", "with PS"]
         sns.barplot(
-            data=df[df["dataset"] == ds],
-            x="loss",
-            y="value",
-            hue="PS",
-            hue_order=["without PS", "with PS"],
-            errorbar="sd",
-            capsize=0.1,
-            ax=ax,
+            data=sub, x="loss", y="value", hue="PS", hue_order=hues, errorbar="sd", capsize=0.1, ax=ax
         )
         ax.set_title(ds)
         ax.set_xlabel("")
@@ -214,15 +207,9 @@ def _plot_tsne(tables: Any) -> Any:
     for ax, m in zip(axes[0], models):
         for split, marker in (("train", "o"), ("test", "^")):
             s = t[(t["model"] == m) & (t["split"] == split)]
+            label = f"{split} (classes {'seen' if split == 'train' else 'unseen'})"
             ax.scatter(
-                s["x"],
-                s["y"],
-                c=s["label"],
-                cmap="tab20",
-                marker=marker,
-                s=12,
-                alpha=0.8,
-                label=f"{split} (classes {'seen' if split == 'train' else 'unseen'})",
+                s["x"], s["y"], c=s["label"], cmap="tab20", marker=marker, s=12, alpha=0.8, label=label
             )
         ax.set_title(m)
         ax.set_xlabel("t-SNE 1")

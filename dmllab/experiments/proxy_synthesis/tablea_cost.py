@@ -152,14 +152,8 @@ def _plot(tables: Any) -> Any:
         ("base_loss_ms", "the loss without PS (side by side)"),
     ):
         s = df[df["metric"] == metric].groupby("param_mu")["value"].agg(["mean", "std"]).reset_index()
-        ax.errorbar(
-            s["param_mu"].astype(float),
-            s["mean"],
-            yerr=s["std"].fillna(0),
-            marker="o",
-            capsize=3,
-            label=label,
-        )
+        mu = s["param_mu"].astype(float)
+        ax.errorbar(mu, s["mean"], yerr=s["std"].fillna(0), marker="o", capsize=3, label=label)
     ax.set_xlabel("mu (synthetics per sample)")
     ax.set_ylabel("median time per batch (ms)")
     dev = df["device"].iloc[0] if "device" in df.columns and len(df) else "?"
