@@ -112,8 +112,9 @@ VIEWS: dict[str, Callable[[list[str], list[list[str]]], tuple[list[str], list[li
     ),
     "numerics_ops": lambda h, r: pivot(h, r, ("op",), "setting", "sha256"),
     "quick_tradeoff": lambda h, r: compact(h, r, drop=("overrides",)),
-    "study_reproduce": _summary_view(
-        "CSVs identical", lambda r: r["differing_rows"] == "0", total=("rows", "timing_rows")
+    **dict.fromkeys(
+        ("study_reproduce", "study_fig4a_reproduce"),
+        _summary_view("CSVs identical", lambda r: r["differing_rows"] == "0", total=("rows", "timing_rows")),
     ),
     "study_figures": _summary_view("figures pixel-identical", lambda r: r["identical"] == "True"),
     "gpu": lambda h, r: compact(h, r, drop=("command", "timestamp")),
