@@ -37,30 +37,12 @@ from dmllab.paths import git_sha
 if TYPE_CHECKING:  # pandas is imported lazily: ``import dmllab`` must stay cheap.
     import pandas as pd
 
-CORE_COLUMNS: tuple[str, ...] = (
-    "experiment",
-    "paper",
-    "artifact",
-    "variant",
-    "dataset",
-    "profile",
-    "seed",
-    "draw",
-    "metric",
-    "value",
+CORE_COLUMNS: tuple[str, ...] = tuple(
+    "experiment paper artifact variant dataset profile seed draw metric value".split()
 )
-PROVENANCE_COLUMNS: tuple[str, ...] = (
-    "git_sha",
-    "dmllab_version",
-    "torch_version",
-    "torchvision_version",
-    "numpy_version",
-    "pml_version",
-    "sklearn_version",
-    "device",
-    "timestamp",
-    "config_hash",
-    "run_id",
+PROVENANCE_COLUMNS: tuple[str, ...] = tuple(
+    "git_sha dmllab_version torch_version torchvision_version numpy_version pml_version sklearn_version device "
+    "timestamp config_hash run_id".split()
 )
 # When and with what code a value was produced: a value written again unchanged keeps the ones it has.
 PRODUCED_COLUMNS: tuple[str, ...] = tuple(

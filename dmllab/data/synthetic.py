@@ -839,16 +839,7 @@ class SyntheticFineGrained(RetrievalDataset):
         """What a run key needs beyond the config: the renderer's version (:data:`GENERATOR_VERSION`)."""
         return f"synthetic renderer {GENERATOR_VERSION}"
 
-    splits = (
-        "train",
-        "val",
-        "trainval",
-        "test",
-        "pretrain",
-        "pretrain_val",
-        "heldout_train",
-        "heldout_test",
-    )
+    splits = ("train", "val", "trainval", "test", "pretrain", "pretrain_val", "heldout_train", "heldout_test")
 
     def __init__(
         self,
