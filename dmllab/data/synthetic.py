@@ -32,8 +32,6 @@ import hashlib
 import json
 import math
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import astuple, dataclass, fields
@@ -50,6 +48,7 @@ from dmllab.fileio import (
     content_fingerprint,
     first_use,
     naming,
+    new_folder,
     set_aside,
     write_text_atomic,
 )
@@ -712,9 +711,7 @@ def ensure_cached(
         progress=progress,
         estimate=say,
     )
-    tmp = Path(tempfile.mkdtemp(prefix=f".{pool}-{digest}-", dir=base))
-    tmp.chmod(0o755)  # mkdtemp makes it private; the cache is shared like any other folder
-    try:
+    with new_folder(final, "meta.json") as tmp:
         for name in _ARRAYS:
             with naming(tmp / f"{name}.npy", "writing"):
                 np.save(tmp / f"{name}.npy", data[name])
@@ -725,13 +722,6 @@ def ensure_cached(
         }
         with naming(tmp / "meta.json", "writing"):
             (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
-        try:
-            os.replace(tmp, final)
-        except OSError:
-            if not (final / "meta.json").is_file():  # not a lost race: a real error
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return final
 
 
