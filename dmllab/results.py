@@ -401,11 +401,7 @@ def parse_rows(text: str, path: str | os.PathLike, *, duplicates: bool = False) 
                 raise ValueError(
                     f"result file {path}, row {number}: {len(row)} fields where the header has {width}; {rewrite}"
                 )
-    frame = pd.read_csv(
-        io.StringIO(text),
-        dtype={c: "string" for c in _STRING_COLUMNS},
-        keep_default_na=True,
-    )
+    frame = pd.read_csv(io.StringIO(text), dtype={c: "string" for c in _STRING_COLUMNS})
     for column, kind in (("seed", "Int64"), ("draw", "Int64"), ("value", float)):
         if column in frame:
             try:
@@ -473,15 +469,10 @@ def _check_parameters(frame: pd.DataFrame, path: Path) -> None:
             )
 
 
-def metric_range(metric: str) -> tuple[float, float] | None:
-    """The values ``metric`` can take in a result file: [0, 100] for a percentage (:data:`PERCENT_PREFIXES`: R@K,
-    NMI, MAP@R, accuracy), None for another metric (any finite number)."""
-    return (0.0, 100.0) if str(metric).startswith(PERCENT_PREFIXES) else None
-
-
 def check_plausible(frame: pd.DataFrame, path: str | os.PathLike, what: str = "result file") -> None:
     """Raise ValueError naming ``path``, the line, the metric and the value of the first value that is infinite or
-    outside its metric's range (:func:`metric_range`). NaN passes: it is how a run that diverged is recorded."""
+    outside its metric's range ([0, 100] for a percentage, :data:`PERCENT_PREFIXES`; else any finite number). NaN
+    passes: it is how a run that diverged is recorded."""
     import numpy as np
 
     values = frame["value"].to_numpy(dtype=float)
