@@ -624,13 +624,7 @@ def duplicate_groups(x: Tensor) -> Tensor | None:
     return canon if bool((canon != torch.arange(n, device=x.device)).any()) else None
 
 
-def _recall_hits(
-    c_lo: Tensor,
-    c_hi: Tensor,
-    has_pos: Tensor,
-    ks: tuple[int, ...],
-    resolve,
-) -> Tensor:
+def _recall_hits(c_lo: Tensor, c_hi: Tensor, has_pos: Tensor, ks: tuple[int, ...], resolve) -> Tensor:
     """Hits per K (len(ks),) long from the band counts: the nearest positive's rank is in [c_lo, c_hi - 1];
     queries where a K falls inside that interval get their exact rank from ``resolve(rows)``."""
     device = c_lo.device
