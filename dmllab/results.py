@@ -133,9 +133,7 @@ def provenance(device: str | None = None) -> dict[str, str]:
     prov.update({col: package_version(module) or "not installed" for col, module, _ in _PACKAGES})
     prov["device"] = "" if device is None else str(device)
     prov["timestamp"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    prov["config_hash"] = ""
-    prov["run_id"] = ""
-    return prov
+    return prov | {"config_hash": "", "run_id": ""}
 
 
 def run_provenance(record: Mapping[str, Any]) -> dict[str, str]:

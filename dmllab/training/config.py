@@ -727,13 +727,7 @@ def validate(cfg: ExperimentConfig) -> ExperimentConfig:
         )
     d = cfg.data
     per_class = d.per_class
-    if (
-        per_class is not None
-        and is_int(per_class)
-        and per_class > 0
-        and is_int(d.batch_size)
-        and d.batch_size % per_class
-    ):
+    if is_int(per_class) and per_class > 0 and is_int(d.batch_size) and d.batch_size % per_class:
         raise ConfigValueError(
             f"data.batch_size ({d.batch_size}) must be a multiple of data.sampler.per_class ({per_class}): a "
             "class-balanced batch holds batch_size // per_class classes of per_class images"
