@@ -24,8 +24,10 @@ import errno
 import hashlib
 import mmap
 import os
+import shutil
 import stat
 import sys
+import tempfile
 import time
 import uuid
 import zlib
@@ -168,6 +170,24 @@ def replacing(path: str | os.PathLike, *, keep_partial: bool = False, suffix: st
     except BaseException:
         _drop(tmp)
         raise
+
+
+@contextmanager
+def new_folder(final: Path, marker: str) -> Iterator[Path]:
+    """A new temporary folder beside ``final`` (mode 0755: ``mkdtemp`` makes it private, a cache is shared) that the
+    block fills and that is then renamed to ``final``; a lost race (another process published ``final/marker``
+    first) discards it, and so does an error in the block."""
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=final.parent))
+    try:
+        tmp.chmod(0o755)
+        yield tmp
+        try:
+            os.replace(tmp, final)
+        except OSError:
+            if not (final / marker).is_file():  # not a lost race: a real error
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @contextmanager

@@ -37,30 +37,12 @@ from dmllab.paths import git_sha
 if TYPE_CHECKING:  # pandas is imported lazily: ``import dmllab`` must stay cheap.
     import pandas as pd
 
-CORE_COLUMNS: tuple[str, ...] = (
-    "experiment",
-    "paper",
-    "artifact",
-    "variant",
-    "dataset",
-    "profile",
-    "seed",
-    "draw",
-    "metric",
-    "value",
+CORE_COLUMNS: tuple[str, ...] = tuple(
+    "experiment paper artifact variant dataset profile seed draw metric value".split()
 )
-PROVENANCE_COLUMNS: tuple[str, ...] = (
-    "git_sha",
-    "dmllab_version",
-    "torch_version",
-    "torchvision_version",
-    "numpy_version",
-    "pml_version",
-    "sklearn_version",
-    "device",
-    "timestamp",
-    "config_hash",
-    "run_id",
+PROVENANCE_COLUMNS: tuple[str, ...] = tuple(
+    "git_sha dmllab_version torch_version torchvision_version numpy_version pml_version sklearn_version device "
+    "timestamp config_hash run_id".split()
 )
 # When and with what code a value was produced: a value written again unchanged keeps the ones it has.
 PRODUCED_COLUMNS: tuple[str, ...] = tuple(
@@ -151,9 +133,7 @@ def provenance(device: str | None = None) -> dict[str, str]:
     prov.update({col: package_version(module) or "not installed" for col, module, _ in _PACKAGES})
     prov["device"] = "" if device is None else str(device)
     prov["timestamp"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    prov["config_hash"] = ""
-    prov["run_id"] = ""
-    return prov
+    return prov | {"config_hash": "", "run_id": ""}
 
 
 def run_provenance(record: Mapping[str, Any]) -> dict[str, str]:
@@ -419,11 +399,7 @@ def parse_rows(text: str, path: str | os.PathLike, *, duplicates: bool = False) 
                 raise ValueError(
                     f"result file {path}, row {number}: {len(row)} fields where the header has {width}; {rewrite}"
                 )
-    frame = pd.read_csv(
-        io.StringIO(text),
-        dtype={c: "string" for c in _STRING_COLUMNS},
-        keep_default_na=True,
-    )
+    frame = pd.read_csv(io.StringIO(text), dtype={c: "string" for c in _STRING_COLUMNS})
     for column, kind in (("seed", "Int64"), ("draw", "Int64"), ("value", float)):
         if column in frame:
             try:
@@ -491,15 +467,10 @@ def _check_parameters(frame: pd.DataFrame, path: Path) -> None:
             )
 
 
-def metric_range(metric: str) -> tuple[float, float] | None:
-    """The values ``metric`` can take in a result file: [0, 100] for a percentage (:data:`PERCENT_PREFIXES`: R@K,
-    NMI, MAP@R, accuracy), None for another metric (any finite number)."""
-    return (0.0, 100.0) if str(metric).startswith(PERCENT_PREFIXES) else None
-
-
 def check_plausible(frame: pd.DataFrame, path: str | os.PathLike, what: str = "result file") -> None:
     """Raise ValueError naming ``path``, the line, the metric and the value of the first value that is infinite or
-    outside its metric's range (:func:`metric_range`). NaN passes: it is how a run that diverged is recorded."""
+    outside its metric's range ([0, 100] for a percentage, :data:`PERCENT_PREFIXES`; else any finite number). NaN
+    passes: it is how a run that diverged is recorded."""
     import numpy as np
 
     values = frame["value"].to_numpy(dtype=float)

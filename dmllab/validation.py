@@ -287,33 +287,19 @@ PARAMETER_SUFFIXES: tuple[tuple[str, Rule], ...] = (
     ("batch_sizes", each(SIZE)),
     ("batch", SIZE),
     ("ks", each(POSITIVE_INT)),
-    ("classes", POSITIVE_INT),
-    ("per_class", POSITIVE_INT),
-    ("steps", POSITIVE_INT),
-    ("points", POSITIVE_INT),
-    ("repeats", POSITIVE_INT),
-    ("queries", POSITIVE_INT),
-    ("bins", POSITIVE_INT),
-    ("every", POSITIVE_INT),
-    ("samples", POSITIVE_INT),
-    ("pairs", POSITIVE_INT),
-    ("per_pair", POSITIVE_INT),
-    ("resolution", POSITIVE_INT),
-    ("map_size", POSITIVE_INT),
-    ("num_alphas", POSITIVE_INT),
-    ("k", POSITIVE_INT),
+    *(
+        (suffix, POSITIVE_INT)
+        for suffix in (
+            "classes per_class steps points repeats queries bins every samples pairs per_pair resolution map_size "
+            "num_alphas k"
+        ).split()
+    ),
     ("lrs", each(POSITIVE)),
     ("lr", POSITIVE),
     ("temperatures", each(POSITIVE)),
     ("temperature", POSITIVE),
     ("alphas", each(POSITIVE)),
-    ("alpha_max", POSITIVE),
-    ("alpha_min", POSITIVE),
-    ("alpha", POSITIVE),
-    ("scale", POSITIVE),
-    ("std", POSITIVE),
-    ("separation", POSITIVE),
-    ("perplexity", POSITIVE),
+    *((suffix, POSITIVE) for suffix in "alpha_max alpha_min alpha scale std separation perplexity".split()),
 )
 
 
@@ -383,12 +369,7 @@ def check_number(
         return None
     lo = "" if low is None else f"{'>' if low_open else '>='} {low:g}"
     hi = "" if high is None else f"{'<' if high_open else '<='} {high:g}"
-    what = (
-        "a finite number"
-        + (f" {lo}" if lo else "")
-        + (" and" if lo and hi else "")
-        + (f" {hi}" if hi else "")
-    )
+    what = f"a finite number {' and '.join(b for b in (lo, hi) if b)}".rstrip()
     ok = _finite(value)
     if ok and low is not None:
         ok = value > low if low_open else value >= low

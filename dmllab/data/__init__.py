@@ -23,7 +23,7 @@ from dmllab.data.digits import Digits
 from dmllab.data.real import CUB200, SOP, Cars196, DuplicateImageIdError, IndexFileError, InShop, fingerprint
 from dmllab.data.sampler import SAMPLERS, ClassBalancedSampler, RandomBatchSampler
 from dmllab.data.synthetic import SyntheticFineGrained
-from dmllab.data.transforms import TRANSFORMS, build_transforms, list_transforms
+from dmllab.data.transforms import TRANSFORMS, build_transforms
 
 
 # Defined in the package, which imports (and so registers) every dataset module above.

@@ -27,13 +27,8 @@ class CheckReport:
 
     @property
     def ok(self) -> bool:
-        return (
-            self.count_error is None
-            and self.index_error is None
-            and not self.failures
-            and not self.split_errors
-            and not self.cache_problems
-        )
+        problems = (self.failures, self.split_errors, self.cache_problems)
+        return self.count_error is None and self.index_error is None and not any(problems)
 
     def summary(self) -> str:
         lines = [f"dataset {self.name} at {self.root}"]

@@ -122,11 +122,6 @@ def build_deformation(name: str, **kwargs: Any) -> Callable[[torch.Tensor], torc
     return partial(fn, **kwargs) if kwargs else fn
 
 
-def list_deformations() -> list[str]:
-    """Names accepted by :func:`build_deformation`."""
-    return DEFORMATIONS.names()
-
-
 class DeformedTransform:
     """``transform`` (ending in ImageNet normalisation) followed by a deformation in [0, 1] pixel space."""
 

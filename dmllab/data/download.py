@@ -202,12 +202,7 @@ def _download_once(session, url: str, part: Path, clock: _Clock, stall_s: float,
 
 
 def download(
-    url: str,
-    target: Path,
-    *,
-    retries: int = 3,
-    progress: bool = True,
-    limits: DownloadLimits | None = None,
+    url: str, target: Path, *, retries: int = 3, progress: bool = True, limits: DownloadLimits | None = None
 ) -> Path:
     """Download ``url`` into ``target.part`` and return that path (the caller renames it to ``target`` once
     its checksum matched). An existing ``.part`` of an earlier run is resumed; an interrupted transfer is

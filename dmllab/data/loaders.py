@@ -247,14 +247,8 @@ class RunData:
             return self._tensor_batches(stage, split, epoch, shape, prefix, gen)
         ds = self.dataset(split, train=True)
         if not self._persistent_workers():
-            loader = DataLoader(
-                ds,
-                batch_sampler=self.sampler(ds.labels, stage, epoch, shape, gen),
-                num_workers=self.workers,
-                generator=gen,
-                worker_init_fn=worker_init,
-                pin_memory=self.device.type == "cuda",
-                multiprocessing_context=loader_context(self.workers),
+            loader = self._loader(
+                ds, batch_sampler=self.sampler(ds.labels, stage, epoch, shape, gen), generator=gen
             )
             return Timed(DevicePrefetcher(loader, self.device, self.channels_last), self.timings)
         key = (stage, split)
@@ -275,7 +269,7 @@ class RunData:
         return Timed(DevicePrefetcher(stream.take(n), self.device, self.channels_last, n), self.timings, n)
 
     def _loader(self, ds: Dataset, **kw: Any) -> DataLoader:
-        """A DataLoader of this run's workers (at least one) over ``ds``, its batches pinned on CUDA."""
+        """A DataLoader of this run's workers over ``ds`` (numpy and ``random`` seeded in each), pinned on CUDA."""
         return DataLoader(
             ds,
             num_workers=self.workers,
@@ -334,14 +328,7 @@ class RunData:
         if self.limit:  # the split's first batches (in index order: the first classes, whole)
             ds = Subset(ds, range(min(len(ds), self.limit * d.eval_batch_size)))
         if every > 1 or not self._persistent_workers():
-            loader: Any = DataLoader(
-                ds,
-                batch_size=d.eval_batch_size,
-                shuffle=False,
-                num_workers=self.workers,
-                pin_memory=self.device.type == "cuda",
-                multiprocessing_context=loader_context(self.workers),
-            )
+            loader: Any = self._loader(ds, batch_size=d.eval_batch_size, shuffle=False)
         else:  # no randomness: one loader per split, its workers kept between evaluations
             if ("eval", split) not in self._persistent:
                 self._persistent[("eval", split)] = self._loader(

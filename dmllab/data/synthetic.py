@@ -32,8 +32,6 @@ import hashlib
 import json
 import math
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import astuple, dataclass, fields
@@ -50,6 +48,7 @@ from dmllab.fileio import (
     content_fingerprint,
     first_use,
     naming,
+    new_folder,
     set_aside,
     write_text_atomic,
 )
@@ -291,30 +290,14 @@ def _background(rng: np.random.Generator, n: int, xs: np.ndarray, ys: np.ndarray
             _hsv_to_rgb(rng.uniform(size=n), rng.uniform(0.25, 0.9, n), rng.uniform(0.3, 0.95, n)),
             _hsv_to_rgb(rng.uniform(size=n), rng.uniform(0.05, 0.6, n), rng.uniform(0.15, 0.9, n)),
         )
-        alpha = _ellipse_alpha(
-            xs,
-            ys,
-            rng.uniform(-1, 1, n),
-            rng.uniform(-1, 1, n),
-            rng.uniform(0.05, 0.35, n),
-            rng.uniform(0.03, 0.2, n),
-            rng.uniform(0, np.pi, n),
-            pix,
-        )
+        shape = ((-1, 1), (-1, 1), (0.05, 0.35), (0.03, 0.2), (0, np.pi))  # ranges of cx, cy, a, b, theta
+        alpha = _ellipse_alpha(xs, ys, *(rng.uniform(lo, hi, n) for lo, hi in shape), pix)
         _over(bg, colour, alpha * _col(active))
     # A perch (long thin branch) in most scenes.
     has_perch = rng.uniform(size=n) < 0.6
     perch = _hsv_to_rgb(rng.uniform(0.03, 0.12, n), rng.uniform(0.3, 0.7, n), rng.uniform(0.2, 0.6, n))
-    alpha = _ellipse_alpha(
-        xs,
-        ys,
-        rng.uniform(-0.5, 0.5, n),
-        rng.uniform(0.0, 0.8, n),
-        rng.uniform(0.8, 1.5, n),
-        rng.uniform(0.02, 0.05, n),
-        rng.uniform(-0.4, 0.4, n),
-        pix,
-    )
+    shape = ((-0.5, 0.5), (0.0, 0.8), (0.8, 1.5), (0.02, 0.05), (-0.4, 0.4))  # ranges of cx, cy, a, b, theta
+    alpha = _ellipse_alpha(xs, ys, *(rng.uniform(lo, hi, n) for lo, hi in shape), pix)
     return _over(bg, perch, alpha * _col(has_perch))
 
 
@@ -511,16 +494,8 @@ def _composite(
     n, size = len(d.extent), bg.shape[1]
     img = bg * (1.0 - bird.cover[..., None]) + bird.obj
     pix_img = np.full(n, 2.0 / size, np.float32)
-    occ = _ellipse_alpha(
-        xs,
-        ys,
-        d.cx + d.occ_dist * np.cos(d.occ_dir),
-        d.cy + d.occ_dist * np.sin(d.occ_dir),
-        d.occ_a,
-        d.occ_b,
-        d.occ_theta,
-        pix_img,
-    )
+    ox, oy = d.cx + d.occ_dist * np.cos(d.occ_dir), d.cy + d.occ_dist * np.sin(d.occ_dir)  # the leaf's centre
+    occ = _ellipse_alpha(xs, ys, ox, oy, d.occ_a, d.occ_b, d.occ_theta, pix_img)
     _over(img, d.occ_col, occ * _col(d.occluded))
     img *= (d.brightness[:, None] * d.cast)[:, None, None, :]
     mean = img.mean(axis=(1, 2, 3), keepdims=True)
@@ -712,9 +687,7 @@ def ensure_cached(
         progress=progress,
         estimate=say,
     )
-    tmp = Path(tempfile.mkdtemp(prefix=f".{pool}-{digest}-", dir=base))
-    tmp.chmod(0o755)  # mkdtemp makes it private; the cache is shared like any other folder
-    try:
+    with new_folder(final, "meta.json") as tmp:
         for name in _ARRAYS:
             with naming(tmp / f"{name}.npy", "writing"):
                 np.save(tmp / f"{name}.npy", data[name])
@@ -725,13 +698,6 @@ def ensure_cached(
         }
         with naming(tmp / "meta.json", "writing"):
             (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
-        try:
-            os.replace(tmp, final)
-        except OSError:
-            if not (final / "meta.json").is_file():  # not a lost race: a real error
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return final
 
 
@@ -839,16 +805,7 @@ class SyntheticFineGrained(RetrievalDataset):
         """What a run key needs beyond the config: the renderer's version (:data:`GENERATOR_VERSION`)."""
         return f"synthetic renderer {GENERATOR_VERSION}"
 
-    splits = (
-        "train",
-        "val",
-        "trainval",
-        "test",
-        "pretrain",
-        "pretrain_val",
-        "heldout_train",
-        "heldout_test",
-    )
+    splits = ("train", "val", "trainval", "test", "pretrain", "pretrain_val", "heldout_train", "heldout_test")
 
     def __init__(
         self,

@@ -31,8 +31,6 @@ import hashlib
 import json
 import math
 import os
-import shutil
-import tempfile
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -51,6 +49,7 @@ from dmllab.fileio import (
     content_fingerprint,
     first_use,
     naming,
+    new_folder,
     set_aside,
     write_text_atomic,
 )
@@ -483,16 +482,7 @@ def _write_atomic(folder: Path, array: np.ndarray) -> None:
     """Write ``features.npy`` (and its fingerprint) into ``folder`` through a temporary sibling folder renamed into
     place."""
     folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
-    try:
+    with new_folder(folder, "features.npy") as tmp:
         with naming(folder / "features.npy", "writing"):
             np.save(tmp / "features.npy", array)
             _write_fingerprint(tmp)
-        tmp.chmod(0o755)
-        try:
-            os.replace(tmp, folder)
-        except OSError:
-            if not (folder / "features.npy").is_file():  # not a lost race with another process
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)

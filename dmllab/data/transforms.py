@@ -217,8 +217,3 @@ def crop_size(transform: str) -> int:
 
     out = TRANSFORMS.get(transform)(train=False)(Image.new("RGB", (500, 375)))
     return int(out.shape[-1])
-
-
-def list_transforms() -> list[str]:
-    """Preset names accepted by :func:`build_transforms`."""
-    return TRANSFORMS.names()

@@ -65,15 +65,11 @@ Recall@K: exact, in one blocked pass
    distances are recomputed in float64 and its rank counted exactly with the tie rule (the negatives at or
    below the nearest positive's distance, plus the references strictly below it).
 
-So R@K is the value of exact arithmetic (up to float64 rounding), whatever ``dtype`` does; it does not
-depend on ``chunk_size``. Memory: the inputs, one tile and one comparison buffer (``chunk_size^2`` x 8
-bytes), O(N) counters. Peak memory therefore does not grow with N x N.
+So R@K is the value of exact arithmetic (up to float64 rounding), whatever ``dtype`` or ``chunk_size``.
+Memory: the inputs, one tile and one comparison buffer (``chunk_size^2`` x 8 bytes), O(N) counters.
 
-On the CPU the float32/float64 products go to numpy's BLAS (OpenBLAS in the numpy wheels), which on the
-AMD EPYC of our benchmark machine runs the tile products at about 150 GFLOPS against about 100 for the
-MKL build inside the torch wheels (``matmul="torch"`` forces ``torch.mm``). On an accelerator everything
-runs on the embeddings' device with ``torch.mm`` into preallocated buffers, without host syncs inside the
-loop.
+On the CPU the tile products go to numpy's BLAS (``matmul="torch"`` forces ``torch.mm``); on an accelerator
+everything runs on the embeddings' device with ``torch.mm`` into preallocated buffers, without host syncs.
 
 MLRC metrics: float keys over full rows
 ---------------------------------------
@@ -628,13 +624,7 @@ def duplicate_groups(x: Tensor) -> Tensor | None:
     return canon if bool((canon != torch.arange(n, device=x.device)).any()) else None
 
 
-def _recall_hits(
-    c_lo: Tensor,
-    c_hi: Tensor,
-    has_pos: Tensor,
-    ks: tuple[int, ...],
-    resolve,
-) -> Tensor:
+def _recall_hits(c_lo: Tensor, c_hi: Tensor, has_pos: Tensor, ks: tuple[int, ...], resolve) -> Tensor:
     """Hits per K (len(ks),) long from the band counts: the nearest positive's rank is in [c_lo, c_hi - 1];
     queries where a K falls inside that interval get their exact rank from ``resolve(rows)``."""
     device = c_lo.device

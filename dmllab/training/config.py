@@ -210,12 +210,9 @@ class RunConfig:
     fast dev run is never taken for a real one.
     ``checkpoint_minutes``: the interval of the epoch checkpoint, 0 = every epoch
     (:class:`dmllab.training.callbacks.EpochCheckpoint`); not part of the run key.
-    ``threads``: the torch threads a CPU run trains on (``torch.set_num_threads``, applied by whatever trains it:
-    :func:`dmllab.training.store.run`, the trunk's pre-training, the untrained network's evaluation;
-    :func:`run_threads`). CPU kernels reduce in a thread-count-dependent order, so on the CPU 1 and 2 threads give
-    different, equally valid runs: there it is part of the run key (:func:`threads_matter`); on an accelerator it
-    is neither keyed nor applied (the executor's share of the cores). The study places every CPU run on
-    one thread (:mod:`dmllab.pipeline.jobs`), an accelerator's workers on their share of the cores.
+    ``threads``: the torch threads a CPU run trains on (:func:`run_threads`). CPU kernels reduce in a
+    thread-count-dependent order, so 1 and 2 threads give different, equally valid runs: on the CPU it is part of
+    the run key (:func:`threads_matter`); on an accelerator it is neither keyed nor applied.
     """
 
     seed: int = field(default=0, metadata=NOT_IN_KEY)
@@ -437,10 +434,9 @@ def config_hash(cfg: ExperimentConfig, length: int = 16) -> str:
 
 @contextlib.contextmanager
 def run_threads(cfg: ExperimentConfig) -> Iterator[None]:
-    """Within the block torch runs on ``cfg.run.threads`` threads (``torch.set_num_threads``) where they change the
-    run's numbers (:func:`threads_matter`; on an accelerator the process keeps the threads its executor gave it:
-    a worker's share of the cores, a SLURM job's CPUs); the process's count is restored after it. Everything that
-    trains or evaluates a run holds it (:class:`RunConfig`)."""
+    """Within the block torch runs on ``cfg.run.threads`` threads where they change the run's numbers
+    (:func:`threads_matter`; on an accelerator the process keeps the threads its executor gave it); the count is
+    restored after it. Everything that trains or evaluates a run (the store, pre-training, ...) holds it."""
     import torch
 
     before = torch.get_num_threads()
@@ -731,13 +727,7 @@ def validate(cfg: ExperimentConfig) -> ExperimentConfig:
         )
     d = cfg.data
     per_class = d.per_class
-    if (
-        per_class is not None
-        and is_int(per_class)
-        and per_class > 0
-        and is_int(d.batch_size)
-        and d.batch_size % per_class
-    ):
+    if is_int(per_class) and per_class > 0 and is_int(d.batch_size) and d.batch_size % per_class:
         raise ConfigValueError(
             f"data.batch_size ({d.batch_size}) must be a multiple of data.sampler.per_class ({per_class}): a "
             "class-balanced batch holds batch_size // per_class classes of per_class images"

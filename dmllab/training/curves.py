@@ -186,11 +186,8 @@ def run_states(root: str | os.PathLike) -> list[dict[str, Any]]:
         elif (folder / "diverged.json").is_file():
             state = "diverged"
         elif rows:
-            state = (
-                "training"
-                if is_held(root / ".locks" / f"{folder.parent.name}.{folder.name}.lock")
-                else "stopped"
-            )
+            lock = root / ".locks" / f"{folder.parent.name}.{folder.name}.lock"
+            state = "training" if is_held(lock) else "stopped"
         else:
             continue
         mtime = curves.stat().st_mtime if curves.is_file() else (folder / "metrics.json").stat().st_mtime

@@ -115,11 +115,7 @@ def embed_split(
     ds = open_split(d, split, train=False)
     workers = resolve_num_workers(d.num_workers)  # the paper presets' "auto"
     loader = DataLoader(
-        ds,
-        batch_size=d.eval_batch_size,
-        shuffle=False,
-        num_workers=workers,
-        multiprocessing_context=loader_context(workers),
+        ds, batch_size=d.eval_batch_size, num_workers=workers, multiprocessing_context=loader_context(workers)
     )
     device = torch.device(device)
     model = model.to(device)

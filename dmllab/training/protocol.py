@@ -163,16 +163,13 @@ def stage_plans(cfg: ExperimentConfig) -> list[StagePlan]:
     d, s = cfg.data, cfg.schedule
     schedules.check_schedule(epochs=s.epochs, scheduler=s.scheduler, milestones=s.milestones)
     check_callbacks(cfg, epochs=s.epochs, two_stage=cfg.run.two_stage)
+    if cfg.run.two_stage and d.val_split is None:
+        raise ValueError(f"two-stage protocol needs a validation split; dataset {cfg.dataset!r} has none")
     if cfg.run.two_stage:
-        if d.val_split is None:
-            raise ValueError(f"two-stage protocol needs a validation split; dataset {cfg.dataset!r} has none")
-        return [
-            StagePlan(
-                "stage1", d.train_split, d.val_split, s.epochs, s.warmup_epochs, s.scheduler, s.milestones
-            )
-        ]
-    eval_split = d.val_split if d.train_split != d.trainval_split else None
-    name = "finetune" if is_finetune(cfg) else "single"
+        name, eval_split = "stage1", d.val_split
+    else:
+        name = "finetune" if is_finetune(cfg) else "single"
+        eval_split = d.val_split if d.train_split != d.trainval_split else None
     return [StagePlan(name, d.train_split, eval_split, s.epochs, s.warmup_epochs, s.scheduler, s.milestones)]
 
 
@@ -199,14 +196,10 @@ def stage2_plan(cfg: ExperimentConfig, best: int, drops: list[int]) -> StagePlan
     :func:`dmllab.training.schedules.lagged_milestones`) or the same schedule, ``best`` schedule epochs (stop
     after the best epoch), no validation."""
     s = cfg.schedule
+    scheduler, milestones = s.scheduler, s.milestones
     if s.scheduler == "plateau":
-        milestones = schedules.lagged_milestones(drops, s.stage2_drop_lag)
-        return StagePlan(
-            "stage2", cfg.data.trainval_split, None, best, s.warmup_epochs, "multistep", milestones
-        )
-    return StagePlan(
-        "stage2", cfg.data.trainval_split, None, best, s.warmup_epochs, s.scheduler, s.milestones
-    )
+        scheduler, milestones = "multistep", schedules.lagged_milestones(drops, s.stage2_drop_lag)
+    return StagePlan("stage2", cfg.data.trainval_split, None, best, s.warmup_epochs, scheduler, milestones)
 
 
 def _resume_state(path: Path) -> dict[str, Any] | None:
@@ -287,7 +280,7 @@ def run_protocol(
     seed = cfg.run.seed if seed is None else seed
     run = _ProtocolRun(cfg, seed, Path(checkpoint) if checkpoint else None, hooks, progress, init_from)
     history, best, drops = run.train()
-    metrics, train_metrics = run.test(best, drops)
+    metrics, train_metrics = run.test()
     if final_model is not None:
         run.save_final(Path(final_model))
     trainer = run.trainer
@@ -404,7 +397,7 @@ class _ProtocolRun:
             best = self.keep.epoch
         return history, best, drops
 
-    def test(self, best: int | None, drops: list[int]) -> tuple[dict[str, float], dict[str, float]]:
+    def test(self) -> tuple[dict[str, float], dict[str, float]]:
         """The final model's test metrics and its R@1 on (a sample of) its last training split."""
         cfg, trainer, d = self.cfg, self.trainer, self.cfg.data
         t_test = time.perf_counter()
@@ -412,9 +405,7 @@ class _ProtocolRun:
             metrics = trainer.evaluate(query_split=d.query_split, gallery_split=d.gallery_split)
         else:
             metrics = trainer.evaluate(d.test_split)
-        last_split = (
-            stage2_plan(cfg, best, drops).train_split if cfg.run.two_stage else self.first.train_split
-        )
+        last_split = d.trainval_split if cfg.run.two_stage else self.first.train_split  # stage 2's split
         n_train = len(trainer.data.dataset(last_split, train=False))
         every = max(1, n_train // TRAIN_SAMPLE)
         train_metrics = trainer.evaluate(last_split, metrics=("recall",), ks=(1,), every=every)

@@ -161,12 +161,7 @@ def lr_multiplier(
     return m
 
 
-def check_schedule(
-    *,
-    epochs: int,
-    scheduler: str,
-    milestones: Sequence[int] = (),
-) -> None:
+def check_schedule(*, epochs: int, scheduler: str, milestones: Sequence[int] = ()) -> None:
     """Reject a schedule whose scheduled events cannot all happen, so that a run never silently trains
     something else than its config says.
 

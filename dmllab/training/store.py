@@ -1,38 +1,30 @@
 """The run store: finished runs under ``results/runs/<config_hash>/seed<k>/``, checkpoints outside git.
 
-A stored run is a folder with ``metrics.json`` (test metrics, fractions in [0, 1], plus best epoch and lr
-drops), ``history.csv`` (one row per epoch), ``config.json`` (the resolved config), ``provenance.json``
-(git sha, package versions, device, wall time; no host name) and ``checksums.json`` (the run's record: its
-key, seed and config hash, and the sha256 of every other file and of the final model ``final.pt``), and the live
-curves written while it trained (``curves.jsonl``, ``tensorboard/``: :mod:`dmllab.training.curves`; not in the
-record). The folder
-is written next to its final place and renamed into it (``os.replace``), so a reader never sees a partial run,
-and reading a stored run needs no lock (a read-only store can be read). A per-run lock (:mod:`dmllab.locks`, under
-``<store>/.locks/``) serialises processes that train the same run: the second says at once that it waits and for
-which process (pid, host, since when), then reads the first one's result; a lock whose holder died is taken over.
+A stored run is a folder with ``metrics.json`` (test metrics as fractions, best epoch, lr drops), ``history.csv``
+(one row per epoch), ``config.json`` (the resolved config), ``provenance.json`` (git sha, versions, device, wall
+time; no host name), ``checksums.json`` (its record: key, seed, config hash and the sha256 of every other file and of
+``final.pt``) and the live curves (``curves.jsonl``, ``tensorboard/``, :mod:`dmllab.training.curves`; not in the
+record). It is written next to its final place and renamed into it, so a reader never sees a partial run and needs
+no lock. A per-run lock (:mod:`dmllab.locks`, ``<store>/.locks/``) serialises processes training the same run: the
+second says whom it waits for, then reads the first one's result; a dead holder's lock is taken over.
 
-What the store reads is verified (:func:`verify_run_dir`): every file against its checksum, ``config.json``
-against the run's config hash and key, the folder against the run asked for. An entry that fails (bad JSON, a
-checksum or key mismatch, a missing file) is named on stderr, moved aside to ``<key>/corrupt-seed<k>-<time>``
-(never deleted) and treated as missing, so a study trains that run again instead of stopping. Nothing unverified is
-believed: a run without a complete ``checksums.json`` (an older dmllab's, or one whose entries were deleted) is such
-an entry, and so is a divergence record that does not name its run.
+Everything read is verified (:func:`verify_run_dir`): files against their checksums, ``config.json`` against the
+hash and key, the folder against the run asked for. A failing entry (including one without a complete
+``checksums.json``, or a divergence record that does not name its run) is named on stderr, moved aside to
+``<key>/corrupt-seed<k>-<time>`` (never deleted) and treated as missing, so a study trains that run again.
 
-While training, an epoch checkpoint lives at ``checkpoints_dir()/<hash>/seed<k>/last.pt`` (atomic writes);
-a restarted run (after SIGINT or SIGKILL) resumes from it. When the run finishes the checkpoint is replaced
-by ``final.pt`` (the final model's weights, for ``dmllab evaluate`` and embedding export).
+While training, the epoch checkpoint ``checkpoints_dir()/<hash>/seed<k>/last.pt`` (atomic writes) lets a restarted
+run resume; at the end it is replaced by ``final.pt`` (the final weights, for ``dmllab evaluate`` and export).
 
-A fine-tune (``finetune.epochs > 0``, e.g. Heated-up's heating) is its own run, keyed on its parent's key too
-(:func:`run_key`). :func:`run` trains or loads the parent first (through :func:`run`, under the parent's own lock,
-so a parent that another process is training is waited for and then reused, never trained twice) and starts the
-fine-tune from the parent's ``final.pt``.
+A fine-tune (``finetune.epochs > 0``) is its own run, keyed on its parent's key too (:func:`run_key`); :func:`run`
+first trains or loads the parent through :func:`run` under the parent's lock (never trained twice) and starts from
+its ``final.pt``.
 
-A run that diverges (non-finite loss or embeddings: :class:`NonFiniteLossError`, :class:`NonFiniteEmbeddingError`)
-or whose embeddings collapse onto one point (:class:`~dmllab.metrics.CollapsedEmbeddingError`; both embedding
-errors are :class:`~dmllab.metrics.DegenerateEmbeddingError`) is an outcome of its config and seed, not a crash: the store never keeps its metrics, but records the divergence
-in ``<hash>/seed<k>/diverged.json`` (the error, provenance). Asking for that run again raises
-:class:`DivergedRunError` at once instead of training it again (``force=True`` retrains), so a study re-run
-with nothing changed does not retrain settings known to diverge, and artifacts show them as ``diverged`` rows.
+A run that diverges (:class:`NonFiniteLossError`, :class:`NonFiniteEmbeddingError`) or collapses
+(:class:`~dmllab.metrics.CollapsedEmbeddingError`; both are :class:`~dmllab.metrics.DegenerateEmbeddingError`) is
+an outcome of its config and seed, not a crash: no metrics are kept, ``<hash>/seed<k>/diverged.json`` records the
+error, and asking again raises :class:`DivergedRunError` at once (``force=True`` retrains), so artifacts show it
+as a ``diverged`` row.
 """
 
 from __future__ import annotations
@@ -372,13 +364,12 @@ def verify_run_dir(
     key: str | None = None,
     cfg_hash: str | None = None,
     seed: int | None = None,
-) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]:
-    """Check a stored run folder and return its (metrics.json, config.json, checksums.json or None) contents.
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Check a stored run folder and return its (metrics.json, config.json, checksums.json) contents.
 
-    Checks every file against ``checksums.json`` (a run without one, or whose record lacks an entry for one of its
-    files, its key, seed, config hash or final model, is refused: nothing unverified is believed), that ``config.json`` has the config
-    hash recorded in ``metrics.json``, and, where given, the run ``key`` (the folder's parent), ``cfg_hash`` and
-    ``seed`` asked for.
+    Checks every file against ``checksums.json`` (a record without an entry for one of the files, the key, seed,
+    config hash or final model is refused), ``config.json`` against the hash in ``metrics.json``, and, where given,
+    the run ``key`` (the folder's parent), ``cfg_hash`` and ``seed`` asked for.
 
     Raises CorruptRunError: naming the file that fails and how."""
     d = Path(run_dir)
@@ -416,8 +407,6 @@ def verify_run_dir(
     missing = [k for k in _METRICS_KEYS if k not in metrics]
     if missing:
         raise CorruptRunError(f"metrics file {d / 'metrics.json'} lacks {missing}")
-    if not (d / "config.json").is_file():
-        raise CorruptRunError(f"{d / 'config.json'} is missing from the stored run")
     config = _read_json(d / "config.json", "config file")
     try:
         stored_hash = config_hash(ExperimentConfig.from_dict(config))
@@ -429,7 +418,7 @@ def verify_run_dir(
             f"metrics.json records {metrics['config_hash']} (edited by hand?)"
         )
     _check_threads(d, ExperimentConfig.from_dict(config))
-    if record is not None and record.get("config_hash") != metrics["config_hash"]:
+    if record.get("config_hash") != metrics["config_hash"]:
         raise CorruptRunError(f"{d / 'metrics.json'} and {d / RECORD_FILE} record different config hashes")
     if key is not None and d.parent.name != key:
         raise CorruptRunError(f"{d} is not a folder of run {key}")
@@ -623,12 +612,11 @@ def _parent_model(cfg: ExperimentConfig, seed: int, store: RunStore, progress: b
         except CorruptRunError:  # set aside (said on stderr): the parent is trained again
             run(parent, seed, store, progress=progress)
             return path
-    if not path.is_file():
-        warnings.warn(
-            f"the parent run {store.key(parent)}/seed{seed} of this fine-tune is stored but its final model {path} "
-            "is missing: training the parent again to recover it",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-        run(parent, seed, store, progress=progress, force=True)
+    warnings.warn(
+        f"the parent run {store.key(parent)}/seed{seed} of this fine-tune is stored but its final model {path} "
+        "is missing: training the parent again to recover it",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+    run(parent, seed, store, progress=progress, force=True)
     return path

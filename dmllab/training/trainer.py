@@ -29,13 +29,7 @@ from dmllab.rng import epoch_seed, seed_everything
 from dmllab.training import build, schedules
 from dmllab.training.callbacks import FastDevRun
 from dmllab.training.config import ExperimentConfig
-from dmllab.training.evaluation import (
-    EpochLoss,
-    embed_batches,
-    evaluate_split,
-    precision_name,
-    resolve_amp,
-)
+from dmllab.training.evaluation import EpochLoss, embed_batches, evaluate_split, precision_name, resolve_amp
 from dmllab.training.optim import build_optimizer, check_all_params_in_groups, param_groups
 from dmllab.training.schedules import StagePlan
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 from PIL import Image
 
-from dmllab.data import build_transforms, list_transforms
+from dmllab.data import TRANSFORMS, build_transforms
 from dmllab.data.transforms import IMAGENET_MEAN, IMAGENET_STD
 
 SIZES = {
@@ -28,7 +28,7 @@ def _image(w: int, h: int, mode: str = "RGB") -> Image.Image:
 
 
 def test_registry_lists_every_preset() -> None:
-    assert set(list_transforms()) == {*SIZES, "none"}
+    assert set(TRANSFORMS.names()) == {*SIZES, "none"}
     with pytest.raises(KeyError, match="valid transform preset names"):
         build_transforms("imagenet", train=True)
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dmllab.data.deform import DeformedTransform, build_deformation, list_deformations
+from dmllab.data.deform import DEFORMATIONS, DeformedTransform, build_deformation
 from dmllab.metrics.deform import embedding_deformation, embedding_deformation_recall
 
 
 def test_every_input_deformation_keeps_shape_and_range():
-    assert set(list_deformations()) == {
+    assert set(DEFORMATIONS.names()) == {
         "cutout",
         "dropout",
         "zoom_in",
@@ -22,7 +22,7 @@ def test_every_input_deformation_keeps_shape_and_range():
     }
     torch.manual_seed(0)
     img = torch.rand(3, 20, 20)
-    for name in list_deformations():
+    for name in DEFORMATIONS.names():
         out = build_deformation(name)(img)
         assert out.shape == img.shape and torch.isfinite(out).all(), name
         assert not torch.equal(out, img), name
