@@ -233,12 +233,7 @@ class Lookup:
 
         out: list[dict[str, Any]] = []
         for run in map(self.place, runs):
-            labels = {
-                "variant": run.variant,
-                "dataset": run.config.dataset,
-                "seed": run.seed,
-                "draw": run.draw,
-            }
+            labels = {**run.labels, "draw": run.draw}
             try:
                 result = self.result(run)
             except DivergedRunError:

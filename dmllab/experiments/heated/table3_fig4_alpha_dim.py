@@ -65,12 +65,7 @@ def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str
             pos, neg = cosine_pairs(emb, labels, params["pairs_samples"], run.seed)
             side = "train" if split == "trainval" else "test"
             out += tidy(
-                {f"{side}_cos_gap": float(pos.mean() - neg.mean())},
-                percent=False,
-                variant=run.variant,
-                dataset=run.config.dataset,
-                seed=run.seed,
-                **run.tag,
+                {f"{side}_cos_gap": float(pos.mean() - neg.mean())}, percent=False, **run.labels, **run.tag
             )
             if run.seed == params.seeds[0]:
                 for kind, values in (("positive", pos), ("negative", neg)):

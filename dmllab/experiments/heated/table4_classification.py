@@ -39,9 +39,7 @@ def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
     out = lookup.rows(planned)
     for run in planned:
         acc, kind = split_accuracy(lookup, run, "heldout_test", "heldout_train")
-        out += tidy(
-            {"accuracy": acc}, variant=run.variant, dataset=run.config.dataset, seed=run.seed, classifier=kind
-        )
+        out += tidy({"accuracy": acc}, **run.labels, classifier=kind)
     return out
 
 

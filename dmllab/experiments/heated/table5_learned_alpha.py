@@ -51,9 +51,7 @@ def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
         values = {"alpha_final": float(loss.alpha_param.detach())}
         if run.tag["heated"]:
             values["alpha_heated"] = float(loss.alpha)
-        out += tidy(
-            values, percent=False, variant=run.variant, dataset=run.config.dataset, seed=run.seed, **run.tag
-        )
+        out += tidy(values, percent=False, **run.labels, **run.tag)
     return out
 
 

@@ -48,13 +48,9 @@ def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
     for run in planned:
         if run.variant == "BN" and run.tag.get("alpha") in params["table7_alphas"]:
             acc, kind = split_accuracy(lookup, run, train, train)
-            labels = {
-                "variant": run.variant,
-                "dataset": run.config.dataset,
-                "seed": run.seed,
-                "classifier": kind,
-            }
-            out += tidy({"train_accuracy": 100.0 * acc}, percent=False, **labels, **run.tag)
+            out += tidy(
+                {"train_accuracy": 100.0 * acc}, percent=False, **run.labels, classifier=kind, **run.tag
+            )
     return out
 
 

@@ -59,9 +59,7 @@ def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str
         out += tidy(
             {"grid_same_class_neighbours": 100 * agree, "chance_same_class": 100 * float((share**2).sum())},
             percent=False,
-            variant=run.variant,
-            dataset=run.config.dataset,
-            seed=run.seed,
+            **run.labels,
             run_id=lookup.place(run).key,  # derived from this run: every row names its run
         )
         tables.append(t.assign(seed=run.seed))

@@ -49,9 +49,7 @@ def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str
         correct = lab[nn_idx] == lab[:, None]  # (N, k)
         out += tidy(
             {"P@4": float(correct.mean()), "R@1": float(correct[:, 0].mean())},
-            variant=run.variant,
-            dataset=run.config.dataset,
-            seed=run.seed,
+            **run.labels,
             run_id=lookup.place(run).key,  # derived from this run: every row a claim reads names its run
         )
         if run.seed == params.seeds[0]:

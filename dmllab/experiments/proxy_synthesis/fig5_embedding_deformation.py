@@ -41,9 +41,7 @@ def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
             for lam, m in res.items():
                 out += tidy(
                     m,
-                    variant=run.variant,
-                    dataset=run.config.dataset,
-                    seed=run.seed,
+                    **run.labels,
                     lam=round(lam, 4),
                     split=split_name,
                     base=run.tag["base"],

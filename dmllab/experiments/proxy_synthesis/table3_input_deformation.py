@@ -124,15 +124,7 @@ def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
                 seed=run.seed,
                 sigma_scale=params["rescale_blur"],
             )
-            out += tidy(
-                m,
-                variant=run.variant,
-                dataset=run.config.dataset,
-                seed=run.seed,
-                deformation=name,
-                draw=run.draw,
-                run_id=run.key,
-            )
+            out += tidy(m, **run.labels, deformation=name, draw=run.draw, run_id=run.key)
     return out
 
 

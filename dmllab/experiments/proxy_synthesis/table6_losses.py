@@ -99,12 +99,7 @@ def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str
             emb, labels, params["heatmap_classes"], params["heatmap_lambda"], run.seed, proxies
         )
         out += tidy(
-            summary,
-            percent=False,
-            variant=run.variant,
-            dataset=run.config.dataset,
-            seed=run.seed,
-            proxies="class means" if proxies is None else "trained",
+            summary, percent=False, **run.labels, proxies="class means" if proxies is None else "trained"
         )
         if run.seed != params.seeds[0]:
             continue
