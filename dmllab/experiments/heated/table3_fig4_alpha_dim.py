@@ -150,9 +150,7 @@ def _figure_table(tables: Any) -> Any:
         s = part.groupby("param_dim")["value"].agg(["mean", "std"]).sort_index()
         ax.errorbar(s.index.astype(float), s["mean"], yerr=s["std"].fillna(0), marker="o", capsize=3, label=v)
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("embedding size")
-    ax.set_ylabel("R@1 (%)")
-    ax.set_title("SM, BN at several alpha, HBN")
+    ax.set(xlabel="embedding size", ylabel="R@1 (%)", title="SM, BN at several alpha, HBN")
     ax.legend(fontsize=8)
     return fig
 

@@ -58,9 +58,7 @@ def _figure(tables: Any) -> Any:
     fig, ax = plt.subplots(figsize=(5.0, 3.6))
     sns.barplot(data=data, x="variant", y="value", errorbar="sd", ax=ax)
     sns.stripplot(data=data, x="variant", y="value", color="black", size=4, ax=ax)
-    ax.set_xlabel("")
-    ax.set_ylabel("classification accuracy (%)")
-    ax.set_title("Same-class split: classification accuracy")
+    ax.set(xlabel="", ylabel="classification accuracy (%)", title="Same-class split: classification accuracy")
     return fig
 
 

@@ -158,8 +158,7 @@ def _figure(tables: Any) -> Any:
     fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.8), squeeze=False)
     for ax, m in zip(axes[0], metrics):
         sns.barplot(data=data[data["metric"] == m], x="variant", y="value", errorbar="sd", ax=ax)
-        ax.set_title(m)
-        ax.set_xlabel("")
+        ax.set(title=m, xlabel="")
         ax.tick_params(axis="x", labelrotation=30, labelsize=7)
     fig.tight_layout()
     return fig

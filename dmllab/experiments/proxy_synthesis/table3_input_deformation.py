@@ -180,8 +180,7 @@ def _plot(tables: Any) -> Any:
         data=df, x="param_deformation", y="value", hue="variant", order=order, hue_order=hues, ax=ax, **style
     )
     ax.set_xlabel("test-time input deformation")
-    ax.set_ylabel("R@1 (%), mean +- std over seeds")
-    ax.set_title("PS Table 3: robustness to input deformations")
+    ax.set(ylabel="R@1 (%), mean +- std over seeds", title="PS Table 3: robustness to input deformations")
     ax.tick_params(axis="x", rotation=30)
     fig.tight_layout()
     return fig
