@@ -56,27 +56,11 @@ def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str
             rng = np.random.default_rng(params["query_seed"])
             queries = np.sort(rng.choice(len(lab), size=min(params["queries"], len(lab)), replace=False))
             for q in queries:
-                grid.append(
-                    {
-                        "variant": run.variant,
-                        "query": int(q),
-                        "rank": 0,
-                        "index": int(q),
-                        "label": int(lab[q]),
-                        "correct": np.nan,
-                    }
-                )
+                base = {"variant": run.variant, "query": int(q)}
+                grid.append({**base, "rank": 0, "index": int(q), "label": int(lab[q]), "correct": np.nan})
                 for r, j in enumerate(nn_idx[q], start=1):
-                    grid.append(
-                        {
-                            "variant": run.variant,
-                            "query": int(q),
-                            "rank": r,
-                            "index": int(j),
-                            "label": int(lab[j]),
-                            "correct": float(correct[q, r - 1]),
-                        }
-                    )
+                    hit = float(correct[q, r - 1])
+                    grid.append({**base, "rank": r, "index": int(j), "label": int(lab[j]), "correct": hit})
     table = pd.DataFrame(grid)
     return out, {"retrievals": with_image_files(table, ds)}
 
