@@ -71,6 +71,10 @@ class Run:
     def tag(self) -> dict[str, Any]:
         return dict(self.tags)
 
+    @property
+    def labels(self) -> dict[str, Any]:  # the columns that name the run in its rows
+        return {"variant": self.variant, "dataset": self.config.dataset, "seed": self.seed}
+
 
 CLAIM_KINDS: tuple[str, ...] = ("verdict", "check")
 

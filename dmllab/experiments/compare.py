@@ -45,9 +45,8 @@ def _printed(artifact: Artifact, rows: pd.DataFrame, reference: pd.DataFrame) ->
         if key is None:
             continue
         label, row, column = key[:3]
-        dataset = (
-            key[3] if len(key) > 3 else STAND_IN_DATASET.get(str(rec.get("dataset")), rec.get("dataset"))
-        )
+        given = rec.get("dataset")
+        dataset = key[3] if len(key) > 3 else STAND_IN_DATASET.get(str(given), given)
         hit = ref[(ref["artifact"] == label) & (ref["row"] == row) & (ref["column"] == column)]
         if len(hit) > 1:
             hit = hit[hit["dataset"] == dataset]
@@ -144,11 +143,7 @@ def _select(df: pd.DataFrame, metric: str, where: Mapping[str, Any]) -> pd.DataF
         col = key if key in sel.columns else f"param_{key}"
         if col not in sel.columns:
             return sel.iloc[0:0]
-        sel = (
-            sel[sel[col].astype(str) == str(value)]
-            if not isinstance(value, float)
-            else sel[sel[col] == value]
-        )
+        sel = sel[sel[col] == value if isinstance(value, float) else sel[col].astype(str) == str(value)]
     return sel
 
 
@@ -198,11 +193,10 @@ def extremes(
     diff = table.iloc[:, 0] - table.iloc[:, -1]
     values = sorted(sel[col].unique())
     low, high = sel[sel[col] == values[0]], sel[sel[col] == values[-1]]
-    return with_arms(
-        (diff if low_minus_high else -diff).dropna(),
-        *((low, high) if low_minus_high else (high, low)),
-        ("extremes", metric, by, low_minus_high, _condition(low), _condition(high)),
-    )
+    reads = ("extremes", metric, by, low_minus_high, _condition(low), _condition(high))
+    if low_minus_high:
+        return with_arms(diff.dropna(), low, high, reads)
+    return with_arms((-diff).dropna(), high, low, reads)
 
 
 def _all_arms(effects: Any) -> tuple[frozenset[str], frozenset[str]]:

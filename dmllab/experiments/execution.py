@@ -1,12 +1,7 @@
 """Where and how a study executes its artifacts: one :class:`Execution` value, built once by the command line (or
 from a notebook's ``execution`` parameter, its text: :meth:`Execution.parse`) and passed down to the plan, the
-placement of every run and every notebook.
-
-It holds the settings that decide where a run trains and what it reads, never what the papers specify: the device
-(``--device``, resolved once where the study places its runs, :mod:`dmllab.pipeline.placement`), the datasets'
-folder (``--data-root``), a fast dev run (``--fast-dev-run N``), training without pre-trained weights (``--pretrained
-none``, fast dev runs only), reading real datasets without their canonical counts (``--no-counts``) and the torch
-threads of each run (the placement's).
+placement of every run and every notebook. It holds the settings that decide where a run trains and what it reads,
+never what the papers specify.
 """
 
 from __future__ import annotations
@@ -25,12 +20,14 @@ class Execution:
     holds (``papermill -p execution device=cuda``).
 
     Args:
-        device: "auto" (the study's placement chooses), "cpu", "cuda", "cuda:1", "mps".
-        fast_dev_run: N > 0: every run is a fast dev run of N batches per epoch (``run.fast_dev_run``).
-        pretrained: False: every run from random initialisation (fast dev runs only); None: as the presets say.
-        check_counts: False: real datasets read without checking their canonical counts (a partial copy).
-        threads: torch threads of each run (``run.threads``; None: as its config says, one on the CPU).
-        data_root: the folder holding the real datasets (``D/cub``, ..., or one dataset's folder).
+        device: ``--device``: "auto" (resolved once where the study places its runs:
+            :mod:`dmllab.pipeline.placement`), "cpu", "cuda", "cuda:1", "mps".
+        fast_dev_run: ``--fast-dev-run N``: every run a fast dev run of N batches per epoch (``run.fast_dev_run``).
+        pretrained: ``--pretrained none``: False, every run from random initialisation (fast dev runs only); None:
+            as the presets say.
+        check_counts: ``--no-counts``: False, real datasets read without checking their canonical counts.
+        threads: torch threads of each run (the placement's; ``run.threads``; None: as its config says).
+        data_root: ``--data-root``: the folder holding the real datasets (``D/cub``, ..., or one dataset's folder).
     """
 
     device: str = "auto"

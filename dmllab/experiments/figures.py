@@ -156,9 +156,7 @@ def sweep_figure(
         ax.fill_between(s[col], s["mean"] - std, s["mean"] + std, alpha=0.2)
     if mark is not None:
         ax.axvline(mark, color="grey", ls=":", lw=1)
-    ax.set_xscale("log")
-    ax.set_xlabel(xlabel or param)
-    ax.set_ylabel(f"{metric} (%), mean +- std over seeds")
+    ax.set(xscale="log", xlabel=xlabel or param, ylabel=f"{metric} (%), mean +- std over seeds")
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -39,12 +39,7 @@ def stand_in(dataset: str) -> str:
 
 
 def config(
-    method: str,
-    dataset: str,
-    profile: str,
-    *,
-    overrides: Mapping[str, Any] | None = None,
-    **options: Any,
+    method: str, dataset: str, profile: str, *, overrides: Mapping[str, Any] | None = None, **options: Any
 ) -> Any:
     """``presets.get(method, dataset, profile, **options)`` with ``overrides`` (dotted keys) applied only where
     they change the preset, so an unchanged config hashes like the preset; its schedule checked."""
@@ -107,12 +102,9 @@ def over_seeds(
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """A toy for every seed: ``fn(seed=s, **kwargs)``; all rows, and the first seed's plot data as
     ``{table: frame}`` (:func:`dmllab.experiments.arrays.arrays_to_frame`)."""
-    rows: list[dict[str, Any]] = []
-    plot: dict[str, Any] | None = None
-    for seed in seeds:
-        r, d = fn(seed=seed, **kwargs)
-        rows += r
-        plot = d if plot is None else plot
+    outs = [fn(seed=seed, **kwargs) for seed in seeds]
+    rows = [row for r, _ in outs for row in r]
+    plot = next((d for _, d in outs if d is not None), None)
     return rows, ({table: arrays_to_frame(plot or {})} if table else {})
 
 
@@ -151,12 +143,6 @@ def untrained_rows(
         pooled = cfg if cfg.model.pooling.name == pool else cfg.replace("model.pooling", pool)
         for seed in seeds:
             placed = lookup.place(Run(pooled, seed)).config
-            out += tidy(
-                evaluate_network(placed, seed=seed),
-                variant=variant,
-                dataset=cfg.dataset,
-                seed=seed,
-                pool=pool,
-                **labels,
-            )
+            metrics = evaluate_network(placed, seed=seed)
+            out += tidy(metrics, variant=variant, dataset=cfg.dataset, seed=seed, pool=pool, **labels)
     return out

@@ -1,20 +1,10 @@
 """Where a run executes and what it left: the one place that places runs and reads the run store for artifacts.
 
-An artifact declares its runs without saying where they run. :func:`place` puts on a run's config what the study
-sets for the whole execution: the draw of the offline benchmark its seed trains on (``data_seed``: with
-"per_seed", seed k on draw k with its own pre-trained trunk; part of the key), the resolved ``device`` (part of the
-run key), the dataset's folder under the data root (:func:`dataset_root`; not part of the key, the dataset copy's
-fingerprint is), with ``--no-counts`` the real datasets' ``check_counts=False``, and for a fast dev run its limit
-``run.fast_dev_run`` (part of the key) and, with ``--pretrained none``, ``model.pretrained=False``. The study places
-each run once (:func:`planned_runs`) and writes the placed runs to its manifest; a notebook's :class:`Lookup` reads
-them from there (:func:`read_manifest`), or, run by hand, places them the same way, so a notebook reads exactly the
-runs the study trained, on every profile and machine.
-
-A :class:`Lookup` is built from the resolved :class:`~dmllab.experiments.params.Params` and gives an artifact's
-``rows`` what a run left: its stored :class:`~dmllab.training.protocol.RunResult` (:meth:`Lookup.result`), tidy
-rows of its test metrics (:meth:`Lookup.rows`), its trained network (:meth:`Lookup.model`, the run's
-``final.pt``), the trained loss's saved state (:meth:`Lookup.loss_state`) and the embeddings of a split under the
-trained network (:meth:`Lookup.embed`). Artifacts never touch the run store's folders.
+An artifact declares its runs without saying where they run; :func:`place` puts on a run's config what the study
+sets for the whole execution. The study places each run once (:func:`planned_runs`) and writes the placed runs to its
+manifest; a notebook's :class:`Lookup` reads them from there (:func:`read_manifest`), or, run by hand, places them the
+same way, so a notebook reads exactly the runs the study trained, on every profile and machine. A :class:`Lookup`
+gives an artifact's ``rows`` what a run left; artifacts never touch the run store's folders.
 """
 
 from __future__ import annotations
@@ -63,19 +53,15 @@ def dataset_root(data_root: str | os.PathLike | None, dataset: str) -> str | Non
     return str(own)
 
 
-def _real(cfg: Any) -> bool:
-    from dmllab.data.real import is_real_dataset
-
-    return is_real_dataset(cfg.data.dataset.name)
-
-
 def place(run: Run, params: Params) -> Run:
     """``run`` as this execution (``params.execution``, :class:`~dmllab.experiments.execution.Execution`) trains
     it: on its draw of the benchmark (``run.draw`` where given, else :func:`dmllab.experiments.kit.draw_of` its seed;
     the placed run names it), on the execution's device, with its dataset's folder under the execution's data root
     (:func:`dataset_root`), and in a fast dev run with ``run.fast_dev_run`` and, without pre-trained weights
     (``pretrained`` False), from random initialisation; a real dataset without its canonical counts checked where
-    the execution says so. Placing a placed run changes nothing."""
+    the execution says so. The draw, device and fast-dev limit are part of the run key; the data root is not (the
+    dataset copy's fingerprint is). Placing a placed run changes nothing."""
+    from dmllab.data.real import is_real_dataset
     from dmllab.experiments.kit import on_draw
 
     ex = params.execution
@@ -85,10 +71,11 @@ def place(run: Run, params: Params) -> Run:
         cfg = cfg.replace("run.device", ex.device)
     if ex.threads is not None and cfg.run.threads != ex.threads:
         cfg = cfg.replace("run.threads", ex.threads)
-    root = dataset_root(ex.data_root, cfg.data.dataset.name)
+    name = cfg.data.dataset.name
+    root = dataset_root(ex.data_root, name)
     if root is not None and cfg.data.root != root:
         cfg = cfg.replace("data.root", root)
-    if not ex.check_counts and cfg.data.dataset.get("check_counts", True) and _real(cfg):
+    if not ex.check_counts and cfg.data.dataset.get("check_counts", True) and is_real_dataset(name):
         cfg = cfg.replace("data.dataset.check_counts", False)
     if ex.fast_dev_run and cfg.run.fast_dev_run != ex.fast_dev_run:
         cfg = cfg.replace("run.fast_dev_run", ex.fast_dev_run)
@@ -246,12 +233,7 @@ class Lookup:
 
         out: list[dict[str, Any]] = []
         for run in map(self.place, runs):
-            labels = {
-                "variant": run.variant,
-                "dataset": run.config.dataset,
-                "seed": run.seed,
-                "draw": run.draw,
-            }
+            labels = {**run.labels, "draw": run.draw}
             try:
                 result = self.result(run)
             except DivergedRunError:
@@ -261,16 +243,8 @@ class Lookup:
             metrics.update({f"train_{k}": v for k, v in result.train_metrics.items()})  # train_R@1
             if result.wall_time_s is not None:
                 metrics["wall_time_s"] = float(result.wall_time_s)
-            out += tidy(
-                metrics,
-                **labels,
-                config_hash=result.config_hash,
-                run_id=run.key,
-                device=result.device,
-                **_trained_with(result),
-                **run.tag,
-                **columns,
-            )
+            provenance = {"config_hash": result.config_hash, "run_id": run.key, "device": result.device}
+            out += tidy(metrics, **labels, **provenance, **_trained_with(result), **run.tag, **columns)
         return out
 
     def _final(self, run: Run) -> Any:

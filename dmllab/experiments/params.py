@@ -141,14 +141,12 @@ def _check_distinct(artifact_id: str, key: str, value: Any) -> None:
     it, before anything trains."""
     if key in REPEATABLE_PARAMETERS or not isinstance(value, list | tuple):
         return
-    seen: list[Any] = []
-    for element in value:
-        if element in seen:
-            raise InvalidValueError(
-                f"notebook {artifact_id}: parameter {key} names {element!r} twice ({value!r}); each element is "
-                "one measured setting: give each once"
-            )
-        seen.append(element)
+    twice = [e for i, e in enumerate(value) if e in value[:i]]
+    if twice:
+        raise InvalidValueError(
+            f"notebook {artifact_id}: parameter {key} names {twice[0]!r} twice ({value!r}); each element is "
+            "one measured setting: give each once"
+        )
 
 
 def check_train_missing(artifact_id: str, value: Any) -> bool:
@@ -159,14 +157,9 @@ def check_train_missing(artifact_id: str, value: Any) -> bool:
 
 
 def resolve_parameters(artifact: Any, given: Mapping[str, Any]) -> Params:
-    """Check ``given`` against the artifact's parameters and fill the profile's defaults for ``None`` values.
-
-    ``given["execution"]``: where the runs execute, an :class:`Execution` (the study's, its device resolved: kept as
-    it is, its torch threads included), its text (:meth:`Execution.parse`) or None (the default); its device is
-    resolved here when it is "auto".
-
-    Every value, given or filled in, is checked by :func:`dmllab.validation.check_parameter` (the one place that
-    holds a parameter's range), after the checks of this function: names and kinds.
+    """Check ``given`` against the artifact's parameters (names, kinds, then every value's range) and fill the
+    profile's defaults for ``None`` values. ``given["execution"]``: an :class:`Execution` (the study's: kept as it
+    is, its torch threads included), its text or None (the default); its device is resolved here when "auto".
 
     Raises:
         ValueError: an unknown parameter name (listing the valid ones), an unknown profile, an artifact

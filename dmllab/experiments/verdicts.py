@@ -148,12 +148,8 @@ def _leave_out(
     left = [m for m in pool if m in out]
     if not left:
         return members, "", False
-    why = join_why(
-        *(
-            fails(claim.member_arms[m], status[claim.member_arms[m]], profile) + f": {m} left out"
-            for m in left
-        )
-    )
+    arm = claim.member_arms
+    why = join_why(*(fails(arm[m], status[arm[m]], profile) + f": {m} left out" for m in left))
     if len(left) == len(pool):
         return members, why, True
     if average:
@@ -191,8 +187,14 @@ def _classify(
     """``(verdict, the member shown, decision p on the two-sided scale)`` of effects with at least 2 seeds each
     (module docstring); ``bound``: the paper's effect "smaller" tests against (NaN: not tested)."""
     k = len(members)
+
+    def p_under(at: float) -> dict[str, float]:  # per member, Bonferroni at alpha / k
+        return {
+            m: min(1.0, k * _two_sided(stats.one_sided_p(e, at, greater=False))) for m, e in members.items()
+        }
+
     p_yes = {m: _two_sided(stats.one_sided_p(e)) for m, e in members.items()}
-    p_no = {m: min(1.0, k * _two_sided(stats.one_sided_p(e, greater=False))) for m, e in members.items()}
+    p_no = p_under(0.0)
     p_eq = {m: _two_sided(stats.tost_p(e, delta)) for m, e in members.items()} if math.isfinite(delta) else {}
     weakest = min(members, key=lambda m: _tstat(members[m]))
     eq = max(p_eq.values()) if p_eq else math.nan
@@ -209,10 +211,7 @@ def _classify(
     if eq < LEVEL:
         return "equivalent", least_equal, eq
     if math.isfinite(bound) and bound > 0:
-        p_short = {
-            m: min(1.0, k * _two_sided(stats.one_sided_p(e, bound, greater=False)))
-            for m, e in members.items()
-        }
+        p_short = p_under(bound)
         short = [m for m in members if p_short[m] < LEVEL]
         if short:
             shown = min(short, key=lambda m: p_short[m])
@@ -309,12 +308,9 @@ def missing_datasets(artifact: Artifact, rows: pd.DataFrame, profile: str | None
 
 def judged_without(artifact: Artifact, rows: pd.DataFrame, profile: str | None) -> str:
     """What a claim's "why" says of :func:`missing_datasets` ("" when none is missing)."""
-    missing = missing_datasets(artifact, rows, profile)
-    return (
-        f"judged without {', '.join(missing)}: no rows (not trained here, e.g. dmllab study --datasets)"
-        if missing
-        else ""
-    )
+    if not (missing := missing_datasets(artifact, rows, profile)):
+        return ""
+    return f"judged without {', '.join(missing)}: no rows (not trained here, e.g. dmllab study --datasets)"
 
 
 def rows_profile(rows: pd.DataFrame, profile: str | None = None) -> str | None:
@@ -334,25 +330,12 @@ CHECK_COLUMNS = ("check", "measured", "lowest seed", "seeds", "unit", "result", 
 
 
 def record(j: Judgement, profile: str | None) -> dict[str, object]:
-    """A verdict claim's line: :data:`VERDICT_COLUMNS`."""
-    iv, nan = j.interval, math.nan
-    return {
-        "claim": j.claim.text,
-        "paper": j.claim.paper_says,
-        "paper effect": j.paper,
-        "effect": nan if iv is None else iv.mean,
-        "95% low": nan if iv is None else iv.low,
-        "95% high": nan if iv is None else iv.high,
-        "seeds": len(j.effects),
-        "unit": j.claim.unit,
-        "verdict": j.verdict,
-        "why": j.why,
-        "seeds to resolve": j.seeds_observed,
-        "seeds for the paper's effect": j.seeds_paper,
-        "differs": j.claim.differs_on(profile) if profile else "",
-        "p": j.p,
-        "learning": j.learning,
-    }
+    """A verdict claim's line: :data:`VERDICT_COLUMNS`, in their order."""
+    iv, c = j.interval, j.claim
+    mean, low, high = (math.nan,) * 3 if iv is None else (iv.mean, iv.low, iv.high)
+    line = (c.text, c.paper_says, j.paper, mean, low, high, len(j.effects), c.unit, j.verdict, j.why)
+    line += (j.seeds_observed, j.seeds_paper, c.differs_on(profile) if profile else "", j.p, j.learning)
+    return dict(zip(VERDICT_COLUMNS, line, strict=True))
 
 
 def verdict_table(

@@ -96,8 +96,7 @@ def _figure(tables: Any) -> Any:
         ax.plot(part["norm"], part["grad"], marker="o", alpha=0.7, color=colour, label=label)
     ax.set_xlabel("feature norm ||f|| (bin mean)")
     ax.set_ylabel("||dl/df|| (bin mean)")
-    ax.set_yscale("log")
-    ax.set_title("SM: gradient against feature norm (one line per seed)")
+    ax.set(yscale="log", title="SM: gradient against feature norm (one line per seed)")
     ax.legend(fontsize=8)
     return fig
 

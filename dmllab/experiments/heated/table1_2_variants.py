@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
-
 from dmllab.experiments import figures, kit
 from dmllab.experiments.artifact import Artifact, Claim, Figure, Run, printed
 from dmllab.experiments.compare import paired
@@ -23,16 +21,6 @@ def runs(params: Params) -> list[Run]:
     return out
 
 
-def _heating(df: pd.DataFrame, heated: str, base: str) -> pd.Series:
-    return paired(df, "R@1", {"variant": heated}, {"variant": base})
-
-
-def _t1(better: str, worse: str, metric: str = "R@1") -> object:
-    """Table 1's CUB cells (the benchmark faces CUB here)."""
-    row = f"CUB200 DATASET {metric}"
-    return printed(cell(row, better, "cub"), cell(row, worse, "cub"))
-
-
 def _unheated(variant: str) -> object:
     return lambda p: (
         f"both unheated, {variant} at its preset's alpha {alpha_of(p, variant, 'cub'):.3g} (paper: 16)"
@@ -42,6 +30,25 @@ def _unheated(variant: str) -> object:
 def _heated(variant: str) -> object:
     return lambda p: (
         f"H{variant} is the same {variant} run (alpha {alpha_of(p, variant, 'cub'):.3g}; paper: 16) plus heating"
+    )
+
+
+def _claim(text: str, better: str, worse: str, key: str, metric: str = "R@1", primary: bool = False) -> Claim:
+    """``better`` minus ``worse`` on ``metric``, paired on the seed, facing Table 1's CUB cells (the benchmark faces
+    CUB); a heated variant (HLN, HBN) against its unheated run, an unheated one against SM."""
+    heated = better.startswith("H")
+    base = better[1:] if heated else better
+    row = f"CUB200 DATASET {metric}"
+    return Claim(
+        text,
+        lambda df: paired(df, metric, {"variant": better}, {"variant": worse}),
+        unit=f"{metric} points",
+        differs=differs((_heated if heated else _unheated)(base), "cub", better, heated=heated),
+        arms=({"LN": LN, "BN": BN}[base],),
+        worse_arms=() if heated else (SM,),
+        paper_effect=printed(cell(row, better, "cub"), cell(row, worse, "cub")),
+        primary=primary,
+        key=key,
     )
 
 
@@ -86,55 +93,11 @@ ARTIFACT = Artifact(
     runs=runs,
     reference=table1_cell,
     claims=(
-        Claim(
-            "LN beats SM (R@1)",
-            lambda df: _heating(df, "LN", "SM"),
-            unit="R@1 points",
-            differs=differs(_unheated("LN"), "cub", "LN"),
-            arms=(LN,),
-            worse_arms=(SM,),
-            paper_effect=_t1("LN", "SM"),
-            key="ln_sm",
-        ),
-        Claim(
-            "BN beats SM (R@1)",
-            lambda df: _heating(df, "BN", "SM"),
-            unit="R@1 points",
-            differs=differs(_unheated("BN"), "cub"),
-            arms=(BN,),
-            worse_arms=(SM,),
-            paper_effect=_t1("BN", "SM"),
-            primary=True,
-            key="bn_sm",
-        ),
-        Claim(
-            "heating up improves LN (HLN - LN, R@1)",
-            lambda df: _heating(df, "HLN", "LN"),
-            unit="R@1 points",
-            differs=differs(_heated("LN"), "cub", "HLN", heated=True),
-            arms=(LN,),
-            paper_effect=_t1("HLN", "LN"),
-            key="hln_ln",
-        ),
-        Claim(
-            "heating up improves BN (HBN - BN, R@1)",
-            lambda df: _heating(df, "HBN", "BN"),
-            unit="R@1 points",
-            differs=differs(_heated("BN"), "cub", "HBN", heated=True),
-            arms=(BN,),
-            paper_effect=_t1("HBN", "BN"),
-            primary=True,
-            key="hbn_bn",
-        ),
-        Claim(
-            "heating up improves BN's NMI (HBN - BN)",
-            lambda df: paired(df, "NMI", {"variant": "HBN"}, {"variant": "BN"}),
-            unit="NMI points",
-            differs=differs(_heated("BN"), "cub", "HBN", heated=True),
-            arms=(BN,),
-            paper_effect=_t1("HBN", "BN", "NMI"),
-            key="hbn_bn_nmi",
-        ),
+        _claim("LN beats SM (R@1)", "LN", "SM", "ln_sm"),
+        _claim("BN beats SM (R@1)", "BN", "SM", "bn_sm", primary=True),
+        _claim("heating up improves LN (HLN - LN, R@1)", "HLN", "LN", "hln_ln"),
+        _claim("heating up improves BN (HBN - BN, R@1)", "HBN", "BN", "hbn_bn", primary=True),
+        _claim("heating up improves BN's NMI (HBN - BN)", "HBN", "BN", "hbn_bn_nmi", "NMI"),
     ),
     figures=(
         Figure(

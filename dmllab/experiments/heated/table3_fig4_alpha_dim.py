@@ -65,12 +65,7 @@ def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str
             pos, neg = cosine_pairs(emb, labels, params["pairs_samples"], run.seed)
             side = "train" if split == "trainval" else "test"
             out += tidy(
-                {f"{side}_cos_gap": float(pos.mean() - neg.mean())},
-                percent=False,
-                variant=run.variant,
-                dataset=run.config.dataset,
-                seed=run.seed,
-                **run.tag,
+                {f"{side}_cos_gap": float(pos.mean() - neg.mean())}, percent=False, **run.labels, **run.tag
             )
             if run.seed == params.seeds[0]:
                 for kind, values in (("positive", pos), ("negative", neg)):
@@ -155,9 +150,7 @@ def _figure_table(tables: Any) -> Any:
         s = part.groupby("param_dim")["value"].agg(["mean", "std"]).sort_index()
         ax.errorbar(s.index.astype(float), s["mean"], yerr=s["std"].fillna(0), marker="o", capsize=3, label=v)
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("embedding size")
-    ax.set_ylabel("R@1 (%)")
-    ax.set_title("SM, BN at several alpha, HBN")
+    ax.set(xlabel="embedding size", ylabel="R@1 (%)", title="SM, BN at several alpha, HBN")
     ax.legend(fontsize=8)
     return fig
 

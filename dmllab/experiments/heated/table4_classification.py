@@ -39,9 +39,7 @@ def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
     out = lookup.rows(planned)
     for run in planned:
         acc, kind = split_accuracy(lookup, run, "heldout_test", "heldout_train")
-        out += tidy(
-            {"accuracy": acc}, variant=run.variant, dataset=run.config.dataset, seed=run.seed, classifier=kind
-        )
+        out += tidy({"accuracy": acc}, **run.labels, classifier=kind)
     return out
 
 
@@ -60,9 +58,7 @@ def _figure(tables: Any) -> Any:
     fig, ax = plt.subplots(figsize=(5.0, 3.6))
     sns.barplot(data=data, x="variant", y="value", errorbar="sd", ax=ax)
     sns.stripplot(data=data, x="variant", y="value", color="black", size=4, ax=ax)
-    ax.set_xlabel("")
-    ax.set_ylabel("classification accuracy (%)")
-    ax.set_title("Same-class split: classification accuracy")
+    ax.set(xlabel="", ylabel="classification accuracy (%)", title="Same-class split: classification accuracy")
     return fig
 
 

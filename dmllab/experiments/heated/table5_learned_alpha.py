@@ -51,9 +51,7 @@ def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
         values = {"alpha_final": float(loss.alpha_param.detach())}
         if run.tag["heated"]:
             values["alpha_heated"] = float(loss.alpha)
-        out += tidy(
-            values, percent=False, variant=run.variant, dataset=run.config.dataset, seed=run.seed, **run.tag
-        )
+        out += tidy(values, percent=False, **run.labels, **run.tag)
     return out
 
 
@@ -160,8 +158,7 @@ def _figure(tables: Any) -> Any:
     fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.8), squeeze=False)
     for ax, m in zip(axes[0], metrics):
         sns.barplot(data=data[data["metric"] == m], x="variant", y="value", errorbar="sd", ax=ax)
-        ax.set_title(m)
-        ax.set_xlabel("")
+        ax.set(title=m, xlabel="")
         ax.tick_params(axis="x", labelrotation=30, labelsize=7)
     fig.tight_layout()
     return fig

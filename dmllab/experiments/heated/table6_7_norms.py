@@ -33,9 +33,8 @@ def runs(params: Params) -> list[Run]:
     for a in params["table7_alphas"]:
         if a in params["table6_alphas"]:
             continue  # the Table 6 BN run of that alpha
-        out += kit.seeds_runs(
-            hs_config(params.profile, ds, "BN", alpha=a), params, "BN", alpha=float(a), table="7"
-        )
+        cfg = hs_config(params.profile, ds, "BN", alpha=a)
+        out += kit.seeds_runs(cfg, params, "BN", alpha=float(a), table="7")
     return out
 
 
@@ -50,13 +49,7 @@ def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
         if run.variant == "BN" and run.tag.get("alpha") in params["table7_alphas"]:
             acc, kind = split_accuracy(lookup, run, train, train)
             out += tidy(
-                {"train_accuracy": 100.0 * acc},
-                percent=False,
-                variant=run.variant,
-                dataset=run.config.dataset,
-                seed=run.seed,
-                classifier=kind,
-                **run.tag,
+                {"train_accuracy": 100.0 * acc}, percent=False, **run.labels, classifier=kind, **run.tag
             )
     return out
 
@@ -132,6 +125,19 @@ def _t6(better: str, worse: str) -> dict[str, object]:
     return {p: printed(side(better, p), side(worse, p)) for p in PARAMETERS}
 
 
+def _t6_claim(text: str, better: str, worse: str, key: str, **kw: Any) -> Claim:
+    """A Table 6 claim: ``better`` beats ``worse`` on R@1 at the same alpha (:func:`_vs`, :func:`_t6`)."""
+    return Claim(
+        text,
+        lambda df: _vs(df, better, worse),
+        unit="R@1 points",
+        differs=differs(_table6),
+        paper_effect=_t6(better, worse),
+        key=key,
+        **{"arms": (BN,), **kw},
+    )
+
+
 def _t7() -> dict[str, object]:
     """Table 7's training accuracy at the largest minus at the smallest alpha the profile trains."""
 
@@ -153,15 +159,12 @@ def _figure(tables: Any) -> Any:
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     t6 = rows[rows["metric"].isin(["R@1", "NMI"]) & (rows["param_table"].astype(str) == "6")]
     sns.barplot(data=t6, x="variant", y="value", hue="metric", errorbar="sd", ax=axes[0])
-    axes[0].set_title("Table 6: normalisation")
-    axes[0].set_xlabel("")
-    axes[0].set_ylabel("%")
+    axes[0].set(title="Table 6: normalisation", xlabel="", ylabel="%")
     t7 = rows[rows["metric"] == "train_accuracy"]
     s = t7.groupby("param_alpha")["value"].agg(["mean", "std"]).sort_index()
     axes[1].errorbar(s.index.astype(float), s["mean"], yerr=s["std"].fillna(0), marker="o", capsize=3)
     axes[1].set_xscale("log", base=2)
-    axes[1].set_xlabel("alpha (BN)")
-    axes[1].set_ylabel("final training accuracy (%)")
+    axes[1].set(xlabel="alpha (BN)", ylabel="final training accuracy (%)")
     axes[1].set_title("Table 7: training accuracy against alpha")
     fig.tight_layout()
     return fig
@@ -197,33 +200,25 @@ ARTIFACT = Artifact(
     rows=rows,
     reference=reference,
     claims=(
-        Claim(
+        _t6_claim(
             "SM + alpha beats SM (R@1, mean over Table 6's alphas)",
-            lambda df: _vs(df, "SM+ α", "SM"),
-            unit="R@1 points",
-            differs=differs(_table6),
+            "SM+ α",
+            "SM",
+            "sm_alpha_vs_sm",
             arms=(SM, BN),
-            paper_effect=_t6("SM+ α", "SM"),
-            key="sm_alpha_vs_sm",
         ),
-        Claim(
+        _t6_claim(
             "BN w/o WN beats SM + alpha at the same alpha: feature normalisation matters",
-            lambda df: _vs(df, "BN w/o WN", "SM+ α"),
-            unit="R@1 points",
-            differs=differs(_table6),
-            arms=(BN,),
-            paper_effect=_t6("BN w/o WN", "SM+ α"),
+            "BN w/o WN",
+            "SM+ α",
+            "bn_wown_vs_sm_alpha",
             primary=True,
-            key="bn_wown_vs_sm_alpha",
         ),
-        Claim(
+        _t6_claim(
             "BN beats BN w/o WN at the same alpha: weight normalisation helps",
-            lambda df: _vs(df, "BN", "BN w/o WN"),
-            unit="R@1 points",
-            differs=differs(_table6),
-            arms=(BN,),
-            paper_effect=_t6("BN", "BN w/o WN"),
-            key="bn_vs_bn_wown",
+            "BN",
+            "BN w/o WN",
+            "bn_vs_bn_wown",
         ),
         Claim(
             "Table 7: training accuracy rises with alpha (largest minus smallest)",

@@ -88,9 +88,7 @@ def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str
             sel = which == b
             out.append(
                 {
-                    "variant": run.variant,
-                    "dataset": cfg.dataset,
-                    "seed": run.seed,
+                    **run.labels,
                     "metric": "R@1",
                     "value": 100.0 * float(hit[sel].mean()) if sel.any() else float("nan"),
                     "param_bin": b,

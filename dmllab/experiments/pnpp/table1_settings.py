@@ -118,8 +118,7 @@ def _figure(tables: Any) -> Any:
     ax.barh(y, ratios, color=colors)
     ax.axvline(1.0, color="black", lw=1)
     ax.set_yticks(y, labels, fontsize=6)
-    ax.set_xscale("log")
-    ax.set_xlabel("value / Table 1 value (1 = as printed)")
+    ax.set(xscale="log", xlabel="value / Table 1 value (1 = as printed)")
     ax.set_title("Presets and datasets vs ProxyNCA++ Table 1", fontsize=10)
     fig.tight_layout()
     return fig

@@ -54,19 +54,18 @@ def reference(rec: Any) -> tuple[str, str, str, str] | None:
         return None
     if variant == "ProxyNCA++ [512]" and metric == "R@1":  # Table 14 prints the same cell (256 crops, 512-d)
         return "Table 14", C.ROW_NAME[dataset], "Ours", dataset
-    row = {
+    rows = {
         "ProxyNCA": "ProxyNCA [R50, 2048]",
         "ProxyNCA++ (-max, -fast)": "ProxyNCA++ (-max, -fast) [R50, 2048]",
-    }.get(
-        variant,
-        f"ProxyNCA++ [R50, {variant.split('[')[-1].rstrip(']')}]"
-        if variant.startswith("ProxyNCA++ [")
-        else None,
-    )
+    }
+    if variant.startswith("ProxyNCA++ ["):  # the paper's embedding size in brackets
+        rows[variant] = f"ProxyNCA++ [R50, {variant.split('[')[-1].rstrip(']')}]"
+    row = rows.get(variant)
     return None if row is None else (C.SOTA_TABLE[dataset], row, metric, dataset)
 
 
 PNPP = {"variant": "ProxyNCA++ [2048]"}
+_OWN_PRESETS = analogue.differs("ProxyNCA and ProxyNCA++ each with its own profile preset", "proxynca++")
 
 
 def _t3(row: str, column: str = "R@1") -> tuple[str, str, str, str]:
@@ -130,9 +129,7 @@ ARTIFACT = Artifact(
             "ProxyNCA++ (2048-d) beats ProxyNCA on R@1",
             lambda df: paired(df, "R@1", PNPP, {"variant": "ProxyNCA"}),
             unit="R@1 points",
-            differs=analogue.differs(
-                "ProxyNCA and ProxyNCA++ each with its own profile preset", "proxynca++"
-            ),
+            differs=_OWN_PRESETS,
             arms=("proxynca++",),
             worse_arms=("proxynca",),
             paper_effect=printed(_t3("ProxyNCA++ [R50, 2048]"), _t3("ProxyNCA [R50, 2048]")),
@@ -143,9 +140,7 @@ ARTIFACT = Artifact(
             "ProxyNCA++ (2048-d) beats ProxyNCA on NMI (CUB, Cars)",
             lambda df: paired(df, "NMI", PNPP, {"variant": "ProxyNCA"}),
             unit="NMI points",
-            differs=analogue.differs(
-                "ProxyNCA and ProxyNCA++ each with its own profile preset", "proxynca++"
-            ),
+            differs=_OWN_PRESETS,
             arms=("proxynca++",),
             worse_arms=("proxynca",),
             paper_effect=printed(_t3("ProxyNCA++ [R50, 2048]", "NMI"), _t3("ProxyNCA [R50, 2048]", "NMI")),

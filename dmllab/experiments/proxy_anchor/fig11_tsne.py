@@ -59,9 +59,7 @@ def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str
         out += tidy(
             {"grid_same_class_neighbours": 100 * agree, "chance_same_class": 100 * float((share**2).sum())},
             percent=False,
-            variant=run.variant,
-            dataset=run.config.dataset,
-            seed=run.seed,
+            **run.labels,
             run_id=lookup.place(run).key,  # derived from this run: every row names its run
         )
         tables.append(t.assign(seed=run.seed))
@@ -80,9 +78,7 @@ def _figure(tables: Any) -> Any:
     images = figure_images(t, cfg)
     fig, axes = plt.subplots(1, 2, figsize=(11, 5.4))
     axes[0].scatter(t["x"], t["y"], c=t["label"], cmap="tab20", s=8)
-    axes[0].set_title("t-SNE of test embeddings (colour: class)")
-    axes[0].set_xlabel("t-SNE 1")
-    axes[0].set_ylabel("t-SNE 2")
+    axes[0].set(title="t-SNE of test embeddings (colour: class)", xlabel="t-SNE 1", ylabel="t-SNE 2")
     size = 32 if len(t) <= 900 else 16
     image_grid(axes[1], t[["gx", "gy"]].to_numpy(), [thumbnail(images[int(i)], size) for i in t["index"]])
     axes[1].set_title("the same points on a grid (linear assignment)")

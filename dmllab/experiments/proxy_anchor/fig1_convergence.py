@@ -60,9 +60,7 @@ def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
             out += tidy(
                 {"val_R@1": 100.0 * float(h["val_R@1"]), "elapsed_s": elapsed},
                 percent=False,
-                variant=run.variant,
-                dataset=run.config.dataset,
-                seed=run.seed,
+                **run.labels,
                 epoch=int(h["epoch"]),
             )
     return out

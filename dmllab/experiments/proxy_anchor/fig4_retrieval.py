@@ -49,36 +49,18 @@ def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str
         correct = lab[nn_idx] == lab[:, None]  # (N, k)
         out += tidy(
             {"P@4": float(correct.mean()), "R@1": float(correct[:, 0].mean())},
-            variant=run.variant,
-            dataset=run.config.dataset,
-            seed=run.seed,
+            **run.labels,
             run_id=lookup.place(run).key,  # derived from this run: every row a claim reads names its run
         )
         if run.seed == params.seeds[0]:
             rng = np.random.default_rng(params["query_seed"])
             queries = np.sort(rng.choice(len(lab), size=min(params["queries"], len(lab)), replace=False))
             for q in queries:
-                grid.append(
-                    {
-                        "variant": run.variant,
-                        "query": int(q),
-                        "rank": 0,
-                        "index": int(q),
-                        "label": int(lab[q]),
-                        "correct": np.nan,
-                    }
-                )
+                base = {"variant": run.variant, "query": int(q)}
+                grid.append({**base, "rank": 0, "index": int(q), "label": int(lab[q]), "correct": np.nan})
                 for r, j in enumerate(nn_idx[q], start=1):
-                    grid.append(
-                        {
-                            "variant": run.variant,
-                            "query": int(q),
-                            "rank": r,
-                            "index": int(j),
-                            "label": int(lab[j]),
-                            "correct": float(correct[q, r - 1]),
-                        }
-                    )
+                    hit = float(correct[q, r - 1])
+                    grid.append({**base, "rank": r, "index": int(j), "label": int(lab[j]), "correct": hit})
     table = pd.DataFrame(grid)
     return out, {"retrievals": with_image_files(table, ds)}
 

@@ -54,8 +54,7 @@ def _figure(tables: Any) -> Any:
 
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     errorbar_lines(ax, tables["rows"], "param_dim", "variant", logx=True)
-    ax.set_xlabel("embedding size")
-    ax.set_title("R@1 against embedding size")
+    ax.set(xlabel="embedding size", title="R@1 against embedding size")
     return fig
 
 

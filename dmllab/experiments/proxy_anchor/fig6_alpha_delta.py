@@ -86,9 +86,7 @@ def _figure(tables: Any) -> Any:
     sns.heatmap(
         grid, annot=True, fmt=".1f", cmap="viridis", ax=ax, cbar_kws={"label": "R@1 (%), mean over seeds"}
     )
-    ax.set_xlabel("delta")
-    ax.set_ylabel("alpha")
-    ax.set_title("Proxy Anchor: R@1 over alpha x delta")
+    ax.set(xlabel="delta", ylabel="alpha", title="Proxy Anchor: R@1 over alpha x delta")
     return fig
 
 

@@ -88,9 +88,7 @@ def _figure(tables: Any) -> Any:
     for ax, ds in zip(axes[0], datasets):
         part = data[data["dataset"] == ds]
         sns.barplot(data=part, x="k", y="value", hue="variant", order=order, errorbar="sd", ax=ax)
-        ax.set_xlabel("K")
-        ax.set_ylabel("R@K (%)")
-        ax.set_title(f"Proxy Anchor on {ds}")
+        ax.set(xlabel="K", ylabel="R@K (%)", title=f"Proxy Anchor on {ds}")
         ax.legend(fontsize=8)
     fig.tight_layout()
     return fig

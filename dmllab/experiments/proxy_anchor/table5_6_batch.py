@@ -86,8 +86,7 @@ def _figure(tables: Any) -> Any:
     data = tables["rows"]
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     errorbar_lines(ax, data, "param_batch_size", "dataset", logx=True)
-    ax.set_xlabel("batch size")
-    ax.set_title("Proxy Anchor: R@1 against batch size")
+    ax.set(xlabel="batch size", title="Proxy Anchor: R@1 against batch size")
     return fig
 
 

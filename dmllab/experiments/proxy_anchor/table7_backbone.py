@@ -46,9 +46,7 @@ def _figure(tables: Any) -> Any:
     data = tables["rows"][tables["rows"]["metric"] == "R@1"].sort_values("param_order")
     fig, ax = plt.subplots(figsize=(6.0, 3.6))
     sns.barplot(data=data, x="variant", y="value", hue="dataset", errorbar="sd", ax=ax)
-    ax.set_xlabel("")
-    ax.set_ylabel("R@1 (%)")
-    ax.set_title("Proxy Anchor: backbone and image size")
+    ax.set(xlabel="", ylabel="R@1 (%)", title="Proxy Anchor: backbone and image size")
     ax.tick_params(axis="x", labelrotation=15)
     fig.tight_layout()
     return fig

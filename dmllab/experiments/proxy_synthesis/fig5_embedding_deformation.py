@@ -41,9 +41,7 @@ def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
             for lam, m in res.items():
                 out += tidy(
                     m,
-                    variant=run.variant,
-                    dataset=run.config.dataset,
-                    seed=run.seed,
+                    **run.labels,
                     lam=round(lam, 4),
                     split=split_name,
                     base=run.tag["base"],
@@ -111,8 +109,7 @@ def _plot(tables: Any) -> Any:
             s = g.groupby("lam")["value"].agg(["mean", "std"]).reset_index()
             style = dict(marker="o", ms=3, capsize=2, linestyle="--" if not variant.startswith("PS") else "-")
             ax.errorbar(s["lam"], s["mean"], yerr=s["std"].fillna(0), label=variant, **style)
-        ax.set_xlabel("lambda of the synthetic embeddings")
-        ax.set_title(f"{split} set")
+        ax.set(xlabel="lambda of the synthetic embeddings", title=f"{split} set")
         ax.legend(fontsize=8)
     axes[0][0].set_ylabel("R@1 (%), mean +- std over seeds")
     fig.suptitle("PS Fig. 5 / Table B: embedding deformation")

@@ -82,9 +82,7 @@ def _plot_r1(tables: Any) -> Any:
     s = df[df["metric"] == "R@1"].groupby("param_epochs")["value"].mean()
     fig, ax = plt.subplots(figsize=(4.5, 3.2))
     ax.plot(s.index.astype(int), s.values, marker="o")
-    ax.set_xlabel("epochs trained")
-    ax.set_ylabel("test R@1 (%)")
-    ax.set_title("R@1 of the Fig. D models")
+    ax.set(xlabel="epochs trained", ylabel="test R@1 (%)", title="R@1 of the Fig. D models")
     fig.tight_layout()
     return fig
 

@@ -124,15 +124,7 @@ def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
                 seed=run.seed,
                 sigma_scale=params["rescale_blur"],
             )
-            out += tidy(
-                m,
-                variant=run.variant,
-                dataset=run.config.dataset,
-                seed=run.seed,
-                deformation=name,
-                draw=run.draw,
-                run_id=run.key,
-            )
+            out += tidy(m, **run.labels, deformation=name, draw=run.draw, run_id=run.key)
     return out
 
 
@@ -188,8 +180,7 @@ def _plot(tables: Any) -> Any:
         data=df, x="param_deformation", y="value", hue="variant", order=order, hue_order=hues, ax=ax, **style
     )
     ax.set_xlabel("test-time input deformation")
-    ax.set_ylabel("R@1 (%), mean +- std over seeds")
-    ax.set_title("PS Table 3: robustness to input deformations")
+    ax.set(ylabel="R@1 (%), mean +- std over seeds", title="PS Table 3: robustness to input deformations")
     ax.tick_params(axis="x", rotation=30)
     fig.tight_layout()
     return fig

@@ -172,9 +172,7 @@ def _plot(tables: Any) -> Any:
             ax=ax,
             order=list(METRICS),
         )
-        ax.set_title(p)
-        ax.set_xlabel("")
-        ax.set_ylabel("%, mean +- std over seeds")
+        ax.set(title=p, xlabel="", ylabel="%, mean +- std over seeds")
         ax.legend(fontsize=7)
     fig.suptitle("PS Table 4: MLRC metrics with and without PS")
     fig.tight_layout()

@@ -99,12 +99,7 @@ def rows(params: Params, lookup: Lookup) -> tuple[list[dict[str, Any]], dict[str
             emb, labels, params["heatmap_classes"], params["heatmap_lambda"], run.seed, proxies
         )
         out += tidy(
-            summary,
-            percent=False,
-            variant=run.variant,
-            dataset=run.config.dataset,
-            seed=run.seed,
-            proxies="class means" if proxies is None else "trained",
+            summary, percent=False, **run.labels, proxies="class means" if proxies is None else "trained"
         )
         if run.seed != params.seeds[0]:
             continue
@@ -189,9 +184,7 @@ def _plot_r1(tables: Any) -> Any:
         sns.barplot(
             data=sub, x="loss", y="value", hue="PS", hue_order=hues, errorbar="sd", capsize=0.1, ax=ax
         )
-        ax.set_title(ds)
-        ax.set_xlabel("")
-        ax.set_ylabel("R@1 (%), mean +- std over seeds")
+        ax.set(title=ds, xlabel="", ylabel="R@1 (%), mean +- std over seeds")
         ax.tick_params(axis="x", rotation=30)
     fig.suptitle("PS Table 6: proxy losses with and without Proxy Synthesis")
     fig.tight_layout()
@@ -211,9 +204,7 @@ def _plot_tsne(tables: Any) -> Any:
             ax.scatter(
                 s["x"], s["y"], c=s["label"], cmap="tab20", marker=marker, s=12, alpha=0.8, label=label
             )
-        ax.set_title(m)
-        ax.set_xlabel("t-SNE 1")
-        ax.set_ylabel("t-SNE 2")
+        ax.set(title=m, xlabel="t-SNE 1", ylabel="t-SNE 2")
         ax.legend(fontsize=8)
     fig.suptitle("PS Fig. 3 analogue: t-SNE of train (o) and test (^) embeddings, first seed")
     fig.tight_layout()
@@ -234,8 +225,7 @@ def _plot_logits(tables: Any) -> Any:
         ax.set_xticks(range(len(cols_)), cols_, rotation=90, fontsize=7)
         ax.set_yticks(range(len(rows_)), rows_, fontsize=7)
         ax.set_xlabel("proxy p, synthetic proxy p~")
-        ax.set_ylabel("embeddings x, synthetic x~ (mean over samples)")
-        ax.set_title(m)
+        ax.set(ylabel="embeddings x, synthetic x~ (mean over samples)", title=m)
         fig.colorbar(im, ax=ax, label="cosine similarity (logit)")
     fig.suptitle("PS Fig. 4 analogue: cosine similarity of train embeddings and proxies")
     fig.tight_layout()

@@ -154,8 +154,7 @@ def _plot(tables: Any) -> Any:
         s = df[df["metric"] == metric].groupby("param_mu")["value"].agg(["mean", "std"]).reset_index()
         mu = s["param_mu"].astype(float)
         ax.errorbar(mu, s["mean"], yerr=s["std"].fillna(0), marker="o", capsize=3, label=label)
-    ax.set_xlabel("mu (synthetics per sample)")
-    ax.set_ylabel("median time per batch (ms)")
+    ax.set(xlabel="mu (synthetics per sample)", ylabel="median time per batch (ms)")
     dev = df["device"].iloc[0] if "device" in df.columns and len(df) else "?"
     ax.set_title(f"PS Table A: cost against mu (N=128, D=512, {dev})")
     ax.legend()
