@@ -179,11 +179,6 @@ class NotebookJob:
                 os.close(saved)
 
 
-def run_job(job: NotebookJob) -> JobResult:
-    """``job()``: what a pool worker calls (a module-level function pickles by name)."""
-    return job()
-
-
 def last_duration(executed: Path) -> float:
     """Seconds the notebook took at its last execution into ``executed`` (papermill's metadata); 0 if unknown."""
     try:
@@ -271,7 +266,9 @@ def run_notebooks(
     jobs.sort(key=lambda j: -last_duration(j.output))
     order = [a.id for a in plan.artifacts]
     try:
-        ran = local.map(run_job, jobs, lambda j: j.notebook.stem, desc=f"notebooks ({plan.profile})")
+        ran = local.map(
+            NotebookJob.__call__, jobs, lambda j: j.notebook.stem, desc=f"notebooks ({plan.profile})"
+        )
     except Interrupted as stop:
         _write_stamps(stop.finished, out_dir, stamps, where.results)
         finished = sorted(skipped + list(stop.finished), key=lambda r: order.index(r.name))
@@ -309,14 +306,9 @@ def run_plots(
     ]
     jobs = []
     for p in papers:
-        figures_there = all(
-            (figures / f"{a.id}{f.suffix}.png").exists()
-            for a in plan.artifacts
-            if a.paper == p
-            for f in a.figures
-        )
-        if force or p in rerun or not figures_there:
+        drawn = [figures / f"{a.id}{f.suffix}.png" for a in plan.artifacts if a.paper == p for f in a.figures]
+        if force or p in rerun or not all(png.exists() for png in drawn):
             name = f"plots_{p}.ipynb"
             parameters = {"profile": plan.profile, "device": plan.device}
             jobs.append(NotebookJob(nb_dir / name, out_dir / name, parameters, kernel))
-    return local.map(run_job, jobs, lambda j: j.notebook.stem, desc="plots")
+    return local.map(NotebookJob.__call__, jobs, lambda j: j.notebook.stem, desc="plots")

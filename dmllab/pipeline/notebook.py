@@ -182,20 +182,11 @@ def runs_frame(runs: Sequence[Run]) -> pd.DataFrame:
     from dmllab.training import presets
     from dmllab.training.store import RunStore
 
-    store = RunStore()
-    out = []
+    store, out = RunStore(), []
     for run in runs:
         stored = store.load(run.config, run.seed)
-        out.append(
-            {
-                "variant": run.variant,
-                "seed": run.seed,
-                "config": presets.describe(run.config),
-                "run key": run.key,
-                "stored": stored is not None,
-                "wall time (s)": None if stored is None else round(float(stored.wall_time_s), 1),
-            }
-        )
+        wall = None if stored is None else round(float(stored.wall_time_s), 1)
+        out.append((run.variant, run.seed, presets.describe(run.config), run.key, stored is not None, wall))
     return pd.DataFrame(out, columns=["variant", "seed", "config", "run key", "stored", "wall time (s)"])
 
 
