@@ -348,55 +348,36 @@ def _planned(
     store: RunStore,
 ) -> tuple[list[PlannedRun], float | None]:
     """``(every unique run as a PlannedRun, the typical run an estimate fell back to)``: whether the store holds it
-    (or records it as diverged), its price, its wall time (stored, else :func:`_estimate`) and its declarations
-    (``declared``: by config and seed)."""
+    (or records it as diverged), its price, its declarations and its wall time: stored, else the median of the same
+    method, else of the same profile, on the same device kind, else the GPU price of the real run, else the
+    profile's typical run on that device (none for a fast dev run: no real run says what it costs)."""
     history = _stored_wall_times()
     by_profile: dict[str, list[float]] = {}
     for key, walls in history.items():
         by_profile.setdefault(key.split("|", 2)[-1], []).extend(walls)
     planned, typical = [], None
     for key, (run, users) in unique.items():
-        stored_run = store.load(run.config, run.seed)
-        diverged = stored_run is None and store.diverged(run.config, run.seed) is not None
+        c, kind = run.config, _kind(run.config.run.device)
+        stored_run = store.load(c, run.seed)
+        diverged = stored_run is None and store.diverged(c, run.seed) is not None
         cost = prices(key, run) if prices.calibration is not None else None
+        basis = history.get("|".join((c.method, c.dataset, c.profile, kind))) or by_profile.get(
+            f"{c.profile}|{kind}"
+        )
+        wall: float | None = None
         if stored_run is not None:
-            wall: float | None = float(stored_run.wall_time_s)
-        else:
-            wall, fell_back = _estimate(
-                run, profile, fast_dev_run, cost, history, by_profile, prices.calibration
-            )
-            typical = wall if fell_back else typical
-        declarations = tuple(declared.get((run.config, run.seed), ()))
+            wall = float(stored_run.wall_time_s)
+        elif basis:
+            wall = statistics.median(basis)
+        elif not fast_dev_run and kind == "cuda" and isinstance(cost, Price) and cost.from_images:
+            wall = cost.seconds
+        elif not fast_dev_run and c.profile == profile:
+            wall = typical = _typical_run_s(c.profile, kind, prices.calibration)
+        declarations = tuple(declared.get((c, run.seed), ()))
         planned.append(
             PlannedRun(run, tuple(users), stored_run is not None, wall, diverged, cost, declarations)
         )
     return planned, typical
-
-
-def _estimate(
-    run: Run,
-    profile: str,
-    fast_dev_run: int,
-    cost: Price | Unpriced | None,
-    history: Mapping[str, list[float]],
-    by_profile: Mapping[str, list[float]],
-    calibration: Calibration | None,
-) -> tuple[float | None, bool]:
-    """``(the estimated wall time of a missing run, whether it is the profile's typical run)``: the median of the
-    same method, else of the same profile, on the same device kind, else the GPU price of the real run, else the
-    profile's typical run on that device (none for a fast dev run: no real run says what it costs)."""
-    c = run.config
-    kind = _kind(c.run.device)
-    basis = history.get("|".join((c.method, c.dataset, c.profile, kind))) or by_profile.get(
-        f"{c.profile}|{kind}"
-    )
-    if basis:
-        return statistics.median(basis), False
-    if not fast_dev_run and kind == "cuda" and isinstance(cost, Price) and cost.from_images:
-        return cost.seconds, False
-    if not fast_dev_run and c.profile == profile:
-        return _typical_run_s(c.profile, kind, calibration), True
-    return None, False
 
 
 def _runs(
