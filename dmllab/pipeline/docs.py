@@ -1,9 +1,7 @@
 """``dmllab docs``: the generated parts of the documentation (:func:`expected_files`), written from the code and
-the committed CSVs so that they cannot drift from what they describe: the README's artifact table
-(:func:`artifact_table`), ``docs/benchmarks.md`` (:mod:`dmllab.pipeline.docs_benchmarks`), ``docs/guide/cli.md``
-(:mod:`dmllab.pipeline.docs_cli`) and ``docs/guide/gpu.md``'s cost table (:func:`reproduction_table`). The
-generator reads the checkout's own ``results/``, whatever ``DMLLAB_RESULTS`` says; ``--check`` exits 1 when one is
-out of date (a test runs it).
+the checkout's own committed CSVs (whatever ``DMLLAB_RESULTS`` says): the README's artifact table
+(:func:`artifact_table`), ``docs/benchmarks.md``, ``docs/guide/cli.md`` and ``docs/guide/gpu.md``'s cost table
+(:func:`reproduction_table`); ``--check`` exits 1 when one is out of date.
 """
 
 from __future__ import annotations

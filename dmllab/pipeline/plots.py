@@ -24,13 +24,9 @@ def _in_notebook() -> bool:
 def draw_paper(
     paper: str, profile: str = "quick", device: str = "auto", *, show: bool | None = None
 ) -> dict[str, str]:
-    """Draw and save every figure of ``paper``'s artifacts (in the paper's order) that has rows for ``profile`` in
-    the destination of ``profile`` on ``device``; with ``show`` (default: inside a notebook) display each one under
-    its artifact's label and title.
-
-    Returns ``{artifact id: "N figure(s) in <folder>/" | "no rows yet"}``. An artifact whose figure fails does not
-    stop the others; the failures are raised together at the end (so the study reports them).
-    """
+    """Draw and save every figure of ``paper``'s artifacts that has rows of ``profile`` on ``device`` (with ``show``,
+    default in a notebook, each under its artifact's title); returns ``{id: "N figure(s) in <folder>/" | "no rows
+    yet"}``. A failing figure stops no other: the failures are raised together at the end."""
     import matplotlib.pyplot as plt
 
     show = _in_notebook() if show is None else show

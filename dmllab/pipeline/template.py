@@ -310,12 +310,10 @@ def write_all(directory: str | os.PathLike | None = None) -> list[Path]:
     directory = Path(directory) if directory is not None else notebooks_dir()
     directory.mkdir(parents=True, exist_ok=True)
     wanted = _all_notebooks()
-    written = []
-    for stem, nb in wanted.items():
-        path = directory / f"{stem}.ipynb"
+    written = [directory / f"{stem}.ipynb" for stem in wanted]
+    for path, nb in zip(written, wanted.values()):
         text = nbformat.writes(nb)
         write_text_atomic(path, text if text.endswith("\n") else text + "\n")  # as nbformat.write ends it
-        written.append(path)
     for path in directory.glob("*.ipynb"):
         if path.stem not in wanted:
             path.unlink()
