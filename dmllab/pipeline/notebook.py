@@ -259,17 +259,22 @@ def _one_line(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset:
     shell._showtraceback(etype, value, [f"dmllab: error: {error_message(value)} (%tb shows the traceback)"])
 
 
+def ipython_shell() -> Any:
+    """The IPython shell this code runs in (a notebook's kernel), else None."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    return get_ipython()
+
+
 def _one_line_errors() -> None:
     """In IPython, an expected error (:data:`dmllab.errors.EXPECTED_ERRORS`, a :class:`RuntimeError` such as
     :class:`~dmllab.experiments.lookup.MissingRunError`) that dmllab raised shows as one line, as on the command
     line; ``%tb`` shows its traceback."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return
     from dmllab.errors import EXPECTED_ERRORS
 
-    shell = get_ipython()
+    shell = ipython_shell()
     if shell is not None:
         shell.set_custom_exc((*EXPECTED_ERRORS, RuntimeError), _one_line)
 
@@ -278,11 +283,7 @@ def _kernel_settings(device: str) -> None:
     """In IPython: torch on the threads a study's worker gives one notebook on ``device``
     (:func:`dmllab.pipeline.jobs.threads_per_worker`), and tqdm.auto imported once with its ipywidgets warning
     silenced (the plain-text bars it falls back to are fine)."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return
-    if get_ipython() is None:
+    if ipython_shell() is None:
         return
     import warnings
 

@@ -6,19 +6,9 @@ from __future__ import annotations
 
 from dmllab import paths
 from dmllab.experiments import registry
-from dmllab.pipeline.notebook import draw_figures
+from dmllab.pipeline.notebook import draw_figures, ipython_shell
 from dmllab.profiles import resolve_device
 from dmllab.results import read_artifact_rows
-
-
-def _in_notebook() -> bool:
-    """True inside an IPython kernel (a notebook), where a displayed figure shows inline."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    shell = get_ipython()
-    return shell is not None and getattr(shell, "kernel", None) is not None
 
 
 def draw_paper(
@@ -29,7 +19,9 @@ def draw_paper(
     yet"}``. A failing figure stops no other: the failures are raised together at the end."""
     import matplotlib.pyplot as plt
 
-    show = _in_notebook() if show is None else show
+    show = (
+        getattr(ipython_shell(), "kernel", None) is not None if show is None else show
+    )  # inline in a kernel
     device = resolve_device(device)
     where = paths.destination(profile, device)
     if not where.tracked:
