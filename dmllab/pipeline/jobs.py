@@ -1,7 +1,5 @@
-"""A study's jobs: what one job reports (:class:`JobResult`), how many run at once with how many threads
-(:func:`resolve_jobs`, :func:`threads_per_worker`: a CPU run always on one torch thread, so that its numbers do
-not depend on the machine), what a training job runs (:func:`train_run`), and how the study is asked to stop
-(:func:`stop_on_signals`). Where the jobs run is :mod:`dmllab.pipeline.executors`.
+"""A study's jobs: :class:`JobResult`, how many run at once on how many threads (:func:`resolve_jobs`,
+:func:`threads_per_worker`), :func:`train_run` and :func:`stop_on_signals`; :mod:`dmllab.pipeline.executors` runs them.
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ from dmllab.experiments.artifact import Run
 from dmllab.validation import usable_cores
 
 SKIPPED = "up to date (skipped)"  # JobResult.output of a notebook whose stamp is current
-#: torch threads of a run on the CPU (module docstring).
+#: torch threads of a run on the CPU: one, so that its numbers do not depend on the machine.
 CPU_THREADS_PER_RUN = 1
 
 
