@@ -1,6 +1,6 @@
 """The report ``figures/report.html``, rebuilt from ``results/`` by ``dmllab report`` (and ``dmllab study``): one
-self-contained HTML file (inline CSS, figures linked from ``figures/``) rendered from ``templates/report.html.j2``, which lays it out, with
-:mod:`dmllab.pipeline.summary` and :mod:`dmllab.pipeline.forest`.
+self-contained HTML file (inline CSS, figures linked from ``figures/``) rendered from ``templates/report.html.j2``,
+which lays it out, with :mod:`dmllab.pipeline.summary` and :mod:`dmllab.pipeline.forest`.
 """
 
 from __future__ import annotations
