@@ -1,7 +1,5 @@
-"""``dmllab study --fast-dev-run`` (docs/guide/study.md): every planned run (first seed only) is a fast dev run,
-the notebooks, plots and report run on its rows, all in scratch folders (:func:`scratch_paths`), and the summary
-(:func:`format_fast_dev`) says per artifact what trained, in how many steps, with what peak memory and time, and
-whether its notebook found its runs.
+"""``dmllab study --fast-dev-run`` (docs/guide/study.md): every planned run (first seed) a fast dev run, the rest
+of the study on its rows in scratch folders (:func:`scratch_paths`), and its summary (:func:`format_fast_dev`).
 """
 
 from __future__ import annotations
