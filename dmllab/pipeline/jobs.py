@@ -54,9 +54,8 @@ class Interrupted(KeyboardInterrupt):
 
 @contextmanager
 def stop_on_signals() -> Iterator[None]:
-    """Within the block, SIGINT and SIGTERM raise :class:`Interrupted` in the main thread (the first one only:
-    a second signal while the study stops is ignored, the stop itself is bounded). Elsewhere than in the main
-    thread this does nothing."""
+    """Within the block, the first SIGINT or SIGTERM raises :class:`Interrupted` in the main thread (a second one
+    while the study stops is ignored); outside the main thread nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -165,9 +164,8 @@ def peak_memory(device: str, into: dict[str, float], interval_s: float = 0.05) -
 
 
 def train_run(run: Run) -> JobResult:
-    """Train one run through the run store (a stored run is returned at once); never raises. A fast dev run
-    (``run.fast_dev_run``) also reports its steps, peak memory (:func:`peak_memory`) and what it shrank to fit the
-    data in ``JobResult.info``."""
+    """Train one run through the run store (a stored one returns at once); never raises. A fast dev run's
+    ``JobResult.info`` has its steps, :func:`peak_memory` and what it shrank to fit the data."""
     from dmllab.metrics import DegenerateEmbeddingError as NonFiniteEmbeddingError  # collapsed too
     from dmllab.training import NonFiniteLossError
     from dmllab.training.store import run as train

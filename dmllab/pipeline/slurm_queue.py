@@ -59,9 +59,8 @@ def slurm(argv: Sequence[str], *, timeout_s: float = 60) -> str:
 
 @dataclass(frozen=True)
 class Partition:
-    """A SLURM partition as ``sinfo`` lists it: the most CPUs and GPUs one of its usable nodes has, its state
-    (``up``, ``down``, ``drain``, ``inact``), its time limit per job in minutes (``MaxTime``; None: unlimited)
-    and its nodes that take no job (down, drained, failed: ``name (state)``)."""
+    """A partition as ``sinfo`` lists it: the most CPUs and GPUs of a usable node, its state, ``MaxTime`` in
+    minutes (None: unlimited), and its nodes that take no job (``name (state)``)."""
 
     name: str
     cpus: int
@@ -241,10 +240,8 @@ def cancel_named(
 
 @dataclass
 class Watch:
-    """Wait for submitit ``jobs`` (one per item of ``names``), collecting each result as its job finishes
-    (``done(result)``); ``states(job_ids)`` says what the cluster knows (:func:`slurm_states`), ``say`` gets the
-    status lines and warnings (:class:`~dmllab.pipeline.slurm.SlurmOptions`: the intervals). :attr:`results`
-    holds those collected so far (by index), also after an interruption."""
+    """Wait for submitit ``jobs`` (one per ``names``), calling ``done(result)`` as each finishes; ``states``
+    is :func:`slurm_states`, ``say`` gets the status lines; :attr:`results` (by index) survives an interruption."""
 
     jobs: Sequence[Any]
     names: Sequence[str]
