@@ -57,19 +57,18 @@ def _values_by_profile(values: dict[str, Any]) -> str:
 def parameters_source(artifact: Artifact) -> str:
     """The tagged parameters cell: one line per parameter with why it is there (papermill's help), and under each
     ``None`` the value every profile gives it, written as a person writes it (``1/9``, ``4e2``)."""
+
+    def described(key: str, why: str, values: dict[str, Any]) -> list[str]:
+        return [f"{key} = None" + (f"  # {why}" if why else ""), f"#   {_values_by_profile(values)}"]
+
+    def default(key: str) -> list[str]:
+        return described(key, STANDARD_HELP[key], {p: artifact.defaults(p)[key] for p in PROFILES})
+
     lines = [
         "# Parameters (papermill -p NAME VALUE, or dmllab study). None takes the profile's value, listed below it.",
         f'profile = "quick"  # {STANDARD_HELP["profile"]}',
-        f"seeds = None  # {STANDARD_HELP['seeds']}",
-        f"#   {_values_by_profile({p: artifact.defaults(p)['seeds'] for p in PROFILES})}",
-        *(
-            [
-                f"data_seed = None  # {STANDARD_HELP['data_seed']}",
-                f"#   {_values_by_profile({p: artifact.defaults(p)['data_seed'] for p in PROFILES})}",
-            ]
-            if artifact.trains
-            else []
-        ),
+        *default("seeds"),
+        *(default("data_seed") if artifact.trains else []),
         f"execution = None  # {STANDARD_HELP['execution']}",
         '#   "device=cuda,data_root=data" (also fast_dev_run, pretrained, check_counts, threads)',
         f"manifest = None  # {STANDARD_HELP['manifest']}",
@@ -81,8 +80,7 @@ def parameters_source(artifact: Artifact) -> str:
         why = artifact.parameter_help.get(key, "")
         if "=" in why:  # papermill skips parameter lines holding a second "="
             raise ValueError(f"artifact {artifact.id!r}: the help of parameter {key!r} must not contain '='")
-        lines.append(f"{key} = None" + (f"  # {why}" if why else ""))
-        lines.append(f"#   {_values_by_profile({p: artifact.parameters[p][key] for p in PROFILES})}")
+        lines += described(key, why, {p: artifact.parameters[p][key] for p in PROFILES})
     return "\n".join(lines)
 
 
