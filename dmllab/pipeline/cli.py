@@ -74,21 +74,11 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _notebooks(args: argparse.Namespace) -> int:
+    from dmllab.pipeline.docs import check_or_write
     from dmllab.pipeline.template import stale_notebooks, write_all
 
-    if args.check:
-        stale = stale_notebooks()
-        if stale:
-            print(
-                f"out of date, with outputs, or without an artifact (run `dmllab notebooks`): {', '.join(stale)}",
-                file=sys.stderr,
-            )
-            return 1
-        print("all notebooks match their artifacts")
-        return 0
-    for path in write_all():
-        print(f"wrote {path}")
-    return 0
+    fix = "out of date, with outputs, or without an artifact (run `dmllab notebooks`)"
+    return check_or_write(args.check, stale_notebooks, write_all, fix, "all notebooks match their artifacts")
 
 
 def _add_study(subparsers: argparse._SubParsersAction) -> None:

@@ -1,8 +1,6 @@
-"""What a study's runs cost on a GPU: the images each run processes (:func:`workload`) at the rates of a
-:class:`Calibration` (the rows of ``benchmarks/bench_gpu.py``, committed as ``results/benchmarks/gpu.csv``);
-:func:`price` puts them together, naming each approximation in :attr:`Price.notes`, and never guesses a rate
-that is not measured (:class:`Unpriced`). The model (images, rates, approximations, range) is described in
-docs/guide/gpu.md.
+"""What a study's runs cost on a GPU: the images each run processes (:func:`workload`) at the measured rates of a
+:class:`Calibration` (``results/benchmarks/gpu.csv``), put together by :func:`price`, which never guesses a rate
+(:class:`Unpriced`); the model is described in docs/guide/gpu.md.
 """
 
 from __future__ import annotations

@@ -1,15 +1,14 @@
 """``dmllab docs``: the generated parts of the documentation (:func:`expected_files`), written from the code and
-the committed CSVs so that they cannot drift from what they describe: the README's artifact table
-(:func:`artifact_table`), ``docs/benchmarks.md`` (:mod:`dmllab.pipeline.docs_benchmarks`), ``docs/guide/cli.md``
-(:mod:`dmllab.pipeline.docs_cli`) and ``docs/guide/gpu.md``'s cost table (:func:`reproduction_table`). The
-generator reads the checkout's own ``results/``, whatever ``DMLLAB_RESULTS`` says; ``--check`` exits 1 when one is
-out of date (a test runs it).
+the checkout's own committed CSVs (whatever ``DMLLAB_RESULTS`` says): the README's artifact table
+(:func:`artifact_table`), ``docs/benchmarks.md``, ``docs/guide/cli.md`` and ``docs/guide/gpu.md``'s cost table
+(:func:`reproduction_table`); ``--check`` exits 1 when one is out of date.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from dmllab.experiments.verdicts import VERDICTS
@@ -181,24 +180,32 @@ def write_files(root: Path, parser: argparse.ArgumentParser) -> list[Path]:
     return written
 
 
+def check_or_write(
+    check: bool, stale: Callable[[], list], write: Callable[[], list], fix: str, fresh: str
+) -> int:
+    """``--check``: 1 when ``stale()`` names any (``fix: names`` on stderr); else ``write()``, saying what it wrote."""
+    if not check:
+        written = write()
+        print("\n".join(f"wrote {name}" for name in written) if written else fresh)
+        return 0
+    names = stale()
+    print(
+        f"{fix}: {', '.join(map(str, names))}" if names else fresh, file=sys.stderr if names else sys.stdout
+    )
+    return 1 if names else 0
+
+
 def _docs(args: argparse.Namespace) -> int:
     from dmllab.paths import repo_root
 
     root = Path(args.root) if args.root else repo_root()
-    if args.check:
-        stale = stale_files(root, args.parser)
-        if stale:
-            names = ", ".join(str(p.relative_to(root)) for p in stale)
-            print(f"out of date (run `dmllab docs`): {names}", file=sys.stderr)
-            return 1
-        print("generated documentation is up to date")
-        return 0
-    written = write_files(root, args.parser)
-    for path in written:
-        print(f"wrote {path.relative_to(root)}")
-    if not written:
-        print("generated documentation is up to date")
-    return 0
+    return check_or_write(
+        args.check,
+        lambda: [p.relative_to(root) for p in stale_files(root, args.parser)],
+        lambda: [p.relative_to(root) for p in write_files(root, args.parser)],
+        "out of date (run `dmllab docs`)",
+        "generated documentation is up to date",
+    )
 
 
 def add_command(subparsers: argparse._SubParsersAction) -> None:

@@ -18,9 +18,8 @@ DESCRIPTIONS = "descriptions.yaml"
 
 @dataclass(frozen=True)
 class Benchmark:
-    """What ``docs/benchmarks.md`` says about one ``results/benchmarks/<name>.csv`` (:data:`DESCRIPTIONS`): the
-    script under ``benchmarks/`` that writes it, the command that produced the committed CSV, what it measures
-    and where it was measured."""
+    """What ``docs/benchmarks.md`` says about one ``results/benchmarks/<name>.csv``: its script, the command that
+    wrote the committed CSV, what it measures and where."""
 
     script: str
     command: str

@@ -1,10 +1,7 @@
 """Executing notebooks: a Jupyter kernel of this interpreter (:func:`ensure_kernel`), papermill with kernel-start
 retries (:func:`execute_notebook`), the stamps that let an unchanged notebook be skipped (:func:`stamp`), and the
-study's notebook and plotting steps (:func:`run_notebooks`, :func:`run_plots`).
-
-Executed notebooks go to ``results/executed/<profile>/`` (not in git), each with its kernel's stderr in a
-``.stderr.log`` next to it and, after a successful execution, a ``.stamp``: the hash of the package's code, the
-notebook, its parameters and the keys of the runs it reads.
+study's notebook and plotting steps (:func:`run_notebooks`, :func:`run_plots`; docs/guide/study.md). Executed
+notebooks go to ``results/executed/<profile>/``, each beside its kernel's ``.stderr.log`` and ``.stamp``.
 """
 
 from __future__ import annotations
@@ -36,11 +33,8 @@ def _kernel_python(argv0: str) -> str:
 
 
 def ensure_kernel() -> str:
-    """A kernel name whose interpreter is this one (so notebooks see the same dmllab and packages).
-
-    ``python3`` when it resolves to ``sys.executable``; otherwise a kernelspec for this interpreter is written
-    under ``<cache>/jupyter`` and put first on ``JUPYTER_PATH`` (inherited by the workers' kernels).
-    """
+    """A kernel name whose interpreter is this one: ``python3`` when it is, else a kernelspec written under
+    ``<cache>/jupyter``, put first on ``JUPYTER_PATH`` (inherited by the workers' kernels)."""
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
     try:
@@ -77,9 +71,8 @@ def _cells_ran(output: Path) -> bool:
 
 @contextmanager
 def _ipc_sockets() -> Iterator[Any]:
-    """The kernel manager's configuration for one execution: the kernel talks over Unix sockets in a private
-    temporary folder (removed after), not TCP, so no port can collide between parallel kernels and the kernel has
-    no reason to warn that it runs "over TCP without encryption"."""
+    """The kernel manager's configuration for one execution: Unix sockets in a private temporary folder, not TCP
+    (no port collides between parallel kernels, no "TCP without encryption" warning)."""
     import shutil
     import tempfile
 
@@ -102,14 +95,8 @@ def execute_notebook(
     start_timeout: float = KERNEL_START_TIMEOUT_S,
     attempts: int = KERNEL_START_ATTEMPTS,
 ) -> JobResult:
-    """Execute one notebook with papermill; never raises for a failing cell (the result says FAILED).
-
-    The kernel talks over Unix sockets (:func:`_ipc_sockets`: TCP ports could collide between kernels launched at
-    the same moment by parallel workers, nteract/papermill#239). A kernel that does not come up all the same (no
-    reply to ``kernel_info`` within ``start_timeout`` s, or death before it) is retried with a fresh kernel, up to
-    ``attempts`` launches in all, but only while no cell has run, so a retry never repeats a side effect. Any other
-    failure is reported at once.
-    """
+    """Execute one notebook with papermill; a failure is the result's FAILED, never raised. A kernel that does
+    not come up within ``start_timeout`` s is relaunched, ``attempts`` launches in all, only while no cell ran."""
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
@@ -138,13 +125,9 @@ def execute_notebook(
                 finally:
                     _record_output_path(partial, output)
         except PapermillExecutionError as err:
+            why = f"{err.ename}: {err.evalue}"
             return JobResult(
-                notebook.stem,
-                "FAILED",
-                time.perf_counter() - start,
-                f"{err.ename}: {err.evalue}",
-                str(output),
-                err.exec_count,
+                notebook.stem, "FAILED", time.perf_counter() - start, why, str(output), err.exec_count
             )
         except Exception as err:  # kernel death, bad notebook JSON, ...: reported, never fatal to the study
             if attempt < attempts and isinstance(err, RuntimeError) and not _cells_ran(output):
@@ -154,14 +137,10 @@ def execute_notebook(
                     file=sys.stderr,
                 )
                 continue
-            tries = f" (after {attempt} kernel launches)" if attempt > 1 else ""
-            return JobResult(
-                notebook.stem,
-                "FAILED",
-                time.perf_counter() - start,
-                f"{type(err).__name__}: {err}{tries}",
-                str(output),
+            why = f"{type(err).__name__}: {err}" + (
+                f" (after {attempt} kernel launches)" if attempt > 1 else ""
             )
+            return JobResult(notebook.stem, "FAILED", time.perf_counter() - start, why, str(output))
         return JobResult(notebook.stem, "ok", time.perf_counter() - start, output=str(output))
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -198,11 +177,6 @@ class NotebookJob:
             finally:
                 os.dup2(saved, 2)
                 os.close(saved)
-
-
-def run_job(job: NotebookJob) -> JobResult:
-    """``job()``: what a pool worker calls (a module-level function pickles by name)."""
-    return job()
 
 
 def last_duration(executed: Path) -> float:
@@ -265,11 +239,8 @@ def run_notebooks(
     plan: Plan, local: LocalExecutor, nb_dir: Path, out_dir: Path, force: bool
 ) -> list[JobResult]:
     """Run every artifact notebook whose inputs changed since its last success (all with ``force``), the
-    longest first (by its last execution), so the last one ends sooner; results in artifact order. Each gets
-    the plan's profile, its execution (:class:`~dmllab.experiments.execution.Execution`'s text), the plan's
-    manifest (the placed runs it reads, :func:`~dmllab.pipeline.plan.manifest_path`), the artifact's parameters the
-    study sets (:meth:`~dmllab.pipeline.plan.Plan.parameters`: a fast dev run's seed, ``--seeds``, ``--datasets``)
-    and ``train_missing=False``."""
+    longest first; results in artifact order. Each gets the plan's profile, execution, manifest, the parameters
+    :meth:`~dmllab.pipeline.plan.Plan.parameters` and ``train_missing=False``."""
     from dmllab.results import artifact_csv
 
     kernel = ensure_kernel()
@@ -295,7 +266,9 @@ def run_notebooks(
     jobs.sort(key=lambda j: -last_duration(j.output))
     order = [a.id for a in plan.artifacts]
     try:
-        ran = local.map(run_job, jobs, lambda j: j.notebook.stem, desc=f"notebooks ({plan.profile})")
+        ran = local.map(
+            NotebookJob.__call__, jobs, lambda j: j.notebook.stem, desc=f"notebooks ({plan.profile})"
+        )
     except Interrupted as stop:
         _write_stamps(stop.finished, out_dir, stamps, where.results)
         finished = sorted(skipped + list(stop.finished), key=lambda r: order.index(r.name))
@@ -333,14 +306,9 @@ def run_plots(
     ]
     jobs = []
     for p in papers:
-        figures_there = all(
-            (figures / f"{a.id}{f.suffix}.png").exists()
-            for a in plan.artifacts
-            if a.paper == p
-            for f in a.figures
-        )
-        if force or p in rerun or not figures_there:
+        drawn = [figures / f"{a.id}{f.suffix}.png" for a in plan.artifacts if a.paper == p for f in a.figures]
+        if force or p in rerun or not all(png.exists() for png in drawn):
             name = f"plots_{p}.ipynb"
             parameters = {"profile": plan.profile, "device": plan.device}
             jobs.append(NotebookJob(nb_dir / name, out_dir / name, parameters, kernel))
-    return local.map(run_job, jobs, lambda j: j.notebook.stem, desc="plots")
+    return local.map(NotebookJob.__call__, jobs, lambda j: j.notebook.stem, desc="plots")

@@ -1,7 +1,5 @@
-"""``dmllab study --fast-dev-run`` (docs/guide/study.md): every planned run (first seed only) is a fast dev run,
-the notebooks, plots and report run on its rows, all in scratch folders (:func:`scratch_paths`), and the summary
-(:func:`format_fast_dev`) says per artifact what trained, in how many steps, with what peak memory and time, and
-whether its notebook found its runs.
+"""``dmllab study --fast-dev-run`` (docs/guide/study.md): every planned run (first seed) a fast dev run, the rest
+of the study on its rows in scratch folders (:func:`scratch_paths`), and its summary (:func:`format_fast_dev`).
 """
 
 from __future__ import annotations
@@ -28,10 +26,7 @@ def scratch_dirs() -> tuple[Path, Path]:
 @contextmanager
 def scratch_paths() -> Iterator[tuple[Path, Path]]:
     """Within the block, ``DMLLAB_RESULTS`` and ``DMLLAB_FIGURES`` point at :func:`scratch_dirs` (inherited by the
-    workers, notebook kernels and SLURM jobs the study starts), so a fast dev run never writes the committed
-    ``results/*.csv``, ``figures/*.png`` or ``figures/report.html`` nor a real study's run store; the previous
-    values are restored after. A fast dev run is no study of the committed rows (:func:`dmllab.paths.destination`):
-    its CSVs and figures go to the ``scratch/<profile>/`` folders there."""
+    workers, kernels and SLURM jobs), so a fast dev run never writes the committed results nor a real run store."""
     results, figures = scratch_dirs()
     saved = {k: os.environ.get(k) for k in ("DMLLAB_RESULTS", "DMLLAB_FIGURES")}
     os.environ["DMLLAB_RESULTS"], os.environ["DMLLAB_FIGURES"] = str(results), str(figures)
@@ -86,10 +81,8 @@ def _memory(infos: list[Mapping[str, Any]]) -> str:
 
 
 def format_fast_dev(result: Any) -> str:
-    """A fast dev run's summary: per artifact the runs trained (of those it needs), their optimiser steps, the
-    peak memory of a run (CUDA max allocated on a GPU; CPU RSS of the run's process and its loader workers), the
-    training time, and whether its notebook found its runs; what was shrunk to fit the data; and whether the real
-    study will run."""
+    """A fast dev run's summary (module docstring): per artifact the runs trained, their steps, peak memory (CUDA
+    max allocated; on the CPU the RSS of the run and its loader workers) and time; what was shrunk to fit."""
     plan = result.plan
     jobs = {r.name: r for r in result.training}
     notebooks = {r.name: r for r in result.notebooks}

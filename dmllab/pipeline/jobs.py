@@ -1,7 +1,5 @@
-"""A study's jobs: what one job reports (:class:`JobResult`), how many run at once with how many threads
-(:func:`resolve_jobs`, :func:`threads_per_worker`: a CPU run always on one torch thread, so that its numbers do
-not depend on the machine), what a training job runs (:func:`train_run`), and how the study is asked to stop
-(:func:`stop_on_signals`). Where the jobs run is :mod:`dmllab.pipeline.executors`.
+"""A study's jobs: :class:`JobResult`, how many run at once on how many threads (:func:`resolve_jobs`,
+:func:`threads_per_worker`), :func:`train_run` and :func:`stop_on_signals`; :mod:`dmllab.pipeline.executors` runs them.
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ from dmllab.experiments.artifact import Run
 from dmllab.validation import usable_cores
 
 SKIPPED = "up to date (skipped)"  # JobResult.output of a notebook whose stamp is current
-#: torch threads of a run on the CPU (module docstring).
+#: torch threads of a run on the CPU: one, so that its numbers do not depend on the machine.
 CPU_THREADS_PER_RUN = 1
 
 
@@ -56,9 +54,8 @@ class Interrupted(KeyboardInterrupt):
 
 @contextmanager
 def stop_on_signals() -> Iterator[None]:
-    """Within the block, SIGINT and SIGTERM raise :class:`Interrupted` in the main thread (the first one only:
-    a second signal while the study stops is ignored, the stop itself is bounded). Elsewhere than in the main
-    thread this does nothing."""
+    """Within the block, the first SIGINT or SIGTERM raises :class:`Interrupted` in the main thread (a second one
+    while the study stops is ignored); outside the main thread nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -167,9 +164,8 @@ def peak_memory(device: str, into: dict[str, float], interval_s: float = 0.05) -
 
 
 def train_run(run: Run) -> JobResult:
-    """Train one run through the run store (a stored run is returned at once); never raises. A fast dev run
-    (``run.fast_dev_run``) also reports its steps, peak memory (:func:`peak_memory`) and what it shrank to fit the
-    data in ``JobResult.info``."""
+    """Train one run through the run store (a stored one returns at once); never raises. A fast dev run's
+    ``JobResult.info`` has its steps, :func:`peak_memory` and what it shrank to fit the data."""
     from dmllab.metrics import DegenerateEmbeddingError as NonFiniteEmbeddingError  # collapsed too
     from dmllab.training import NonFiniteLossError
     from dmllab.training.store import run as train

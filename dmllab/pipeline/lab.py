@@ -1,10 +1,5 @@
-"""JupyterLab on the notebooks without dirtying the checkout: ``make lab`` (``python -m dmllab.pipeline.lab``).
-
-The notebooks in ``notebooks/`` are generated (:mod:`dmllab.pipeline.template`) and committed without outputs. The
-server started here (:func:`main`; as root too) serves them with :class:`GeneratedNotebooks`: a notebook opens with
-the kernel metadata Lab writes (so opening it changes nothing), and saving it, by hand or by autosave, leaves its
-file as it is and writes the notebook as Lab holds it, edits and outputs included, to
-``<results>/executed/lab/<id>.ipynb`` (git-ignored, :func:`saved_copy`), which the server's log says.
+"""JupyterLab on the generated notebooks without dirtying the checkout: ``make lab``
+(``python -m dmllab.pipeline.lab``; :class:`GeneratedNotebooks`, docs/guide/study.md).
 """
 
 from __future__ import annotations
@@ -21,8 +16,7 @@ from dmllab import paths
 
 
 def saved_copy(stem: str) -> Path:
-    """Where Lab's save of ``notebooks/<stem>.ipynb`` goes: ``<results>/executed/lab/<stem>.ipynb``
-    (:func:`~dmllab.pipeline.template.lab_copy`, which the notebook's title says)."""
+    """Where Lab's save of ``notebooks/<stem>.ipynb`` goes (:func:`~dmllab.pipeline.template.lab_copy`)."""
     from dmllab.pipeline.template import lab_copy
 
     return paths.results_dir() / lab_copy(stem)
@@ -30,9 +24,8 @@ def saved_copy(stem: str) -> Path:
 
 @functools.cache
 def kernel_metadata(name: str) -> dict[str, Any]:
-    """The notebook metadata Lab writes when the kernel ``name`` starts: its ``kernelspec`` and the
-    ``language_info`` of this interpreter's ipykernel (a Python kernel of this environment runs this interpreter);
-    nothing for a kernel that is not installed."""
+    """The metadata Lab writes when the kernel ``name`` starts (its ``kernelspec``, this ipykernel's
+    ``language_info``); nothing for a kernel that is not installed."""
     from ipykernel.ipkernel import IPythonKernel
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
@@ -47,9 +40,8 @@ def kernel_metadata(name: str) -> dict[str, Any]:
 
 
 class GeneratedNotebooks(AsyncLargeFileManager):
-    """Jupyter's file contents manager, except for the generated notebooks (the files ``notebooks/*.ipynb``: the
-    folder holds no other, ``dmllab notebooks`` removes them): each opens with the :func:`kernel_metadata` of the
-    kernel it names, and a save goes to :func:`saved_copy` instead of its file."""
+    """Jupyter's file contents manager, except that a generated notebook (``notebooks/*.ipynb``) opens with the
+    :func:`kernel_metadata` of its kernel (opening changes nothing) and saves to :func:`saved_copy`."""
 
     def _generated(self, path: str) -> str | None:
         """The stem of the generated notebook at the API path ``path``, None for any other file."""
@@ -87,8 +79,8 @@ class GeneratedNotebooks(AsyncLargeFileManager):
 
 
 def lab_arguments() -> list[str]:
-    """The options :func:`main` starts JupyterLab with: this contents manager, the checkout as its root, opened
-    at ``notebooks/``, and root allowed (CI and containers run as root)."""
+    """:func:`main`'s JupyterLab options: this contents manager, rooted at the checkout, opened at ``notebooks/``,
+    root allowed (CI and containers run as root)."""
     manager = f"{GeneratedNotebooks.__module__}.{GeneratedNotebooks.__qualname__}"
     return [
         f"--ServerApp.contents_manager_class={manager}",

@@ -1,12 +1,6 @@
-"""The study's plan: the union of the selected artifacts' runs (:class:`~dmllab.experiments.Run`), placed where the
-study runs them (:func:`dmllab.experiments.lookup.planned_runs` with :func:`artifact_overrides`) and
-de-duplicated by the run store's key (two artifacts that need the same config and seed share one run), with how many
-are already stored and an estimated cost from stored wall times of the same device kind, else the profile's typical
-run on that device (:func:`make_plan`; ``dmllab study --plan`` prints
-:func:`dmllab.pipeline.plan_text.format_plan` and stops). With a GPU
-calibration (:mod:`dmllab.pipeline.cost`) every run on a real dataset also gets its GPU price, the plan prints the
-GPU hours per artifact and in total, and a budget (``max_gpu_hours``) or the datasets at hand (``datasets``) leave
-artifacts out, with the reason (:mod:`dmllab.pipeline.budget`).
+"""The study's plan (:func:`make_plan`): the selected artifacts' runs, placed, de-duplicated by run key, with how
+many are stored, their estimated cost and GPU price, and the artifacts a budget or ``--datasets`` leaves out
+(docs/guide/study.md; ``dmllab study --plan`` prints :func:`dmllab.pipeline.plan_text.format_plan`).
 """
 
 from __future__ import annotations
@@ -42,9 +36,7 @@ class PlannedRun:
     wall_s: float | None  # stored wall time, or the estimate for a missing run (None: no basis)
     diverged: bool = False  # the store records it as diverged (dmllab.training.store, DivergedRunError)
     price: Price | Unpriced | None = None  # GPU cost of the real run (None: no calibration given)
-    declared: tuple[
-        tuple[Any, int], ...
-    ] = ()  # the config and draw of each declaration of it (the manifest's)
+    declared: tuple[tuple[Any, int], ...] = ()  # the config and draw of each declaration of it
 
 
 @dataclass(frozen=True)
@@ -65,17 +57,14 @@ class Plan:
 
     @property
     def device(self) -> str:
-        """Where the runs train (resolved)."""
         return self.execution.device
 
     @property
     def fast_dev_run(self) -> int:
-        """N > 0: every run is a fast dev run of N batches per epoch."""
         return self.execution.fast_dev_run
 
     def parameters(self, artifact: Artifact) -> dict[str, Any]:
-        """:func:`artifact_overrides` of ``artifact`` in this plan: its own parameters that its notebook receives
-        from the study (beside ``profile``, the ``execution`` and the ``manifest``)."""
+        """:func:`artifact_overrides` of ``artifact`` in this plan (what its notebook receives from the study)."""
         return artifact_overrides(
             artifact, self.profile, self.execution, seeds=self.seeds, datasets=self.datasets
         )
@@ -100,10 +89,8 @@ class Plan:
         return dependencies(r.run.config for r in self.missing)
 
     def manifest(self) -> dict[str, Any]:
-        """The placed runs of this plan, as the study trains and its notebooks read them (:func:`write_manifest`,
-        :func:`dmllab.experiments.lookup.read_manifest`): per run its key, seed, draw, threads, whether it
-        is stored, the artifacts that read it, the config and draw of each declaration of it and its complete
-        config."""
+        """The placed runs, as the study trains and its notebooks read them
+        (:func:`dmllab.experiments.lookup.read_manifest`)."""
         from dmllab.training.config import complete
 
         return {
@@ -136,8 +123,7 @@ class Plan:
 
 
 def manifest_path(plan: Plan) -> Path:
-    """``<run store>/manifests/study-<profile>-<device kind>.json``: where :func:`write_manifest` writes (beside the
-    runs, never committed; rewritten by the next study of that profile and device)."""
+    """``<run store>/manifests/study-<profile>-<device kind>.json`` (rewritten by the next such study)."""
     return paths.runs_dir() / "manifests" / f"study-{plan.profile}-{_kind(plan.device)}.json"
 
 
@@ -213,16 +199,9 @@ def artifact_overrides(
     seeds: Any = None,
     datasets: tuple[str, ...] | None = None,
 ) -> dict[str, Any]:
-    """The artifact's own parameters the study sets on every execution of ``artifact`` (its runs' placement and its
-    notebook's parameters, beside ``profile`` and the ``execution``): with ``seeds`` (``--seeds``,
-    :func:`check_seeds`: a list, or N for 0..N-1) those seeds for every artifact whose profile runs several seeds
-    (one-seed illustrations keep theirs), for a fast dev run only the first of the artifact's seeds (the other seeds
-    train the same configs), and with ``datasets`` (``--datasets``) the artifact's own ``datasets`` parameter cut to
-    the available ones (:func:`dmllab.pipeline.budget.dataset_overrides`).
-
-    Raises:
-        ValueError: fewer than two seeds (an interval needs two seeds), as :func:`check_seeds`.
-    """
+    """The artifact's own parameters the study sets (its runs' placement and its notebook's): ``seeds``
+    (:func:`check_seeds`) for every artifact whose profile runs several seeds, a fast dev run's first seed only,
+    the ``datasets`` parameter cut to ``datasets`` (:func:`dmllab.pipeline.budget.dataset_overrides`)."""
     values: dict[str, Any] = dict(budget.dataset_overrides(artifact, profile, datasets)[0])
     seeds = check_seeds(seeds)
     if seeds is not None and len(artifact.defaults(profile)["seeds"]) > 1:
@@ -264,15 +243,9 @@ def make_plan(
     per_artifact, left_out, errors, placed = _declared(artifacts, profile, execution, options)
     prices, store = _Prices(calibration), RunStore()
     if max_gpu_hours is not None:
+        kept = [a for a in artifacts if a.id in per_artifact]
         chosen, dropped = _within_budget(
-            [a for a in artifacts if a.id in per_artifact],
-            per_artifact,
-            profile,
-            execution,
-            options,
-            prices,
-            store,
-            max_gpu_hours,
+            kept, per_artifact, profile, execution, options, prices, store, max_gpu_hours
         )
         left_out.update(dropped)
         per_artifact = {a: r for a, r in per_artifact.items() if a in chosen or not r}
@@ -375,55 +348,36 @@ def _planned(
     store: RunStore,
 ) -> tuple[list[PlannedRun], float | None]:
     """``(every unique run as a PlannedRun, the typical run an estimate fell back to)``: whether the store holds it
-    (or records it as diverged), its price, its wall time (stored, else :func:`_estimate`) and its declarations
-    (``declared``: by config and seed)."""
+    (or records it as diverged), its price, its declarations and its wall time: stored, else the median of the same
+    method, else of the same profile, on the same device kind, else the GPU price of the real run, else the
+    profile's typical run on that device (none for a fast dev run: no real run says what it costs)."""
     history = _stored_wall_times()
     by_profile: dict[str, list[float]] = {}
     for key, walls in history.items():
         by_profile.setdefault(key.split("|", 2)[-1], []).extend(walls)
     planned, typical = [], None
     for key, (run, users) in unique.items():
-        stored_run = store.load(run.config, run.seed)
-        diverged = stored_run is None and store.diverged(run.config, run.seed) is not None
+        c, kind = run.config, _kind(run.config.run.device)
+        stored_run = store.load(c, run.seed)
+        diverged = stored_run is None and store.diverged(c, run.seed) is not None
         cost = prices(key, run) if prices.calibration is not None else None
+        basis = history.get("|".join((c.method, c.dataset, c.profile, kind))) or by_profile.get(
+            f"{c.profile}|{kind}"
+        )
+        wall: float | None = None
         if stored_run is not None:
-            wall: float | None = float(stored_run.wall_time_s)
-        else:
-            wall, fell_back = _estimate(
-                run, profile, fast_dev_run, cost, history, by_profile, prices.calibration
-            )
-            typical = wall if fell_back else typical
-        declarations = tuple(declared.get((run.config, run.seed), ()))
+            wall = float(stored_run.wall_time_s)
+        elif basis:
+            wall = statistics.median(basis)
+        elif not fast_dev_run and kind == "cuda" and isinstance(cost, Price) and cost.from_images:
+            wall = cost.seconds
+        elif not fast_dev_run and c.profile == profile:
+            wall = typical = _typical_run_s(c.profile, kind, prices.calibration)
+        declarations = tuple(declared.get((c, run.seed), ()))
         planned.append(
             PlannedRun(run, tuple(users), stored_run is not None, wall, diverged, cost, declarations)
         )
     return planned, typical
-
-
-def _estimate(
-    run: Run,
-    profile: str,
-    fast_dev_run: int,
-    cost: Price | Unpriced | None,
-    history: Mapping[str, list[float]],
-    by_profile: Mapping[str, list[float]],
-    calibration: Calibration | None,
-) -> tuple[float | None, bool]:
-    """``(the estimated wall time of a missing run, whether it is the profile's typical run)``: the median of the
-    same method, else of the same profile, on the same device kind, else the GPU price of the real run, else the
-    profile's typical run on that device (none for a fast dev run: no real run says what it costs)."""
-    c = run.config
-    kind = _kind(c.run.device)
-    basis = history.get("|".join((c.method, c.dataset, c.profile, kind))) or by_profile.get(
-        f"{c.profile}|{kind}"
-    )
-    if basis:
-        return statistics.median(basis), False
-    if not fast_dev_run and kind == "cuda" and isinstance(cost, Price) and cost.from_images:
-        return cost.seconds, False
-    if not fast_dev_run and c.profile == profile:
-        return _typical_run_s(c.profile, kind, calibration), True
-    return None, False
 
 
 def _runs(

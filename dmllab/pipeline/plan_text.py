@@ -33,10 +33,8 @@ def duration(seconds: float | None) -> str:
 
 
 def estimate(plan: Plan, jobs: int, gpu_hours: float | None = None) -> str:
-    """The plan's training estimate as text: compute, wall time with the workers it will really use (``jobs``,
-    at most one per missing run), and its basis when it is a typical run (or why there is none); the SmallCNN
-    trunks prepared first are added on a CPU (:func:`trunks_s`). Without a basis it says what can be estimated:
-    ``gpu_hours``, the cost model's total below, where there is one."""
+    """The plan's training estimate as text: compute, wall time on the ``jobs`` workers it uses (at most one per
+    missing run, plus :func:`trunks_s` on a CPU), and its basis (a typical run, or ``gpu_hours`` where none)."""
     est = plan.estimate_s
     workers = max(1, min(jobs, len(plan.missing)))
     if est is None and plan.fast_dev_run:

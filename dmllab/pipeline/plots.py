@@ -6,34 +6,22 @@ from __future__ import annotations
 
 from dmllab import paths
 from dmllab.experiments import registry
-from dmllab.pipeline.notebook import draw_figures
+from dmllab.pipeline.notebook import draw_figures, ipython_shell
 from dmllab.profiles import resolve_device
 from dmllab.results import read_artifact_rows
-
-
-def _in_notebook() -> bool:
-    """True inside an IPython kernel (a notebook), where a displayed figure shows inline."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    shell = get_ipython()
-    return shell is not None and getattr(shell, "kernel", None) is not None
 
 
 def draw_paper(
     paper: str, profile: str = "quick", device: str = "auto", *, show: bool | None = None
 ) -> dict[str, str]:
-    """Draw and save every figure of ``paper``'s artifacts (in the paper's order) that has rows for ``profile`` in
-    the destination of ``profile`` on ``device``; with ``show`` (default: inside a notebook) display each one under
-    its artifact's label and title.
-
-    Returns ``{artifact id: "N figure(s) in <folder>/" | "no rows yet"}``. An artifact whose figure fails does not
-    stop the others; the failures are raised together at the end (so the study reports them).
-    """
+    """Draw and save every figure of ``paper``'s artifacts that has rows of ``profile`` on ``device`` (with ``show``,
+    default in a notebook, each under its artifact's title); returns ``{id: "N figure(s) in <folder>/" | "no rows
+    yet"}``. A failing figure stops no other: the failures are raised together at the end."""
     import matplotlib.pyplot as plt
 
-    show = _in_notebook() if show is None else show
+    show = (
+        getattr(ipython_shell(), "kernel", None) is not None if show is None else show
+    )  # inline in a kernel
     device = resolve_device(device)
     where = paths.destination(profile, device)
     if not where.tracked:

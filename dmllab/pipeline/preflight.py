@@ -64,18 +64,10 @@ def benchmark_runs(plan: Plan) -> tuple[list[str], list[str]]:
 
 
 def preflight(plan: Plan, notebooks: Path | None = None) -> tuple[list[str], list[str]]:
-    """What the runs to train need, checked once: ``(found, problems)``, one line each.
-
-    * every artifact's source notebook is in ``notebooks`` (:func:`missing_notebooks`; not checked when None);
-    * every missing run of a method with no tuned recipe on a profile that reads them is declared untuned by the
-      artifacts that read it (:func:`untuned_runs`);
-    * the paper plan's runs on the offline benchmark are declared by their artifacts (:func:`benchmark_runs`);
-    * every real dataset's folder (:func:`dmllab.experiments.lookup.dataset_root` of the data root) holds its
-      index files and, unless ``--no-counts``, the canonical counts: ``"data: cub at D/cub (11788 images)"``, or
-      the loader's error (with how a data root serving several datasets is laid out);
-    * every ImageNet weights file the runs load is in torchvision's cache, downloaded there first where possible
-      (:func:`dmllab.models.weights.check_imagenet_weights`), or the one-line error naming the file and the folder.
-    """
+    """What the runs to train need, checked once: ``(found, problems)``, one line each: the source notebooks
+    (:func:`missing_notebooks`, unless ``notebooks`` is None), :func:`untuned_runs`, :func:`benchmark_runs`, every
+    real dataset's folder (its index files and, unless ``--no-counts``, canonical counts) and every ImageNet
+    weights file in torchvision's cache (:func:`dmllab.models.weights.check_imagenet_weights`)."""
     from dmllab.data import DATASETS
     from dmllab.data.base import DatasetCountError, DatasetNotFoundError
     from dmllab.data.real import IndexFileError, is_real_dataset

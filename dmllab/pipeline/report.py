@@ -1,8 +1,6 @@
 """The report ``figures/report.html``, rebuilt from ``results/`` by ``dmllab report`` (and ``dmllab study``): one
-self-contained HTML file (inline CSS, figures linked so that it opens from ``figures/``) rendered from the Jinja2
-template ``dmllab/pipeline/templates/report.html.j2``, which lays it out: the summary of the claims' verdicts
-(:mod:`dmllab.pipeline.summary`), per paper a forest plot (:mod:`dmllab.pipeline.forest`) and the claims table,
-then each paper's artifacts in the paper's order with their figures, numbers, the paper's numbers and checks.
+self-contained HTML file (inline CSS, figures linked from ``figures/``) rendered from ``templates/report.html.j2``,
+which lays it out, with :mod:`dmllab.pipeline.summary` and :mod:`dmllab.pipeline.forest`.
 """
 
 from __future__ import annotations

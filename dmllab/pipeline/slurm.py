@@ -208,12 +208,8 @@ class Budget:
     stalled: int = 0
 
     def next(self, job_id: str, progress: bool, elapsed_s: float) -> Budget:
-        """The budget of the next copy of a job that ran ``elapsed_s`` seconds and wrote an epoch checkpoint
-        (``progress``) or not.
-
-        Raises:
-            RequeueBudgetSpent: the budget is spent (one line: how often, why, what to change).
-        """
+        """The budget of the next copy of a job that ran ``elapsed_s`` seconds, with ``progress`` (an epoch
+        checkpoint written) or not; raises :class:`RequeueBudgetSpent` (one line) when it is spent."""
         spent = Budget(
             self.max_requeues, self.time_min, self.requeues + 1, 0 if progress else self.stalled + 1
         )
@@ -261,12 +257,8 @@ class TrainJob:
         return train_run(run)
 
     def checkpoint(self, run: Run) -> Any:
-        """The resubmission of this job (``submitit.helpers.DelayedSubmission`` of a fresh :class:`TrainJob`
-        with the next :class:`Budget`).
-
-        Raises:
-            RequeueBudgetSpent: the budget is spent (the job's result is then this failure).
-        """
+        """The resubmission of this job: a fresh :class:`TrainJob` with the next :class:`Budget` (raises
+        :class:`RequeueBudgetSpent`, then the job's result, when it is spent)."""
         import submitit
 
         from dmllab.training.callbacks import EpochCheckpoint
@@ -404,13 +396,11 @@ class SlurmExecutor:
         self.options = self.options or SlurmOptions()
 
     def submit(self, runs: Sequence[Run], *, desc: str = "train (slurm)") -> list[JobResult]:
-        """Train ``runs``, one job each; returns one :class:`JobResult` per run, in order. However it ends, no
-        job of the submission is left in the queue and its folder is removed (the failures' logs kept:
-        :func:`keep_logs`).
+        """Train ``runs``, one job each; one :class:`JobResult` per run, in order. However it ends, no job is left
+        queued and the folder is removed (the failures' logs kept: :func:`keep_logs`).
 
         Raises:
-            ValueError: an option no job can run with, or ``sbatch`` refused the jobs (one line; nothing left
-                behind).
+            ValueError: an option no job can run with, or ``sbatch`` refused the jobs (one line).
             Interrupted: on Ctrl-C or SIGTERM, after cancelling every job, with the results collected so far.
         """
         if not runs:

@@ -1,7 +1,6 @@
-"""What SLURM says about its partitions (:func:`partition`) and a study's jobs (:func:`slurm_states`: ``squeue``
-and ``sacct``, one call each for all the jobs), and the wait for them (:class:`Watch`: docs/guide/slurm.md,
-"Waiting"). submitit's own watcher is not used: it takes a job that neither knows (an array task cancelled while
-PENDING) for not done and waits for ever.
+"""What SLURM says about its partitions (:func:`partition`) and a study's jobs (:func:`slurm_states`), and the wait
+for them (:class:`Watch`: docs/guide/slurm.md, "Waiting"); not submitit's watcher, which waits for ever on a job
+neither ``squeue`` nor ``sacct`` knows (an array task cancelled while PENDING).
 """
 
 from __future__ import annotations
@@ -60,9 +59,8 @@ def slurm(argv: Sequence[str], *, timeout_s: float = 60) -> str:
 
 @dataclass(frozen=True)
 class Partition:
-    """A SLURM partition as ``sinfo`` lists it: the most CPUs and GPUs one of its usable nodes has, its state
-    (``up``, ``down``, ``drain``, ``inact``), its time limit per job in minutes (``MaxTime``; None: unlimited)
-    and its nodes that take no job (down, drained, failed: ``name (state)``)."""
+    """A partition as ``sinfo`` lists it: the most CPUs and GPUs of a usable node, its state, ``MaxTime`` in
+    minutes (None: unlimited), and its nodes that take no job (``name (state)``)."""
 
     name: str
     cpus: int
@@ -203,11 +201,9 @@ def live(name: str) -> list[tuple[str, str]]:
 def cancel_named(
     name: str, settle_s: float = 0.0, wait_s: float = CANCEL_WAIT_S, say: Callable[[str], None] = print
 ) -> list[str]:
-    """``scancel`` every job named ``name`` in any state that has not ended, COMPLETING and requeued copies
-    included, until ``squeue`` lists none (a COMPLETING job being requeued comes back PENDING: it is cancelled
-    then), for at most ``wait_s`` seconds; returns the ids cancelled. With ``settle_s``, jobs that are all RUNNING
-    or COMPLETING get that long to end by themselves first (a job whose result was just written is still RUNNING
-    for a moment).
+    """``scancel`` every job named ``name`` that has not ended (COMPLETING and requeued copies too) until
+    ``squeue`` lists none, for at most ``wait_s`` seconds; returns the ids cancelled. With ``settle_s``, jobs all
+    RUNNING or COMPLETING get that long to end first (a job that just wrote its result is still RUNNING a moment).
 
     Raises:
         ValueError: ``squeue`` or ``scancel`` failed, or jobs still there after ``wait_s`` (naming them).
@@ -244,10 +240,8 @@ def cancel_named(
 
 @dataclass
 class Watch:
-    """Wait for submitit ``jobs`` (one per item of ``names``), collecting each result as its job finishes
-    (``done(result)``); ``states(job_ids)`` says what the cluster knows (:func:`slurm_states`), ``say`` gets the
-    status lines and warnings (:class:`~dmllab.pipeline.slurm.SlurmOptions`: the intervals). :attr:`results`
-    holds those collected so far (by index), also after an interruption."""
+    """Wait for submitit ``jobs`` (one per ``names``), calling ``done(result)`` as each finishes; ``states``
+    is :func:`slurm_states`, ``say`` gets the status lines; :attr:`results` (by index) survives an interruption."""
 
     jobs: Sequence[Any]
     names: Sequence[str]

@@ -53,11 +53,8 @@ def run_study(
     calibration: str | os.PathLike = DEFAULT_CALIBRATION,
 ) -> StudyResult:
     """Plan, train, run the notebooks, draw the figures and build the report (module docstring) in ``execution``
-    (:class:`~dmllab.experiments.execution.Execution`: the device asked for, data root, fast dev run, ...); with a
-    fast dev run all of it in :func:`scratch_paths`. Where the runs train is chosen by
-    :func:`dmllab.pipeline.placement.plan_study` from the GPU ``calibration`` (a ``bench_gpu.py`` CSV), which also
-    prices the runs; ``seeds`` (``--seeds``) extends every artifact, ``datasets`` (comma-separated) and
-    ``max_gpu_hours`` leave artifacts out (:mod:`dmllab.pipeline.budget`).
+    (a fast dev run in :func:`scratch_paths`), placed by :func:`dmllab.pipeline.placement.plan_study` from the GPU
+    ``calibration`` (a ``bench_gpu.py`` CSV); ``seeds``, ``datasets`` and ``max_gpu_hours`` as ``dmllab study``'s.
 
     Raises:
         ValueError: an unknown profile, executor or dataset, ``jobs`` neither "auto" nor a positive integer,

@@ -1,13 +1,5 @@
-"""How every notebook is generated from one template, and checked against it.
-
-Every artifact notebook has the same cells (:func:`make_notebook`): a title (the paper's claims, what dmllab
-varies), one cell tagged ``parameters`` (``profile``, ``seeds``, ``execution``, ``manifest``, ``train_missing`` and
-the artifact's own parameters; ``None`` means "the profile's default", whose values the comment shows), the setup
-cell ``A = nb.setup(globals(), "<id>")`` (:mod:`dmllab.pipeline.notebook`; it prints the resolved values), the
-runs it reads, its tidy rows (written to ``<id>.csv`` in :func:`dmllab.paths.destination`), the paper-vs-reproduced
-table, the verdicts and the figures. Each paper also has a plotting notebook, ``plots_<paper>.ipynb``. Notebooks are generated from their
-:class:`~dmllab.experiments.Artifact` and committed without outputs; ``dmllab notebooks --check`` says when one is
-out of date (:func:`stale_notebooks`).
+"""Every notebook generated from one template (:func:`make_notebook`, :func:`make_plots_notebook`), committed
+without outputs and checked against it (:func:`stale_notebooks`, ``dmllab notebooks --check``).
 """
 
 from __future__ import annotations
@@ -65,19 +57,18 @@ def _values_by_profile(values: dict[str, Any]) -> str:
 def parameters_source(artifact: Artifact) -> str:
     """The tagged parameters cell: one line per parameter with why it is there (papermill's help), and under each
     ``None`` the value every profile gives it, written as a person writes it (``1/9``, ``4e2``)."""
+
+    def described(key: str, why: str, values: dict[str, Any]) -> list[str]:
+        return [f"{key} = None" + (f"  # {why}" if why else ""), f"#   {_values_by_profile(values)}"]
+
+    def default(key: str) -> list[str]:
+        return described(key, STANDARD_HELP[key], {p: artifact.defaults(p)[key] for p in PROFILES})
+
     lines = [
         "# Parameters (papermill -p NAME VALUE, or dmllab study). None takes the profile's value, listed below it.",
         f'profile = "quick"  # {STANDARD_HELP["profile"]}',
-        f"seeds = None  # {STANDARD_HELP['seeds']}",
-        f"#   {_values_by_profile({p: artifact.defaults(p)['seeds'] for p in PROFILES})}",
-        *(
-            [
-                f"data_seed = None  # {STANDARD_HELP['data_seed']}",
-                f"#   {_values_by_profile({p: artifact.defaults(p)['data_seed'] for p in PROFILES})}",
-            ]
-            if artifact.trains
-            else []
-        ),
+        *default("seeds"),
+        *(default("data_seed") if artifact.trains else []),
         f"execution = None  # {STANDARD_HELP['execution']}",
         '#   "device=cuda,data_root=data" (also fast_dev_run, pretrained, check_counts, threads)',
         f"manifest = None  # {STANDARD_HELP['manifest']}",
@@ -89,17 +80,13 @@ def parameters_source(artifact: Artifact) -> str:
         why = artifact.parameter_help.get(key, "")
         if "=" in why:  # papermill skips parameter lines holding a second "="
             raise ValueError(f"artifact {artifact.id!r}: the help of parameter {key!r} must not contain '='")
-        lines.append(f"{key} = None" + (f"  # {why}" if why else ""))
-        lines.append(f"#   {_values_by_profile({p: artifact.parameters[p][key] for p in PROFILES})}")
+        lines += described(key, why, {p: artifact.parameters[p][key] for p in PROFILES})
     return "\n".join(lines)
 
 
 def check_parameters_cell(path: str | os.PathLike, artifact: Artifact) -> None:
-    """Raise ValueError when the notebook at ``path`` has not exactly one cell tagged ``parameters``, or when that
-    cell differs from :func:`parameters_source` (edited: it would run its own values, not the study's plan).
-
-    Without its tag papermill puts the study's values at the top and the untagged cell then sets its own
-    defaults over them; an edited cell (``seeds = [0]``) gives a CSV of other seeds than planned."""
+    """Raise ValueError unless the notebook at ``path`` has exactly one cell tagged ``parameters`` and it is
+    :func:`parameters_source` (untagged or edited, it would set its own values over the study's)."""
     import nbformat
 
     fix = "regenerate it (dmllab notebooks), or run it by hand with papermill"
@@ -125,8 +112,7 @@ def check_parameters_cell(path: str | os.PathLike, artifact: Artifact) -> None:
 
 
 def title_source(artifact: Artifact) -> str:
-    """The markdown title cell: the paper's claims judged here, the artifact's module, what it reproduces (the
-    description in short paragraphs), how to run it."""
+    """The markdown title cell: the paper's claims and checks, the module, the description, how to run it."""
     module = _module(artifact)
     claims = [c for c in artifact.claims if c.kind == "verdict"]
     checks = [c for c in artifact.claims if c.kind == "check"]
@@ -189,20 +175,20 @@ def _first_sentence(doc: str | None) -> str:
     return found[0].rstrip(".") if found else ""
 
 
+def _step(markdown: str, code: str) -> list[Cell]:
+    return [("markdown", markdown), ("code", code)]
+
+
 def body_cells(artifact: Artifact) -> list[Cell]:
-    """The steps after the setup cell, each with a markdown cell that says what it computes for this artifact:
-    its runs, its rows, the paper's printed cells, the verdicts, the checks, the figures (only those it has)."""
+    """The steps after the setup cell that the artifact has, each after a markdown cell saying what it computes."""
     cells: list[Cell] = []
     if artifact.runs(artifact.params("quick", "device=cpu")):
-        cells += [
-            (
-                "markdown",
-                f"## Runs\nThe {_runs_sentence(artifact, 'quick')} this artifact reads on the quick profile; "
-                f"{_runs_sentence(artifact, 'paper')} on the paper profile. `dmllab study` trains each run once, "
-                "shared with every artifact that needs the same run; the table says which are stored.",
-            ),
-            ("code", "A.runs_table()"),
-        ]
+        cells += _step(
+            f"## Runs\nThe {_runs_sentence(artifact, 'quick')} this artifact reads on the quick profile; "
+            f"{_runs_sentence(artifact, 'paper')} on the paper profile. `dmllab study` trains each run once, "
+            "shared with every artifact that needs the same run; the table says which are stored.",
+            "A.runs_table()",
+        )
     what = (
         "The test metrics (R@K, NMI, in percent) of every run, one row per run and metric"
         if artifact.rows is None
@@ -212,58 +198,43 @@ def body_cells(artifact: Artifact) -> list[Cell]:
         )
     )
     tables = "".join(f", `{artifact.id}.{t}.csv`" for t in artifact.tables)
-    cells += [
-        (
-            "markdown",
-            f"## Rows\n{what}. Written to `{artifact.id}.csv`{tables} in `results/scratch/<profile>/`, as the "
-            f"setup cell says (in `results/` by a study of the {paths.COMMITTED_PROFILE} profile on the "
-            f"{paths.COMMITTED_DEVICE}); this profile's rows replace the earlier ones. Below, the mean, std and seed "
-            "count of each line.",
-        ),
-        ("code", "rows = A.derive_rows()\nA.write_results(rows)\nA.results_table()"),
-    ]
+    cells += _step(
+        f"## Rows\n{what}. Written to `{artifact.id}.csv`{tables} in `results/scratch/<profile>/`, as the "
+        f"setup cell says (in `results/` by a study of the {paths.COMMITTED_PROFILE} profile on the "
+        f"{paths.COMMITTED_DEVICE}); this profile's rows replace the earlier ones. Below, the mean, std and seed "
+        "count of each line.",
+        "rows = A.derive_rows()\nA.write_results(rows)\nA.results_table()",
+    )
     if artifact.reference is not None:
-        cells += [
-            (
-                "markdown",
-                "## Paper vs reproduced\nEvery row that faces a printed cell of the paper: the paper's value, the reproduced mean ± std, the difference. On the quick profile the offline "
-                "benchmark's rows face CUB's cells: an orientation, not a comparison of numbers.",
-            ),
-            ("code", "A.paper_vs_reproduced()"),
-        ]
+        cells += _step(
+            "## Paper vs reproduced\nEvery row that faces a printed cell of the paper: the paper's value, the reproduced mean ± std, the difference. On the quick profile the offline "
+            "benchmark's rows face CUB's cells: an orientation, not a comparison of numbers.",
+            "A.paper_vs_reproduced()",
+        )
     claims = sum(c.kind == "verdict" for c in artifact.claims)
     if claims:
-        cells += [
-            (
-                "markdown",
-                f"## Verdicts\nThe {_count(claims, 'claim')} of the title, each on its effect per seed: mean and "
-                "95% t interval over seeds; *yes* only when the interval lies above zero, *no* when below, "
-                "*inconclusive* otherwise, *not testable* when the paper's procedure cannot be kept on this profile "
-                "or a compared method does not train here (`why` says which). `differs`: what differs from the "
-                "paper here; `p`: the two-sided p-value, which the report adjusts across the profile's claims "
-                "(Holm).",
-            ),
-            ("code", "A.verdicts()"),
-        ]
+        cells += _step(
+            f"## Verdicts\nThe {_count(claims, 'claim')} of the title, each on its effect per seed: mean and "
+            "95% t interval over seeds; *yes* only when the interval lies above zero, *no* when below, "
+            "*inconclusive* otherwise, *not testable* when the paper's procedure cannot be kept on this profile "
+            "or a compared method does not train here (`why` says which). `differs`: what differs from the "
+            "paper here; `p`: the two-sided p-value, which the report adjusts across the profile's claims "
+            "(Holm).",
+            "A.verdicts()",
+        )
     if any(c.kind == "check" for c in artifact.claims):
-        cells += [
-            (
-                "markdown",
-                "## Checks\nThe analytic properties of the title, measured per seed: a check passes when the "
-                "property holds on every seed (`measured`: the mean, `lowest seed`: the worst).",
-            ),
-            ("code", "A.checks()"),
-        ]
+        cells += _step(
+            "## Checks\nThe analytic properties of the title, measured per seed: a check passes when the "
+            "property holds on every seed (`measured`: the mean, `lowest seed`: the worst).",
+            "A.checks()",
+        )
     if artifact.figures:
         captions = "".join(f"\n- {f.caption}" for f in artifact.figures if f.caption)
-        cells += [
-            (
-                "markdown",
-                f"## {'Figure' if len(artifact.figures) == 1 else 'Figures'}\nDrawn from the CSVs only (the "
-                f"paper's plotting notebook writes {'it' if len(artifact.figures) == 1 else 'them'} to `figures/`).{captions}",
-            ),
-            ("code", "figs = A.figures()"),
-        ]
+        cells += _step(
+            f"## {'Figure' if len(artifact.figures) == 1 else 'Figures'}\nDrawn from the CSVs only (the "
+            f"paper's plotting notebook writes {'it' if len(artifact.figures) == 1 else 'them'} to `figures/`).{captions}",
+            "figs = A.figures()",
+        )
     return cells
 
 
@@ -331,19 +302,16 @@ def _all_notebooks(only: Collection[str] | None = None) -> dict[str, nbformat.No
 
 
 def write_all(directory: str | os.PathLike | None = None) -> list[Path]:
-    """Regenerate every artifact notebook and every paper's plotting notebook; remove notebooks of artifacts that
-    no longer exist. Returns the written paths."""
+    """Write every generated notebook, remove any other; returns the written paths."""
     import nbformat
 
     directory = Path(directory) if directory is not None else notebooks_dir()
     directory.mkdir(parents=True, exist_ok=True)
     wanted = _all_notebooks()
-    written = []
-    for stem, nb in wanted.items():
-        path = directory / f"{stem}.ipynb"
+    written = [directory / f"{stem}.ipynb" for stem in wanted]
+    for path, nb in zip(written, wanted.values()):
         text = nbformat.writes(nb)
         write_text_atomic(path, text if text.endswith("\n") else text + "\n")  # as nbformat.write ends it
-        written.append(path)
     for path in directory.glob("*.ipynb"):
         if path.stem not in wanted:
             path.unlink()
@@ -357,8 +325,8 @@ def _shape(nb: Any) -> list[tuple[str, str, tuple[str, ...]]]:
 def stale_notebooks(
     directory: str | os.PathLike | None = None, only: Collection[str] | None = None
 ) -> list[str]:
-    """Notebook stems that differ from the generated ones (cell kinds, sources, tags), are missing, have outputs,
-    or belong to no artifact (of the stems ``only``, when given)."""
+    """The stems (of ``only``) whose notebook differs from the generated one (cells' kinds, sources, tags), is
+    missing, has outputs, or is generated from nothing."""
     import nbformat
 
     directory = Path(directory) if directory is not None else notebooks_dir()

@@ -1,7 +1,5 @@
 """``dmllab tune``: an equal-budget hyper-parameter search on the validation split for every method a profile's
-study trains (Optuna's TPE sampler, seeded): the methods (:func:`study_methods`), the search space, each dimension
-a multiplier of the method's untuned preset value (:func:`search_space`), the budget, the validation-only trials
-(:func:`~dmllab.training.protocol.on_validation`) and the records (:func:`write_records`) are described in
+study trains (Optuna's TPE sampler, seeded; :func:`study_methods`, :func:`search_space`, :func:`write_records`):
 docs/guide/tuning.md. A method whose preset declares no tuned loss hyper-parameter (``Method.tuned``) is an error.
 """
 

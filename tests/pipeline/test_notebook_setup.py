@@ -186,7 +186,7 @@ def test_setup_runs_in_a_namespace(tmp_path, monkeypatch):
     }
     ctx = nbmod.setup(ns, name)
     assert ctx.csv_path == tmp_path / "res" / "scratch" / "smoke" / f"{name}.csv"  # not the committed profile
-    assert ctx.figure_prefix == tmp_path / "fig" / "scratch" / "smoke" / name
+    assert ctx.destination.figures == tmp_path / "fig" / "scratch" / "smoke"
     assert ctx.profile == "smoke" and ctx.device == "cpu" and ctx.train_missing is False
     with pytest.raises(
         ValueError, match=f"unknown parameter 'seedz' for notebook {name}; valid parameters: profile"
