@@ -105,9 +105,10 @@ def _count(module_name: str, attr: str, counts: Counter, key: str) -> None:
             setattr(module, attr, counted)
 
 
-def _execute_in_process(notebook, output, parameters, **kwargs):
-    """papermill's execution in this process: every code cell in one namespace, the parameters after the tagged
-    cell."""
+def execute_in_process(notebook, output, parameters, **kwargs):
+    """:func:`dmllab.pipeline.execute.execute_notebook` in this process (so that counters see the notebook): every
+    code cell of ``notebook`` in one namespace, papermill's parameters after the tagged cell (also used by
+    tests/pipeline/test_resolve_once.py)."""
     import matplotlib
     import nbformat
 
@@ -131,7 +132,7 @@ def measure() -> dict[str, dict[str, float]]:
 
     LocalExecutor.map = lambda self, fn, items, name, *, desc: [fn(i) for i in items]
     execute.ensure_kernel = lambda: "python3"
-    execute.execute_notebook = _execute_in_process
+    execute.execute_notebook = execute_in_process
     execute.run_plots = lambda *a, **k: []
     counts: Counter = Counter()
     for key, (module, attr) in COUNTED.items():

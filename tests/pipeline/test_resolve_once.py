@@ -15,7 +15,9 @@ from dmllab.experiments import lookup
 from dmllab.experiments.execution import Execution
 from dmllab.pipeline import execute, study
 from dmllab.pipeline.executors import LocalExecutor
-from dmllab.pipeline.jobs import JobResult
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from walk import execute_in_process  # noqa: E402  (the benchmark of the same walk)
 
 ONLY = "pnpp_table11_pooling,pa_fig5_embedding"  # two artifacts that share runs
 
@@ -56,22 +58,6 @@ def _count_placements(monkeypatch) -> Counter:
     return placed
 
 
-def _execute_in_process(notebook, output, parameters, **kwargs) -> JobResult:
-    """:func:`dmllab.pipeline.execute.execute_notebook` in this process (so that the counters see the notebook):
-    every code cell of ``notebook`` in one namespace, papermill's parameters after the tagged cell."""
-    import matplotlib
-    import nbformat
-
-    matplotlib.use("Agg")
-    namespace: dict = {}
-    for cell in nbformat.read(str(notebook), as_version=4).cells:
-        if cell.cell_type == "code":
-            exec(cell.source, namespace)
-            if "parameters" in cell.metadata.get("tags", ()):
-                namespace.update(parameters)
-    return JobResult(Path(notebook).stem, "ok", 0.0, output=str(output))
-
-
 def test_a_smoke_study_resolves_its_device_once_and_places_each_run_once(store_env, monkeypatch):
     """From the plan to the notebooks: each notebook reads its placed runs from the study's manifest (it places
     only what no run of the plan is, such as an untrained network it evaluates itself)."""
@@ -81,7 +67,7 @@ def test_a_smoke_study_resolves_its_device_once_and_places_each_run_once(store_e
 
     monkeypatch.setattr(LocalExecutor, "map", in_process)
     monkeypatch.setattr(execute, "ensure_kernel", lambda: "python3")
-    monkeypatch.setattr(execute, "execute_notebook", _execute_in_process)
+    monkeypatch.setattr(execute, "execute_notebook", execute_in_process)
     monkeypatch.setattr(execute, "run_plots", lambda *a, **k: [])
     resolutions = _count_resolutions(monkeypatch)
     placements = _count_placements(monkeypatch)
