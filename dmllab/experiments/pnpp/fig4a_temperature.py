@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from dmllab.experiments import analogue
 from dmllab.experiments.artifact import Artifact, Claim, Run, printed
 from dmllab.experiments.params import Params
@@ -53,14 +51,6 @@ def runs(params: Params) -> list[Run]:
     )
 
 
-def _versus_one(df: Any) -> Any:
-    return C.preset_vs(df, "R@1", "temperature", 1.0)
-
-
-def _below(df: Any) -> Any:
-    return C.preset_vs(df, "R@1", "temperature", "below")
-
-
 _FIGURE = C.sweep_figure(
     "temperature", "temperature T (log)", "Fig. 4a: ProxyNCA++ R@1 against T (dotted: the preset's T)", "T"
 )
@@ -85,7 +75,7 @@ ARTIFACT = Artifact(
     claims=(
         Claim(
             "low temperature helps: R@1 at the preset's T (the paper's 1/9; on quick the tuned T) above T = 1",
-            _versus_one,
+            lambda df: C.preset_vs(df, "R@1", "temperature", 1.0),
             unit="R@1 points",
             differs=analogue.differs(
                 "both temperatures at the other settings of the profile's ProxyNCA++", "proxynca++"
@@ -97,7 +87,7 @@ ARTIFACT = Artifact(
         ),
         Claim(
             "lowering T beyond the optimum hurts: R@1 at the preset's T above T three times lower",
-            _below,
+            lambda df: C.preset_vs(df, "R@1", "temperature", "below"),
             unit="R@1 points",
             differs=analogue.differs(_grid, "proxynca++"),
             arms=("proxynca++",),

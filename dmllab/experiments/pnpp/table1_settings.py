@@ -19,7 +19,6 @@ COLUMN = {
     "proxy_lr": "Proxy lr",
     "cbs_instances": "cbs",
 }
-HYPER = ("batch_size", "lr", "proxy_lr", "cbs_instances")
 # The splits that partition a dataset (every image once).
 PARTITION = {
     "cub": ("trainval", "test"),
