@@ -96,14 +96,6 @@ def _pa_minus_baselines_at(df: pd.DataFrame, pick: Any) -> pd.DataFrame:
     return _per_baseline(df, values)
 
 
-def _first_epoch(curve: pd.DataFrame) -> float:
-    return float(curve["value"].iloc[0])
-
-
-def _final(curve: pd.DataFrame) -> float:
-    return float(curve["value"].iloc[-1])
-
-
 def _at_common_time(df: pd.DataFrame) -> pd.DataFrame:
     """PA minus each baseline at the shortest run's total time (curves held constant between epochs)."""
     c = _curves(df)
@@ -169,7 +161,7 @@ ARTIFACT = Artifact(
     claims=(
         Claim(
             "Proxy Anchor converges faster: higher R@1 than every baseline after the first epoch",
-            lambda df: _pa_minus_baselines_at(df, _first_epoch),
+            lambda df: _pa_minus_baselines_at(df, lambda c: float(c["value"].iloc[0])),
             unit="R@1 points",
             differs=differs(_CURVES, "cars"),
             arms=ARMS[:1],
@@ -179,7 +171,7 @@ ARTIFACT = Artifact(
         ),
         Claim(
             "Proxy Anchor reaches the highest R@1 (last epoch)",
-            lambda df: _pa_minus_baselines_at(df, _final),
+            lambda df: _pa_minus_baselines_at(df, lambda c: float(c["value"].iloc[-1])),
             unit="R@1 points",
             differs=differs(_CURVES, "cars"),
             arms=ARMS[:1],
