@@ -57,10 +57,6 @@ def subset_name(enabled: Sequence[str]) -> str:
     return "+".join(e for e in ENHANCEMENTS if e in enabled) or "baseline"
 
 
-def datasets(params: Params) -> list[str]:
-    return list(params["datasets"])
-
-
 #: The flags a sweep tags its runs with (``param_<flag>``, True on the tagged runs; :func:`sweep_runs`), in words.
 SWEEP_TAGS = {
     "preset": "the preset's value: the runs every table shares, where the claims compare",
@@ -87,7 +83,7 @@ def sweep_runs(
     import math
 
     out = []
-    for dataset in datasets(params):
+    for dataset in params["datasets"]:
         own = None if preset is None else float(preset(dataset, params.profile))
         step = None if own is None or below is None else own / below
         grid = {float(v) for v in values} | ({own} if own is not None else set())

@@ -23,7 +23,7 @@ def build(dataset: str, profile: str) -> Any:
 def runs(params: Params) -> list[Run]:
     return [
         Run(build(d, params.profile), s, variant="ProxyNCA (T = 1/3, 64-d, 227 crops)")
-        for d in C.datasets(params)
+        for d in params["datasets"]
         for s in params.seeds
     ]
 

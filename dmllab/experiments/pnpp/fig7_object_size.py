@@ -21,7 +21,7 @@ _BINS = (
 
 def runs(params: Params) -> list[Run]:
     out: list[Run] = []
-    for dataset in C.datasets(params):
+    for dataset in params["datasets"]:
         for variant, opts in POOLING.items():
             cfg = C.pnpp(dataset, params.profile, **opts)
             out += [Run(cfg, seed, variant=variant) for seed in params.seeds]

@@ -39,7 +39,7 @@ def build(method: str, dataset: str, profile: str, dim: int, backbone: str, pool
 
 def runs(params: Params) -> list[Run]:
     out: list[Run] = []
-    for dataset in C.datasets(params):
+    for dataset in params["datasets"]:
         for variant, (method, dim, backbone) in losses(params).items():
             for pool in POOLS:
                 cfg = build(method, dataset, params.profile, dim, backbone, pool)
@@ -51,7 +51,7 @@ def rows(params: Params, lookup: Lookup) -> list[dict[str, Any]]:
     """The trained losses' rows, plus the untrained network (pre-trained trunk, the preset's embedding layer
     as initialised with the seed) evaluated with each pooling."""
     out = lookup.rows(runs(params))
-    for dataset in C.datasets(params):
+    for dataset in params["datasets"]:
         out += kit.untrained_rows(
             lookup, C.pnpp(dataset, params.profile), params.seeds, POOLS, variant=UNTRAINED
         )

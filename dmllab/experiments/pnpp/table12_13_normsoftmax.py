@@ -27,7 +27,7 @@ TABLE = {"cub": "Table 12", "cars": "Table 13", "synthetic": "Table 12"}
 
 def runs(params: Params) -> list[Run]:
     out: list[Run] = []
-    for dataset in C.datasets(params):
+    for dataset in params["datasets"]:
         for variant, opts in NORMSOFTMAX.items():
             cfg = kit.config("normsoftmax", dataset, params.profile, **opts)
             out += [

@@ -18,7 +18,7 @@ SMALL = {"paper": "proxynca++227", "quick": "quick227", "smoke": "smoke"}
 def runs(params: Params) -> list[Run]:
     out: list[Run] = []
     p = params.profile
-    for dataset in C.datasets(params):
+    for dataset in params["datasets"]:
         big = C.pnpp(dataset, p).replace("model.embedding_dim", dim(p, 512))  # = Tables 3-6's 512-d run
         small = (
             big.replace("data.transform", SMALL[p]) if p != "smoke" else big.replace("data.transform", "none")

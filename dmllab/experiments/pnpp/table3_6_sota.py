@@ -31,7 +31,7 @@ def dim(profile: str, paper_dim: int) -> int:
 def runs(params: Params) -> list[Run]:
     out: list[Run] = []
     p = params.profile
-    for dataset in C.datasets(params):
+    for dataset in params["datasets"]:
         configs = [
             ("ProxyNCA", kit.config("proxynca", dataset, p), 2048),
             ("ProxyNCA++ (-max, -fast)", C.pnpp(dataset, p, max=False, fast=False), 2048),

@@ -53,17 +53,13 @@ TABLE9 = [(s, on) for s in _T9 for on in (False, True)]  # (subset, with scale)
 TABLE10 = [(s, on) for s in _T10 for on in (False, True)]  # (subset, with max)
 
 
-def _name(enabled: tuple[str, ...]) -> str:
-    return C.subset_name(enabled)
-
-
 def table_subsets() -> dict[str, tuple[str, ...]]:
     """Every subset Tables 8-10 print, by its ``config`` name."""
     out: dict[str, tuple[str, ...]] = {}
     for table, extra in ((TABLE8, "prob"), (TABLE9, "scale"), (TABLE10, "max")):
         for subset, on in table:
             enabled = tuple(e for e in ALL if e in subset or (on and e == extra))
-            out[_name(enabled)] = enabled
+            out[C.subset_name(enabled)] = enabled
     return out
 
 
@@ -79,7 +75,7 @@ def subsets(params: Params) -> dict[str, tuple[str, ...]]:
     if mode not in TABLES_8_10:
         raise ValueError(f"tables_8_10 must be one of {', '.join(TABLES_8_10)}, got {mode!r}")
     out = {name: tuple(on) for name, on in TABLE7.items()}
-    seen = {_name(v) for v in out.values()}
+    seen = {C.subset_name(v) for v in out.values()}
     extra = {n: e for n, e in table_subsets().items() if n not in seen}
     if mode == "claimed":
         extra = {n: e for n, e in extra.items() if n in CLAIMED}
@@ -91,15 +87,15 @@ def subsets(params: Params) -> dict[str, tuple[str, ...]]:
 def runs(params: Params) -> list[Run]:
     """Every configuration per seed."""
     out: list[Run] = []
-    for dataset in C.datasets(params):
+    for dataset in params["datasets"]:
         for variant, enabled in subsets(params).items():
             cfg = C.pnpp(dataset, params.profile, **C.subset_options(enabled))
-            out += kit.seeds_runs(cfg, params, variant, config=_name(enabled))
+            out += kit.seeds_runs(cfg, params, variant, config=C.subset_name(enabled))
     return out
 
 
 # Configurations trained with Tables 8-10: Table 7's and every distinct subset Tables 8-10 print.
-N_CONFIGS = len({_name(v) for v in TABLE7.values()} | set(table_subsets()))
+N_CONFIGS = len({C.subset_name(v) for v in TABLE7.values()} | set(table_subsets()))
 
 
 def _table_cell(config: str) -> tuple[str, str, str] | None:
@@ -111,7 +107,7 @@ def _table_cell(config: str) -> tuple[str, str, str] | None:
     ):
         for subset, on in table:
             enabled = tuple(e for e in ALL if e in subset or (on and e == extra))
-            if _name(enabled) == config:
+            if C.subset_name(enabled) == config:
                 label = {id(TABLE8): "Table 8", id(TABLE9): "Table 9", id(TABLE10): "Table 10"}[id(table)]
                 return label, _ROW[label][subset], cols[on]
     return None
@@ -200,8 +196,8 @@ def _chart(tables: Any) -> Any:
     ):
         names = []
         for subset, on in table:
-            name = _name(tuple(e for e in ALL if e in subset or (on and e == extra)))
-            if name not in names and name not in {_name(v) for v in TABLE7.values()}:
+            name = C.subset_name(tuple(e for e in ALL if e in subset or (on and e == extra)))
+            if name not in names and name not in {C.subset_name(v) for v in TABLE7.values()}:
                 names.append(name)
         groups.append((f"{label}: subsets with and without +{extra}", names))
     return _dot_table(tables, groups)
