@@ -114,11 +114,6 @@ def tagged_value(df: Any, param: str, tag: str = "preset") -> float:
     return float(values[0])
 
 
-def preset_value(df: Any, param: str) -> float:
-    """The preset's value of ``param`` in a sweep's rows (:func:`tagged_value`)."""
-    return tagged_value(df, param, "preset")
-
-
 def preset_vs(df: Any, metric: str, param: str, which: str | float) -> Any:
     """Per seed: ``metric`` at the preset's value of ``param`` minus at the ``"min"`` or ``"max"`` value swept,
     at the ``"below"`` step (:func:`sweep_runs`), or at a number given as ``which``
@@ -129,14 +124,14 @@ def preset_vs(df: Any, metric: str, param: str, which: str | float) -> Any:
     other = {"min": swept.min(), "max": swept.max()}.get(which, which) if which != "below" else None
     if which == "below":
         other = tagged_value(df, param, "below")
-    return diff_at(df, metric, param, preset_value(df, param), float(other))
+    return diff_at(df, metric, param, tagged_value(df, param), float(other))
 
 
 def sweep_figure(param: str, xlabel: str, title: str, what: str, preset: bool = True) -> Figure:
     """R@1 against ``param`` (:func:`dmllab.experiments.figures.sweep_figure`), the preset's value dotted."""
 
     def draw(tables: Any) -> Any:
-        mark = preset_value(tables["rows"], param) if preset else None
+        mark = tagged_value(tables["rows"], param) if preset else None
         return figures.sweep_figure(tables, param, xlabel=xlabel, mark=mark, title=title)
 
     return Figure(draw, caption=f"R@1 against {what}, mean +- one std over seeds (shaded).")

@@ -29,10 +29,6 @@ def runs(params: Params) -> list[Run]:
     return C.sweep_runs(params, build, "proxy_lr", params["proxy_lrs"], preset=preset_proxy_lr)
 
 
-def _best_vs(which: str) -> Any:
-    return lambda df: C.preset_vs(df, "R@1", "proxy_lr", which)
-
-
 def _lrs(profile: str) -> str:
     swept = ", ".join(f"{x:g}" for x in ARTIFACT.parameters[profile]["proxy_lrs"])
     base = analogue.lr_line(kit.config("normsoftmax", "synthetic", profile), ("backbone", "embedding"))
@@ -72,7 +68,7 @@ ARTIFACT = Artifact(
         Claim(
             "NormSoftMax: R@1 at the +fast preset's proxy lr (the paper's 4e-1; on quick 100 x the tuned "
             "embedding lr) above the smallest swept",
-            _best_vs("min"),
+            lambda df: C.preset_vs(df, "R@1", "proxy_lr", "min"),
             unit="R@1 points",
             differs=analogue.differs(_lrs, "normsoftmax"),
             arms=("normsoftmax",),
@@ -82,7 +78,7 @@ ARTIFACT = Artifact(
         Claim(
             "NormSoftMax: R@1 at the +fast preset's proxy lr (the paper's 4e-1; on quick 100 x the tuned "
             "embedding lr) above the largest swept",
-            _best_vs("max"),
+            lambda df: C.preset_vs(df, "R@1", "proxy_lr", "max"),
             unit="R@1 points",
             differs=analogue.differs(_lrs, "normsoftmax"),
             arms=("normsoftmax",),
