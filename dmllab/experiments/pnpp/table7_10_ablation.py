@@ -100,29 +100,17 @@ N_CONFIGS = len({C.subset_name(v) for v in TABLE7.values()} | set(table_subsets(
 
 def _table_cell(config: str) -> tuple[str, str, str] | None:
     """The Table 8-10 cell whose ``config=`` is ``config`` (Table 8 first, as transcribed)."""
-    for table, extra, cols in (
-        (TABLE8, "prob", ("without prob", "with prob")),
-        (TABLE9, "scale", ("without scale", "with scale")),
-        (TABLE10, "max", ("Global Average Pooling", "Global Max Pooling")),
+    for label, table, extra, cols in (
+        ("Table 8", TABLE8, "prob", ("without prob", "with prob")),
+        ("Table 9", TABLE9, "scale", ("without scale", "with scale")),
+        ("Table 10", TABLE10, "max", ("Global Average Pooling", "Global Max Pooling")),
     ):
         for subset, on in table:
             enabled = tuple(e for e in ALL if e in subset or (on and e == extra))
             if C.subset_name(enabled) == config:
-                label = {id(TABLE8): "Table 8", id(TABLE9): "Table 9", id(TABLE10): "Table 10"}[id(table)]
-                return label, _ROW[label][subset], cols[on]
+                row = " ".join(f"+{e}" for e in subset) or "ProxyNCA (Emb: 2048)"  # "+scale +norm"
+                return label, row, cols[on]
     return None
-
-
-def _row_label(subset: tuple[str, ...], table: str) -> str:
-    if not subset:
-        return "ProxyNCA (Emb: 2048)"
-    return " ".join(f"+{e}" for e in subset)
-
-
-_ROW = {
-    t: {s: _row_label(s, t) for s, _ in tab}
-    for t, tab in (("Table 8", TABLE8), ("Table 9", TABLE9), ("Table 10", TABLE10))
-}
 
 
 def reference(rec: Any) -> tuple[str, str, str, str] | None:
