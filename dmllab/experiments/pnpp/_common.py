@@ -57,6 +57,16 @@ def subset_name(enabled: Sequence[str]) -> str:
     return "+".join(e for e in ENHANCEMENTS if e in enabled) or "baseline"
 
 
+def dataset_parameters(paper: Sequence[str]) -> dict[str, dict[str, list[str]]]:
+    """An artifact's ``parameters`` when the datasets are its only one: the offline benchmark on smoke and quick,
+    ``paper`` on the paper profile."""
+    return {
+        "smoke": {"datasets": ["synthetic"]},
+        "quick": {"datasets": ["synthetic"]},
+        "paper": {"datasets": list(paper)},
+    }
+
+
 #: The flags a sweep tags its runs with (``param_<flag>``, True on the tagged runs; :func:`sweep_runs`), in words.
 SWEEP_TAGS = {
     "preset": "the preset's value: the runs every table shares, where the claims compare",

@@ -55,11 +55,7 @@ ARTIFACT = Artifact(
         "`quick227` crops on the offline benchmark's SmallCNN: a run of the same recipe, not a "
         "GoogLeNet number. No claim: the appendix states one number."
     ),
-    parameters={
-        "smoke": {"datasets": ["synthetic"]},
-        "quick": {"datasets": ["synthetic"]},
-        "paper": {"datasets": ["cub"]},
-    },
+    parameters=C.dataset_parameters(["cub"]),
     parameter_help={"datasets": "datasets to train on"},
     runs=runs,
     reference=reference,

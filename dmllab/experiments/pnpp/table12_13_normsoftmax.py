@@ -80,11 +80,7 @@ ARTIFACT = Artifact(
         "trains them once. Quick: the offline benchmark (faces Table 12's CUB cells); each arm's "
         "learning rates are in its claim's 'differs' line."
     ),
-    parameters={
-        "smoke": {"datasets": ["synthetic"]},
-        "quick": {"datasets": ["synthetic"]},
-        "paper": {"datasets": ["cub", "cars"]},
-    },
+    parameters=C.dataset_parameters(["cub", "cars"]),
     parameter_help={"datasets": "datasets to train on"},
     runs=runs,
     reference=reference,

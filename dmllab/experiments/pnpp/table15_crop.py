@@ -51,11 +51,7 @@ ARTIFACT = Artifact(
         "smoke uses the uncropped 32-pixel images as its 'other crop'. The SOTA columns are quoted "
         "numbers of other methods."
     ),
-    parameters={
-        "smoke": {"datasets": ["synthetic"]},
-        "quick": {"datasets": ["synthetic"]},
-        "paper": {"datasets": C.PAPER_DATASETS},
-    },
+    parameters=C.dataset_parameters(C.PAPER_DATASETS),
     parameter_help={"datasets": "datasets to train on"},
     runs=runs,
     reference=reference,

@@ -110,11 +110,7 @@ ARTIFACT = Artifact(
         "cells) with the quick preset's 128-d as the 2048-d, and 32-d / 64-d as the 512-d / 1024-d (the same "
         "ratios); variant names keep the paper's sizes, the `emb` column has the trained size."
     ),
-    parameters={
-        "smoke": {"datasets": ["synthetic"]},
-        "quick": {"datasets": ["synthetic"]},
-        "paper": {"datasets": C.PAPER_DATASETS},
-    },
+    parameters=C.dataset_parameters(C.PAPER_DATASETS),
     parameter_help={"datasets": "datasets to train on (quick: the offline benchmark)"},
     runs=runs,
     reference=reference,
