@@ -21,15 +21,11 @@ def runs(params: Params) -> list[Run]:
     return out
 
 
-def _unheated(variant: str) -> object:
-    return lambda p: (
-        f"both unheated, {variant} at its preset's alpha {alpha_of(p, variant, 'cub'):.3g} (paper: 16)"
-    )
-
-
-def _heated(variant: str) -> object:
+def _setup(variant: str, heated: bool) -> object:
     return lambda p: (
         f"H{variant} is the same {variant} run (alpha {alpha_of(p, variant, 'cub'):.3g}; paper: 16) plus heating"
+        if heated
+        else f"both unheated, {variant} at its preset's alpha {alpha_of(p, variant, 'cub'):.3g} (paper: 16)"
     )
 
 
@@ -43,7 +39,7 @@ def _claim(text: str, better: str, worse: str, key: str, metric: str = "R@1", pr
         text,
         lambda df: paired(df, metric, {"variant": better}, {"variant": worse}),
         unit=f"{metric} points",
-        differs=differs((_heated if heated else _unheated)(base), "cub", better, heated=heated),
+        differs=differs(_setup(base, heated), "cub", better, heated=heated),
         arms=({"LN": LN, "BN": BN}[base],),
         worse_arms=() if heated else (SM,),
         paper_effect=printed(cell(row, better, "cub"), cell(row, worse, "cub")),

@@ -7,6 +7,7 @@ the default ProxyNCA++ preset of a profile is one run set used by every table.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -90,8 +91,6 @@ def sweep_runs(
     ``preset`` (True on the preset's runs, the ones every other table shares): the sweep's claims compare at it
     (:func:`tagged_value`). With ``below`` the grid also holds the preset's value divided by ``below`` (tagged
     ``below``: one step of the paper's grid below the optimum). ``descending``: the grid from the largest value."""
-    import math
-
     out = []
     for dataset in params["datasets"]:
         own = None if preset is None else float(preset(dataset, params.profile))
