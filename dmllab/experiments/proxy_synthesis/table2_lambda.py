@@ -71,12 +71,6 @@ def reference(rec: Any) -> tuple[str, ...] | None:
     return None
 
 
-def _r1(df: Any, **where: Any) -> Any:
-    from dmllab.experiments.compare import per_seed
-
-    return per_seed(df, "R@1", **where)
-
-
 def best_static(df: Any) -> float | None:
     """The static lambda with the best mean validation R@1 over seeds (None without validation rows)."""
     if "param_split" not in df.columns:
