@@ -59,26 +59,21 @@ def _per_seed(df: Any, measure: Callable[[dict[str, Any]], float | None]) -> Any
     return pd.Series(out, dtype=float)
 
 
-def _property1(curves: dict[str, Any]) -> float | None:
-    """min over groups of (5% of the peak - gradient at the smallest alpha) / peak: > 0 when all vanish."""
-    vals = [
-        (0.05 * c.max() - c.iloc[0]) / c.max()
-        for g, c in curves.items()
-        if g in ("centroid", "boundary", "incorrect")
-    ]
-    return min(vals) if vals else None
-
-
-def _vanished(groups: tuple[str, ...]) -> Callable[[dict[str, Any]], float | None]:
-    """min over ``groups`` of (1% of the peak - gradient at the largest alpha) / peak: > 0 when all vanish."""
+def _vanished(
+    groups: tuple[str, ...], share: float = 0.01, at: int = -1
+) -> Callable[[dict[str, Any]], float | None]:
+    """min over ``groups`` of (``share`` of the peak - gradient at the ``at``-th alpha, the largest by default) /
+    peak: > 0 when all vanish."""
 
     def measure(curves: dict[str, Any]) -> float | None:
-        vals = [(0.01 * c.max() - c.iloc[-1]) / c.max() for g, c in curves.items() if g in groups]
+        vals = [(share * c.max() - c.iloc[at]) / c.max() for g, c in curves.items() if g in groups]
         return min(vals) if vals else None
 
     return measure
 
 
+# Property 1: below 5% of the peak at the smallest alpha, every group.
+_property1 = _vanished(("centroid", "boundary", "incorrect"), share=0.05, at=0)
 _property2_correct = _vanished(("centroid", "boundary"))
 
 
