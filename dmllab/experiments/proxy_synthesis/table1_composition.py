@@ -52,12 +52,11 @@ _SAME = C.differs("every composition with the profile's PS + Norm-softmax preset
 
 
 def _claim(text: str, better: str, worse: str, key: str, **kw: Any) -> Claim:
-    effect = printed(C.cell("Table 1", better, "R@1"), C.cell("Table 1", worse, "R@1"))
     return Claim(
         text,
         lambda df: paired(df, "R@1", {"variant": better}, {"variant": worse}),
         unit="R@1 points",
-        paper_effect=effect,
+        paper_effect=printed(C.cell("Table 1", better, "R@1"), C.cell("Table 1", worse, "R@1")),
         differs=_SAME,
         arms=_NS,
         key=key,
