@@ -193,9 +193,8 @@ def species_params(seed: int, pool: str, class_id: int) -> Species:
         )
     for k in ("body_h", "head_h", "wing_h", "tail_h", "beak_h", "pattern_h"):
         values[k] = (values[k] + float(rng.normal(0.0, _HUE_SIGMA))) % 1.0
-    for k in ("body_s", "head_s", "wing_s", "tail_s", "marking_s"):
-        values[k] = float(np.clip(values[k] + rng.normal(0.0, _SV_SIGMA), 0.1, 1.0))
-    for k in ("body_v", "head_v", "wing_v", "tail_v", "beak_v", "pattern_v", "marking_v"):
+    saturations = ("body_s", "head_s", "wing_s", "tail_s", "marking_s")
+    for k in saturations + ("body_v", "head_v", "wing_v", "tail_v", "beak_v", "pattern_v", "marking_v"):
         values[k] = float(np.clip(values[k] + rng.normal(0.0, _SV_SIGMA), 0.1, 1.0))
     if rng.uniform() < 0.7:  # most species carry their own marking
         values["marking_type"] = int(rng.integers(0, 5))
@@ -317,10 +316,7 @@ def _draw_individuals(sp: Species, n: int, rng: np.random.Generator) -> SimpleNa
     # The bird's tight box spans about 1.5 object units and the image 2 units: box side ~ extent * image side.
     d.scale = d.extent * 1.33
     margin = 1.0 - 0.75 * d.extent
-    d.cx, d.cy = (
-        rng.uniform(-margin, margin).astype(np.float32),
-        rng.uniform(-margin, margin).astype(np.float32),
-    )
+    d.cx, d.cy = (rng.uniform(-margin, margin).astype(np.float32) for _ in range(2))
     d.rot = rng.uniform(-0.35, 0.35, n).astype(np.float32)
     d.flip = rng.uniform(size=n) < 0.5
     # --- per-image individual variation (pose of the parts, size, colour) ------------------------------------

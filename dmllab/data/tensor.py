@@ -31,11 +31,12 @@ import hashlib
 import json
 import math
 import os
+import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -181,16 +182,24 @@ def augment_batch(
     return _normalise(out)  # (B, 3, size, size)
 
 
+_Source = TypeVar("_Source", bound="_OnDevice")
+
+
 class _OnDevice:
     """A source whose tensors may live on a device (:meth:`to`): ``labels`` stay on the host for the samplers, a
     copy on the device serves the batches; indices are drawn on the host and copied without waiting."""
 
     labels: Tensor
+    _held: str  # the attribute holding the batches' tensor
 
-    def _place(self, device: torch.device | str, *names: str) -> None:
-        for name in names:
-            setattr(self, name, getattr(self, name).to(device))
+    def to(self: _Source, device: torch.device | str) -> _Source:
+        """Keep the batches' tensor (and a copy of the labels) on ``device``; returns self."""
+        setattr(self, self._held, getattr(self, self._held).to(device))
         self._device_labels = self.labels.to(device)
+        return self
+
+    def __len__(self) -> int:
+        return len(self.labels)
 
     def _indices(self, indices: Sequence[int] | Tensor, device: torch.device) -> Tensor:
         return torch.as_tensor(indices, dtype=torch.long).to(device, non_blocking=True)
@@ -211,6 +220,8 @@ class InMemoryImages(_OnDevice):
     drawn on the host from the caller's generator: the same draws on every device).
     """
 
+    _held = "images"
+
     def __init__(self, dataset: Any, preset: str, *, train: bool) -> None:
         crop_spec(preset)  # validate early
         self.images = images_tensor(dataset)  # (N, 3, S, S) uint8
@@ -218,14 +229,6 @@ class InMemoryImages(_OnDevice):
         self.num_classes = dataset.num_classes
         self.preset = preset
         self.train = train
-
-    def to(self, device: torch.device | str) -> InMemoryImages:
-        """Keep the images (and a copy of the labels) on ``device``; returns self."""
-        self._place(device, "images")
-        return self
-
-    def __len__(self) -> int:
-        return len(self.labels)
 
     def batch(
         self, indices: Sequence[int] | Tensor, generator: torch.Generator | None = None
@@ -319,8 +322,6 @@ def compute_features(
     """``prefix`` applied to ``views`` augmented views (train source) or the one test view of every image:
     (V, N, C, h, w) in ``dtype`` on the CPU. View ``v`` of batch ``b`` uses a generator seeded ``(seed, v, b)``.
     ``estimate(seconds)`` is called once, after the first batch, with the time all batches take at that pace."""
-    import time
-
     n = len(source)
     v_count = views if source.train else 1
     batches = v_count * -(-n // batch_size)
@@ -355,6 +356,8 @@ class FeatureCache(_OnDevice):
         build_seconds: time spent computing (0 when read from disk).
     """
 
+    _held = "features"
+
     def __init__(
         self,
         prefix: Callable[[Tensor], Tensor],
@@ -368,8 +371,6 @@ class FeatureCache(_OnDevice):
         root: str | os.PathLike | None = None,
         device: torch.device | str = "cpu",
     ) -> None:
-        import time
-
         if train and views < 1:
             raise ValueError(f"views must be >= 1, got {views}")
         self.views = views if train else 1
@@ -410,14 +411,6 @@ class FeatureCache(_OnDevice):
             self.build_seconds = time.perf_counter() - t0
             features = _open_features(self.folder, (self.views, len(self.labels)), repair=False)
         self.features = features  # (V, N, C, h, w) float16, a read-only memory map
-
-    def to(self, device: torch.device | str) -> FeatureCache:
-        """Keep the features (and a copy of the labels) on ``device``; returns self."""
-        self._place(device, "features")
-        return self
-
-    def __len__(self) -> int:
-        return len(self.labels)
 
     def batch(self, indices: Sequence[int] | Tensor, views: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """float32 features (B, C, h, w) of ``indices`` (view ``views[i]``, default 0) and their labels."""
